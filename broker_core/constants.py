@@ -1,0 +1,95 @@
+"""Every default and limit of the broker model, with the RocketMQ source it mirrors.
+
+Units and qualifiers go last in a name (``delay_ms_max``). Section numbers (§) refer to the
+RocketMQ store and semantics notes in ``docs/semantics.md``.
+"""
+
+# --- commit-log record (§1.2, §1.8) -------------------------------------------------------------
+MESSAGE_MAGIC_CODE_V1 = 0xDAA320A7  # MessageDecoder.MESSAGE_MAGIC_CODE (4.9.4 and 5.x)
+MESSAGE_MAGIC_CODE_V2 = 0xDAA320AB  # 5.x only: 2-byte topic length
+BLANK_MAGIC_CODE = 0xCBD43194  # CommitLog.BLANK_MAGIC_CODE: end-of-file filler record
+END_FILE_MIN_BLANK_LENGTH_BYTES = 8  # a message never ends closer than this to a file's end
+PROPERTIES_LENGTH_BYTES_MAX = 32767  # Short.MAX_VALUE: the properties length is an int16
+TOPIC_LENGTH_V1_BYTES_MAX = 127  # signed 1-byte topic length in a v1 record
+TOPIC_LENGTH_V2_BYTES_MAX = 32767  # int16 topic length in a v2 record
+BODY_SIZE_BYTES_MAX = 4 * 1024 * 1024  # MessageStoreConfig.maxMessageSize (body only, 4.9.4)
+NAME_VALUE_SEPARATOR = "\x01"  # MessageDecoder.NAME_VALUE_SEPARATOR
+PROPERTY_SEPARATOR = "\x02"  # MessageDecoder.PROPERTY_SEPARATOR
+
+# sysFlag bits (§1.4, MessageSysFlag)
+SYSFLAG_COMPRESSED = 0x1
+SYSFLAG_MULTI_TAGS = 0x2
+SYSFLAG_TRANSACTION_MASK = 0xC
+SYSFLAG_TRANSACTION_NOT = 0x0
+SYSFLAG_TRANSACTION_PREPARED = 0x4
+SYSFLAG_TRANSACTION_COMMIT = 0x8
+SYSFLAG_TRANSACTION_ROLLBACK = 0xC
+SYSFLAG_BORNHOST_V6 = 0x10
+SYSFLAG_STOREHOST_V6 = 0x20
+SYSFLAG_COMPRESSION_TYPE_MASK = 0x700
+COMPRESSION_TYPE_LZ4 = 1
+COMPRESSION_TYPE_ZSTD = 2
+COMPRESSION_TYPE_ZLIB = 3
+COMPRESS_BODY_OVER_BYTES = 4096  # DefaultMQProducer.compressMsgBodyOverHowmuch
+COMPRESS_ZLIB_LEVEL = 5  # producer default compress level
+
+# --- files (§1.1, §2.1, §3.6) --------------------------------------------------------------------
+COMMITLOG_FILE_SIZE_BYTES_DEFAULT = 1024 * 1024 * 1024  # mappedFileSizeCommitLog
+CQ_UNIT_SIZE_BYTES = 20  # ConsumeQueue.CQ_STORE_UNIT_SIZE
+CQ_UNITS_PER_FILE_DEFAULT = 300_000  # mappedFileSizeConsumeQueue / 20
+FILE_NAME_DIGITS = 20  # UtilAll.offset2FileName
+CHECKPOINT_FILE_SIZE_BYTES = 4096  # StoreCheckpoint, one OS page
+CHECKPOINT_MIN_TIMESTAMP_SLACK_MS = 3000  # StoreCheckpoint.getMinTimestamp subtracts this
+RECOVER_NORMAL_FILES_FROM_END = 3  # normal recovery starts at the third-last file (4.9.4)
+
+# --- delay levels and the schedule service (§4) --------------------------------------------------
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+SCHEDULE_TOPIC_QUEUES = 18  # TopicConfigManager: SCHEDULE_TOPIC_QUEUE_NUM
+MESSAGE_DELAY_LEVEL_DEFAULT = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+SCHEDULE_FIRST_DELAY_MS = 1000  # FIRST_DELAY_TIME
+SCHEDULE_DELAY_FOR_A_WHILE_MS = 100  # DELAY_FOR_A_WHILE: poll period of each level (4.9.3+)
+SCHEDULE_DELAY_FOR_A_PERIOD_MS = 10_000  # DELAY_FOR_A_PERIOD: after an exception
+SCHEDULE_UNKNOWN_LEVEL_DELAY_MS = 1000  # computeDeliverTimestamp of a level not in the table
+DELAY_OFFSET_FLUSH_INTERVAL_MS = 10_000  # flushDelayOffsetInterval
+
+# --- retry and DLQ (§5) --------------------------------------------------------------------------
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+DLQ_QUEUES = 1  # DLQ_NUMS_PER_GROUP
+RETRY_QUEUES_DEFAULT = 1  # SubscriptionGroupConfig.retryQueueNums
+RETRY_MAX_TIMES_DEFAULT = 16  # SubscriptionGroupConfig.retryMaxTimes
+RETRY_DELAY_LEVEL_BASE = 3  # delayLevel 0 from the client means 3 + reconsumeTimes
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+DLQ_PERM = PERM_READ | PERM_WRITE  # 4.9.2+; PERM_WRITE only in 4.9.0-4.9.1
+TOPIC_QUEUES_DEFAULT = 4  # DefaultMQProducer.defaultTopicQueueNums
+
+# --- consumer (§6) -------------------------------------------------------------------------------
+PULL_BATCH_SIZE_DEFAULT = 32
+CONSUME_MESSAGE_BATCH_MAX_SIZE_DEFAULT = 1
+CONSUME_TIMEOUT_MS_DEFAULT = 15 * 60 * 1000  # consumeTimeout = 15 minutes
+CLEAN_EXPIRED_MSGS_PER_PASS_MAX = 16  # ProcessQueue.cleanExpiredMsg checks at most 16 heads
+CLEAN_EXPIRED_DELAY_LEVEL = 3  # cleanExpiredMsg sends back at level 3
+SEND_BACK_LOCAL_RETRY_MS = 5000  # submitConsumeRequestLater after a failed send-back
+OFFSET_PERSIST_INTERVAL_MS = 5000  # persistConsumerOffsetInterval (client) and broker flush
+OFFSET_PERSIST_INITIAL_DELAY_MS = 10_000
+SUSPEND_CURRENT_QUEUE_MS_DEFAULT = 1000  # orderly suspendCurrentQueueTimeMillis
+SUSPEND_CURRENT_QUEUE_MS_MIN = 10
+SUSPEND_CURRENT_QUEUE_MS_MAX = 30_000
+ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED = 2**31 - 1  # Integer.MAX_VALUE
+PULL_THRESHOLD_FOR_QUEUE_DEFAULT = 1000
+
+# --- producer (§7) -------------------------------------------------------------------------------
+SEND_MSG_TIMEOUT_MS = 3000
+SEND_RETRY_TIMES_SYNC = 2  # retryTimesWhenSendFailed: at most 3 attempts
+SEND_RETRY_TIMES_ASYNC = 2
+
+# --- names (§8) ----------------------------------------------------------------------------------
+TOPIC_NAME_LENGTH_MAX = 127  # 4.9.4 topic limit (also the v1 record field)
+GROUP_NAME_LENGTH_MAX = 255  # 4.9.4 client checkGroup CHARACTER_MAX_LENGTH
+VALID_NAME_PATTERN = r"^[%|a-zA-Z0-9_-]+$"
+
+# --- simulation bounds ---------------------------------------------------------------------------
+SIM_EVENTS_MAX = 500_000_000  # a run that needs more events than this stops with a clear error
+SIM_MESSAGES_MAX = 100_000_000  # a scenario asking for more messages is rejected at load

@@ -1,0 +1,1 @@
+"""The data contract as pyarrow schemas, Parquet writers, and the store-directory reader."""

@@ -1,0 +1,117 @@
+"""Writing a run directory's Parquet tables, atomically.
+
+A run directory is complete or absent: everything is written into a sibling temporary directory
+and renamed into place at the end, so an interrupted run never looks complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from broker_core.export.schema import RAW_TABLES
+
+ROW_GROUP_ROWS = 128 * 1024  # rows buffered before a row group is written: bounded memory
+
+
+@contextlib.contextmanager
+def atomic_dir(final: Path) -> Iterator[Path]:
+    """Yield a temporary directory beside ``final``; on success it replaces ``final`` whole.
+
+    On any exception the temporary directory is removed and ``final`` is left as it was.
+    """
+    final = Path(final).absolute()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    # Leftovers of an earlier killed attempt are never mistaken for output: they are hidden and
+    # carry the ".tmp-" marker; remove them now.
+    for stale in final.parent.glob(f".{final.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = final.parent / f".{final.name}.old-{os.getpid()}"
+    if final.exists():
+        os.rename(final, old)
+    os.rename(tmp, final)
+    if old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+    _fsync_dir(final.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class TableWriter:
+    """Streams rows (dicts) into ``<parquet_dir>/<table>/part-00000.parquet`` in bounded batches."""
+
+    def __init__(self, parquet_dir: Path, table: str, schema: pa.Schema | None = None):
+        self.table = table
+        self.schema = schema if schema is not None else RAW_TABLES[table]
+        self.dir = Path(parquet_dir) / table
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / "part-00000.parquet"
+        self._writer: pq.ParquetWriter | None = None
+        self._buffer: dict[str, list] = {name: [] for name in self.schema.names}
+        self._buffered = 0
+        self.rows_written = 0
+
+    def write(self, row: Mapping[str, object]) -> None:
+        for name in self.schema.names:
+            self._buffer[name].append(row.get(name))
+        self._buffered += 1
+        if self._buffered >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def write_many(self, rows: Iterable[Mapping[str, object]]) -> None:
+        for row in rows:
+            self.write(row)
+
+    def _flush(self) -> None:
+        if self._buffered == 0:
+            return
+        batch = pa.Table.from_pydict(self._buffer, schema=self.schema)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+        self._writer.write_table(batch)
+        self.rows_written += self._buffered
+        self._buffer = {name: [] for name in self.schema.names}
+        self._buffered = 0
+
+    def close(self) -> int:
+        """Write what is buffered; an empty table still gets a file with its schema."""
+        self._flush()
+        if self._writer is None:
+            pq.write_table(self.schema.empty_table(), self.path, compression="zstd")
+        else:
+            self._writer.close()
+        return self.rows_written
+
+
+def write_rows(parquet_dir: Path, table: str, rows: Sequence[Mapping[str, object]] | Iterable,
+               schema: pa.Schema | None = None) -> int:
+    """Write all rows of one table and return how many were written."""
+    writer = TableWriter(parquet_dir, table, schema)
+    writer.write_many(rows)
+    return writer.close()
+
+
+def read_table(run_dir: Path, table: str) -> pa.Table:
+    """Read one table of a run directory (all its part files)."""
+    return pq.read_table(Path(run_dir) / "parquet" / table)

@@ -1,0 +1,179 @@
+"""The data contract: one pyarrow schema per Parquet table a run directory holds.
+
+Column names and types here are the contract other tools (Spark, DuckDB, scripts) rely on;
+``docs/data-contract.md`` explains each column. Times are ``timestamp[ms, tz=UTC]``.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("ms", tz="UTC")
+
+COMMITLOG = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("phys_offset", pa.int64()),
+    ("total_size", pa.int32()),
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("msg_id", pa.string()),
+    ("uniq_key", pa.string()),
+    ("origin_msg_id", pa.string()),
+    ("real_topic", pa.string()),
+    ("real_queue_id", pa.int32()),
+    ("retry_topic", pa.string()),
+    ("delay_level", pa.int32()),
+    ("reconsume_times", pa.int32()),
+    ("max_reconsume_times", pa.int32()),
+    ("tags", pa.string()),
+    ("keys", pa.string()),
+    ("body_size", pa.int32()),
+    ("body_crc", pa.int32()),
+    ("sys_flag", pa.int32()),
+    ("born_ts", TS),
+    ("born_host", pa.string()),
+    ("store_ts", TS),
+    ("store_host", pa.string()),
+    ("properties", pa.map_(pa.string(), pa.string())),
+    # Beyond the required columns: where the record came from, for post-mortems.
+    ("magic", pa.string()),
+    ("file_name", pa.string()),
+])
+
+CONSUME_ATTEMPTS = pa.schema([
+    ("run_id", pa.string()),
+    ("group", pa.string()),
+    ("consumer_id", pa.string()),
+    ("model", pa.string()),
+    ("queue_topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("msg_id", pa.string()),
+    ("uniq_key", pa.string()),
+    ("topic", pa.string()),
+    ("reconsume_times", pa.int32()),
+    ("start_ts", TS),
+    ("end_ts", TS),
+    ("status", pa.string()),
+    ("outcome", pa.string()),
+    ("phys_offset", pa.int64()),
+])
+
+SCHEDULE_DELIVERIES = pa.schema([
+    ("run_id", pa.string()),
+    ("delay_level", pa.int32()),
+    ("schedule_queue_offset", pa.int64()),
+    ("schedule_msg_id", pa.string()),
+    ("delivered_msg_id", pa.string()),
+    ("real_topic", pa.string()),
+    ("scheduled_store_ts", TS),
+    ("due_ts", TS),
+    ("delivered_ts", TS),
+    ("lateness_ms", pa.int64()),
+    ("put_attempts", pa.int32()),
+    ("uniq_key", pa.string()),
+])
+
+CONSUMER_OFFSETS = pa.schema([
+    ("run_id", pa.string()),
+    ("group", pa.string()),
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("offset", pa.int64()),
+    ("ts", TS),
+    ("event", pa.string()),
+])
+
+FAULTS = pa.schema([
+    ("run_id", pa.string()),
+    ("ts", TS),
+    ("kind", pa.string()),
+    ("target", pa.string()),
+    ("detail", pa.string()),
+])
+
+RUNS = pa.schema([
+    ("run_id", pa.string()),
+    ("scenario", pa.string()),
+    ("seed", pa.int64()),
+    ("sim_start_ts", TS),
+    ("sim_end_ts", TS),
+    ("wall_seconds", pa.float64()),
+    ("messages_produced", pa.int64()),
+    ("records_written", pa.int64()),
+    ("version", pa.string()),
+    ("source", pa.string()),  # "simulation" or "import"
+])
+
+# Delay-level offsets found in (or written to) config/delayOffset.json.
+DELAY_OFFSETS = pa.schema([
+    ("run_id", pa.string()),
+    ("delay_level", pa.int32()),
+    ("offset", pa.int64()),
+])
+
+# Imported stores: damage found while reading (empty for a clean store).
+STORE_PROBLEMS = pa.schema([
+    ("run_id", pa.string()),
+    ("file_name", pa.string()),
+    ("offset", pa.int64()),
+    ("kind", pa.string()),
+    ("detail", pa.string()),
+])
+
+MESSAGE_HOPS = pa.schema([
+    ("run_id", pa.string()),
+    ("message_key", pa.string()),
+    ("group", pa.string()),
+    ("hop_index", pa.int32()),
+    ("hop_kind", pa.string()),
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("phys_offset", pa.int64()),
+    ("msg_id", pa.string()),
+    ("delay_level", pa.int32()),
+    ("reconsume_times", pa.int32()),
+    ("store_ts", TS),
+    ("next_store_ts", TS),
+    ("dwell_ms", pa.int64()),
+])
+
+MESSAGE_LINEAGE = pa.schema([
+    ("run_id", pa.string()),
+    ("message_key", pa.string()),
+    ("group", pa.string()),
+    ("origin_topic", pa.string()),
+    ("origin_msg_id", pa.string()),
+    ("hops", pa.int32()),
+    ("retries", pa.int32()),
+    ("path", pa.string()),
+    ("final_topic", pa.string()),
+    ("final_state", pa.string()),
+    ("first_store_ts", TS),
+    ("last_store_ts", TS),
+    ("total_delay_ms", pa.int64()),
+])
+
+# Tables a run directory's parquet/ holds, by name.
+RAW_TABLES: dict[str, pa.Schema] = {
+    "commitlog": COMMITLOG,
+    "consume_attempts": CONSUME_ATTEMPTS,
+    "schedule_deliveries": SCHEDULE_DELIVERIES,
+    "consumer_offsets": CONSUMER_OFFSETS,
+    "faults": FAULTS,
+    "runs": RUNS,
+    "delay_offsets": DELAY_OFFSETS,
+    "store_problems": STORE_PROBLEMS,
+}
+LINEAGE_TABLES: dict[str, pa.Schema] = {
+    "message_hops": MESSAGE_HOPS,
+    "message_lineage": MESSAGE_LINEAGE,
+}
+
+HOP_KINDS = ("PUBLISH", "SCHEDULE", "DELIVER", "RETRY", "DLQ")
+FINAL_STATES = ("CONSUMED", "DLQ", "RETRYING", "UNCONSUMED", "LOST")
+CONSUME_STATUSES = ("CONSUME_SUCCESS", "RECONSUME_LATER", "EXCEPTION", "RETURN_NULL")
+CONSUME_OUTCOMES = ("ACKED", "SENT_BACK", "SENT_BACK_BY_CLIENT", "LOCAL_RETRY", "DROPPED", "EXPIRED",
+                    "LOST_IN_CRASH")

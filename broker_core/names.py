@@ -1,0 +1,119 @@
+"""The one place that builds and checks topic and group names (RocketMQ TopicValidator, MixAll).
+
+Nobody else concatenates ``%RETRY%`` or ``%DLQ%``: call :func:`retry_topic` / :func:`dlq_topic`.
+A name that passes :func:`validate_topic` / :func:`validate_group` contains only
+``[%|a-zA-Z0-9_-]``, so it can never make the store write outside its directory.
+"""
+
+from __future__ import annotations
+
+import re
+
+from broker_core.constants import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    GROUP_NAME_LENGTH_MAX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TOPIC_NAME_LENGTH_MAX,
+)
+from broker_core.errors import InvalidNameError
+
+_VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
+
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+SYSTEM_TOPICS = frozenset({
+    "TBW102", SCHEDULE_TOPIC, "BenchmarkTest", TRANS_HALF_TOPIC, "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+})
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+})
+
+
+def retry_topic(group: str) -> str:
+    """``%RETRY%<group>``: where a clustering group's failed messages come back (MixAll.getRetryTopic)."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """``%DLQ%<group>``: where a group's messages go after the last retry (MixAll.getDLQTopic)."""
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def is_retry_topic(topic: str) -> bool:
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+def is_dlq_topic(topic: str) -> bool:
+    return topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+
+
+def is_schedule_topic(topic: str) -> bool:
+    return topic == SCHEDULE_TOPIC
+
+
+def group_of(topic: str) -> str | None:
+    """The group a ``%RETRY%``/``%DLQ%`` topic belongs to, or None for any other topic."""
+    if is_retry_topic(topic):
+        return topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+    if is_dlq_topic(topic):
+        return topic[len(DLQ_GROUP_TOPIC_PREFIX):]
+    return None
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def is_not_allowed_send_topic(topic: str) -> bool:
+    return topic in NOT_ALLOWED_SEND_TOPICS
+
+
+def _is_blank(name: str | None) -> bool:
+    return name is None or name.strip() == ""
+
+
+def validate_topic(topic: str | None) -> str:
+    """Return the topic if RocketMQ 4.9.4 accepts it, else raise with RocketMQ's own message."""
+    if _is_blank(topic):
+        raise InvalidNameError("The specified topic is blank.", where="topic")
+    assert topic is not None
+    if not _VALID.fullmatch(topic):
+        raise InvalidNameError(
+            f"The specified topic[{_show(topic)}] contains illegal characters, "
+            "allowing only ^[%|a-zA-Z0-9_-]+$", where="topic")
+    if len(topic) > TOPIC_NAME_LENGTH_MAX:
+        raise InvalidNameError(
+            f"The specified topic is longer than topic max length {TOPIC_NAME_LENGTH_MAX}.",
+            where="topic")
+    return topic
+
+
+def validate_group(group: str | None) -> str:
+    """Return the group if it is a valid consumer group name, else raise InvalidNameError."""
+    if _is_blank(group):
+        raise InvalidNameError("the specified group is blank", where="group")
+    assert group is not None
+    if not _VALID.fullmatch(group):
+        raise InvalidNameError(
+            f"the specified group[{_show(group)}] contains illegal characters, "
+            "allowing only ^[%|a-zA-Z0-9_-]+$", where="group")
+    if len(group) > GROUP_NAME_LENGTH_MAX:
+        raise InvalidNameError(
+            f"the specified group is longer than group max length {GROUP_NAME_LENGTH_MAX}.",
+            where="group")
+    # The retry topic built from the group must itself be a storable topic name.
+    if len(retry_topic(group)) > TOPIC_NAME_LENGTH_MAX:
+        raise InvalidNameError(
+            f"the retry topic of group[{_show(group)}] would be longer than {TOPIC_NAME_LENGTH_MAX}",
+            where="group")
+    return group
+
+
+def _show(name: str) -> str:
+    """A printable, bounded rendering of a hostile name for error messages."""
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    return shown.encode("unicode_escape").decode("ascii")

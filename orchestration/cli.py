@@ -1,0 +1,129 @@
+"""The ``retry-audit`` command: thin argument parsing over the same functions the assets call.
+
+Exit codes: 0 success, 1 failure, 2 bad input (or damage found under ``--strict``).
+Operating errors print one line (``retry-audit: error: …``) and a hint; ``--debug`` shows the
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+from broker_core.errors import RetryAuditError
+
+EXAMPLES = """\
+examples:
+  retry-audit simulate scenarios/default.yaml --out var/runs/default --seed 7
+  retry-audit import-store /var/rocketmq/store --out var/runs/broker-a
+  retry-audit lineage var/runs/default
+  retry-audit warehouse var/runs/default var/runs/broker-a --db var/warehouse.duckdb
+  retry-audit trace C0A8000A0000000000000000000A0001 --db var/warehouse.duckdb
+  retry-audit resend-plan --db var/warehouse.duckdb --group order-service --json
+  retry-audit sql --db var/warehouse.duckdb "select final_state, count(*) from message_lineage group by 1"
+"""
+
+# subcommand -> "module:function"; each function takes the parsed args and returns an exit code.
+HANDLERS = {
+    "simulate": "orchestration.commands:simulate",
+    "import-store": "orchestration.commands:import_store",
+    "lineage": "orchestration.commands:lineage",
+    "warehouse": "orchestration.commands:warehouse",
+    "trace": "orchestration.commands:trace",
+    "report": "orchestration.commands:report",
+    "resend-plan": "orchestration.commands:resend_plan",
+    "sql": "orchestration.commands:sql",
+    "swarm": "orchestration.commands:swarm",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="retry-audit",
+        description="What happened to this message, and to all the others like it? "
+                    "A retry audit warehouse for RocketMQ-style brokers.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--quiet", "-q", action="store_true", help="print only errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("simulate", help="run a scenario on the broker model into RUN_DIR")
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--out", required=True, help="run directory to write (replaced atomically)")
+    p.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    p = sub.add_parser("import-store", help="read a RocketMQ store directory (read-only) into RUN_DIR")
+    p.add_argument("store_dir", help="RocketMQ store root (holds commitlog/, consumequeue/, config/)")
+    p.add_argument("--out", required=True, help="run directory to write (replaced atomically)")
+    p.add_argument("--name", default=None, help="run id (default: the output directory's name)")
+    p.add_argument("--strict", action="store_true", help="any damage is an error (exit 2)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    p = sub.add_parser("lineage", help="build message_hops and message_lineage with Spark")
+    p.add_argument("run_dir")
+    p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
+
+    p = sub.add_parser("warehouse", help="load runs into the DuckDB audit warehouse")
+    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--db", default="var/warehouse.duckdb")
+
+    p = sub.add_parser("trace", help="one message's journey as a timeline")
+    p.add_argument("key", help="UNIQ_KEY, offset msgId or ORIGIN_MESSAGE_ID")
+    p.add_argument("--db", default="var/warehouse.duckdb")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("report", help="one-file HTML report with the plots of a run")
+    p.add_argument("run_dir")
+    p.add_argument("--out", required=True)
+    p.add_argument("--db", default=None, help="warehouse to read (default: build from the run)")
+
+    p = sub.add_parser("resend-plan", help="DLQ messages to resend to their RETRY_TOPIC")
+    p.add_argument("--db", default="var/warehouse.duckdb")
+    p.add_argument("--group", required=True)
+    p.add_argument("--origin-topic", default=None)
+    p.add_argument("--json", action="store_true", help="JSON instead of CSV")
+
+    p = sub.add_parser("sql", help="run a query on the warehouse (read-only)")
+    p.add_argument("query")
+    p.add_argument("--db", default="var/warehouse.duckdb")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("swarm", help="run random scenarios with faults and check every invariant")
+    p.add_argument("--seeds", default="1..20", help="A..B (inclusive)")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    module_name, func_name = HANDLERS[args.command].split(":")
+    try:
+        handler = getattr(importlib.import_module(module_name), func_name)
+        return int(handler(args) or 0)
+    except RetryAuditError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"retry-audit: error: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("retry-audit: interrupted; no partial output was left in place", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence prints one line
+        if args.debug:
+            traceback.print_exc()
+        print(f"retry-audit: internal error: {type(exc).__name__}: {exc} (rerun with --debug)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

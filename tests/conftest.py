@@ -1,0 +1,51 @@
+"""Shared test options and fixtures: the --seed option and the paths of the real RocketMQ data."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+COMMITLOG_FIXTURES = DATA / "rocketmq-commitlog"
+STORE_FIXTURES = DATA / "rocketmq-store-4.9.4"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--seed", action="store", type=int, default=None,
+                     help="seed for simulation tests (default: each test's own fixed seeds)")
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """The seed a simulation test runs with: --seed N, else the SEED env var, else 42."""
+    value = request.config.getoption("--seed")
+    if value is None:
+        value = int(os.environ.get("SEED", "42"))
+    return value
+
+
+@pytest.fixture
+def commitlog_fixtures() -> Path:
+    return COMMITLOG_FIXTURES
+
+
+@pytest.fixture
+def store_fixtures() -> Path:
+    return STORE_FIXTURES
+
+
+@pytest.fixture
+def writable_store_copy(tmp_path) -> callable:
+    """Copy a fixture store ("store-clean" or "store-crashed") somewhere a test may change it."""
+
+    def make(name: str = "store-clean") -> Path:
+        dest = tmp_path / name
+        shutil.copytree(STORE_FIXTURES / name, dest)
+        for path in dest.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        return dest
+
+    return make
