@@ -27,15 +27,15 @@ examples:
 
 # subcommand -> "module:function"; each function takes the parsed args and returns an exit code.
 HANDLERS = {
-    "simulate": "orchestration.commands:simulate",
-    "import-store": "orchestration.commands:import_store",
-    "lineage": "orchestration.commands:lineage",
-    "warehouse": "orchestration.commands:warehouse",
-    "trace": "orchestration.commands:trace",
-    "report": "orchestration.commands:report",
-    "resend-plan": "orchestration.commands:resend_plan",
-    "sql": "orchestration.commands:sql",
-    "swarm": "orchestration.commands:swarm",
+    "simulate": "orchestration.cmd_sim:simulate",
+    "swarm": "orchestration.cmd_sim:swarm",
+    "import-store": "orchestration.cmd_import:import_store",
+    "lineage": "orchestration.cmd_pipeline:lineage",
+    "warehouse": "orchestration.cmd_pipeline:warehouse",
+    "trace": "orchestration.cmd_pipeline:trace",
+    "report": "orchestration.cmd_pipeline:report",
+    "resend-plan": "orchestration.cmd_pipeline:resend_plan",
+    "sql": "orchestration.cmd_pipeline:sql",
 }
 
 
