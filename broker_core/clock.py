@@ -1,0 +1,120 @@
+"""Virtual time: a clock and an event queue ordered by ``(time_ms, sequence)``.
+
+Nothing in the broker model reads the wall clock; it is handed a :class:`Simulator` (or any
+object with ``now()``). Ties at one millisecond run in the order they were scheduled, so a run is a
+pure function of its inputs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+from broker_core.constants import SIM_EVENTS_MAX
+from broker_core.errors import SimulationLimitError
+
+
+class EventHandle:
+    """A scheduled callback; ``cancel()`` makes it a no-op when its time comes."""
+
+    __slots__ = ("time_ms", "seq", "fn", "args", "cancelled")
+
+    def __init__(self, time_ms: int, seq: int, fn: Callable[..., Any], args: tuple):
+        self.time_ms = time_ms
+        self.seq = seq
+        self.fn = fn
+        self.args = args
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def __lt__(self, other: EventHandle) -> bool:
+        return (self.time_ms, self.seq) < (other.time_ms, other.seq)
+
+
+class Simulator:
+    """A discrete-event loop on virtual milliseconds."""
+
+    def __init__(self, start_ms: int = 0, *, events_max: int = SIM_EVENTS_MAX):
+        self._now = int(start_ms)
+        self._seq = 0
+        self._queue: list[EventHandle] = []
+        self.events_run = 0
+        self.events_max = events_max
+
+    def now(self) -> int:
+        """Current virtual time in epoch milliseconds."""
+        return self._now
+
+    @property
+    def now_ms(self) -> int:
+        return self._now
+
+    def at(self, time_ms: int, fn: Callable[..., Any], *args: Any) -> EventHandle:
+        """Run ``fn(*args)`` at ``time_ms`` (never in the past: earlier times run now)."""
+        time_ms = max(int(time_ms), self._now)
+        self._seq += 1
+        handle = EventHandle(time_ms, self._seq, fn, args)
+        heapq.heappush(self._queue, handle)
+        return handle
+
+    def after(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> EventHandle:
+        """Run ``fn(*args)`` ``delay_ms`` from now."""
+        assert delay_ms >= 0, f"negative delay {delay_ms}"
+        return self.at(self._now + delay_ms, fn, *args)
+
+    def next_time(self) -> int | None:
+        """Time of the next live event, or None when the queue is empty."""
+        while self._queue and self._queue[0].cancelled:
+            heapq.heappop(self._queue)
+        return self._queue[0].time_ms if self._queue else None
+
+    def pending(self) -> int:
+        return sum(1 for h in self._queue if not h.cancelled)
+
+    def step(self) -> bool:
+        """Run the next event; False when there is none."""
+        while self._queue:
+            handle = heapq.heappop(self._queue)
+            if handle.cancelled:
+                continue
+            assert handle.time_ms >= self._now, "time went backwards in the event queue"
+            self._now = handle.time_ms
+            self.events_run += 1
+            if self.events_run > self.events_max:
+                raise SimulationLimitError(
+                    f"the simulation ran more than {self.events_max} events",
+                    hint="shorten the horizon or lower the message count")
+            handle.fn(*handle.args)
+            return True
+        return False
+
+    def run(self, until_ms: int | None = None, stop: Callable[[], bool] | None = None) -> None:
+        """Run events in order until the queue is empty, ``until_ms`` is passed, or ``stop()``."""
+        while True:
+            nxt = self.next_time()
+            if nxt is None:
+                break
+            if until_ms is not None and nxt > until_ms:
+                self._now = max(self._now, until_ms)
+                break
+            self.step()
+            if stop is not None and stop():
+                break
+
+    def advance_to(self, time_ms: int) -> None:
+        """Move the clock forward without running events (used by clock-jump faults)."""
+        self._now = max(self._now, int(time_ms))
+
+    def jump(self, delta_ms: int) -> None:
+        """Shift the clock by ``delta_ms`` (may be negative: a clock fault). Events keep their
+        absolute times, so a backward jump delays them and a forward jump makes them due."""
+        self._now = self._now + int(delta_ms)
+        if self._queue and delta_ms > 0:
+            # Events now in the past run at the new present, in their original order.
+            for handle in self._queue:
+                if handle.time_ms < self._now:
+                    handle.time_ms = self._now
+            heapq.heapify(self._queue)
