@@ -107,6 +107,21 @@ RUNS = pa.schema([
     ("source", pa.string()),  # "simulation" or "import"
 ])
 
+# One row per message a producer tried to send (simulation only): the ground truth that lets the
+# warehouse tell a lost message from one never sent.
+PRODUCED = pa.schema([
+    ("run_id", pa.string()),
+    ("uniq_key", pa.string()),
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("delay_level", pa.int32()),
+    ("send_ts", TS),
+    ("status", pa.string()),  # SEND_OK | FAILED
+    ("msg_id", pa.string()),
+    ("phys_offset", pa.int64()),
+    ("attempts", pa.int32()),
+])
+
 # Delay-level offsets found in (or written to) config/delayOffset.json.
 DELAY_OFFSETS = pa.schema([
     ("run_id", pa.string()),
@@ -164,6 +179,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "consumer_offsets": CONSUMER_OFFSETS,
     "faults": FAULTS,
     "runs": RUNS,
+    "produced": PRODUCED,
     "delay_offsets": DELAY_OFFSETS,
     "store_problems": STORE_PROBLEMS,
 }
