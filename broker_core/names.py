@@ -115,5 +115,5 @@ def validate_group(group: str | None) -> str:
 
 def _show(name: str) -> str:
     """A printable, bounded rendering of a hostile name for error messages."""
-    shown = name if len(name) <= 80 else name[:77] + "..."
-    return shown.encode("unicode_escape").decode("ascii")
+    shown = name.encode("unicode_escape").decode("ascii")
+    return shown if len(shown) <= 80 else shown[:77] + "..."

@@ -1,0 +1,63 @@
+"""The virtual clock runs events in (time, sequence) order and never reads the wall clock."""
+
+import pytest
+
+from broker_core.clock import Simulator
+from broker_core.errors import SimulationLimitError
+
+
+def test_events_run_in_time_then_schedule_order():
+    """Events at the same millisecond run in the order they were scheduled."""
+    sim = Simulator(start_ms=1000)
+    seen = []
+    sim.at(1005, seen.append, "b")
+    sim.at(1001, seen.append, "a")
+    sim.at(1005, seen.append, "c")
+    sim.after(0, seen.append, "now")
+    sim.run()
+    assert seen == ["now", "a", "b", "c"]
+    assert sim.now() == 1005
+
+
+def test_cancelled_events_do_not_run():
+    """A cancelled event is skipped and does not move the clock."""
+    sim = Simulator()
+    seen = []
+    handle = sim.at(50, seen.append, "x")
+    sim.at(10, seen.append, "y")
+    handle.cancel()
+    sim.run()
+    assert seen == ["y"] and sim.now() == 10
+
+
+def test_run_until_stops_at_the_horizon():
+    """run(until_ms) leaves later events queued and sets the clock to the horizon."""
+    sim = Simulator()
+    seen = []
+    sim.at(10, seen.append, 1)
+    sim.at(30, seen.append, 2)
+    sim.run(until_ms=20)
+    assert seen == [1] and sim.now() == 20 and sim.next_time() == 30
+
+
+def test_event_bound_is_an_explicit_outcome():
+    """A run that exceeds its event bound stops with SimulationLimitError, never hangs."""
+    sim = Simulator(events_max=100)
+
+    def forever():
+        sim.after(1, forever)
+
+    sim.after(0, forever)
+    with pytest.raises(SimulationLimitError):
+        sim.run()
+
+
+def test_forward_jump_makes_past_events_due_in_order():
+    """After a forward clock jump, overdue events run at the new present in their old order."""
+    sim = Simulator()
+    seen = []
+    sim.at(100, seen.append, "a")
+    sim.at(200, seen.append, "b")
+    sim.jump(500)
+    sim.run()
+    assert seen == ["a", "b"] and sim.now() == 500
