@@ -1,0 +1,128 @@
+"""The Spark session the lineage runs on: local by default, any Spark cluster when configured.
+
+The master URL comes from the caller, else ``RETRY_AUDIT_SPARK_MASTER``, else ``local[*]``. The
+session is sized for a small machine (two cores, a few GiB): the default 200 shuffle partitions
+made the lineage 1.5-2x slower than 4 there. A process holds at most one SparkContext, so the
+session is created once and cached; asking for a different master afterwards is an error rather
+than a silent reuse of the wrong cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from broker_core.errors import BadInputError
+
+SPARK_MASTER_ENV = "RETRY_AUDIT_SPARK_MASTER"
+SPARK_UI_ENV = "RETRY_AUDIT_SPARK_UI"  # "1" turns the Spark web UI on (off by default: no port 4040 fights)
+SPARK_MASTER_DEFAULT = "local[*]"
+APP_NAME_DEFAULT = "retry-audit"
+
+# Shuffle partitions: a few per core on the two-core machines this runs on; a cluster job with
+# much more data sets spark.sql.shuffle.partitions through SPARK_CONF_OVERRIDES_ENV.
+SHUFFLE_PARTITIONS = 4
+DRIVER_MEMORY = "1g"  # the driver only plans and collects row counts; the data stays in executors
+EXECUTOR_MEMORY = "1g"  # per executor on a standalone cluster; fits a 2 GiB worker
+SPARK_LOCAL_IP_DEFAULT = "127.0.0.1"  # never bind the driver on a public interface by accident
+# Extra Spark settings, "key=value;key=value", for clusters that need more than the master URL.
+SPARK_CONF_OVERRIDES_ENV = "RETRY_AUDIT_SPARK_CONF"
+
+_lock = threading.Lock()
+_session = None  # the one cached SparkSession of this process
+_session_master: str | None = None
+
+
+def resolve_master(master: str | None = None) -> str:
+    """The master URL to use: the argument, else RETRY_AUDIT_SPARK_MASTER, else local[*]."""
+    if master:
+        return master
+    return os.environ.get(SPARK_MASTER_ENV) or SPARK_MASTER_DEFAULT
+
+
+def _conf_overrides() -> dict[str, str]:
+    raw = os.environ.get(SPARK_CONF_OVERRIDES_ENV, "").strip()
+    overrides: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(";"))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BadInputError(f"expected key=value, got {item!r}", where=SPARK_CONF_OVERRIDES_ENV)
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def _is_alive(session) -> bool:
+    """True while the session's SparkContext is running (stop() clears its Java handle)."""
+    context = session.sparkContext
+    return getattr(context, "_jsc", None) is not None
+
+
+def get_spark(master: str | None = None, app_name: str = APP_NAME_DEFAULT):
+    """Return this process's SparkSession, creating it on first use.
+
+    ``master`` is a Spark master URL (``local[2]``, ``spark://host:7077``, ...); when omitted the
+    environment variable ``RETRY_AUDIT_SPARK_MASTER`` decides, else ``local[*]``. Times are UTC
+    in the session so that timestamps round-trip unchanged between Parquet, Spark and DuckDB.
+    """
+    global _session, _session_master
+    wanted = resolve_master(master)
+    # Only an explicit choice (argument or environment) can conflict with the running session;
+    # a caller that leaves the master open gets whatever this process already runs.
+    explicit = bool(master) or bool(os.environ.get(SPARK_MASTER_ENV))
+    with _lock:
+        if _session is not None and _is_alive(_session):
+            if explicit and wanted != _session_master:
+                raise BadInputError(
+                    f"this process already runs Spark on {_session_master!r}; cannot switch to "
+                    f"{wanted!r}", where="spark master",
+                    hint="one SparkContext per process: run the other master in a new process")
+            return _session
+        _session = _build_session(wanted, app_name)
+        _session_master = wanted
+        return _session
+
+
+def _build_session(master: str, app_name: str):
+    # The environment must be set before the JVM starts: Spark reads it once at launch.
+    os.environ.setdefault("SPARK_LOCAL_IP", SPARK_LOCAL_IP_DEFAULT)
+    # Executors (local or on a cluster's workers) must run the same Python as the driver.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession  # imported late: importing pyspark costs ~1 s
+
+    ui_enabled = os.environ.get(SPARK_UI_ENV, "0") == "1"
+    utc = "-Duser.timezone=UTC"
+    builder = (
+        SparkSession.builder.master(master).appName(app_name)
+        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+        .config("spark.default.parallelism", str(SHUFFLE_PARTITIONS))
+        .config("spark.driver.memory", DRIVER_MEMORY)
+        .config("spark.executor.memory", EXECUTOR_MEMORY)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", utc)
+        .config("spark.executor.extraJavaOptions", utc)
+        .config("spark.ui.enabled", "true" if ui_enabled else "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # The data contract's times are timestamp[ms, UTC]: write them as Parquet TIMESTAMP_MILLIS.
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
+        # Writes go to a temp dir that is renamed into place; no _SUCCESS marker files are needed.
+        .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+        .config("spark.sql.adaptive.enabled", "true")
+    )
+    for key, value in _conf_overrides().items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    # The CLI prints progress itself; Spark's INFO/WARN chatter would drown it.
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def stop_spark() -> None:
+    """Stop this process's cached session (a new get_spark() call starts a fresh one)."""
+    global _session, _session_master
+    with _lock:
+        if _session is not None:
+            _session.stop()
+        _session = None
+        _session_master = None
