@@ -33,7 +33,7 @@ HANDLERS = {
     "lineage": "orchestration.cmd_pipeline:lineage",
     "warehouse": "orchestration.cmd_pipeline:warehouse",
     "trace": "orchestration.cmd_pipeline:trace",
-    "report": "orchestration.cmd_pipeline:report",
+    "report": "orchestration.report:report",
     "resend-plan": "orchestration.cmd_pipeline:resend_plan",
     "sql": "orchestration.cmd_pipeline:sql",
 }

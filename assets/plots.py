@@ -1,0 +1,226 @@
+"""Pictures of a run: the retry funnel per group, delay lateness per level, and the hop flow.
+
+Each plot reads only the contract tables of the warehouse (``message_lineage``, ``message_hops``,
+``schedule_deliveries``), so it works for simulated and imported runs alike, and returns PNG bytes.
+The same PNGs go into Dagster asset metadata (as markdown data URIs) and the one-file HTML report.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display here; must precede pyplot
+import matplotlib.pyplot as plt  # noqa: E402
+
+FIGURE_DPI = 96
+FUNNEL_ATTEMPTS_MAX = 18  # attempts shown; 16 retries + first delivery + DLQ fit
+FLOW_NODES = ("PUBLISH", "SCHEDULE", "DELIVER", "RETRY", "DLQ", "END")
+FLOW_LABELS = {
+    "PUBLISH": "real topic",
+    "SCHEDULE": "SCHEDULE_TOPIC_XXXX",
+    "DELIVER": "real topic\n(after delay)",
+    "RETRY": "%RETRY%group",
+    "DLQ": "%DLQ%group",
+    "END": "end of chain",
+}
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A rendered plot: a title for headings and the PNG bytes."""
+
+    name: str
+    title: str
+    png: bytes
+
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+
+    def markdown(self) -> str:
+        return f"![{self.title}]({self.data_uri()})"
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight",
+                metadata={"Software": None})  # no version string: identical inputs give identical bytes
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _empty(title: str, text: str) -> bytes:
+    fig, ax = plt.subplots(figsize=(6, 1.6))
+    ax.axis("off")
+    ax.set_title(title)
+    ax.text(0.5, 0.5, text, ha="center", va="center", color="#666666")
+    return _png(fig)
+
+
+def retry_funnel_data(con, run_id: str) -> dict[str, list[tuple[int, int, int, int]]]:
+    """Per group: (attempt, reached, succeeded, to_dlq) for attempts 0..N.
+
+    Attempt 0 is the first delivery; attempt k is the k-th retry. A message that ended after k
+    retries reached attempts 0..k; it succeeded at k when CONSUMED, went to the DLQ at k when DLQ.
+    """
+    rows = con.execute(
+        """
+        select "group", retries, final_state, count(*)
+        from message_lineage
+        where run_id = ? and "group" is not null and final_state <> 'LOST'
+        group by all order by 1, 2
+        """, [run_id]).fetchall()
+    per_group: dict[str, dict[int, list[int]]] = {}
+    for group, retries, state, n in rows:
+        ends = per_group.setdefault(group, {})
+        slot = ends.setdefault(int(retries), [0, 0, 0])  # ended here: total, consumed, dlq
+        slot[0] += n
+        slot[1] += n if state == "CONSUMED" else 0
+        slot[2] += n if state == "DLQ" else 0
+    result: dict[str, list[tuple[int, int, int, int]]] = {}
+    for group, ends in per_group.items():
+        last = min(max(ends), FUNNEL_ATTEMPTS_MAX)
+        series = []
+        for k in range(last + 1):
+            reached = sum(v[0] for r, v in ends.items() if r >= k)
+            done = ends.get(k, [0, 0, 0])
+            series.append((k, reached, done[1], done[2]))
+        result[group] = series
+    return result
+
+
+def retry_funnel_plot(con, run_id: str) -> Plot:
+    """Messages reaching attempt k, succeeding at k, and reaching the DLQ at k, one panel per group."""
+    title = "Retry funnel per group"
+    data = retry_funnel_data(con, run_id)
+    if not data:
+        return Plot("retry_funnel", title, _empty(title, "no consumer groups in this run"))
+    groups = sorted(data)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 2.4 * len(groups)), squeeze=False)
+    for ax, group in zip(axes[:, 0], groups, strict=True):
+        series = data[group]
+        ks = [s[0] for s in series]
+        ax.bar(ks, [s[1] for s in series], color="#9ecae1", label="reached attempt")
+        ax.bar(ks, [s[2] for s in series], color="#31a354", label="succeeded at attempt")
+        ax.bar(ks, [s[3] for s in series], bottom=[s[2] for s in series], color="#de2d26",
+               label="to DLQ at attempt")
+        ax.set_yscale("symlog")
+        ax.set_title(group, fontsize=10, loc="left")
+        ax.set_xlabel("attempt (0 = first delivery, k = k-th retry)")
+        ax.set_ylabel("messages")
+        ax.set_xticks(ks)
+    axes[0, 0].legend(fontsize=8, loc="upper right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return Plot("retry_funnel", title, _png(fig))
+
+
+def lateness_data(con, run_id: str) -> list[tuple[int, int, float, float, float, int]]:
+    """Per delay level: (level, deliveries, p50, p99, max lateness in ms, early count)."""
+    return [tuple(r) for r in con.execute(
+        """
+        select delay_level, count(*),
+               quantile_cont(lateness_ms, 0.5), quantile_cont(lateness_ms, 0.99), max(lateness_ms),
+               count(*) filter (where lateness_ms < 0)
+        from schedule_deliveries where run_id = ?
+        group by 1 order by 1
+        """, [run_id]).fetchall()]
+
+
+def lateness_plot(con, run_id: str) -> Plot:
+    """Lateness of delayed deliveries per delay level: p50, p99 and max, with early deliveries marked."""
+    title = "Delay lateness per level (ms after due time)"
+    rows = lateness_data(con, run_id)
+    if not rows:
+        return Plot("lateness", title, _empty(title, "no delayed deliveries in this run"))
+    levels = [r[0] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    width = 0.27
+    ax.bar([x - width for x in levels], [r[2] for r in rows], width, label="p50", color="#6baed6")
+    ax.bar(levels, [r[3] for r in rows], width, label="p99", color="#2171b5")
+    ax.bar([x + width for x in levels], [r[4] for r in rows], width, label="max", color="#08306b")
+    for level, row in zip(levels, rows, strict=True):
+        if row[5]:
+            ax.annotate(f"{row[5]} early", (level, 0), color="#de2d26", ha="center", va="bottom")
+    ax.set_xticks(levels)
+    ax.set_xlabel("delay level")
+    ax.set_ylabel("lateness (ms)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return Plot("lateness", title, _png(fig))
+
+
+def hop_flow_data(con, run_id: str) -> dict[tuple[str, str], int]:
+    """Counts of transitions between hop kinds along every chain (shared hops included once)."""
+    rows = con.execute(
+        """
+        with ordered as (
+            select message_key, "group", hop_index, hop_kind
+            from message_hops where run_id = ?
+        ), chains as (
+            -- a group's chain is the shared hops (group null) followed by its own hops
+            select g."group", o.message_key, o.hop_index, o.hop_kind
+            from ordered o
+            join (select distinct message_key, "group" from ordered where "group" is not null) g
+              on o.message_key = g.message_key and (o."group" = g."group" or o."group" is null)
+            union all
+            select null, message_key, hop_index, hop_kind from ordered o
+            where not exists (select 1 from ordered x
+                              where x.message_key = o.message_key and x."group" is not null)
+        ), steps as (
+            select hop_kind as src,
+                   coalesce(lead(hop_kind) over (partition by "group", message_key order by hop_index),
+                            'END') as dst
+            from chains
+        )
+        select src, dst, count(*) from steps group by all
+        """, [run_id]).fetchall()
+    return {(src, dst): n for src, dst, n in rows}
+
+
+def hop_flow_plot(con, run_id: str) -> Plot:
+    """real topic -> SCHEDULE -> %RETRY% -> %DLQ% as boxes and arrows labelled with counts."""
+    title = "Hop flow (transitions along every message's chain, per group)"
+    flows = hop_flow_data(con, run_id)
+    if not flows:
+        return Plot("hop_flow", title, _empty(title, "no hops in this run"))
+    pos = {"PUBLISH": (0.0, 0.5), "SCHEDULE": (1.0, 0.85), "DELIVER": (2.0, 0.85),
+           "RETRY": (2.0, 0.15), "DLQ": (3.2, 0.15), "END": (3.2, 0.85)}
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    ax.set_xlim(-0.5, 3.8)
+    ax.set_ylim(-0.1, 1.1)
+    ax.axis("off")
+    totals = {}
+    for (src, dst), n in flows.items():
+        totals[src] = totals.get(src, 0) + n
+    for node, (x, y) in pos.items():
+        label = FLOW_LABELS[node]
+        count = totals.get(node)
+        text = f"{label}\n{count:,}" if count is not None and node != "END" else label
+        ax.text(x, y, text, ha="center", va="center", fontsize=9,
+                bbox={"boxstyle": "round", "fc": "#f0f0f0", "ec": "#636363"})
+    biggest = max(flows.values())
+    for (src, dst), n in sorted(flows.items()):
+        if src not in pos or dst not in pos:
+            continue
+        (x0, y0), (x1, y1) = pos[src], pos[dst]
+        # Opposite directions between two nodes bend to opposite sides, so they never overlap.
+        rad = 0.3 if (src, dst) in {("SCHEDULE", "RETRY"), ("RETRY", "SCHEDULE")} else 0.1
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
+                    arrowprops={"arrowstyle": "-|>", "lw": 0.8 + 3.0 * n / biggest, "color": "#3182bd",
+                                "connectionstyle": f"arc3,rad={rad}", "shrinkA": 28, "shrinkB": 28})
+        # The label sits near the curve's midpoint: the chord's midpoint pushed along its normal.
+        mx, my = (x0 + x1) / 2 + rad / 2 * (y1 - y0) * 3.0, (y0 + y1) / 2 - rad / 2 * (x1 - x0) / 3.0
+        ax.text(mx, my, f"{n:,}", fontsize=8, color="#08519c", ha="center",
+                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none"})
+    ax.set_title(title)
+    return Plot("hop_flow", title, _png(fig))
+
+
+def all_plots(con, run_id: str) -> list[Plot]:
+    """Every plot of one run, in the order the report shows them."""
+    return [hop_flow_plot(con, run_id), retry_funnel_plot(con, run_id), lateness_plot(con, run_id)]
