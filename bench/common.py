@@ -1,0 +1,86 @@
+"""Shared benchmark plumbing: repeated timing, summary statistics, machine facts, result files.
+
+Benchmarks are not tests: they print a table (median, p90, max over repeats) with the machine they
+ran on, and write it under bench/results/ so that a regression shows in review.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+@dataclass
+class Stats:
+    samples: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def p90(self) -> float:
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+
+def repeat(fn: Callable[[], object], runs: int) -> Stats:
+    """Time ``fn`` ``runs`` times (seconds, wall clock)."""
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return Stats(samples)
+
+
+def machine() -> dict[str, str]:
+    """Cores, memory, Python and Java of the machine a benchmark ran on."""
+    mem = "?"
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(f.readline().split()[1])
+            mem = f"{kib / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=20).stderr
+        java = java.splitlines()[0] if java else "?"
+    except (OSError, subprocess.SubprocessError):
+        java = "not found"
+    return {
+        "cores": str(os.cpu_count()),
+        "memory": mem,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "java": java,
+    }
+
+
+def write_result(name: str, title: str, header: list[str], rows: list[list[str]], notes: str = "") -> Path:
+    """Write ``bench/results/<name>.md``: the machine, the table, and notes; also print it."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    facts = machine()
+    lines = [f"# {title}", "", "Machine: " + ", ".join(f"{k} {v}" for k, v in facts.items()), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    if notes:
+        lines += ["", notes.strip()]
+    text = "\n".join(lines) + "\n"
+    path = RESULTS / f"{name}.md"
+    path.write_text(text)
+    print(text)
+    return path
