@@ -1,0 +1,488 @@
+"""Message-level encodings of RocketMQ: properties, Java hashes, message ids and UNIQ_KEY.
+
+Everything here reproduces what a RocketMQ 4.9.4 broker or client computes, byte for byte:
+``MessageDecoder.messageProperties2String`` / ``string2messageProperties``, Java's
+``String.hashCode`` and ``HashMap`` iteration order (which decides the byte order of every
+re-serialized property string), ``createMessageId`` / ``decodeMessageId`` and
+``MessageClientIDSetter``. The 5.x differences (trailing ``\\x02``, ``HashMap(128)``) are
+keyword options.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime
+import ipaddress
+import zlib
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+
+from broker_core.constants import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from broker_core.errors import BadInputError
+
+# --- property names (MessageConst) -------------------------------------------------------------
+PROP_KEYS = "KEYS"
+PROP_TAGS = "TAGS"
+PROP_WAIT = "WAIT"
+PROP_DELAY = "DELAY"
+PROP_RETRY_TOPIC = "RETRY_TOPIC"
+PROP_REAL_TOPIC = "REAL_TOPIC"
+PROP_REAL_QID = "REAL_QID"
+PROP_TRAN_MSG = "TRAN_MSG"
+PROP_PGROUP = "PGROUP"
+PROP_MIN_OFFSET = "MIN_OFFSET"
+PROP_MAX_OFFSET = "MAX_OFFSET"
+PROP_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROP_RECONSUME_TIME = "RECONSUME_TIME"
+PROP_UNIQ_KEY = "UNIQ_KEY"
+PROP_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROP_CONSUME_START_TIME = "CONSUME_START_TIME"
+PROP_CLUSTER = "CLUSTER"
+PROP_TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+PROP_INNER_NUM = "INNER_NUM"
+PROP_INNER_BASE = "INNER_BASE"
+PROP_DUP_INFO = "DUP_INFO"
+# 5.x only
+PROP_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROP_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+PROP_CRC32 = "__CRC32#"
+PROP_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
+PROP_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR between several KEYS
+
+# --- Java HashMap parameters (java.util.HashMap, Java 8+) --------------------------------------
+HASHMAP_CAPACITY_DEFAULT = 16  # new HashMap<>() in 4.9.4 string2messageProperties
+HASHMAP_CAPACITY_5X = 128  # new HashMap<>(128) in 5.x string2messageProperties
+HASHMAP_CAPACITY_MAX = 1 << 30  # HashMap.MAXIMUM_CAPACITY
+HASHMAP_TREEIFY_BIN_ENTRIES = 9  # a bin reaching this many entries is treeified (or the table grows)
+HASHMAP_TREEIFY_CAPACITY_MIN = 64  # below this capacity a long bin makes the table grow instead
+
+# --- ids ---------------------------------------------------------------------------------------
+MSG_ID_IPV4_HEX_CHARS = 32  # 4 addr + 4 port + 8 offset bytes
+MSG_ID_IPV6_HEX_CHARS = 56  # 16 addr + 4 port + 8 offset bytes
+UNIQ_KEY_IPV4_BYTES = 16
+UNIQ_KEY_IPV6_BYTES = 28
+UNIQ_KEY_COUNTER_MODULUS = 1 << 16  # the counter is written as a short
+UNIQ_KEY_SMALL_NEGATIVE_MS = 1_000_000  # a clock step back smaller than this is written as 0
+PORT_MAX = 65535
+
+
+def java_string_hash(s: str) -> int:
+    """``String.hashCode()``: 31-polynomial over UTF-16 code units, as a signed int32."""
+    return _java_hash_cached(s)
+
+
+@lru_cache(maxsize=4096)
+def _java_hash_cached(s: str) -> int:
+    h = 0
+    if s.isascii():
+        for ch in s.encode("ascii"):
+            h = (31 * h + ch) & 0xFFFFFFFF
+    else:
+        # Non-BMP characters are two UTF-16 code units (a surrogate pair) in Java.
+        data = s.encode("utf-16-be", "surrogatepass")
+        for i in range(0, len(data), 2):
+            h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def tags_code(tags: str | None) -> int:
+    """The consume-queue tags code of a normal message: the Java hash of TAGS, 0 without tags."""
+    if not tags:
+        return 0
+    return java_string_hash(tags)
+
+
+def body_crc(body: bytes) -> int:
+    """``UtilAll.crc32``: CRC-32 of the stored body, masked to a non-negative int32."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+# --- properties string ---------------------------------------------------------------------------
+
+def properties_to_string(props: Mapping[str, str | None] | "JavaHashMap", *,
+                         trailing_separator: bool = False) -> str:
+    """``messageProperties2String``: ``k\\x01v`` pairs joined by ``\\x02``, None values skipped.
+
+    RocketMQ 4.9.4 drops the last ``\\x02`` (the default here); 5.x keeps it
+    (``trailing_separator=True``). The pairs come out in the mapping's own order, so pass a
+    :class:`JavaHashMap` to get the order a broker writes.
+    """
+    items = props.items()
+    parts = [k + NAME_VALUE_SEPARATOR + v for k, v in items if v is not None]
+    if not parts:
+        return ""
+    text = PROPERTY_SEPARATOR.join(parts)
+    return text + PROPERTY_SEPARATOR if trailing_separator else text
+
+
+def _parse_pairs(s: str) -> Iterable[tuple[str, str]]:
+    """Yield the (key, value) segments ``string2messageProperties`` keeps, in string order."""
+    length = len(s)
+    index = 0
+    while index < length:
+        end = s.find(PROPERTY_SEPARATOR, index)
+        if end < 0:
+            end = length
+        # Java also requires the segment to be >= 3 chars; a non-empty key, the separator and a
+        # non-empty value imply that, so the two conditions below are the whole rule.
+        sep = s.find(NAME_VALUE_SEPARATOR, index)
+        if index < sep < end - 1:
+            yield s[index:sep], s[sep + 1:end]
+        index = end + 1
+
+
+def string_to_properties(s: str | None) -> dict[str, str]:
+    """``string2messageProperties``: parse a property string; malformed segments are skipped.
+
+    A segment needs a non-empty key before its first ``\\x01`` and a non-empty value after it;
+    the value keeps any further ``\\x01``; a repeated key keeps its last value; the trailing
+    ``\\x02`` is optional. The dict keeps first-appearance order (use
+    :meth:`JavaHashMap.from_properties_string` for the Java iteration order).
+    """
+    result: dict[str, str] = {}
+    if s:
+        for key, value in _parse_pairs(s):
+            result[key] = value
+    return result
+
+
+def _table_size_for(capacity: int) -> int:
+    """``HashMap.tableSizeFor``: the smallest power of two >= capacity (at least 1)."""
+    assert capacity >= 0, f"negative HashMap capacity {capacity}"
+    size = 1
+    while size < capacity:
+        size <<= 1
+    return min(size, HASHMAP_CAPACITY_MAX)
+
+
+class JavaHashMap:
+    """A ``java.util.HashMap<String, String>`` whose iteration order matches Java 8+.
+
+    Buckets are ``(h ^ (h >>> 16)) & (cap - 1)`` with h the key's Java hash; within a bucket,
+    entries keep insertion order; the table doubles when size exceeds 0.75 * capacity (Java's
+    split keeps relative order, which re-inserting in iteration order reproduces). Updating a key
+    keeps its place; removing and putting it again moves it to the end of its bucket. A bin that
+    reaches 9 entries grows a table smaller than 64 as Java does; in a larger table Java would turn
+    the bin into a tree (and move the tree root first), which this model does not emulate: property
+    maps never have 9 keys colliding in a 64+ table.
+    """
+
+    __slots__ = ("_capacity", "_table", "_values")
+
+    def __init__(self, initial_capacity: int = HASHMAP_CAPACITY_DEFAULT):
+        self._capacity = _table_size_for(initial_capacity)
+        self._table: list[list[str]] = [[] for _ in range(self._capacity)]
+        self._values: dict[str, str] = {}
+
+    @staticmethod
+    def bucket_of(key: str, capacity: int) -> int:
+        """The bucket index Java uses for ``key`` in a table of ``capacity`` slots."""
+        h = java_string_hash(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    @classmethod
+    def from_properties_string(cls, s: str | None,
+                               initial_capacity: int = HASHMAP_CAPACITY_DEFAULT) -> "JavaHashMap":
+        """The map ``string2messageProperties`` builds (16 slots in 4.9.4, 128 in 5.x)."""
+        result = cls(initial_capacity)
+        if s:
+            for key, value in _parse_pairs(s):
+                result.put(key, value)
+        return result
+
+    @classmethod
+    def from_items(cls, items: Iterable[tuple[str, str]],
+                   initial_capacity: int = HASHMAP_CAPACITY_DEFAULT) -> "JavaHashMap":
+        """A map built by putting ``items`` in order (what a client's ``putProperty`` calls do)."""
+        result = cls(initial_capacity)
+        for key, value in items:
+            result.put(key, value)
+        return result
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self._values.get(key, default)
+
+    def put(self, key: str, value: str) -> str | None:
+        """Set ``key``; returns the previous value. A new key goes to the end of its bucket."""
+        assert isinstance(key, str), f"property key must be str, got {type(key).__name__}"
+        previous = self._values.get(key)
+        if key in self._values:
+            self._values[key] = value
+            return previous
+        bin_ = self._table[self.bucket_of(key, self._capacity)]
+        bin_.append(key)
+        self._values[key] = value
+        if len(bin_) >= HASHMAP_TREEIFY_BIN_ENTRIES and self._capacity < HASHMAP_TREEIFY_CAPACITY_MIN:
+            self._resize()  # treeifyBin on a small table resizes instead
+        if len(self._values) > self._capacity * 3 // 4:
+            self._resize()
+        return previous
+
+    def remove(self, key: str) -> str | None:
+        """Delete ``key`` (no error when absent); returns the removed value."""
+        if key not in self._values:
+            return None
+        self._table[self.bucket_of(key, self._capacity)].remove(key)
+        return self._values.pop(key)
+
+    def _resize(self) -> None:
+        if self._capacity >= HASHMAP_CAPACITY_MAX:
+            return
+        order = list(self.keys())
+        self._capacity *= 2
+        self._table = [[] for _ in range(self._capacity)]
+        for key in order:
+            self._table[self.bucket_of(key, self._capacity)].append(key)
+
+    def keys(self) -> list[str]:
+        return [key for bin_ in self._table if bin_ for key in bin_]
+
+    def items(self) -> list[tuple[str, str]]:
+        """Entries in Java iteration order."""
+        values = self._values
+        return [(key, values[key]) for bin_ in self._table if bin_ for key in bin_]
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self.items())
+
+    def to_properties_string(self, *, trailing_separator: bool = False) -> str:
+        return properties_to_string(self, trailing_separator=trailing_separator)
+
+    def copy(self) -> "JavaHashMap":
+        other = JavaHashMap.__new__(JavaHashMap)
+        other._capacity = self._capacity
+        other._table = [list(bin_) for bin_ in self._table]
+        other._values = dict(self._values)
+        return other
+
+    def __repr__(self) -> str:
+        return f"JavaHashMap({self.items()!r}, capacity={self._capacity})"
+
+
+# --- 4.9.4 broker paths that re-serialize properties ---------------------------------------------
+# Each returns the exact stored property string; the map arguments are changed in place the way
+# the broker changes its in-memory map, so a caller can chain the paths as the broker does.
+
+def broker_receive_properties(client_properties: str, cluster: str | None) -> tuple[str, JavaHashMap]:
+    """``SendMessageProcessor.asyncSendMessage`` (4.9.4): parse, add CLUSTER, drop WAIT from storage.
+
+    Returns ``(stored_string, in_memory_map)``. The stored string lacks ``WAIT``; the map gets
+    ``WAIT`` back at the end of its bucket (remove then put), which is the order a following delay
+    rewrite serializes.
+    """
+    props = JavaHashMap.from_properties_string(client_properties)
+    if cluster is not None:
+        props.put(PROP_CLUSTER, cluster)
+    if PROP_WAIT in props:
+        wait = props.remove(PROP_WAIT)
+        stored = props.to_properties_string()
+        props.put(PROP_WAIT, wait)
+    else:
+        stored = props.to_properties_string()
+    return stored, props
+
+
+def delay_rewrite_map(props: JavaHashMap, real_topic: str, real_qid: int,
+                      clamped_delay_level: int | None = None) -> str:
+    """``CommitLog.asyncPutMessage`` delay path on an in-memory map; returns the stored string.
+
+    ``clamped_delay_level`` is given when DELAY exceeded the maximum level and the broker wrote
+    the maximum back into DELAY before adding REAL_TOPIC and REAL_QID.
+    """
+    if clamped_delay_level is not None:
+        props.put(PROP_DELAY, str(clamped_delay_level))
+    props.put(PROP_REAL_TOPIC, real_topic)
+    props.put(PROP_REAL_QID, str(real_qid))
+    return props.to_properties_string()
+
+
+def delay_rewrite_properties(props_string: str, real_topic: str, real_qid: int,
+                             clamped_delay_level: int | None = None) -> str:
+    """The delay path for a message whose in-memory map is its stored string re-parsed."""
+    return delay_rewrite_map(JavaHashMap.from_properties_string(props_string), real_topic,
+                             real_qid, clamped_delay_level)
+
+
+def send_back_map(stored_properties: str, *, original_topic: str, delay_level: int,
+                  offset_msg_id: str, wait: bool | None = False,
+                  extra: Iterable[tuple[str, str]] = ()) -> JavaHashMap:
+    """``asyncConsumerSendMsgBack`` (4.9.4) property steps on the looked-up message's map.
+
+    Steps in broker order: RETRY_TOPIC = original topic if absent; WAIT (``false`` on a live
+    broker, ``None`` to skip it); DELAY = ``delay_level`` (0 on the DLQ branch); then ``extra``
+    puts (e.g. MAX_RECONSUME_TIMES); ORIGIN_MESSAGE_ID = ``offset_msg_id`` unless one is already
+    set. The caller serializes the result, or passes it to :func:`delay_rewrite_map` when
+    ``delay_level > 0`` (the store then routes it through SCHEDULE_TOPIC_XXXX).
+    """
+    props = JavaHashMap.from_properties_string(stored_properties)
+    if PROP_RETRY_TOPIC not in props:
+        props.put(PROP_RETRY_TOPIC, original_topic)
+    if wait is not None:
+        props.put(PROP_WAIT, "true" if wait else "false")
+    props.put(PROP_DELAY, str(delay_level))
+    for key, value in extra:
+        props.put(key, value)
+    if not (props.get(PROP_ORIGIN_MESSAGE_ID) or "").strip():
+        props.put(PROP_ORIGIN_MESSAGE_ID, offset_msg_id)
+    return props
+
+
+def schedule_deliver_properties(schedule_properties: str) -> str:
+    """``messageTimeup``: the re-put keeps the schedule copy's string (DELAY, REAL_* included)."""
+    return JavaHashMap.from_properties_string(schedule_properties).to_properties_string()
+
+
+# --- hosts and offset message ids ----------------------------------------------------------------
+
+@lru_cache(maxsize=1024)
+def host_to_bytes(host: str) -> tuple[bytes, int]:
+    """``"a.b.c.d:port"`` or ``"[v6]:port"`` -> (4 or 16 address bytes, port)."""
+    try:
+        if host.startswith("["):
+            addr_text, _, port_text = host[1:].partition("]:")
+            address = ipaddress.IPv6Address(addr_text)
+        else:
+            addr_text, _, port_text = host.rpartition(":")
+            address = ipaddress.IPv4Address(addr_text)
+        port = int(port_text)
+    except ValueError as exc:
+        raise BadInputError(f"not a host:port string: {host!r} ({exc})") from None
+    if not 0 <= port <= PORT_MAX:
+        raise BadInputError(f"port out of range in host {host!r}")
+    return address.packed, port
+
+
+def bytes_to_host(addr: bytes, port: int) -> str:
+    """(address bytes, port) -> host string; IPv6 in Python's compressed form inside brackets."""
+    if len(addr) == 4:
+        return f"{ipaddress.IPv4Address(addr)}:{port}"
+    if len(addr) == 16:
+        return f"[{ipaddress.IPv6Address(addr)}]:{port}"
+    raise BadInputError(f"host address must be 4 or 16 bytes, got {len(addr)}")
+
+
+def is_ipv6_host(host: str) -> bool:
+    return host.startswith("[")
+
+
+def create_message_id(store_host: str, phys_offset: int) -> str:
+    """``MessageDecoder.createMessageId``: uppercase hex of store address, port and offset."""
+    addr, port = host_to_bytes(store_host)
+    return (addr + port.to_bytes(4, "big") + phys_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[str, int]:
+    """``decodeMessageId``: (store host, physical offset); 32 hex chars are IPv4, 56 IPv6."""
+    if len(msg_id) not in (MSG_ID_IPV4_HEX_CHARS, MSG_ID_IPV6_HEX_CHARS):
+        raise BadInputError(f"offset message id must be 32 or 56 hex chars: {msg_id!r}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise BadInputError(f"offset message id is not hex: {msg_id!r}") from None
+    addr_len = 4 if len(msg_id) == MSG_ID_IPV4_HEX_CHARS else 16
+    port = int.from_bytes(raw[addr_len:addr_len + 4], "big")
+    offset = int.from_bytes(raw[addr_len + 4:], "big", signed=True)
+    return bytes_to_host(raw[:addr_len], port), offset
+
+
+# --- UNIQ_KEY (MessageClientIDSetter) --------------------------------------------------------------
+
+def _month_bounds_utc(now_ms: int) -> tuple[int, int]:
+    """Start of the month containing ``now_ms`` and of the next one, both in UTC epoch ms."""
+    day = _EPOCH + datetime.timedelta(milliseconds=now_ms)
+    year, month = day.year, day.month
+    start = calendar.timegm((year, month, 1, 0, 0, 0)) * 1000
+    next_year, next_month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return start, calendar.timegm((next_year, next_month, 1, 0, 0, 0)) * 1000
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+class UniqKeyGenerator:
+    """UNIQ_KEY ids laid out as ``MessageClientIDSetter.createUniqID`` writes them.
+
+    ip (4 or 16 bytes) + short pid + int class-loader hash + int ms since the month start + short
+    counter, as uppercase hex. Java takes the month start in the JVM's local time zone; this model
+    uses UTC so that a run does not depend on the machine it runs on. The caller supplies pid and
+    class-loader hash (from a seeded stream) and the clock value; nothing here is random.
+    """
+
+    __slots__ = ("_prefix", "_counter", "_start_ms", "_next_start_ms")
+
+    def __init__(self, ip: str, pid: int, classloader_hash: int):
+        try:
+            addr = ipaddress.ip_address(ip).packed
+        except ValueError:
+            raise BadInputError(f"UNIQ_KEY ip is not an IP address: {ip!r}") from None
+        self._prefix = (addr + (pid & 0xFFFF).to_bytes(2, "big")
+                        + (classloader_hash & 0xFFFFFFFF).to_bytes(4, "big")).hex().upper()
+        self._counter = 0
+        self._start_ms: int | None = None
+        self._next_start_ms = 0
+
+    @property
+    def prefix(self) -> str:
+        """The fixed hex part (ip, pid, class-loader hash) computed once, as Java does."""
+        return self._prefix
+
+    def next(self, now_ms: int) -> str:
+        """The next id at clock value ``now_ms``; the counter wraps at 16 bits."""
+        if self._start_ms is None or now_ms >= self._next_start_ms:
+            self._start_ms, self._next_start_ms = _month_bounds_utc(now_ms)
+        diff = now_ms - self._start_ms
+        diff = ((diff + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)  # Java's (int) cast
+        if -UNIQ_KEY_SMALL_NEGATIVE_MS < diff < 0:
+            diff = 0
+        counter = self._counter
+        self._counter = (counter + 1) % UNIQ_KEY_COUNTER_MODULUS
+        return f"{self._prefix}{diff & 0xFFFFFFFF:08X}{counter:04X}"
+
+
+def _uniq_key_bytes(uniq_key: str) -> bytes:
+    try:
+        raw = bytes.fromhex(uniq_key)
+    except ValueError:
+        raise BadInputError(f"UNIQ_KEY is not hex: {uniq_key!r}") from None
+    if len(raw) not in (UNIQ_KEY_IPV4_BYTES, UNIQ_KEY_IPV6_BYTES):
+        raise BadInputError(f"UNIQ_KEY must be 16 or 28 bytes: {uniq_key!r}")
+    return raw
+
+
+def uniq_key_ip(uniq_key: str) -> str:
+    """``getIPStrFromID``: the producer address embedded in a UNIQ_KEY."""
+    raw = _uniq_key_bytes(uniq_key)
+    addr_len = 16 if len(raw) == UNIQ_KEY_IPV6_BYTES else 4
+    return str(ipaddress.ip_address(raw[:addr_len]))
+
+
+def uniq_key_pid(uniq_key: str) -> int:
+    """``getPidFromID``: the unsigned short at byte len-12."""
+    raw = _uniq_key_bytes(uniq_key)
+    return int.from_bytes(raw[len(raw) - 12:len(raw) - 10], "big")
+
+
+def uniq_key_counter(uniq_key: str) -> int:
+    """The 16-bit counter in the last two bytes."""
+    return int.from_bytes(_uniq_key_bytes(uniq_key)[-2:], "big")
+
+
+def uniq_key_time(uniq_key: str, now_ms: int) -> int:
+    """``getNearlyTimeFromID`` (UTC month): this month's start + offset, or last month's if future."""
+    raw = _uniq_key_bytes(uniq_key)
+    span_ms = int.from_bytes(raw[-6:-2], "big")
+    start, _ = _month_bounds_utc(now_ms)
+    if start + span_ms >= now_ms:
+        start, _ = _month_bounds_utc(start - 1)
+    return start + span_ms
