@@ -1,0 +1,430 @@
+"""Commit-log records in RocketMQ's on-disk layout: encode, decode, iterate one file.
+
+The layout is ``CommitLog.MessageExtEncoder`` / ``checkMessageAndReturnSize`` (4.9.4) plus the
+5.x v2 magic (2-byte topic length). Bytes are exact: encoding the fields a 4.9.4 broker decodes
+gives back the same record. Decoding distinguishes three outcomes the way RocketMQ's recovery
+does: a record (or an end-of-file BLANK), ``None`` where no record starts (zeros or an unknown
+magic: the end of the valid data), and :class:`CorruptRecordError` for a record that starts
+with a valid magic but is damaged.
+
+Choices where RocketMQ gives none:
+
+* Topic and properties must be valid UTF-8 when decoded. Java decodes with replacement
+  characters, but a broker only ever writes ``String.getBytes(UTF_8)`` output, which is always
+  valid, so invalid bytes mean damage: :class:`CorruptRecordError`.
+* The V6 sysFlag bits (0x10 born host, 0x20 store host) are derived from the host strings on
+  encode, as the broker does from the address type; the bits in ``Record.sys_flag`` are replaced.
+* Properties keep the decoded order; malformed segments (no key or no value) are dropped by the
+  parse as in ``string2messageProperties``, so only well-formed property strings re-encode to
+  the same bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from broker_core.constants import (
+    BLANK_MAGIC_CODE,
+    BODY_SIZE_BYTES_MAX,
+    END_FILE_MIN_BLANK_LENGTH_BYTES,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    PROPERTIES_LENGTH_BYTES_MAX,
+    PROPERTY_SEPARATOR,
+    SYSFLAG_BORNHOST_V6,
+    SYSFLAG_COMPRESSED,
+    SYSFLAG_COMPRESSION_TYPE_MASK,
+    SYSFLAG_STOREHOST_V6,
+    SYSFLAG_TRANSACTION_MASK,
+    TOPIC_LENGTH_V1_BYTES_MAX,
+    TOPIC_LENGTH_V2_BYTES_MAX,
+)
+from broker_core.errors import BadInputError, CorruptRecordError
+from broker_core.message import (
+    PROP_DELAY,
+    PROP_KEYS,
+    PROP_MAX_RECONSUME_TIMES,
+    PROP_ORIGIN_MESSAGE_ID,
+    PROP_REAL_QID,
+    PROP_REAL_TOPIC,
+    PROP_RETRY_TOPIC,
+    PROP_TAGS,
+    PROP_UNIQ_KEY,
+    body_crc,
+    bytes_to_host,
+    create_message_id,
+    host_to_bytes,
+    properties_to_string,
+    string_to_properties,
+)
+
+# Byte positions of the fields doAppend patches (MessageDecoder *_POSITION constants).
+QUEUE_OFFSET_POS = 20
+PHYS_OFFSET_POS = 28
+SYSFLAG_POS = 36
+BORN_HOST_POS = 48
+HOST_V4_BYTES = 8  # 4 address bytes + int32 port
+HOST_V6_BYTES = 20  # 16 address bytes + int32 port
+# Everything but the variable parts: 84 bytes up to the body length with two IPv4 hosts,
+# then int32 body length; the topic length (1 or 2) and int16 properties length come after.
+RECORD_FIXED_V4_BYTES = 88
+PROPERTIES_LENGTH_FIELD_BYTES = 2
+COMPRESSION_TYPE_SHIFT = 8
+COMPRESSION_ZLIB_LEGACY = 0  # CompressionType.findByValue(0) reads as ZLIB
+COMPRESSION_LZ4 = 1
+COMPRESSION_ZSTD = 2
+COMPRESSION_ZLIB = 3
+
+_SIZE_MAGIC = struct.Struct(">iI")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_MAGIC_BYTES = tuple(m.to_bytes(4, "big") for m in
+                     (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE))
+
+
+def _header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
+    born = "16si" if born_v6 else "4si"
+    store = "16si" if store_v6 else "4si"
+    # size, magic, crc, queue id, flag, queue offset, phys offset, sysflag, born ts, born host,
+    # store ts, store host, reconsume times, prepared tx offset, body length
+    return struct.Struct(f">iIiiiqqiq{born}q{store}iqi")
+
+
+# Indexed by (sys_flag >> 4) & 3: bit 0 born host v6, bit 1 store host v6.
+_HEADERS = tuple(_header_struct(bool(i & 1), bool(i & 2)) for i in range(4))
+
+
+class RecordTooLargeError(BadInputError):
+    """A record to encode breaks a size limit of the format (topic, properties, body)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Blank:
+    """An END_OF_FILE record: ``size`` bytes from here to the end of the file are filler."""
+
+    size: int
+
+
+@dataclass(slots=True)
+class Record:
+    """One commit-log record with every stored field (``body`` as stored, maybe compressed)."""
+
+    topic: str
+    queue_id: int
+    flag: int
+    queue_offset: int
+    phys_offset: int
+    sys_flag: int
+    born_ts: int
+    born_host: str
+    store_ts: int
+    store_host: str
+    reconsume_times: int
+    prepared_tx_offset: int
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    body_crc: int = -1  # -1: compute on encode; otherwise must match the body
+    total_size: int = 0  # 0: compute on encode; otherwise must match the encoded length
+    magic: int = MESSAGE_MAGIC_CODE_V1
+    # 5.x writes a trailing \x02 after the last property; 4.9.4 does not.
+    properties_trailing_separator: bool = False
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROP_UNIQ_KEY)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROP_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROP_KEYS)
+
+    @property
+    def delay_level(self) -> int:
+        """The DELAY property; 0 when absent or not a number."""
+        return _int_or(self.properties.get(PROP_DELAY), 0)
+
+    @property
+    def real_topic(self) -> str | None:
+        return self.properties.get(PROP_REAL_TOPIC)
+
+    @property
+    def real_queue_id(self) -> int | None:
+        return _int_or(self.properties.get(PROP_REAL_QID), None)
+
+    @property
+    def retry_topic(self) -> str | None:
+        return self.properties.get(PROP_RETRY_TOPIC)
+
+    @property
+    def origin_msg_id(self) -> str | None:
+        return self.properties.get(PROP_ORIGIN_MESSAGE_ID)
+
+    @property
+    def max_reconsume_times(self) -> int | None:
+        return _int_or(self.properties.get(PROP_MAX_RECONSUME_TIMES), None)
+
+    @property
+    def msg_id(self) -> str:
+        """The offset message id: store host + physical offset."""
+        return create_message_id(self.store_host, self.phys_offset)
+
+    @property
+    def is_compressed(self) -> bool:
+        return bool(self.sys_flag & SYSFLAG_COMPRESSED)
+
+    @property
+    def transaction_type(self) -> int:
+        """``sys_flag & 0xC``: NOT 0, PREPARED 4, COMMIT 8, ROLLBACK 12."""
+        return self.sys_flag & SYSFLAG_TRANSACTION_MASK
+
+    def decompressed_body(self) -> bytes:
+        """The body a consumer sees: inflated when COMPRESSED_FLAG is set (zlib only)."""
+        if not self.is_compressed:
+            return self.body
+        kind = (self.sys_flag & SYSFLAG_COMPRESSION_TYPE_MASK) >> COMPRESSION_TYPE_SHIFT
+        where = f"phys offset {self.phys_offset}"
+        if kind in (COMPRESSION_LZ4, COMPRESSION_ZSTD):
+            name = "LZ4" if kind == COMPRESSION_LZ4 else "ZSTD"
+            raise CorruptRecordError(
+                f"body is {name}-compressed; decompressing it needs a library this tool does not ship",
+                where=where)
+        if kind not in (COMPRESSION_ZLIB, COMPRESSION_ZLIB_LEGACY):
+            raise CorruptRecordError(f"unknown compression type {kind} in sysFlag {self.sys_flag:#x}",
+                                     where=where)
+        try:
+            return zlib.decompress(self.body)
+        except zlib.error as exc:
+            raise CorruptRecordError(f"zlib body does not inflate: {exc}", where=where) from None
+
+
+def _int_or(text: str | None, default):
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        return default
+
+
+# --- encode ------------------------------------------------------------------------------------
+
+def encode_for_append(rec: Record) -> bytearray:
+    """Encode ``rec`` into a fresh buffer; :func:`patch_append` can then set the append-time fields."""
+    born_addr, born_port = host_to_bytes(rec.born_host)
+    store_addr, store_port = host_to_bytes(rec.store_host)
+    v6_bits = (SYSFLAG_BORNHOST_V6 if len(born_addr) == 16 else 0) | (
+        SYSFLAG_STOREHOST_V6 if len(store_addr) == 16 else 0)
+    sys_flag = (rec.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)) | v6_bits
+    header = _HEADERS[v6_bits >> 4]
+
+    body = rec.body
+    if len(body) > BODY_SIZE_BYTES_MAX:
+        raise RecordTooLargeError(f"body of {len(body)} bytes exceeds {BODY_SIZE_BYTES_MAX}",
+                                  where=f"topic {rec.topic}")
+    crc = body_crc(body) if body else 0
+    if rec.body_crc not in (-1, crc):
+        raise BadInputError(f"body_crc {rec.body_crc} does not match the body (CRC {crc})",
+                            where=f"topic {rec.topic}")
+    topic = rec.topic.encode("utf-8")
+    if rec.magic == MESSAGE_MAGIC_CODE_V1:
+        if len(topic) > TOPIC_LENGTH_V1_BYTES_MAX:
+            raise RecordTooLargeError(
+                f"topic of {len(topic)} UTF-8 bytes exceeds {TOPIC_LENGTH_V1_BYTES_MAX} (v1 record)",
+                where=f"topic {rec.topic[:40]}")
+        topic_field = bytes((len(topic),)) + topic
+    elif rec.magic == MESSAGE_MAGIC_CODE_V2:
+        if len(topic) > TOPIC_LENGTH_V2_BYTES_MAX:
+            raise RecordTooLargeError(
+                f"topic of {len(topic)} UTF-8 bytes exceeds {TOPIC_LENGTH_V2_BYTES_MAX} (v2 record)",
+                where=f"topic {rec.topic[:40]}")
+        topic_field = _I16.pack(len(topic)) + topic
+    else:
+        raise BadInputError(f"unknown record magic {rec.magic:#x}", where=f"topic {rec.topic}")
+    props = properties_to_string(rec.properties,
+                                 trailing_separator=rec.properties_trailing_separator).encode("utf-8")
+    if len(props) > PROPERTIES_LENGTH_BYTES_MAX:
+        raise RecordTooLargeError(
+            f"properties of {len(props)} bytes exceed {PROPERTIES_LENGTH_BYTES_MAX}",
+            where=f"topic {rec.topic}")
+
+    total = header.size + len(body) + len(topic_field) + PROPERTIES_LENGTH_FIELD_BYTES + len(props)
+    if rec.total_size not in (0, total):
+        raise BadInputError(f"total_size {rec.total_size} does not match the encoded length {total}",
+                            where=f"topic {rec.topic}")
+    buf = bytearray(total)
+    try:
+        header.pack_into(buf, 0, total, rec.magic, crc, rec.queue_id, rec.flag, rec.queue_offset,
+                         rec.phys_offset, sys_flag, rec.born_ts, born_addr, born_port, rec.store_ts,
+                         store_addr, store_port, rec.reconsume_times, rec.prepared_tx_offset,
+                         len(body))
+    except struct.error as exc:
+        raise BadInputError(f"a record field is out of its Java type's range: {exc}",
+                            where=f"topic {rec.topic}") from None
+    pos = header.size
+    end = pos + len(body)
+    buf[pos:end] = body
+    pos, end = end, end + len(topic_field)
+    buf[pos:end] = topic_field
+    _I16.pack_into(buf, end, len(props))
+    buf[end + PROPERTIES_LENGTH_FIELD_BYTES:] = props
+    return buf
+
+
+def encode_record(rec: Record) -> bytes:
+    """The exact bytes RocketMQ stores for ``rec`` (v1, or v2 when ``rec.magic`` says so)."""
+    return bytes(encode_for_append(rec))
+
+
+def patch_append(buf: bytearray, queue_offset: int, phys_offset: int, store_ts: int,
+                 pos: int = 0) -> None:
+    """Write the three fields ``doAppend`` sets inside the lock into the record at ``pos``."""
+    _I64.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset)
+    _I64.pack_into(buf, pos + PHYS_OFFSET_POS, phys_offset)
+    (sys_flag,) = _I32.unpack_from(buf, pos + SYSFLAG_POS)
+    born_bytes = HOST_V6_BYTES if sys_flag & SYSFLAG_BORNHOST_V6 else HOST_V4_BYTES
+    _I64.pack_into(buf, pos + BORN_HOST_POS + born_bytes, store_ts)
+
+
+def encode_blank(size: int) -> bytes:
+    """The 8 bytes of an END_OF_FILE record covering ``size`` bytes to the end of the file."""
+    assert size >= END_FILE_MIN_BLANK_LENGTH_BYTES, f"blank of {size} bytes is below the minimum"
+    return _SIZE_MAGIC.pack(size, BLANK_MAGIC_CODE)
+
+
+# --- decode ------------------------------------------------------------------------------------
+
+_HOST_CACHE: dict[tuple[bytes, int], str] = {}
+_HOST_CACHE_ENTRIES_MAX = 4096
+
+
+def _host(addr: bytes, port: int) -> str:
+    key = (addr, port)
+    host = _HOST_CACHE.get(key)
+    if host is None:
+        host = bytes_to_host(addr, port)
+        if len(_HOST_CACHE) < _HOST_CACHE_ENTRIES_MAX:
+            _HOST_CACHE[key] = host
+    return host
+
+
+def _no_record_here(chunk: bytes) -> bool:
+    """True when fewer than 8 bytes cannot be the start of a record (zeros or a foreign magic)."""
+    if not any(chunk):
+        return True
+    seen = chunk[4:]
+    return len(chunk) > 4 and not any(m.startswith(seen) for m in _MAGIC_BYTES)
+
+
+def decode_record(buf, pos: int, *, check_crc: bool = True,
+                  limit: int | None = None) -> Record | Blank | None:
+    """Decode the record at ``pos``: a Record, a Blank (end of file), or None (no record starts).
+
+    ``limit`` is the end of the readable bytes (default ``len(buf)``). Raises
+    :class:`CorruptRecordError` with ``offset=pos`` when a valid magic starts a damaged record.
+    """
+    end = len(buf) if limit is None else min(limit, len(buf))
+    avail = end - pos
+    if avail <= 0:
+        return None
+    if avail < 8:
+        if _no_record_here(bytes(buf[pos:end])):
+            return None
+        raise CorruptRecordError(f"truncated record header: {avail} bytes left", offset=pos)
+    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC_CODE:
+        if total < END_FILE_MIN_BLANK_LENGTH_BYTES or total > avail:
+            raise CorruptRecordError(f"END_OF_FILE record of size {total} with {avail} bytes left",
+                                     offset=pos)
+        return Blank(total)
+    if magic == MESSAGE_MAGIC_CODE_V1:
+        topic_len_bytes = 1
+    elif magic == MESSAGE_MAGIC_CODE_V2:
+        topic_len_bytes = 2
+    else:
+        # Zeros (unwritten space) or any other magic end the valid data, as in RocketMQ.
+        return None
+    if total > avail:
+        raise CorruptRecordError(f"truncated record: TOTALSIZE {total} but {avail} bytes left",
+                                 offset=pos)
+    if total < RECORD_FIXED_V4_BYTES + topic_len_bytes + PROPERTIES_LENGTH_FIELD_BYTES:
+        raise CorruptRecordError(f"TOTALSIZE {total} is smaller than any record", offset=pos)
+    (sys_flag,) = _I32.unpack_from(buf, pos + SYSFLAG_POS)
+    header = _HEADERS[(sys_flag >> 4) & 3]
+    rec_end = pos + total
+    fixed = header.size + topic_len_bytes + PROPERTIES_LENGTH_FIELD_BYTES
+    if total < fixed:
+        raise CorruptRecordError(f"TOTALSIZE {total} is smaller than the fixed fields ({fixed})",
+                                 offset=pos)
+    (_, _, crc, queue_id, flag, queue_offset, phys_offset, _, born_ts, born_addr, born_port,
+     store_ts, store_addr, store_port, reconsume_times, prepared, body_len) = header.unpack_from(buf, pos)
+    cursor = pos + header.size
+    if body_len < 0 or body_len > total - fixed:
+        raise CorruptRecordError(f"body length {body_len} does not fit TOTALSIZE {total}", offset=pos)
+    body = bytes(buf[cursor:cursor + body_len])
+    cursor += body_len
+    if topic_len_bytes == 1:
+        topic_len = buf[cursor]
+        if topic_len > TOPIC_LENGTH_V1_BYTES_MAX:  # a negative signed byte in Java
+            raise CorruptRecordError(f"negative topic length {topic_len - 256}", offset=pos)
+        cursor += 1
+    else:
+        (topic_len,) = _I16.unpack_from(buf, cursor)
+        if topic_len < 0:
+            raise CorruptRecordError(f"negative topic length {topic_len}", offset=pos)
+        cursor += 2
+    if cursor + topic_len + PROPERTIES_LENGTH_FIELD_BYTES > rec_end:
+        raise CorruptRecordError(f"topic length {topic_len} runs past TOTALSIZE {total}", offset=pos)
+    topic_raw = bytes(buf[cursor:cursor + topic_len])
+    cursor += topic_len
+    (props_len,) = _I16.unpack_from(buf, cursor)
+    cursor += PROPERTIES_LENGTH_FIELD_BYTES
+    if props_len < 0:
+        raise CorruptRecordError(f"negative properties length {props_len}", offset=pos)
+    if cursor + props_len != rec_end:
+        # CommitLog.checkMessageAndReturnSize: "[BUG]read total count not equals msg total size"
+        raise CorruptRecordError(
+            f"read total count not equals msg total size: computed {cursor + props_len - pos}, "
+            f"TOTALSIZE {total}", offset=pos)
+    props_raw = bytes(buf[cursor:rec_end])
+    if check_crc and body_len > 0 and body_crc(body) != crc:
+        raise CorruptRecordError(f"body CRC mismatch: stored {crc}, computed {body_crc(body)}",
+                                 offset=pos)
+    try:
+        topic = topic_raw.decode("utf-8")
+        props_text = props_raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptRecordError(f"topic or properties are not valid UTF-8: {exc.reason}",
+                                 offset=pos) from None
+    return Record(
+        topic=topic, queue_id=queue_id, flag=flag, queue_offset=queue_offset,
+        phys_offset=phys_offset, sys_flag=sys_flag, born_ts=born_ts,
+        born_host=_host(born_addr, born_port), store_ts=store_ts,
+        store_host=_host(store_addr, store_port), reconsume_times=reconsume_times,
+        prepared_tx_offset=prepared, body=body, properties=string_to_properties(props_text),
+        body_crc=crc, total_size=total, magic=magic,
+        properties_trailing_separator=props_text.endswith(PROPERTY_SEPARATOR))
+
+
+def iter_records(buf, start_offset: int = 0,
+                 check_crc: bool = True) -> Iterator[tuple[int, Record | Blank]]:
+    """Yield ``(position in buf, record)`` through one commit-log file's bytes.
+
+    Stops where no record starts (None) and after a Blank (the rest of the file is filler);
+    raises :class:`CorruptRecordError` at the first damaged record.
+    """
+    pos = start_offset
+    while True:
+        item = decode_record(buf, pos, check_crc=check_crc)
+        if item is None:
+            return
+        yield pos, item
+        if isinstance(item, Blank):
+            return
+        pos += item.total_size
