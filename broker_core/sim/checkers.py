@@ -1,0 +1,301 @@
+"""Invariants over a finished run, read back from its Parquet tables (kept apart from the model).
+
+The checkers see only what a run directory holds (``parquet/<table>/`` and ``run.json``), never the
+objects that produced it: the same truth is checked from the outside, as the warehouse's asset
+checks do in SQL. Each checker returns a list of :class:`Violation`; :func:`check_run` runs all.
+
+Rules (RocketMQ 4.9.4, ROCKETMQ_SPEC.md §4-§6):
+
+* terminal: every message a producer stored ends, for every clustering group subscribed to its
+  topic, consumed, in ``%DLQ%group``, or still on its way when the run stopped at the horizon;
+* hop grammar: a ``%RETRY%group`` record is always the delivery of a SCHEDULE_TOPIC_XXXX copy of
+  the same message at level ``3 + k`` (or level 3 for an expired consume), and its reconsume count
+  never exceeds the group's maximum;
+* DLQ only at the max: a ``%DLQ%group`` record carries a reconsume count at or above the maximum;
+* no early delivery: a schedule delivery happens at or after its due time;
+* stable pointers: ORIGIN_MESSAGE_ID and RETRY_TOPIC do not change along a message's chain;
+* dense offsets: each consume queue's offsets, in commit-log order, are 0, 1, 2, ... without gaps.
+
+Faults that RocketMQ itself answers with loss or early delivery (a kill -9 with async flush, a
+backward clock jump) relax exactly the rule they break, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker_core import names
+from broker_core.constants import (
+    CLEAN_EXPIRED_DELAY_LEVEL,
+    ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED,
+    RETRY_DELAY_LEVEL_BASE,
+    RETRY_MAX_TIMES_DEFAULT,
+    SCHEDULE_TOPIC,
+)
+from broker_core.export.parquet import read_table
+
+MANIFEST_NAME = "run.json"
+VIOLATIONS_SHOWN_MAX = 20  # a report lists this many violations per checker, then counts the rest
+LOSS_FAULTS = frozenset({"broker_crash", "torn_write"})  # kill -9 may lose the unflushed tail
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant: which rule, which message (or queue), and what was seen."""
+
+    message: str
+    key: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.message} [{self.key}]: {self.detail}"
+
+
+def effective_max_reconsume(group: dict[str, Any]) -> int:
+    """The group's max reconsume times: -1 means 16 (concurrently) or unlimited (orderly)."""
+    value = int(group.get("max_reconsume_times", -1))
+    if value >= 0:
+        return value
+    if group.get("mode") == "orderly":
+        return ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED
+    return RETRY_MAX_TIMES_DEFAULT
+
+
+class RunData:
+    """A finished run's tables as column lists, loaded once and shared by the checkers."""
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self.manifest: dict[str, Any] = json.loads((self.run_dir / MANIFEST_NAME).read_text())
+        self.commitlog = self._columns("commitlog", [
+            "phys_offset", "topic", "queue_id", "queue_offset", "msg_id", "uniq_key", "origin_msg_id",
+            "real_topic", "retry_topic", "delay_level", "reconsume_times", "store_ts"])
+        self.attempts = self._columns("consume_attempts", [
+            "group", "consumer_id", "queue_topic", "queue_id", "queue_offset", "msg_id", "uniq_key",
+            "status", "outcome", "start_ts"])
+        self.deliveries = self._columns("schedule_deliveries", [
+            "delay_level", "schedule_msg_id", "delivered_msg_id", "real_topic", "scheduled_store_ts",
+            "due_ts", "delivered_ts"])
+        self.produced = self._columns("produced", ["uniq_key", "topic", "status", "msg_id"])
+        self.faults = self._columns("faults", ["ts", "kind", "target", "detail"])
+        self.groups: list[dict[str, Any]] = self.manifest.get("groups", [])
+        self.levels_ms: list[int] = self.manifest.get("delay_levels_ms", [])
+        self.fault_kinds = set(self.faults["kind"])
+
+    def _columns(self, table: str, cols: list[str]) -> dict[str, list]:
+        data = read_table(self.run_dir, table).select(cols)
+        out = data.to_pydict()
+        for name in cols:
+            if name.endswith("_ts") or name == "ts":
+                # Epoch milliseconds: cheaper to compare than datetimes, and exact.
+                out[name] = [None if v is None else int(v.timestamp() * 1000) for v in out[name]]
+        return out
+
+    @property
+    def ended_at_horizon(self) -> bool:
+        return self.manifest.get("end_reason") != "terminal"
+
+    @property
+    def loss_allowed(self) -> bool:
+        return bool(self.fault_kinds & LOSS_FAULTS)
+
+    @property
+    def backward_clock_jump(self) -> bool:
+        return any(k == "clock_jump" and d.startswith("delta=-")
+                   for k, d in zip(self.faults["kind"], self.faults["detail"], strict=True))
+
+    def records(self):
+        """Commit-log rows as dicts, in physical-offset order."""
+        cl = self.commitlog
+        keys = list(cl)
+        order = sorted(range(len(cl["phys_offset"])), key=cl["phys_offset"].__getitem__)
+        for i in order:
+            yield {k: cl[k][i] for k in keys}
+
+
+def check_terminal(run: RunData) -> list[Violation]:
+    """Every stored message ends consumed, dead-lettered or (at the horizon) in flight, per group."""
+    out: list[Violation] = []
+    stored_keys: set[str] = set(k for k in run.commitlog["uniq_key"] if k)
+    dlq: set[tuple[str, str]] = set()
+    for topic, key in zip(run.commitlog["topic"], run.commitlog["uniq_key"], strict=True):
+        if names.is_dlq_topic(topic):
+            dlq.add((names.group_of(topic), key))
+    consumed: set[tuple[str, str]] = set()
+    a = run.attempts
+    for group, key, status, outcome in zip(a["group"], a["uniq_key"], a["status"], a["outcome"], strict=True):
+        if status == "CONSUME_SUCCESS" and outcome in ("ACKED", "EXPIRED"):
+            consumed.add((group, key))
+    subscribers: dict[str, list[str]] = defaultdict(list)
+    for g in run.groups:
+        if g.get("model", "clustering") == "clustering" and int(g.get("consumers", 1)) > 0:
+            for t in g["subscribe"]:
+                subscribers[t].append(g["name"])
+    p = run.produced
+    for key, topic, status in zip(p["uniq_key"], p["topic"], p["status"], strict=True):
+        if status != "SEND_OK":
+            continue
+        if key not in stored_keys:
+            if not run.loss_allowed:
+                out.append(Violation("terminal: acknowledged send never stored", key,
+                                     f"topic {topic}: SEND_OK but no commit-log record"))
+            continue
+        for group in subscribers.get(topic, ()):
+            if (group, key) in consumed or (group, key) in dlq:
+                continue
+            if run.ended_at_horizon or run.loss_allowed:
+                continue  # still retrying, delayed or queued when the clock stopped
+            out.append(Violation("terminal: message neither consumed nor dead-lettered", key,
+                                 f"group {group}, topic {topic}; the run ended with every message "
+                                 "terminal"))
+    return out
+
+
+def check_hop_grammar(run: RunData) -> list[Violation]:
+    """real -> (SCHEDULE[3+k] -> %RETRY%g)* -> %DLQ%g?: every retry record comes from a schedule copy."""
+    out: list[Violation] = []
+    max_by_group = {g["name"]: effective_max_reconsume(g) for g in run.groups}
+    by_msg_id: dict[str, dict[str, Any]] = {}
+    for rec in run.records():
+        by_msg_id[rec["msg_id"]] = rec
+    delivered_from = dict(zip(run.deliveries["delivered_msg_id"], run.deliveries["schedule_msg_id"],
+                              strict=True))
+    max_level = len(run.levels_ms)
+    for rec in by_msg_id.values():
+        topic = rec["topic"]
+        key = rec["uniq_key"] or rec["msg_id"]
+        if topic == SCHEDULE_TOPIC:
+            target = rec["real_topic"]
+            group = names.group_of(target or "")
+            if group is None or not names.is_retry_topic(target):
+                continue
+            rt = rec["reconsume_times"]
+            allowed = {min(RETRY_DELAY_LEVEL_BASE + rt - 1, max_level), CLEAN_EXPIRED_DELAY_LEVEL}
+            if rec["delay_level"] not in allowed:
+                out.append(Violation("hop grammar: retry scheduled at the wrong level", key,
+                                     f"group {group}: reconsume_times {rt} at level {rec['delay_level']}, "
+                                     f"expected one of {sorted(allowed)}"))
+            continue
+        group = names.group_of(topic)
+        if group is None:
+            continue
+        max_rt = max_by_group.get(group)
+        if max_rt is None:
+            out.append(Violation("hop grammar: retry/DLQ topic of an unknown group", key, topic))
+            continue
+        if names.is_retry_topic(topic):
+            src = delivered_from.get(rec["msg_id"])
+            sched = by_msg_id.get(src) if src else None
+            if sched is None or sched["topic"] != SCHEDULE_TOPIC:
+                out.append(Violation("hop grammar: %RETRY% record not delivered from the schedule", key,
+                                     f"{topic} offset {rec['phys_offset']} has no SCHEDULE_TOPIC_XXXX source"))
+            elif sched["uniq_key"] != rec["uniq_key"] or sched["real_topic"] != topic:
+                out.append(Violation("hop grammar: schedule copy and delivery disagree", key,
+                                     f"schedule {sched['msg_id']} -> {rec['msg_id']}"))
+            if not 1 <= rec["reconsume_times"] <= max_rt:
+                out.append(Violation("hop grammar: retry beyond the maximum", key,
+                                     f"{topic} reconsume_times {rec['reconsume_times']} (max {max_rt})"))
+        elif names.is_dlq_topic(topic):
+            if rec["reconsume_times"] < max_rt:
+                out.append(Violation("DLQ before the maximum", key,
+                                     f"{topic} reconsume_times {rec['reconsume_times']} < max {max_rt}"))
+    return out
+
+
+def check_delivery_times(run: RunData) -> list[Violation]:
+    """No delayed message is delivered before its due time (unless the clock was turned back)."""
+    if run.backward_clock_jump:
+        return []
+    out = []
+    d = run.deliveries
+    levels = run.levels_ms
+    for i in range(len(d["due_ts"])):
+        due, got, stored, level = d["due_ts"][i], d["delivered_ts"][i], d["scheduled_store_ts"][i], d["delay_level"][i]
+        if got < due:
+            out.append(Violation("early delivery", d["schedule_msg_id"][i],
+                                 f"level {level} due {due} delivered {got} ({due - got} ms early)"))
+        if 1 <= level <= len(levels) and due != stored + levels[level - 1]:
+            out.append(Violation("due time is not store time + level delay", d["schedule_msg_id"][i],
+                                 f"level {level}: stored {stored}, due {due}"))
+    return out
+
+
+def check_stable_pointers(run: RunData) -> list[Violation]:
+    """ORIGIN_MESSAGE_ID and RETRY_TOPIC stay the same along one message's chain in one group."""
+    out = []
+    real_ids: dict[str, set[str]] = defaultdict(set)  # key -> msg ids of its real-topic records
+    real_topic_of: dict[str, str] = {}
+    chains: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for rec in run.records():
+        key = rec["uniq_key"]
+        if not key:
+            continue
+        topic = rec["topic"]
+        group = names.group_of(topic)
+        if topic == SCHEDULE_TOPIC:
+            group = names.group_of(rec["real_topic"] or "")
+        if group is None and topic != SCHEDULE_TOPIC:
+            real_ids[key].add(rec["msg_id"])
+            real_topic_of.setdefault(key, topic)
+        elif group is not None:
+            chains[(key, group)].append(rec)
+    for (key, group), recs in chains.items():
+        origins = {r["origin_msg_id"] for r in recs}
+        retry_topics = {r["retry_topic"] for r in recs}
+        if len(origins) != 1 or None in origins:
+            out.append(Violation("ORIGIN_MESSAGE_ID changed along a chain", key,
+                                 f"group {group}: {sorted(map(str, origins))}"))
+        elif not origins <= (real_ids.get(key, set()) | {key}) and not run.loss_allowed:
+            out.append(Violation("ORIGIN_MESSAGE_ID names no record of the message", key,
+                                 f"group {group}: {next(iter(origins))}"))
+        expected = real_topic_of.get(key)
+        if len(retry_topics) != 1 or (expected is not None and retry_topics != {expected}):
+            out.append(Violation("RETRY_TOPIC changed along a chain", key,
+                                 f"group {group}: {sorted(map(str, retry_topics))}, real topic {expected}"))
+    return out
+
+
+def check_dense_offsets(run: RunData) -> list[Violation]:
+    """Each consume queue's offsets, in commit-log order, run 0, 1, 2, ... with no gap or repeat."""
+    out = []
+    last: dict[tuple[str, int], int] = {}
+    for rec in run.records():
+        q = (rec["topic"], rec["queue_id"])
+        expected = last.get(q, -1) + 1
+        if rec["queue_offset"] != expected:
+            out.append(Violation("consume-queue offsets not dense", f"{q[0]}/{q[1]}",
+                                 f"offset {rec['queue_offset']} at phys {rec['phys_offset']}, "
+                                 f"expected {expected}"))
+        last[q] = rec["queue_offset"]
+    return out
+
+
+CHECKERS = (check_terminal, check_hop_grammar, check_delivery_times, check_stable_pointers,
+            check_dense_offsets)
+
+
+def check_run(run_dir: str | Path) -> list[Violation]:
+    """Run every checker over a finished run directory and return all violations (empty = pass)."""
+    run = RunData(run_dir)
+    out: list[Violation] = []
+    for checker in CHECKERS:
+        out.extend(checker(run))
+    return out
+
+
+def format_violations(violations: list[Violation]) -> str:
+    """A readable report: each rule's first few violations and a count of the rest."""
+    by_rule: dict[str, list[Violation]] = defaultdict(list)
+    for v in violations:
+        by_rule[v.message].append(v)
+    lines = []
+    for rule, items in by_rule.items():
+        lines.append(f"{rule}: {len(items)}")
+        lines.extend(f"  {v.key}: {v.detail}" for v in items[:VIOLATIONS_SHOWN_MAX])
+        if len(items) > VIOLATIONS_SHOWN_MAX:
+            lines.append(f"  ... and {len(items) - VIOLATIONS_SHOWN_MAX} more")
+    return "\n".join(lines)
