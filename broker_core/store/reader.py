@@ -1,0 +1,523 @@
+"""A read-only view of any RocketMQ store directory: commit log, consume queues, config, checkpoint.
+
+:class:`StoreReader` never writes: every file is opened ``'rb'`` (commit-log files are memory-mapped
+read-only, so a 1 GiB file is never copied into memory) and nothing is created, so it can read a
+live broker's store, a backup or a read-only mount. It walks the commit log exactly as 4.9.4's
+recovery keeps it (ROCKETMQ_SPEC §3.8): a BLANK moves to the next file, zeros or an unknown magic
+end the data, and a damaged record ends the scan. Whatever it finds wrong on the way is a
+:class:`Problem` naming the file and the offset, so ``import-store`` can export the valid prefix and
+still say exactly what was left out and why.
+
+Offsets in a Problem: commit-log problems carry the *physical* offset (the file name plus the
+position); every other file's problems carry the byte position inside that file.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+import struct
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_core.codec import Blank, Record, decode_record
+from broker_core.constants import (
+    BLANK_MAGIC_CODE,
+    CHECKPOINT_FILE_SIZE_BYTES,
+    CQ_UNIT_SIZE_BYTES,
+    FILE_NAME_DIGITS,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+)
+from broker_core.errors import BadInputError, CorruptRecordError
+from broker_core.store import config_files
+
+COMMITLOG_DIR_NAME = "commitlog"
+CONSUME_QUEUE_DIR_NAME = "consumequeue"
+CONFIG_DIR_NAME = "config"
+CHECKPOINT_FILE_NAME = "checkpoint"
+ABORT_FILE_NAME = "abort"
+
+CQ_UNIT = struct.Struct(">qiq")  # ConsumeQueue unit: physOffset, size, tagsCode (§2.2)
+assert CQ_UNIT.size == CQ_UNIT_SIZE_BYTES
+CQ_PRE_BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes (0, Integer.MAX_VALUE, 0) below minOffset
+_CHECKPOINT = struct.Struct(">qqqqq")  # physic, logics, index timestamps; 5.x: flushed, confirm
+_SIZE_MAGIC = struct.Struct(">iI")
+_KNOWN_MAGICS = (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE)
+_FILE_NAME = re.compile(r"\d{%d}" % FILE_NAME_DIGITS)
+
+# Consume-queue files are read in pieces of this many bytes (a whole number of units), and the
+# zero check after the end of data looks at this much at a time: memory stays bounded.
+READ_CHUNK_BYTES = CQ_UNIT_SIZE_BYTES * 64 * 1024
+# How often a long scan reports progress, in records.
+PROGRESS_EVERY_RECORDS = 50_000
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong in a store: which file (relative to the root), where, what kind, why."""
+
+    file: str
+    offset: int
+    kind: str
+    reason: str
+    severity: str = ERROR
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.file}@{self.offset}: {self.kind}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One commit-log entry: a record, or (``record is None``) the BLANK that ends a file."""
+
+    file_name: str  # the commit-log file's 20-digit name
+    phys_offset: int
+    size: int  # TOTALSIZE of the record, or the BLANK's length
+    record: Record | None
+
+    @property
+    def is_blank(self) -> bool:
+        return self.record is None
+
+
+@dataclass(frozen=True)
+class CommitLogFile:
+    name: str
+    path: Path
+    start: int  # physical offset of the first byte (the name)
+    length: int  # bytes on disk
+
+
+@dataclass(frozen=True)
+class CqUnit:
+    """One consume-queue unit: the message at ``queue_offset`` lives at ``phys_offset``."""
+
+    queue_offset: int
+    phys_offset: int
+    size: int
+    tags_code: int
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """``<root>/checkpoint`` (StoreCheckpoint): store times of the last flush and dispatch."""
+
+    physic_msg_timestamp: int
+    logics_msg_timestamp: int
+    index_msg_timestamp: int
+    master_flushed_offset: int  # 5.x only; 0 in 4.9.4
+    confirm_phy_offset: int  # 5.x only; 0 in 4.9.4
+
+
+@dataclass(frozen=True)
+class ScanProgress:
+    file_name: str
+    file_index: int
+    file_count: int
+    records: int
+
+
+class StoreReader:
+    """Read-only scan of a RocketMQ store root (the directory holding ``commitlog/``)."""
+
+    def __init__(self, root: Path | str, *, check_crc: bool = True):
+        self.root = Path(root)
+        self.check_crc = check_crc
+        if not self.root.is_dir():
+            raise BadInputError("store directory does not exist" if not self.root.exists()
+                                else "not a directory", where=str(self.root),
+                                hint="pass the RocketMQ store root (storePathRootDir, e.g. ~/store)")
+        if not (self.root / COMMITLOG_DIR_NAME).is_dir():
+            raise BadInputError(f"no {COMMITLOG_DIR_NAME}/ directory: not a RocketMQ store root",
+                                where=str(self.root),
+                                hint="pass the directory that holds commitlog/, consumequeue/ and config/")
+        self._file_problems: list[Problem] = []
+        self._scan_problems: list[Problem] = []
+        self._after_scan_problems: list[Problem] = []
+        self.files: list[CommitLogFile] = []
+        self.file_size = 0
+        self._list_commitlog_files()
+        self.abort_file_present = (self.root / ABORT_FILE_NAME).exists()
+        if self.abort_file_present:
+            self._file_problems.append(Problem(
+                ABORT_FILE_NAME, 0, "abort-file",
+                "last shutdown was abnormal (the abort file is present): RocketMQ would run abnormal "
+                "recovery; a torn tail is expected", WARNING))
+        self.checkpoint = self._read_checkpoint()
+        # Set by a complete scan of entries().
+        self.valid_end: int | None = None
+        self.record_count = 0
+        self.blank_count = 0
+        self.last_store_ts: int | None = None
+        self.first_store_ts: int | None = None
+        self._config_cache: dict[str, object] = {}
+
+    # --- problems ---------------------------------------------------------------------------
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every problem found so far; complete after :meth:`entries` has run to its end."""
+        return self._file_problems + self._scan_problems + self._after_scan_problems
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == ERROR]
+
+    def check(self) -> list[Problem]:
+        """Scan everything once (commit log, consume queues, config) and return the problems."""
+        for _ in self.entries():
+            pass
+        return self.problems
+
+    # --- commit-log files -------------------------------------------------------------------
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _list_commitlog_files(self) -> None:
+        directory = self.root / COMMITLOG_DIR_NAME
+        found: list[CommitLogFile] = []
+        for path in sorted(directory.iterdir()):
+            if not _FILE_NAME.fullmatch(path.name) or not path.is_file():
+                # MappedFileQueue.doLoad would fail on this name; we read around it.
+                self._file_problems.append(Problem(
+                    self._rel(path), 0, "bad-file-name",
+                    f"not a commit-log file name ({FILE_NAME_DIGITS} digits); ignored"))
+                continue
+            found.append(CommitLogFile(path.name, path, int(path.name), path.stat().st_size))
+        # The size every file is created at is taken from the files themselves: the most common
+        # size (ties: the largest), since a torn or foreign file is the exception.
+        sizes = Counter(f.length for f in found)
+        if sizes:
+            self.file_size = max(sizes, key=lambda s: (sizes[s], s))
+        for f in found:
+            if f.length != self.file_size:
+                self._file_problems.append(Problem(
+                    self._rel(f.path), f.start + min(f.length, self.file_size), "wrong-size-file",
+                    f"file is {f.length} bytes, the other commit-log files are {self.file_size}: "
+                    "RocketMQ refuses to load such a store"))
+        self.files = found
+
+    def _read_checkpoint(self) -> Checkpoint | None:
+        path = self.root / CHECKPOINT_FILE_NAME
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(CHECKPOINT_FILE_SIZE_BYTES + 1)
+        except FileNotFoundError:
+            self._file_problems.append(Problem(CHECKPOINT_FILE_NAME, 0, "checkpoint-missing",
+                                               "no checkpoint file", WARNING))
+            return None
+        except OSError as exc:
+            self._file_problems.append(Problem(CHECKPOINT_FILE_NAME, 0, "unreadable-file", str(exc)))
+            return None
+        if len(data) != CHECKPOINT_FILE_SIZE_BYTES:
+            self._file_problems.append(Problem(
+                CHECKPOINT_FILE_NAME, min(len(data), CHECKPOINT_FILE_SIZE_BYTES), "wrong-size-file",
+                f"checkpoint is {len(data)} bytes, expected {CHECKPOINT_FILE_SIZE_BYTES}"))
+            if len(data) < _CHECKPOINT.size:
+                return None
+        return Checkpoint(*_CHECKPOINT.unpack_from(data, 0))
+
+    # --- the commit-log scan ----------------------------------------------------------------
+
+    def entries(self, progress: Callable[[ScanProgress], None] | None = None) -> Iterator[LogEntry]:
+        """Yield records and BLANKs in physical order, up to where RocketMQ's recovery stops.
+
+        When the generator is exhausted, :attr:`valid_end` is the end of the last valid record
+        and :attr:`problems` also holds the consume-queue and config findings.
+        """
+        self._scan_problems = []
+        self._after_scan_problems = []
+        self.record_count = self.blank_count = 0
+        self.first_store_ts = self.last_store_ts = None
+        end = self.files[0].start if self.files else 0
+        stopped_at_file = len(self.files)
+        for index, cf in enumerate(self.files):
+            if index and cf.start != self.files[index - 1].start + self.file_size:
+                self._scan_problems.append(Problem(
+                    self._rel(cf.path), self.files[index - 1].start + self.file_size, "gap-between-files",
+                    f"expected the next file to start at {self.files[index - 1].start + self.file_size}, "
+                    f"found {cf.name}: the scan stops before the gap"))
+                stopped_at_file = index
+                break
+            if progress is not None:
+                progress(ScanProgress(cf.name, index, len(self.files), self.record_count))
+            outcome = yield from self._scan_file(cf, progress, index)
+            kind, end = outcome
+            if kind != "blank":
+                stopped_at_file = index + 1
+                break
+        self.valid_end = end
+        self._check_unreachable(stopped_at_file)
+        self._check_checkpoint()
+        self._after_scan_problems.extend(self._check_consume_queues(end))
+        self._after_scan_problems.extend(self._config_problems())
+
+    def records(self, progress: Callable[[ScanProgress], None] | None = None) -> Iterator[LogEntry]:
+        """Like :meth:`entries` without the BLANKs."""
+        return (e for e in self.entries(progress) if e.record is not None)
+
+    def _scan_file(self, cf: CommitLogFile, progress, index: int):
+        """Yield one file's entries; return ("blank" | "end" | "damage", physical end of valid data)."""
+        limit = min(cf.length, self.file_size)
+        try:
+            fh = open(cf.path, "rb")
+        except OSError as exc:
+            self._scan_problems.append(Problem(self._rel(cf.path), cf.start, "unreadable-file", str(exc)))
+            return "damage", cf.start
+        with fh:
+            if limit == 0:
+                return "end", cf.start
+            try:
+                buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError) as exc:
+                self._scan_problems.append(Problem(self._rel(cf.path), cf.start, "unreadable-file",
+                                                   str(exc)))
+                return "damage", cf.start
+            try:
+                return (yield from self._scan_buffer(cf, buf, limit, progress, index))
+            finally:
+                buf.close()
+
+    def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int):
+        pos = 0
+        rel = self._rel(cf.path)
+        while pos < limit:
+            try:
+                item = decode_record(buf, pos, check_crc=self.check_crc, limit=limit)
+            except CorruptRecordError as exc:
+                self._scan_problems.append(self._classify(cf, buf, pos, limit, exc))
+                return "damage", cf.start + pos
+            if item is None:
+                total, magic = _SIZE_MAGIC.unpack_from(buf, pos) if limit - pos >= 8 else (0, 0)
+                if (total, magic) != (0, 0) and magic not in _KNOWN_MAGICS:
+                    self._scan_problems.append(Problem(
+                        rel, cf.start + pos, "bad-magic",
+                        f"illegal magic code {magic:#010x} (TOTALSIZE {total}): the data ends here"))
+                    return "damage", cf.start + pos
+                self._check_zero_tail(cf, buf, pos, limit)
+                return "end", cf.start + pos
+            if isinstance(item, Blank):
+                if pos + item.size != self.file_size:
+                    self._scan_problems.append(Problem(
+                        rel, cf.start + pos, "blank-size",
+                        f"END_OF_FILE record says {item.size} bytes, {self.file_size - pos} remain",
+                        WARNING))
+                self.blank_count += 1
+                yield LogEntry(cf.name, cf.start + pos, item.size, None)
+                return "blank", cf.start + self.file_size
+            phys = cf.start + pos
+            if item.phys_offset != phys:
+                self._scan_problems.append(Problem(
+                    rel, phys, "phys-offset-mismatch",
+                    f"record stores PHYSICALOFFSET {item.phys_offset} but sits at {phys}", WARNING))
+            self.record_count += 1
+            if self.first_store_ts is None:
+                self.first_store_ts = item.store_ts
+            self.last_store_ts = item.store_ts
+            yield LogEntry(cf.name, phys, item.total_size, item)
+            pos += item.total_size
+            if progress is not None and self.record_count % PROGRESS_EVERY_RECORDS == 0:
+                progress(ScanProgress(cf.name, index, len(self.files), self.record_count))
+        # A file full of records with no BLANK: checkMessageAndReturnSize underflows and the
+        # recovery stops here, as at zeros.
+        return "end", cf.start + pos
+
+    def _classify(self, cf: CommitLogFile, buf, pos: int, limit: int,
+                  exc: CorruptRecordError) -> Problem:
+        rel = self._rel(cf.path)
+        phys = cf.start + pos
+        if limit - pos >= 8:
+            total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+            if magic != BLANK_MAGIC_CODE and total > limit - pos:
+                return Problem(rel, phys, "truncated-record",
+                               f"record of {total} bytes runs past the end of the file data "
+                               f"({limit - pos} bytes left): {exc.message}")
+            span = buf[pos:pos + total] if total > 8 else b""
+            zero_from = len(span.rstrip(b"\0"))
+            if span and zero_from < len(span) - 8:
+                # A kill -9 mid-write leaves the record's header and a zero tail.
+                return Problem(rel, phys, "torn-record",
+                               f"record of {total} bytes is zeros from byte {zero_from} on "
+                               f"(a write cut short): {exc.message}")
+        if self.check_crc:
+            try:
+                rec = decode_record(buf, pos, check_crc=False, limit=limit)
+            except CorruptRecordError:
+                rec = None
+            if isinstance(rec, Record):
+                computed = zlib.crc32(rec.body) & 0x7FFFFFFF
+                return Problem(rel, phys, "crc-mismatch",
+                               f"body CRC stored {rec.body_crc}, computed {computed} "
+                               f"({rec.topic} queue {rec.queue_id} offset {rec.queue_offset})")
+        return Problem(rel, phys, "bad-record", exc.message)
+
+    def _check_zero_tail(self, cf: CommitLogFile, buf, pos: int, limit: int) -> None:
+        """Bytes after the end of data in the same file are data RocketMQ's recovery drops."""
+        cursor = pos
+        while cursor < limit:
+            chunk = buf[cursor:min(limit, cursor + READ_CHUNK_BYTES)]
+            stripped = chunk.lstrip(b"\0")
+            if stripped:
+                where = cursor + len(chunk) - len(stripped)
+                self._scan_problems.append(Problem(
+                    self._rel(cf.path), cf.start + where, "unreachable-data",
+                    f"non-zero bytes after the end of data at {cf.start + pos}: RocketMQ's recovery "
+                    "ignores them (a later append would overwrite them)", WARNING))
+                return
+            cursor += len(chunk)
+
+    def _check_unreachable(self, first_unread: int) -> None:
+        """Later files that hold data the scan never reached (recovery deletes such files)."""
+        for cf in self.files[first_unread:]:
+            try:
+                with open(cf.path, "rb") as fh:
+                    head = fh.read(8)
+            except OSError as exc:
+                self._scan_problems.append(Problem(self._rel(cf.path), cf.start, "unreadable-file",
+                                                   str(exc)))
+                continue
+            if any(head):
+                self._scan_problems.append(Problem(
+                    self._rel(cf.path), cf.start, "unreachable-data",
+                    "file holds data after the end of the valid commit log: not read"))
+
+    def _check_checkpoint(self) -> None:
+        if self.checkpoint is None or self.last_store_ts is None:
+            return
+        flushed = self.checkpoint.physic_msg_timestamp
+        if flushed > self.last_store_ts:
+            self._after_scan_problems.append(Problem(
+                CHECKPOINT_FILE_NAME, 0, "checkpoint-ahead",
+                f"physicMsgTimestamp {flushed} is newer than the last valid record's store time "
+                f"{self.last_store_ts}: records flushed before the last checkpoint are missing",
+                WARNING))
+
+    # --- consume queues ---------------------------------------------------------------------
+
+    def consume_queues(self) -> list[tuple[str, int, list[Path]]]:
+        """(topic, queue id, files in order) for every queue under ``consumequeue/``."""
+        base = self.root / CONSUME_QUEUE_DIR_NAME
+        if not base.is_dir():
+            return []
+        queues = []
+        for topic_dir in sorted(p for p in base.iterdir() if p.is_dir()):
+            for queue_dir in sorted((p for p in topic_dir.iterdir() if p.is_dir()),
+                                    key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name)):
+                if not queue_dir.name.isdigit():
+                    continue
+                files = sorted(p for p in queue_dir.iterdir() if p.is_file() and _FILE_NAME.fullmatch(p.name))
+                queues.append((topic_dir.name, int(queue_dir.name), files))
+        return queues
+
+    def cq_units(self, files: list[Path]) -> Iterator[tuple[Path, int, CqUnit]]:
+        """Yield (file, byte position in it, unit) up to the first invalid unit (ConsumeQueue.recover)."""
+        for path in files:
+            start_unit = int(path.name) // CQ_UNIT_SIZE_BYTES
+            with open(path, "rb") as fh:
+                pos = 0
+                while True:
+                    chunk = fh.read(READ_CHUNK_BYTES)
+                    if len(chunk) < CQ_UNIT_SIZE_BYTES:
+                        break
+                    for i in range(0, len(chunk) - CQ_UNIT_SIZE_BYTES + 1, CQ_UNIT_SIZE_BYTES):
+                        phys, size, tags = CQ_UNIT.unpack_from(chunk, i)
+                        if (phys, size, tags) == (0, CQ_PRE_BLANK_UNIT_SIZE, 0):
+                            continue
+                        if phys < 0 or size <= 0:
+                            return
+                        yield path, pos + i, CqUnit(start_unit + (pos + i) // CQ_UNIT_SIZE_BYTES,
+                                                    phys, size, tags)
+                    pos += len(chunk)
+
+    def _check_consume_queues(self, valid_end: int) -> list[Problem]:
+        """Units that point past the valid commit log (recovery's truncateDirtyLogicFiles drops them)."""
+        problems = []
+        for topic, queue_id, files in self.consume_queues():
+            first = None
+            count = 0
+            try:
+                for path, pos, unit in self.cq_units(files):
+                    if unit.phys_offset + unit.size > valid_end:
+                        count += 1
+                        if first is None:
+                            first = (path, pos, unit)
+            except OSError as exc:
+                problems.append(Problem(f"{CONSUME_QUEUE_DIR_NAME}/{topic}/{queue_id}", 0,
+                                        "unreadable-file", str(exc)))
+                continue
+            if first is not None:
+                path, pos, unit = first
+                problems.append(Problem(
+                    self._rel(path), pos, "cq-past-commitlog",
+                    f"{count} unit(s) of {topic}/{queue_id} point past the end of the valid commit "
+                    f"log ({valid_end}); first: queue offset {unit.queue_offset} -> phys "
+                    f"{unit.phys_offset} size {unit.size}"))
+            for path in files:
+                length = path.stat().st_size
+                if length % CQ_UNIT_SIZE_BYTES:
+                    problems.append(Problem(self._rel(path), length - length % CQ_UNIT_SIZE_BYTES,
+                                            "wrong-size-file",
+                                            f"{length} bytes is not a whole number of "
+                                            f"{CQ_UNIT_SIZE_BYTES}-byte units"))
+        return problems
+
+    # --- config files -----------------------------------------------------------------------
+
+    def _load_config(self, file_name: str) -> config_files.ConfigLoad:
+        loaded = self._config_cache.get(file_name)
+        if loaded is None:
+            path = self.root / CONFIG_DIR_NAME / file_name
+            loaded = config_files.read_config(path, config_files.DECODERS[file_name])
+            self._config_cache[file_name] = loaded
+        return loaded
+
+    def _config_problems(self) -> list[Problem]:
+        problems = []
+        for file_name in config_files.CONFIG_FILES:
+            loaded = self._load_config(file_name)
+            for exc in loaded.damaged:
+                used = (f"; {self._rel(loaded.source)} was read instead" if loaded.source is not None
+                        else "; no usable backup")
+                problems.append(Problem(self._rel(exc.path), exc.offset or 0, "bad-config-file",
+                                        f"{exc.message}{used}"))
+        return problems
+
+    def delay_offsets(self) -> dict[int, int]:
+        return self._load_config(config_files.DELAY_OFFSET_FILE).value or {}
+
+    def consumer_offsets(self) -> dict[str, dict[int, int]]:
+        return self._load_config(config_files.CONSUMER_OFFSET_FILE).value or {}
+
+    def topics(self) -> dict[str, config_files.TopicConfig]:
+        return self._load_config(config_files.TOPICS_FILE).value or {}
+
+    def subscription_groups(self) -> dict[str, config_files.SubscriptionGroupConfig]:
+        return self._load_config(config_files.SUBSCRIPTION_GROUP_FILE).value or {}
+
+
+def file_name_of(phys_offset: int, file_size: int) -> str:
+    """``UtilAll.offset2FileName`` of the file holding ``phys_offset``."""
+    assert file_size > 0, f"file size must be positive, got {file_size}"
+    return str(phys_offset - phys_offset % file_size).zfill(FILE_NAME_DIGITS)
+
+
+def tree_digest(root: Path) -> dict[str, tuple[int, int]]:
+    """(size, CRC-32) of every file under ``root``: lets a caller prove a scan changed nothing."""
+    result = {}
+    for path in sorted(Path(root).rglob("*")):
+        if path.is_file():
+            crc = 0
+            with open(path, "rb") as fh:
+                while chunk := fh.read(READ_CHUNK_BYTES):
+                    crc = zlib.crc32(chunk, crc)
+            result[path.relative_to(root).as_posix()] = (path.stat().st_size, crc)
+    return result
+
