@@ -314,13 +314,14 @@ def delay_rewrite_properties(props_string: str, real_topic: str, real_qid: int,
                              real_qid, clamped_delay_level)
 
 
-def send_back_map(stored_properties: str, *, original_topic: str, delay_level: int,
+def send_back_map(stored_properties: str, *, original_topic: str, delay_level: int | None,
                   offset_msg_id: str, wait: bool | None = False,
                   extra: Iterable[tuple[str, str]] = ()) -> JavaHashMap:
     """``asyncConsumerSendMsgBack`` (4.9.4) property steps on the looked-up message's map.
 
     Steps in broker order: RETRY_TOPIC = original topic if absent; WAIT (``false`` on a live
-    broker, ``None`` to skip it); DELAY = ``delay_level`` (0 on the DLQ branch); then ``extra``
+    broker, ``None`` to skip it); DELAY = ``delay_level`` (0 on the DLQ branch; ``None`` skips it,
+    as the fixture records c/d were built); then ``extra``
     puts (e.g. MAX_RECONSUME_TIMES); ORIGIN_MESSAGE_ID = ``offset_msg_id`` unless one is already
     set. The caller serializes the result, or passes it to :func:`delay_rewrite_map` when
     ``delay_level > 0`` (the store then routes it through SCHEDULE_TOPIC_XXXX).
@@ -330,7 +331,8 @@ def send_back_map(stored_properties: str, *, original_topic: str, delay_level: i
         props.put(PROP_RETRY_TOPIC, original_topic)
     if wait is not None:
         props.put(PROP_WAIT, "true" if wait else "false")
-    props.put(PROP_DELAY, str(delay_level))
+    if delay_level is not None:
+        props.put(PROP_DELAY, str(delay_level))
     for key, value in extra:
         props.put(key, value)
     if not (props.get(PROP_ORIGIN_MESSAGE_ID) or "").strip():
