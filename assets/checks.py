@@ -1,0 +1,306 @@
+"""Invariants and drifts of a run, each one plain SQL over the warehouse tables.
+
+Every check is a query that returns the offending rows (``run_id, message_key, group, detail``);
+no rows means it passes. The same SQL runs on a built warehouse file or on an in-memory DuckDB
+holding one run's Parquet (``assets.warehouse.run_views``), which is how the Dagster checks guard
+the lineage before anything downstream is built.
+
+Broken invariants are ERROR (blocking: downstream assets do not run); drifts are WARN.
+The broker model restates the same rules from the other side (``broker_core/sim``): the same
+truth checked twice, by code that shares nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import duckdb
+
+# Offending rows kept as evidence in a check's metadata (the count is always complete).
+EVIDENCE_ROWS_MAX = 10
+# RocketMQ's default maximum of redeliveries before the DLQ (SubscriptionGroupConfig.retryMaxTimes),
+# used when a DLQ record carries no MAX_RECONSUME_TIMES property.
+RETRY_MAX_TIMES_DEFAULT = 16
+# Drift thresholds (WARN). At-least-once delivery duplicates a little around crashes and
+# rebalances; more than 1 % of messages consumed twice points at a consumer that cannot commit.
+DUPLICATE_RATE_MAX = 0.01
+# The schedule service polls every level every 100 ms; a p99 lateness above 1 s is a stalled level.
+LATENESS_P99_MS_MAX = 1_000
+
+ERROR = "ERROR"
+WARN = "WARN"
+
+# Check names (stable: tests, the UI and the demo refer to them).
+HOP_GRAMMAR = "hop_grammar_valid"
+NO_UNEXPLAINED_LOSS = "nothing_lost_unexplained"
+DLQ_AFTER_MAX_RETRIES = "dlq_only_after_max_retries"
+NO_EARLY_DELIVERY = "no_delivery_before_due_time"
+ORIGIN_STABLE = "origin_and_retry_topic_stable"
+LINEAGE_MATCHES_COMMITLOG = "lineage_matches_commitlog"
+DUPLICATE_RATE = "duplicate_rate_below_max"
+LATENESS_P99 = "delay_lateness_p99_below_max"
+
+# Hop kinds as one letter each, so a chain becomes a string a regular expression can judge.
+_HOP_LETTERS = ("CASE h.hop_kind WHEN 'PUBLISH' THEN 'P' WHEN 'SCHEDULE' THEN 'S' "
+                "WHEN 'DELIVER' THEN 'D' WHEN 'RETRY' THEN 'R' WHEN 'DLQ' THEN 'Q' ELSE '?' END")
+# real -> (SCHEDULE -> RETRY)* -> (SCHEDULE | DLQ)?, where "real" is a PUBLISH (repeated when a
+# producer's retried send was stored twice) or a delayed publish's SCHEDULE -> DELIVER; a delayed
+# publish still waiting in the schedule is a lone SCHEDULE.
+HOP_GRAMMAR_REGEX = r"^(P+|SD)(SR)*(S|Q)?$|^S$"
+
+_CRASHES = f"""
+    SELECT run_id, ts FROM faults
+    WHERE kind = 'broker_crash' AND NOT coalesce(regexp_matches(detail, '(^|[^a])sync'), false)
+"""
+
+_CHAIN_HOPS = """
+    SELECT l.run_id, l.message_key, l."group", h.hop_kind, h.hop_index, h.store_ts, h.phys_offset
+    FROM message_lineage l
+    JOIN message_hops h
+      ON h.run_id = l.run_id AND h.message_key = l.message_key
+     AND (h."group" IS NULL OR h."group" = l."group")
+    WHERE l.final_state <> 'LOST'
+"""
+
+HOP_GRAMMAR_SQL = f"""
+WITH chains AS (
+    SELECT l.run_id, l.message_key, l."group",
+           coalesce(string_agg({_HOP_LETTERS}, '' ORDER BY h.hop_index, h.store_ts, h.phys_offset), '')
+               AS letters,
+           coalesce(string_agg(h.hop_kind, ' > ' ORDER BY h.hop_index, h.store_ts, h.phys_offset), '')
+               AS kinds,
+           count(h.hop_index) AS n, min(h.hop_index) AS first_index, max(h.hop_index) AS last_index
+    FROM message_lineage l
+    LEFT JOIN message_hops h
+      ON h.run_id = l.run_id AND h.message_key = l.message_key
+     AND (h."group" IS NULL OR h."group" = l."group")
+    WHERE l.final_state <> 'LOST'
+    GROUP BY l.run_id, l.message_key, l."group"
+)
+SELECT run_id, message_key, "group",
+       CASE WHEN n = 0 THEN 'no hops'
+            WHEN NOT regexp_full_match(letters, '{HOP_GRAMMAR_REGEX}')
+                THEN 'chain ' || kinds || ' is not real -> (SCHEDULE -> RETRY)* -> DLQ?'
+            ELSE 'hop_index runs ' || CAST(first_index AS VARCHAR) || '..' || CAST(last_index AS VARCHAR)
+                 || ' over ' || CAST(n AS VARCHAR) || ' hops'
+       END AS detail
+FROM chains
+WHERE n = 0 OR NOT regexp_full_match(letters, '{HOP_GRAMMAR_REGEX}')
+   OR first_index <> 0 OR last_index <> n - 1
+"""
+
+# Counted from the producers' ground truth and the commit log, not from the lineage's LOST rows.
+NO_UNEXPLAINED_LOSS_SQL = f"""
+WITH crashes AS ({_CRASHES}),
+missing AS (
+    SELECT p.run_id, p.uniq_key, p.topic, p.send_ts
+    FROM produced p
+    WHERE p.status = 'SEND_OK'
+      AND NOT EXISTS (SELECT 1 FROM commitlog c WHERE c.run_id = p.run_id AND c.uniq_key = p.uniq_key)
+)
+SELECT m.run_id, m.uniq_key AS message_key, NULL AS "group",
+       'SEND_OK to ' || coalesce(m.topic, '?') || ' at '
+       || coalesce(strftime(m.send_ts, '%Y-%m-%dT%H:%M:%S.%g'), '?')
+       || ' has no commit-log record and no broker_crash under async flush after it' AS detail
+FROM missing m
+WHERE NOT EXISTS (SELECT 1 FROM crashes c WHERE c.run_id = m.run_id AND c.ts >= m.send_ts)
+"""
+
+# The broker sends a message to the DLQ when the failed delivery's reconsume times reached the
+# group's maximum; the DLQ record carries that count + 1. The maximum is the record's
+# MAX_RECONSUME_TIMES, else the largest one the group's retry records carry, else RocketMQ's 16.
+DLQ_AFTER_MAX_RETRIES_SQL = f"""
+WITH group_max AS (
+    SELECT h.run_id, h."group", max(c.max_reconsume_times) AS max_times
+    FROM message_hops h
+    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    WHERE h."group" IS NOT NULL AND c.max_reconsume_times >= 0
+    GROUP BY h.run_id, h."group"
+),
+dlq AS (
+    SELECT h.run_id, h.message_key, h."group", c.reconsume_times,
+           coalesce(CASE WHEN c.max_reconsume_times >= 0 THEN c.max_reconsume_times END,
+                    g.max_times, {RETRY_MAX_TIMES_DEFAULT}) AS max_times,
+           (SELECT count(*) FROM message_hops r
+             WHERE r.run_id = h.run_id AND r.message_key = h.message_key AND r."group" = h."group"
+               AND r.hop_kind = 'RETRY') AS retries
+    FROM message_hops h
+    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    LEFT JOIN group_max g ON g.run_id = h.run_id AND g."group" = h."group"
+    WHERE h.hop_kind = 'DLQ'
+)
+SELECT run_id, message_key, "group",
+       'in the DLQ after ' || CAST(reconsume_times - 1 AS VARCHAR) || ' reconsumes ('
+       || CAST(retries AS VARCHAR) || ' retry hops); the maximum is ' || CAST(max_times AS VARCHAR) AS detail
+FROM dlq
+WHERE reconsume_times - 1 < max_times
+"""
+
+NO_EARLY_DELIVERY_SQL = """
+SELECT run_id, uniq_key AS message_key, NULL AS "group",
+       'level ' || CAST(delay_level AS VARCHAR) || ' delivered ' || CAST(-lateness_ms AS VARCHAR)
+       || ' ms before its due time (msgId ' || coalesce(delivered_msg_id, '?') || ')' AS detail
+FROM schedule_deliveries
+WHERE lateness_ms < 0 OR delivered_ts < due_ts
+"""
+
+ORIGIN_STABLE_SQL = f"""
+WITH chain AS ({_CHAIN_HOPS}),
+props AS (
+    SELECT ch.run_id, ch.message_key, ch."group",
+           count(DISTINCT c.origin_msg_id) AS origins, count(DISTINCT c.retry_topic) AS retry_topics,
+           string_agg(DISTINCT c.origin_msg_id, ',') AS origin_ids,
+           string_agg(DISTINCT c.retry_topic, ',') AS topics
+    FROM chain ch
+    JOIN commitlog c ON c.run_id = ch.run_id AND c.phys_offset = ch.phys_offset
+    GROUP BY ch.run_id, ch.message_key, ch."group"
+)
+SELECT run_id, message_key, "group",
+       'ORIGIN_MESSAGE_ID [' || coalesce(origin_ids, '') || '], RETRY_TOPIC [' || coalesce(topics, '')
+       || '] change along the chain' AS detail
+FROM props
+WHERE origins > 1 OR retry_topics > 1
+"""
+
+LINEAGE_MATCHES_COMMITLOG_SQL = """
+WITH hop_counts AS (
+    SELECT run_id, phys_offset, count(*) AS n, min(message_key) AS message_key
+    FROM message_hops
+    GROUP BY run_id, phys_offset
+),
+chain_sizes AS (
+    SELECT l.run_id, l.message_key, l."group", l.hops,
+           (SELECT count(*) FROM message_hops h
+             WHERE h.run_id = l.run_id AND h.message_key = l.message_key
+               AND (h."group" IS NULL OR h."group" = l."group")) AS counted
+    FROM message_lineage l
+)
+SELECT c.run_id, c.uniq_key AS message_key, NULL AS "group",
+       'commit-log record at ' || CAST(c.phys_offset AS VARCHAR) || ' (' || c.topic || ') is in no hop row'
+           AS detail
+FROM commitlog c
+WHERE NOT EXISTS (SELECT 1 FROM hop_counts h WHERE h.run_id = c.run_id AND h.phys_offset = c.phys_offset)
+UNION ALL
+SELECT run_id, message_key, NULL,
+       'commit-log record at ' || CAST(phys_offset AS VARCHAR) || ' is in ' || CAST(n AS VARCHAR) || ' hop rows'
+FROM hop_counts
+WHERE n > 1
+UNION ALL
+SELECT h.run_id, h.message_key, NULL,
+       'hop row at ' || CAST(h.phys_offset AS VARCHAR) || ' has no commit-log record'
+FROM hop_counts h
+WHERE NOT EXISTS (SELECT 1 FROM commitlog c WHERE c.run_id = h.run_id AND c.phys_offset = h.phys_offset)
+UNION ALL
+SELECT run_id, message_key, "group",
+       'lineage says ' || CAST(hops AS VARCHAR) || ' hops, message_hops holds ' || CAST(counted AS VARCHAR)
+FROM chain_sizes
+WHERE hops <> counted
+"""
+
+DUPLICATE_RATE_SQL = f"""
+SELECT run_id, NULL AS message_key, "group",
+       CAST(duplicated AS VARCHAR) || ' of ' || CAST(enqueue_success AS VARCHAR)
+       || ' messages consumed more than once (' || CAST(round(100.0 * duplicated / enqueue_success, 2) AS VARCHAR)
+       || ' % > {DUPLICATE_RATE_MAX * 100:g} %)' AS detail
+FROM delivery_accounting
+WHERE enqueue_success > 0 AND duplicated / enqueue_success > {DUPLICATE_RATE_MAX}
+"""
+
+LATENESS_P99_SQL = f"""
+SELECT run_id, NULL AS message_key, NULL AS "group",
+       'delay level ' || CAST(delay_level AS VARCHAR) || ': p99 lateness ' || CAST(lateness_p99_ms AS VARCHAR)
+       || ' ms > {LATENESS_P99_MS_MAX} ms over ' || CAST(deliveries AS VARCHAR) || ' deliveries' AS detail
+FROM delay_accuracy
+WHERE lateness_p99_ms > {LATENESS_P99_MS_MAX}
+"""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: a name, the asset it judges, what it means, how bad a failure is, and its SQL."""
+
+    name: str
+    asset: str
+    description: str
+    severity: str
+    sql: str
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """A check's verdict with its evidence: how many rows offend and the first few of them."""
+
+    check: Check
+    violations: int
+    examples: tuple[dict, ...]
+
+    @property
+    def passed(self) -> bool:
+        return self.violations == 0
+
+    @property
+    def blocking(self) -> bool:
+        return self.check.severity == ERROR
+
+    def metadata(self) -> dict:
+        keys = [e["message_key"] for e in self.examples if e.get("message_key")]
+        return {
+            "violations": self.violations,
+            "first_offending_keys": ", ".join(keys) if keys else "(none)",
+            "evidence": [f"{e.get('group') or '-'} {e.get('message_key') or '-'}: {e['detail']}"
+                         for e in self.examples],
+        }
+
+
+INVARIANTS: tuple[Check, ...] = (
+    Check(HOP_GRAMMAR, "lineage/message_hops",
+          "Every (message, group) chain reads real -> (SCHEDULE -> RETRY)* -> DLQ?, a delayed publish "
+          "starting SCHEDULE -> DELIVER, with hop_index 0..n-1.", ERROR, HOP_GRAMMAR_SQL),
+    Check(NO_UNEXPLAINED_LOSS, "lineage/message_lineage",
+          "Every SEND_OK message has a commit-log record, unless a broker_crash under async flush "
+          "after its send explains the loss.", ERROR, NO_UNEXPLAINED_LOSS_SQL),
+    Check(DLQ_AFTER_MAX_RETRIES, "lineage/message_lineage",
+          "A message reaches %DLQ%<group> only after the group's maximum reconsume times.",
+          ERROR, DLQ_AFTER_MAX_RETRIES_SQL),
+    Check(NO_EARLY_DELIVERY, "lineage/message_hops",
+          "No delayed message leaves SCHEDULE_TOPIC_XXXX before its due time (lateness_ms >= 0).",
+          ERROR, NO_EARLY_DELIVERY_SQL),
+    Check(ORIGIN_STABLE, "lineage/message_hops",
+          "ORIGIN_MESSAGE_ID and RETRY_TOPIC never change along a chain.", ERROR, ORIGIN_STABLE_SQL),
+    Check(LINEAGE_MATCHES_COMMITLOG, "lineage/message_hops",
+          "Every commit-log record is in exactly one hop row, every hop row is a commit-log record, "
+          "and each lineage row's hop count matches its hops.", ERROR, LINEAGE_MATCHES_COMMITLOG_SQL),
+)
+
+DRIFTS: tuple[Check, ...] = (
+    Check(DUPLICATE_RATE, "audit/delivery_accounting",
+          f"At most {DUPLICATE_RATE_MAX:.0%} of a group's messages are consumed more than once.",
+          WARN, DUPLICATE_RATE_SQL),
+    Check(LATENESS_P99, "audit/delay_accuracy",
+          f"Every delay level's p99 lateness is at most {LATENESS_P99_MS_MAX} ms.", WARN, LATENESS_P99_SQL),
+)
+
+ALL_CHECKS: tuple[Check, ...] = INVARIANTS + DRIFTS
+CHECKS_BY_NAME = {c.name: c for c in ALL_CHECKS}
+
+
+def run_check(con: duckdb.DuckDBPyConnection, check: Check, run_id: str | None = None) -> CheckOutcome:
+    """Run one check on a connection holding the warehouse tables, for one run or all of them."""
+    query = (f"SELECT run_id, message_key, \"group\", detail FROM ({check.sql}) AS v "
+             "WHERE ?::VARCHAR IS NULL OR run_id = ?::VARCHAR")
+    params = [run_id, run_id]
+    violations = con.execute(f"SELECT count(*) FROM ({query})", params).fetchone()[0]
+    rows = con.execute(f"{query} ORDER BY run_id, message_key NULLS LAST, \"group\" NULLS FIRST, detail "
+                       f"LIMIT {EVIDENCE_ROWS_MAX}", params).fetchall()
+    examples = tuple({"run_id": r[0], "message_key": r[1], "group": r[2], "detail": r[3]} for r in rows)
+    return CheckOutcome(check, violations, examples)
+
+
+def run_checks(con: duckdb.DuckDBPyConnection, checks: Iterable[Check] = ALL_CHECKS,
+               run_id: str | None = None) -> list[CheckOutcome]:
+    return [run_check(con, c, run_id) for c in checks]
+
+
+def checks_for(asset: str, checks: Sequence[Check] = ALL_CHECKS) -> list[Check]:
+    return [c for c in checks if c.asset == asset]

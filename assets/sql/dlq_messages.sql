@@ -1,0 +1,59 @@
+-- dlq_messages: one row per record stored in a %DLQ%<group> topic, with what a resender or an
+-- on-call engineer needs: where it came from (origin topic and message id), how often it was
+-- retried, every property it carries, and the last failed delivery the group saw.
+CREATE OR REPLACE TABLE dlq_messages AS
+WITH dlq_hops AS (
+    SELECT run_id, message_key, "group", phys_offset
+    FROM message_hops
+    WHERE hop_kind = 'DLQ'
+),
+failures AS (
+    -- The last delivery that did not end in CONSUME_SUCCESS, per group and message.
+    SELECT run_id, "group", uniq_key,
+           arg_max(status, end_ts) AS last_status,
+           arg_max(outcome, end_ts) AS last_outcome,
+           arg_max(consumer_id, end_ts) AS last_consumer_id,
+           arg_max(reconsume_times, end_ts) AS last_reconsume_times,
+           max(end_ts) AS last_failure_ts,
+           count(*) AS failed_deliveries
+    FROM consume_attempts
+    WHERE status <> 'CONSUME_SUCCESS'
+    GROUP BY run_id, "group", uniq_key
+)
+SELECT h.run_id,
+       h."group",
+       h.message_key,
+       c.uniq_key,
+       c.msg_id AS dlq_msg_id,
+       c.phys_offset AS dlq_phys_offset,
+       c.topic AS dlq_topic,
+       coalesce(c.retry_topic, l.origin_topic) AS origin_topic,
+       coalesce(c.origin_msg_id, l.origin_msg_id) AS origin_msg_id,
+       l.retries,
+       c.reconsume_times,
+       c.max_reconsume_times,
+       c.tags,
+       c.keys,
+       c.body_size,
+       c.body_crc,
+       c.born_ts,
+       l.first_store_ts,
+       c.store_ts AS dlq_store_ts,
+       l.path,
+       c.properties,
+       f.failed_deliveries,
+       f.last_status,
+       f.last_outcome,
+       f.last_consumer_id,
+       f.last_failure_ts,
+       CASE WHEN f.last_status IS NOT NULL
+            THEN f.last_status || ' (' || f.last_outcome || ') at reconsume '
+                 || CAST(f.last_reconsume_times AS VARCHAR) || ' on ' || coalesce(f.last_consumer_id, '?')
+       END AS last_failure
+FROM dlq_hops h
+JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+LEFT JOIN message_lineage l
+       ON l.run_id = h.run_id AND l.message_key = h.message_key AND l."group" = h."group"
+LEFT JOIN failures f
+       ON f.run_id = h.run_id AND f."group" = h."group" AND f.uniq_key = c.uniq_key
+ORDER BY h.run_id, h."group", c.store_ts, c.phys_offset;

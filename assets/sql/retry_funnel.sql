@@ -1,0 +1,30 @@
+-- retry_funnel: per run, group and origin topic, how many messages reached each delivery attempt
+-- (0 = the first delivery, n = the n-th redelivery from %RETRY%<group>), how many were consumed at
+-- that attempt and how many went to the DLQ after it. Built from message_lineage, so it works for
+-- imported stores too.
+CREATE OR REPLACE TABLE retry_funnel AS
+WITH chains AS (
+    SELECT run_id, "group", origin_topic, retries, final_state
+    FROM message_lineage
+    WHERE "group" IS NOT NULL AND final_state <> 'LOST'
+),
+attempts AS (
+    SELECT run_id, "group", origin_topic, unnest(generate_series(0, max(retries))) AS attempt
+    FROM chains
+    GROUP BY run_id, "group", origin_topic
+)
+SELECT a.run_id,
+       a."group",
+       a.origin_topic,
+       CAST(a.attempt AS INTEGER) AS attempt,
+       count(*) AS reached,
+       count(*) FILTER (WHERE c.retries = a.attempt AND c.final_state = 'CONSUMED') AS succeeded,
+       count(*) FILTER (WHERE c.retries = a.attempt AND c.final_state = 'DLQ') AS to_dlq,
+       count(*) FILTER (WHERE c.retries = a.attempt AND c.final_state IN ('RETRYING', 'UNCONSUMED'))
+           AS pending
+FROM attempts a
+JOIN chains c
+  ON c.run_id = a.run_id AND c."group" = a."group" AND c.origin_topic IS NOT DISTINCT FROM a.origin_topic
+ AND c.retries >= a.attempt
+GROUP BY a.run_id, a."group", a.origin_topic, a.attempt
+ORDER BY a.run_id, a."group", a.origin_topic, a.attempt;

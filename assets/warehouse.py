@@ -1,0 +1,220 @@
+"""Loading run directories into DuckDB and swapping a finished warehouse file into place.
+
+A run directory holds ``parquet/<table>/`` (the raw tables of the data contract) and
+``lineage/<table>/`` (message_hops, message_lineage from Spark). Every table gets the contract's
+columns in the contract's order, whatever extra columns a writer added, so several runs load side
+by side into one table and a run that lacks a table (an import has no consume_attempts) still
+gets an empty table with the right columns.
+
+The warehouse file is never edited in place: DuckDB allows one writer process XOR any number of
+readers, so a user's open read-only session would block an in-place rebuild. The build writes a
+new file beside the target and ``os.replace()`` s it into place; a reader keeps the old file's
+inode until it reconnects and never sees half a warehouse.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from broker_core.errors import BadInputError
+from broker_core.export.schema import LINEAGE_TABLES, RAW_TABLES
+
+# DuckDB 2.0 writes storage that DuckDB 1.x cannot open; v1.0.0 storage opens in every client
+# from 1.0 on (and in 2.0), so people's existing DuckDB CLIs and drivers can read the warehouse.
+STORAGE_VERSION = "v1.0.0"
+# The file a build writes before the swap: hidden, beside the target, unique per process.
+BUILD_SUFFIX = ".building"
+
+# Where each contract table lives inside a run directory.
+TABLE_DIRS: dict[str, str] = {**{name: "parquet" for name in RAW_TABLES},
+                              **{name: "lineage" for name in LINEAGE_TABLES}}
+CONTRACT: dict[str, pa.Schema] = {**RAW_TABLES, **LINEAGE_TABLES}
+
+
+def quote_ident(name: str) -> str:
+    """A DuckDB identifier, quoted (``group`` is a keyword; quoting every name keeps it simple)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def parquet_files(run_dir: Path, table: str) -> list[Path]:
+    """The Parquet files of one table in a run directory, sorted (none when the table is absent)."""
+    base = Path(run_dir) / TABLE_DIRS[table] / table
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.rglob("*.parquet") if not p.name.startswith((".", "_")))
+
+
+def run_id_of(run_dir: Path) -> str:
+    """The run id a run directory carries in its ``runs`` table, else the directory's name."""
+    for f in parquet_files(run_dir, "runs"):
+        ids = [i for i in pq.read_table(f, columns=["run_id"]).column(0).to_pylist() if i]
+        if ids:
+            return ids[0]
+    return Path(run_dir).name
+
+
+def check_run_dir(run_dir: Path, *, need_lineage: bool = True) -> Path:
+    """Return the run directory as an absolute path, or raise BadInputError saying what is missing."""
+    path = Path(run_dir).absolute()
+    if not (path / "parquet").is_dir():
+        raise BadInputError("not a run directory (no parquet/ inside)", where=str(path),
+                            hint="create one with `retry-audit simulate` or `retry-audit import-store`")
+    if need_lineage and not all(parquet_files(path, t) for t in LINEAGE_TABLES):
+        raise BadInputError("the run has no lineage yet (lineage/message_hops, lineage/message_lineage)",
+                            where=str(path), hint=f"run `retry-audit lineage {path}` first")
+    return path
+
+
+def _select_list(table: str, file_columns: set[str], run_id: str) -> str:
+    """Contract columns cast to contract types; a column the files lack becomes a typed NULL."""
+    schema = CONTRACT[table]
+    duck_types = _duck_types(table)
+    parts = []
+    for field in schema:
+        col = quote_ident(field.name)
+        typ = duck_types[field.name]
+        if field.name not in file_columns:
+            expr = f"CAST(NULL AS {typ})"
+        else:
+            expr = f"CAST({col} AS {typ})"
+        if field.name == "run_id":
+            # A run's rows always say which run they belong to, even if a writer left it blank.
+            expr = f"coalesce({expr}, {quote_literal(run_id)})"
+        parts.append(f"{expr} AS {col}")
+    return ", ".join(parts)
+
+
+_DUCK_TYPES_CACHE: dict[str, dict[str, str]] = {}
+
+
+def _duck_types(table: str) -> dict[str, str]:
+    """DuckDB type names of a contract table, learnt by letting DuckDB read its empty Arrow table."""
+    if table not in _DUCK_TYPES_CACHE:
+        con = duckdb.connect()
+        try:
+            empty = CONTRACT[table].empty_table()  # noqa: F841 - read by DuckDB's replacement scan
+            rows = con.execute("DESCRIBE SELECT * FROM empty").fetchall()
+        finally:
+            con.close()
+        _DUCK_TYPES_CACHE[table] = {name: typ for name, typ, *_ in rows}
+    return _DUCK_TYPES_CACHE[table]
+
+
+def create_empty_tables(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Create every contract table empty, with the contract's columns and types."""
+    for table in tables or CONTRACT:
+        cols = ", ".join(f"{quote_ident(n)} {t}" for n, t in _duck_types(table).items())
+        con.execute(f"CREATE OR REPLACE TABLE {quote_ident(table)} ({cols})")
+
+
+def load_run(con: duckdb.DuckDBPyConnection, run_dir: Path, run_id: str) -> dict[str, int]:
+    """Append one run's Parquet tables to the contract tables; return rows loaded per table."""
+    loaded: dict[str, int] = {}
+    for table in CONTRACT:
+        files = parquet_files(run_dir, table)
+        if not files:
+            loaded[table] = 0
+            continue
+        columns: set[str] = set()
+        for f in files:
+            columns.update(pq.read_schema(f).names)
+        file_list = "[" + ", ".join(quote_literal(str(f)) for f in files) + "]"
+        select = _select_list(table, columns, run_id)
+        before = con.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()[0]
+        con.execute(f"INSERT INTO {quote_ident(table)} SELECT {select} "
+                    f"FROM read_parquet({file_list}, union_by_name = true)")
+        after = con.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()[0]
+        loaded[table] = after - before
+    return loaded
+
+
+def run_views(run_dir: Path, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with one table per contract table of a single run.
+
+    The checks run on this before the warehouse exists (they guard the lineage assets).
+    """
+    con = con or duckdb.connect()
+    create_empty_tables(con)
+    load_run(con, Path(run_dir), run_id_of(run_dir))
+    return con
+
+
+def build_path(db_path: Path) -> Path:
+    """The temporary file a build of ``db_path`` writes before the swap."""
+    return db_path.parent / f".{db_path.name}{BUILD_SUFFIX}-{os.getpid()}"
+
+
+def remove_db_file(path: Path) -> None:
+    for p in (path, Path(str(path) + ".wal")):
+        if p.exists():
+            p.unlink()
+
+
+def swap_into_place(built: Path, db_path: Path) -> None:
+    """Atomically replace ``db_path`` with the finished file ``built`` (same directory, one rename)."""
+    # A WAL left beside the old file would be replayed onto the new one by the next writer.
+    stale_wal = Path(str(db_path) + ".wal")
+    if stale_wal.exists():
+        stale_wal.unlink()
+    os.replace(built, db_path)
+    fd = os.open(db_path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def attach_for_build(db_path: Path) -> tuple[duckdb.DuckDBPyConnection, Path]:
+    """A connection whose default database is a fresh build file beside ``db_path``."""
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    built = build_path(db_path)
+    remove_db_file(built)
+    con = duckdb.connect()
+    con.execute(f"ATTACH {quote_literal(str(built))} AS wh (STORAGE_VERSION '{STORAGE_VERSION}')")
+    con.execute("USE wh")
+    return con, built
+
+
+def finish_build(con: duckdb.DuckDBPyConnection, built: Path, db_path: Path) -> None:
+    """Checkpoint, close and swap the build file into place."""
+    con.execute("CHECKPOINT wh")
+    con.execute("USE memory")
+    con.execute("DETACH wh")
+    con.close()
+    swap_into_place(built, db_path)
+
+
+def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to a warehouse file, or BadInputError with how to make one."""
+    path = Path(db_path)
+    if not path.is_file():
+        raise BadInputError("no warehouse file", where=str(path),
+                            hint="build it with `make demo` or `retry-audit warehouse RUN_DIR --db "
+                                 f"{path}`")
+    try:
+        return duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise BadInputError(f"cannot open the warehouse read-only: {exc}", where=str(path)) from exc
+
+
+def distinct_run_ids(run_dirs: Sequence[Path]) -> list[str]:
+    """Run ids of the given directories; two directories with one run id would mix their rows."""
+    ids: dict[str, Path] = {}
+    for run_dir in run_dirs:
+        rid = run_id_of(run_dir)
+        if rid in ids:
+            raise BadInputError(f"run id {rid!r} appears twice ({ids[rid]} and {run_dir})",
+                                where=str(run_dir),
+                                hint="load each run once; re-import with a different --name")
+        ids[rid] = run_dir
+    return list(ids)
