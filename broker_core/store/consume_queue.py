@@ -1,0 +1,233 @@
+"""Consume queues: per topic and queue id, a file queue of 20-byte position units (§2).
+
+Unit ``n`` (the message's queue offset) sits at logical byte ``n * 20`` and holds the commit-log
+physical offset, the record's total size and its tags code. Directory:
+``<root>/consumequeue/<topic>/<queueId>/``. A topic is validated with ``names.validate_topic``
+before any path is built from it, and the resolved path is checked to stay under the root.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from broker_core import names
+from broker_core.constants import CQ_UNIT_SIZE_BYTES, RECOVER_NORMAL_FILES_FROM_END
+from broker_core.store.mapped_file import MappedFileQueue
+
+CQ_UNIT = struct.Struct(">qiq")  # physOffset, size, tagsCode
+assert CQ_UNIT.size == CQ_UNIT_SIZE_BYTES
+CONSUME_QUEUE_DIR_NAME = "consumequeue"
+# fillPreBlank unit: (0, Integer.MAX_VALUE, 0) marks queue slots below the first real unit.
+PRE_BLANK_UNIT_SIZE = 2**31 - 1
+_PRE_BLANK = CQ_UNIT.pack(0, PRE_BLANK_UNIT_SIZE, 0)
+
+
+def consume_queue_dir(root: Path, topic: str, queue_id: int) -> Path:
+    """``<root>/consumequeue/<topic>/<queueId>``, refused for any name that could leave the root."""
+    names.validate_topic(topic)
+    assert isinstance(queue_id, int) and queue_id >= 0, f"bad queue id {queue_id!r}"
+    base = (Path(root) / CONSUME_QUEUE_DIR_NAME).resolve()
+    path = (base / topic / str(queue_id)).resolve()
+    assert path.parent.parent == base, f"consume queue path {path} escapes {base}"
+    return path
+
+
+class ConsumeQueue:
+    """One topic/queue's position index (ConsumeQueue)."""
+
+    def __init__(self, root: Path, topic: str, queue_id: int, units_per_file: int):
+        assert units_per_file > 0, f"units per file must be positive, got {units_per_file}"
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = consume_queue_dir(root, topic, queue_id)
+        self.files = MappedFileQueue(self.directory, units_per_file * CQ_UNIT_SIZE_BYTES)
+        # offset + size of the last unit: the dispatch guard against building a unit twice.
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+
+    # --- loading and recovery -----------------------------------------------------------------
+
+    def load(self) -> None:
+        self.files.load()
+
+    def recover(self) -> None:
+        """ConsumeQueue.recover: from the third-last file, keep units up to the first invalid one."""
+        files = self.files.files
+        if not files:
+            return
+        index = max(0, len(files) - RECOVER_NORMAL_FILES_FROM_END)
+        valid_end = files[index].start
+        max_physic = -1
+        for mapped in files[index:]:
+            data = self.files.read_file_bytes(mapped)
+            pos = 0
+            ended = False
+            while pos < len(data):
+                offset, size, _tags = CQ_UNIT.unpack_from(data, pos)
+                if offset >= 0 and size > 0:
+                    pos += CQ_UNIT_SIZE_BYTES
+                    if size != PRE_BLANK_UNIT_SIZE:
+                        max_physic = offset + size
+                else:
+                    ended = True
+                    break
+            valid_end = mapped.start + pos
+            if ended:
+                break
+        self.max_physic_offset = max_physic
+        self._truncate_positions(valid_end)
+        self._recover_min_logic_offset()
+
+    def _truncate_positions(self, logical_end: int) -> None:
+        """truncateDirtyFiles on the queue; units past the end are zeroed (see docs/decisions)."""
+        self.files.truncate_to(logical_end)
+        if self.files.files:
+            last = self.files.files[-1]
+            # Zeroing keeps a later recovery from resurrecting units a truncation removed.
+            self.files.zero_range(logical_end, last.end)
+
+    def _recover_min_logic_offset(self) -> None:
+        """The first unit that is not a pre-blank filler is the queue's minimum."""
+        first = self.files.files[0] if self.files.files else None
+        self.min_logic_offset = first.start if first else 0
+        if first is None:
+            return
+        data = self.files.read(first.start, first.size)
+        pos = 0
+        while pos + CQ_UNIT_SIZE_BYTES <= len(data):
+            offset, size, _tags = CQ_UNIT.unpack_from(data, pos)
+            if size != PRE_BLANK_UNIT_SIZE or offset != 0:
+                break
+            pos += CQ_UNIT_SIZE_BYTES
+        self.min_logic_offset = first.start + pos
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    def put(self, phys_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """putMessagePositionInfo: append the unit for queue offset ``cq_offset``.
+
+        Returns True (as RocketMQ does) also when the unit is skipped because it was built
+        before: the record ends at or before ``max_physic_offset``, or its slot is already written.
+        """
+        if phys_offset + size <= self.max_physic_offset:
+            return True
+        expect = cq_offset * CQ_UNIT_SIZE_BYTES
+        files = self.files
+        first_file = not files.files
+        if files.space_in_last_file() == 0:
+            files.ensure_writable_file(expect)
+        if first_file and cq_offset != 0 and files.wrote_offset == files.files[-1].start:
+            # fillPreBlank: slots below the first unit are fillers so offsets keep their places.
+            self.min_logic_offset = expect
+            pre = (expect - files.wrote_offset) // CQ_UNIT_SIZE_BYTES
+            if pre:
+                files.append(_PRE_BLANK * pre)
+        if cq_offset != 0 and expect < files.wrote_offset:
+            return True  # "Build consume queue repeatedly"
+        # A gap (expect > wrote) is only logged by RocketMQ; the unit still goes at the end.
+        self.max_physic_offset = phys_offset + size
+        files.append(CQ_UNIT.pack(phys_offset, size, tags_code))
+        return True
+
+    # --- reading ------------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        """getMinOffsetInQueue: the first real unit's queue offset."""
+        return self.min_logic_offset // CQ_UNIT_SIZE_BYTES
+
+    @property
+    def max_offset(self) -> int:
+        """getMaxOffsetInQueue: the queue offset the next unit will get."""
+        return self.files.wrote_offset // CQ_UNIT_SIZE_BYTES
+
+    def unit(self, index: int) -> tuple[int, int, int] | None:
+        """The unit (phys_offset, size, tags_code) at queue offset ``index``, or None."""
+        if index < self.min_offset or index >= self.max_offset:
+            return None
+        data = self.files.read(index * CQ_UNIT_SIZE_BYTES, CQ_UNIT_SIZE_BYTES)
+        if len(data) < CQ_UNIT_SIZE_BYTES:
+            return None
+        return CQ_UNIT.unpack(data)
+
+    def units(self, start: int, max_n: int) -> list[tuple[int, int, int]]:
+        """Up to ``max_n`` consecutive units from queue offset ``start`` (may stop at a file end)."""
+        start = max(start, self.min_offset)
+        end = min(start + max_n, self.max_offset)
+        out: list[tuple[int, int, int]] = []
+        while start < end:
+            data = self.files.read(start * CQ_UNIT_SIZE_BYTES, (end - start) * CQ_UNIT_SIZE_BYTES)
+            if not data:
+                break
+            out.extend(CQ_UNIT.iter_unpack(data[:len(data) - len(data) % CQ_UNIT_SIZE_BYTES]))
+            start += len(data) // CQ_UNIT_SIZE_BYTES
+        return out
+
+    def last_unit_end(self) -> int:
+        """offset + size of the last unit, or -1 for an empty queue."""
+        last = self.unit(self.max_offset - 1) if self.max_offset > self.min_offset else None
+        return last[0] + last[1] if last else -1
+
+    # --- truncation, flush, teardown ----------------------------------------------------------
+
+    def truncate_dirty(self, phys_offset: int) -> None:
+        """truncateDirtyLogicFiles: drop units that point at or past ``phys_offset``."""
+        self.max_physic_offset = phys_offset
+        files = self.files
+        files.flush()
+        while files.files:
+            last = files.files[-1]
+            data = files.read_file_bytes(last)
+            offset, size, _tags = CQ_UNIT.unpack_from(data, 0)
+            if offset >= phys_offset and size > 0:
+                files.delete_last_file()
+                continue
+            keep = CQ_UNIT_SIZE_BYTES
+            # RocketMQ would take a pre-blank filler's 0 + Integer.MAX_VALUE here and then skip
+            # every later dispatch below 2 GiB; the filler carries no position, so ignore it.
+            self.max_physic_offset = offset + size if size != PRE_BLANK_UNIT_SIZE else -1
+            pos = CQ_UNIT_SIZE_BYTES
+            while pos < len(data):
+                offset, size, _tags = CQ_UNIT.unpack_from(data, pos)
+                if not (offset >= 0 and size > 0) or offset >= phys_offset:
+                    break
+                pos += CQ_UNIT_SIZE_BYTES
+                keep = pos
+                self.max_physic_offset = offset + size
+            self._truncate_positions(last.start + keep)
+            break
+        if not files.files:
+            files.wrote_offset = files.flushed_offset = 0
+            self.min_logic_offset = 0
+            self.max_physic_offset = -1
+
+    def flush(self) -> int:
+        return self.files.flush()
+
+    def crash(self) -> None:
+        self.files.drop_unflushed()
+
+    def destroy(self) -> None:
+        self.files.destroy()
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def list_consume_queues(root: Path) -> list[tuple[str, int]]:
+    """Every (topic, queue id) with a directory under ``<root>/consumequeue``, sorted."""
+    base = Path(root) / CONSUME_QUEUE_DIR_NAME
+    found: list[tuple[str, int]] = []
+    if not base.is_dir():
+        return found
+    for topic_dir in sorted(base.iterdir(), key=lambda p: p.name):
+        if not topic_dir.is_dir():
+            continue
+        names.validate_topic(topic_dir.name)
+        for queue_dir in sorted(topic_dir.iterdir(), key=lambda p: p.name):
+            if queue_dir.is_dir() and queue_dir.name.isdigit():
+                found.append((topic_dir.name, int(queue_dir.name)))
+    return sorted(found)

@@ -1,0 +1,429 @@
+"""The message store: commit log + consume queues + checkpoint behind one API (DefaultMessageStore).
+
+Life cycle, as a broker drives it: ``MessageStore(root, config, clock)`` → ``load()`` (recovery,
+normal or abnormal by the ``abort`` file) → ``start()`` (creates ``abort``) → ``put_message`` /
+``get_messages`` / ``look_message_by_offset`` … → ``shutdown()`` (flush, checkpoint, remove
+``abort``) or ``crash()`` (kill -9: the unflushed tail is lost and ``abort`` stays).
+
+The put path does what 4.9.4's ``DefaultMessageStore.asyncPutMessage`` and
+``CommitLog.asyncPutMessage`` do: the size checks, the delay rewrite into SCHEDULE_TOPIC_XXXX (§4.2),
+the append with its queue offset, and the consume-queue dispatch. RocketMQ dispatches from a
+reput thread; this model dispatches in the put itself, so a stored message is readable at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from broker_core import codec, names
+from broker_core.constants import (
+    BODY_SIZE_BYTES_MAX,
+    COMMITLOG_FILE_SIZE_BYTES_DEFAULT,
+    CQ_UNITS_PER_FILE_DEFAULT,
+    MESSAGE_DELAY_LEVEL_DEFAULT,
+    PROPERTIES_LENGTH_BYTES_MAX,
+    SCHEDULE_TOPIC,
+    SYSFLAG_TRANSACTION_MASK,
+    SYSFLAG_TRANSACTION_PREPARED,
+    SYSFLAG_TRANSACTION_ROLLBACK,
+)
+from broker_core.delay_levels import deliver_timestamp, parse_delay_levels
+from broker_core.errors import BadInputError, CorruptStoreError, StoreStateError
+from broker_core.message import (
+    PROP_DELAY,
+    PROP_TAGS,
+    JavaHashMap,
+    create_message_id,
+    delay_rewrite_map,
+    properties_to_string,
+    string_to_properties,
+    tags_code,
+)
+from broker_core.store import recovery
+from broker_core.store.checkpoint import (
+    LOCK_FILE_NAME,
+    StoreCheckpoint,
+    abort_file_exists,
+    create_abort_file,
+    remove_abort_file,
+    write_lock_file,
+)
+from broker_core.store.commit_log import CommitLog, Problem, java_parse_int, record_tags_code
+from broker_core.store.consume_queue import ConsumeQueue, list_consume_queues
+from broker_core.store.store_check import check_store
+
+FLUSH_SYNC = "sync"
+FLUSH_ASYNC = "async"
+_NO_DISPATCH = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+
+
+@dataclass
+class StoreConfig:
+    """MessageStoreConfig, the part this model uses (defaults are RocketMQ's)."""
+
+    commitlog_file_size_bytes: int = COMMITLOG_FILE_SIZE_BYTES_DEFAULT
+    cq_units_per_file: int = CQ_UNITS_PER_FILE_DEFAULT
+    message_delay_level: str = MESSAGE_DELAY_LEVEL_DEFAULT
+    flush: str = FLUSH_ASYNC
+    check_crc_on_recover: bool = True
+    store_host: str = "127.0.0.1:10911"
+    max_message_size: int = BODY_SIZE_BYTES_MAX
+
+    def validate(self) -> list[int]:
+        """Check the settings; return the parsed delay table (ms per level)."""
+        if self.flush not in (FLUSH_SYNC, FLUSH_ASYNC):
+            raise BadInputError(f"flush must be 'sync' or 'async', got {self.flush!r}", where="flush")
+        if self.commitlog_file_size_bytes <= 64:
+            raise BadInputError(f"commit-log file size {self.commitlog_file_size_bytes} is too small",
+                                where="commitlog_file_size_bytes")
+        if self.cq_units_per_file <= 0:
+            raise BadInputError(f"cq_units_per_file must be positive, got {self.cq_units_per_file}",
+                                where="cq_units_per_file")
+        if self.max_message_size <= 0:
+            raise BadInputError(f"max_message_size must be positive, got {self.max_message_size}",
+                                where="max_message_size")
+        return parse_delay_levels(self.message_delay_level)
+
+
+@dataclass(slots=True)
+class MessageInner:
+    """What the broker hands the store (MessageExtBrokerInner).
+
+    ``properties`` is the in-memory map (a JavaHashMap keeps Java's order for re-serialization);
+    ``properties_string`` is the string to store (None: serialize ``properties``). ``delay_level``
+    None means "read DELAY from properties"; the schedule service passes 0 on its re-put because
+    RocketMQ clears DELAY in the map but keeps it in the stored string (§4.4).
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: JavaHashMap | dict
+    properties_string: str | None = None
+    flag: int = 0
+    sys_flag: int = 0
+    born_ts: int = 0
+    born_host: str = "127.0.0.1:0"
+    store_host: str | None = None  # None: the store's configured host
+    reconsume_times: int = 0
+    prepared_tx_offset: int = 0
+    delay_level: int | None = None
+
+
+class PutStatus(str, Enum):
+    PUT_OK = "PUT_OK"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+
+
+@dataclass(slots=True)
+class PutResult:
+    """The outcome of a put; the topic and queue are the stored ones (after a delay rewrite)."""
+
+    status: PutStatus
+    topic: str
+    queue_id: int
+    phys_offset: int = -1
+    queue_offset: int = -1
+    msg_id: str = ""
+    store_ts: int = 0
+    total_size: int = 0
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+
+class MessageStore:
+    """A RocketMQ 4.9.4 store directory, written and read in RocketMQ's own format."""
+
+    def __init__(self, root: Path | str, config: StoreConfig, clock: Callable[[], int]):
+        self.root = Path(root)
+        self.config = config
+        self.clock = clock
+        self.delay_levels = config.validate()
+        self.max_delay_level = len(self.delay_levels)
+        self.commit_log = CommitLog(self.root, config.commitlog_file_size_bytes, self.delay_levels,
+                                    check_crc=config.check_crc_on_recover)
+        self.checkpoint: StoreCheckpoint | None = None
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.recovery_report: recovery.RecoveryReport | None = None
+        self.load_error: CorruptStoreError | None = None
+        self._loaded = False
+        self._running = False
+        self._lock_fd: int | None = None
+        self._sync = config.flush == FLUSH_SYNC
+        self._last_store_ts = 0  # store time of the newest record written
+        self._last_dispatch_ts = 0  # store time of the newest record put in a consume queue
+        # Per stored (topic, queue): the commit-log table key and the queue, built once.
+        self._route: dict[tuple[str, int], tuple[str, ConsumeQueue]] = {}
+        self._valid_topics: set[str] = set()
+
+    # --- life cycle ---------------------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Open the files and recover (§3.8); False when the store cannot be loaded.
+
+        A file whose size differs from the configuration fails the load, as in RocketMQ;
+        ``load_error`` says which.
+        """
+        assert not self._running, "load() on a running store"
+        self.root.mkdir(parents=True, exist_ok=True)
+        last_exit_ok = not abort_file_exists(self.root)
+        try:
+            self.commit_log.load()
+            self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
+            for topic, queue_id in list_consume_queues(self.root):
+                cq = self._new_queue(topic, queue_id)
+                cq.load()
+        except CorruptStoreError as exc:
+            self.load_error = exc
+            return False
+        self._recover(last_exit_ok)
+        self._loaded = True
+        return True
+
+    def _recover(self, last_exit_ok: bool) -> None:
+        queues = list(self.queues.values())
+        max_phys_of_queues = recovery.recover_consume_queues(queues)
+        if not self.commit_log.files.files:
+            # No commit log: nothing the queues point at exists (destroyLogics).
+            for cq in queues:
+                cq.destroy()
+            self.recovery_report = recovery.RecoveryReport(
+                recovery.RECOVERY_NORMAL if last_exit_ok else recovery.RECOVERY_ABNORMAL)
+        else:
+            report = recovery.recover_commit_log(self.commit_log, self.checkpoint,
+                                                 last_exit_ok=last_exit_ok, dispatch=self._dispatch)
+            recovery.truncate_consume_queues(list(self.queues.values()), report.process_offset,
+                                             max_phys_of_queues, report)
+            self.recovery_report = report
+        recovery.rebuild_topic_queue_table(self.commit_log, list(self.queues.values()))
+
+    def start(self) -> None:
+        """Take the lock and leave the ``abort`` marker that a clean shutdown removes."""
+        assert self._loaded, "start() before a successful load()"
+        if self._running:
+            return
+        write_lock_file(self.root)
+        fd = os.open(self.root / LOCK_FILE_NAME, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreStateError("Lock failed, MQ already started", where=str(self.root)) from None
+        self._lock_fd = fd
+        create_abort_file(self.root)
+        self._running = True
+
+    def shutdown(self) -> None:
+        """Flush everything, write the checkpoint and remove ``abort`` (a clean exit)."""
+        if self._running:
+            self.flush()
+            remove_abort_file(self.root)
+        self._close()
+
+    def crash(self) -> None:
+        """kill -9: bytes not yet flushed are lost; ``abort`` and the old checkpoint stay."""
+        self.commit_log.crash()
+        for cq in self.queues.values():
+            cq.crash()
+        self._close()
+
+    def _close(self) -> None:
+        self._running = False
+        self.commit_log.close()
+        for cq in self.queues.values():
+            cq.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # --- consume queues -----------------------------------------------------------------------
+
+    def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = ConsumeQueue(self.root, topic, queue_id, self.config.cq_units_per_file)
+        self.queues[(topic, queue_id)] = cq
+        return cq
+
+    def _queue_route(self, topic: str, queue_id: int) -> tuple[str, ConsumeQueue]:
+        route = self._route.get((topic, queue_id))
+        if route is None:
+            cq = self.queues.get((topic, queue_id)) or self._new_queue(topic, queue_id)
+            route = (f"{topic}-{queue_id}", cq)
+            self._route[(topic, queue_id)] = route
+        return route
+
+    def _dispatch(self, record: codec.Record, tags: int) -> None:
+        """CommitLogDispatcherBuildConsumeQueue for a record found by recovery."""
+        if record.sys_flag & SYSFLAG_TRANSACTION_MASK in _NO_DISPATCH:
+            return
+        cq = self.queues.get((record.topic, record.queue_id))
+        if cq is None:
+            cq = self._new_queue(record.topic, record.queue_id)
+        cq.put(record.phys_offset, record.total_size, tags, record.queue_offset)
+        self._last_dispatch_ts = record.store_ts
+        if self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = record.store_ts
+
+    # --- put ----------------------------------------------------------------------------------
+
+    def put_message(self, msg: MessageInner) -> PutResult:
+        """Store one message (§4.2 delay rewrite included) and dispatch it to its consume queue."""
+        topic = msg.topic
+        queue_id = msg.queue_id
+        if not self._running:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, topic, queue_id,
+                             detail="the store is not running")
+        if topic not in self._valid_topics:
+            names.validate_topic(topic)  # raises InvalidNameError before anything touches disk
+            self._valid_topics.add(topic)
+        body = msg.body
+        if len(body) > self.config.max_message_size:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
+                             detail=f"body of {len(body)} bytes exceeds {self.config.max_message_size}")
+        props = msg.properties
+        props_string = msg.properties_string
+        if props_string is not None and len(props_string) > PROPERTIES_LENGTH_BYTES_MAX:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
+                             detail=f"properties string of {len(props_string)} chars is too long")
+        tran = msg.sys_flag & SYSFLAG_TRANSACTION_MASK
+        level = msg.delay_level
+        if level is None:
+            text = props.get(PROP_DELAY)
+            level = 0
+            if text is not None:
+                level = java_parse_int(text)
+                if level is None:
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
+                                     detail=f"DELAY {text!r} is not an int")
+        schedule_level = 0
+        if level > 0 and tran not in _NO_DISPATCH:
+            clamped = None
+            if level > self.max_delay_level:
+                level = clamped = self.max_delay_level
+            java_map = props if isinstance(props, JavaHashMap) else JavaHashMap.from_items(props.items())
+            props_string = delay_rewrite_map(java_map, topic, queue_id, clamped)
+            topic = SCHEDULE_TOPIC
+            queue_id = level - 1
+            schedule_level = level
+        elif props_string is None:
+            props_string = properties_to_string(props)
+        stored_props = string_to_properties(props_string) if props_string else {}
+        store_host = msg.store_host or self.config.store_host
+        record = codec.Record(topic, queue_id, msg.flag, 0, 0, msg.sys_flag, msg.born_ts,
+                              msg.born_host, 0, store_host, msg.reconsume_times,
+                              msg.prepared_tx_offset, body, stored_props)
+        try:
+            buf = codec.encode_for_append(record)
+        except codec.RecordTooLargeError as exc:
+            status = (PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in exc.message
+                      else PutStatus.MESSAGE_ILLEGAL)
+            return PutResult(status, topic, queue_id, detail=exc.message)
+        except BadInputError as exc:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id, detail=exc.message)
+        size = len(buf)
+        if not self.commit_log.fits_in_a_file(size):
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
+                             detail=f"record of {size} bytes cannot fit a commit-log file")
+        store_ts = self.clock()
+        key, cq = self._queue_route(topic, queue_id)
+        dispatch = tran not in _NO_DISPATCH
+        phys, queue_offset = self.commit_log.append(buf, key, dispatch, store_ts)
+        self._last_store_ts = store_ts
+        if dispatch:
+            if schedule_level:
+                tags = deliver_timestamp(self.delay_levels, schedule_level, store_ts)
+            elif topic == SCHEDULE_TOPIC:
+                tags = record_tags_code(topic, stored_props, store_ts, self.delay_levels)
+            else:
+                tags = tags_code(stored_props.get(PROP_TAGS))
+            cq.put(phys, size, tags, queue_offset)
+            self._last_dispatch_ts = store_ts
+        if self._sync:
+            self.flush()
+        return PutResult(PutStatus.PUT_OK, topic, queue_id, phys, queue_offset,
+                         create_message_id(store_host, phys), store_ts, size)
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def look_message_by_offset(self, phys_offset: int) -> codec.Record | None:
+        """The record at a physical offset, or None at or past the end of written data."""
+        return self.commit_log.read_record(phys_offset)
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_n: int) -> list[codec.Record]:
+        """Up to ``max_n`` records of a queue from queue offset ``offset`` (each keeps its offset)."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None or max_n <= 0:
+            return []
+        records = []
+        read = self.commit_log.read_record
+        for phys, size, _tags in cq.units(offset, max_n):
+            record = read(phys, size)
+            if record is not None:
+                records.append(record)
+        return records
+
+    def get_units(self, topic: str, queue_id: int, offset: int, max_n: int) -> list[tuple[int, int, int]]:
+        """Up to ``max_n`` consume-queue units (phys_offset, size, tags_code) from ``offset``."""
+        cq = self.queues.get((topic, queue_id))
+        return cq.units(offset, max_n) if cq is not None else []
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.min_offset if cq is not None else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.max_offset if cq is not None else 0
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(qid for (t, qid) in self.queues if t == topic)
+
+    def topics(self) -> list[str]:
+        return sorted({t for (t, _qid) in self.queues})
+
+    @property
+    def max_phys_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    @property
+    def min_phys_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.commit_log.flushed_offset
+
+    # --- flush and check ----------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """Write the commit log and the consume queues to disk, then the checkpoint."""
+        flushed = self.commit_log.flush()
+        for cq in self.queues.values():
+            cq.flush()
+        cp = self.checkpoint
+        if cp is not None:
+            if self._last_store_ts:
+                cp.physic_msg_timestamp = self._last_store_ts
+            if self._last_dispatch_ts:
+                cp.logics_msg_timestamp = self._last_dispatch_ts
+            cp.flush()
+        return flushed
+
+    def check(self) -> list[Problem]:
+        """Post-mortem: every damaged record or queue unit that disagrees with the commit log."""
+        return check_store(self.commit_log, list(self.queues.values()))
