@@ -1,0 +1,232 @@
+"""A RocketMQ store directory (read-only) -> a run directory's Parquet tables.
+
+``import_store`` reads the commit log in physical order as 4.9.4's recovery keeps it (see
+:mod:`broker_core.store.reader`) and streams one ``commitlog`` row per record into Parquet, plus
+the delay offsets, the consumer offsets (event ``RESTORE``), one ``runs`` row and what was found
+damaged (``store_problems``). Tables the store cannot fill (consume attempts, schedule deliveries,
+faults, produced) are written empty with their schema, so every run directory has every table.
+
+The run directory is complete or absent: everything is written to a temporary sibling and renamed
+into place at the end. By default damage is reported and the valid prefix exported; ``strict``
+turns any error-level problem into :class:`CorruptStoreError` and leaves no output behind.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from broker_core.codec import Record
+from broker_core.errors import BadInputError, CorruptStoreError
+from broker_core.export.parquet import TableWriter, atomic_dir
+from broker_core.export.schema import RAW_TABLES
+from broker_core.store.config_files import CONSUMER_OFFSET_FILE, split_topic_group
+from broker_core.store.reader import CONFIG_DIR_NAME, Problem, ScanProgress, StoreReader
+
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
+RUN_SOURCE_IMPORT = "import"
+OFFSET_EVENT_RESTORE = "RESTORE"
+PARQUET_DIR_NAME = "parquet"
+_MAGIC_NAMES_MAX = 8  # distinct magic codes ever seen: v1 and v2; the cache stays tiny
+
+
+@dataclass
+class ImportSummary:
+    """What an import read and wrote."""
+
+    run_id: str
+    broker: str
+    store_dir: Path
+    out_dir: Path
+    commitlog_files: int
+    commitlog_file_size_bytes: int
+    records: int
+    blanks: int
+    valid_end: int
+    records_by_topic: dict[str, int]
+    problems: list[Problem]
+    rows_by_table: dict[str, int] = field(default_factory=dict)
+    abort_file_present: bool = False
+    wall_seconds: float | None = None
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    def to_json(self) -> dict:
+        return {
+            "run_id": self.run_id, "broker": self.broker, "store_dir": str(self.store_dir),
+            "out_dir": str(self.out_dir), "commitlog_files": self.commitlog_files,
+            "commitlog_file_size_bytes": self.commitlog_file_size_bytes,
+            "records": self.records, "blanks": self.blanks, "valid_end": self.valid_end,
+            "records_by_topic": self.records_by_topic,
+            "abort_file_present": self.abort_file_present,
+            "problems": [{"file": p.file, "offset": p.offset, "kind": p.kind, "reason": p.reason,
+                          "severity": p.severity} for p in self.problems],
+            "rows_by_table": self.rows_by_table, "wall_seconds": self.wall_seconds,
+        }
+
+
+_magic_names: dict[int, str] = {}
+
+
+def _magic_name(magic: int) -> str:
+    name = _magic_names.get(magic)
+    if name is None:
+        name = f"0x{magic & 0xFFFFFFFF:08X}"
+        if len(_magic_names) < _MAGIC_NAMES_MAX:
+            _magic_names[magic] = name
+    return name
+
+
+def record_to_row(record: Record, run_id: str, broker: str, file_name: str) -> dict:
+    """The ``commitlog`` contract row of one record (timestamps in ms, msg_id the offset id)."""
+    props = record.properties
+    return {
+        "run_id": run_id,
+        "broker": broker,
+        "phys_offset": record.phys_offset,
+        "total_size": record.total_size,
+        "topic": record.topic,
+        "queue_id": record.queue_id,
+        "queue_offset": record.queue_offset,
+        "msg_id": record.msg_id,
+        "uniq_key": record.uniq_key,
+        "origin_msg_id": record.origin_msg_id,
+        "real_topic": record.real_topic,
+        "real_queue_id": record.real_queue_id,
+        "retry_topic": record.retry_topic,
+        "delay_level": record.delay_level,
+        "reconsume_times": record.reconsume_times,
+        "max_reconsume_times": record.max_reconsume_times,
+        "tags": record.tags,
+        "keys": record.keys,
+        "body_size": len(record.body),
+        "body_crc": record.body_crc,
+        "sys_flag": record.sys_flag,
+        "born_ts": record.born_ts,
+        "born_host": record.born_host,
+        "store_ts": record.store_ts,
+        "store_host": record.store_host,
+        # A list of pairs keeps the stored property order in the Parquet map.
+        "properties": list(props.items()),
+        "magic": _magic_name(record.magic),
+        "file_name": file_name,
+    }
+
+
+def _rows(reader: StoreReader, run_id: str, broker: str,
+          progress: Callable[[ScanProgress], None] | None = None) -> Iterator[dict]:
+    for entry in reader.records(progress):
+        yield record_to_row(entry.record, run_id, broker, entry.file_name)
+
+
+def commitlog_rows(store_dir: Path, run_id: str, broker: str) -> Iterator[dict]:
+    """The ``commitlog`` rows of a store, in physical order, up to where recovery would stop."""
+    return _rows(StoreReader(store_dir), run_id, broker)
+
+
+def validate_run_id(run_id: str) -> str:
+    if not RUN_ID_PATTERN.fullmatch(run_id or ""):
+        raise BadInputError(f"run id {run_id!r} must match [A-Za-z0-9_-]+",
+                            hint="pass --name, or choose an output directory with such a name")
+    return run_id
+
+
+def _version() -> str:
+    try:
+        return metadata.version("retry-audit")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _strict_error(errors: list[Problem]) -> CorruptStoreError:
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return CorruptStoreError(f"{first.kind}: {first.reason}{more}", where=f"{first.file}@{first.offset}",
+                             hint="without --strict the valid prefix is imported and the damage listed "
+                                  "in store_problems")
+
+
+def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None = None,
+                 strict: bool = False, progress: Callable[[ScanProgress], None] | None = None,
+                 broker: str | None = None,
+                 wall_clock: Callable[[], float] | None = None) -> ImportSummary:
+    """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
+
+    ``name`` is the run id (default: the output directory's name); ``broker`` fills the broker
+    column (default: the run id). ``wall_clock`` (e.g. ``time.monotonic``), when given, measures
+    ``wall_seconds`` for the runs table; the model itself never reads a clock.
+    """
+    started = wall_clock() if wall_clock is not None else None
+    store_dir = Path(store_dir)
+    out_dir = Path(out_dir)
+    run_id = validate_run_id(name if name is not None else out_dir.absolute().name)
+    broker = broker or run_id
+    reader = StoreReader(store_dir)
+    store_root = store_dir.resolve()
+    out_resolved = out_dir.resolve()
+    if out_resolved == store_root or store_root in out_resolved.parents:
+        raise BadInputError("the output directory is inside the store, which is only ever read",
+                            where=str(out_dir), hint="write the run directory somewhere else")
+    if strict and reader.errors:
+        raise _strict_error(reader.errors)
+
+    by_topic: Counter[str] = Counter()
+    rows_by_table: dict[str, int] = {}
+    with atomic_dir(out_dir) as tmp:
+        parquet = tmp / PARQUET_DIR_NAME
+        commitlog = TableWriter(parquet, "commitlog")
+        for row in _rows(reader, run_id, broker, progress):
+            by_topic[row["topic"]] += 1
+            commitlog.write(row)
+        rows_by_table["commitlog"] = commitlog.close()
+        if strict and reader.errors:
+            raise _strict_error(reader.errors)
+
+        writer = TableWriter(parquet, "delay_offsets")
+        for level, offset in sorted(reader.delay_offsets().items()):
+            writer.write({"run_id": run_id, "delay_level": level, "offset": offset})
+        rows_by_table["delay_offsets"] = writer.close()
+
+        offsets_path = store_dir / CONFIG_DIR_NAME / CONSUMER_OFFSET_FILE
+        # The offsets are as of the file's last persist: its modification time is that moment.
+        offsets_ts = int(offsets_path.stat().st_mtime * 1000) if offsets_path.exists() else None
+        writer = TableWriter(parquet, "consumer_offsets")
+        for key, queues in sorted(reader.consumer_offsets().items()):
+            topic, group = split_topic_group(key)
+            for queue_id, offset in sorted(queues.items()):
+                writer.write({"run_id": run_id, "group": group, "topic": topic, "queue_id": queue_id,
+                              "offset": offset, "ts": offsets_ts, "event": OFFSET_EVENT_RESTORE})
+        rows_by_table["consumer_offsets"] = writer.close()
+
+        writer = TableWriter(parquet, "store_problems")
+        for p in reader.problems:
+            writer.write({"run_id": run_id, "file_name": p.file, "offset": p.offset, "kind": p.kind,
+                          "detail": f"{p.severity}: {p.reason}"})
+        rows_by_table["store_problems"] = writer.close()
+
+        wall = (wall_clock() - started) if wall_clock is not None else None
+        writer = TableWriter(parquet, "runs")
+        writer.write({"run_id": run_id, "scenario": None, "seed": None,
+                      "sim_start_ts": reader.first_store_ts, "sim_end_ts": reader.last_store_ts,
+                      "wall_seconds": wall, "messages_produced": None,
+                      "records_written": reader.record_count, "version": _version(),
+                      "source": RUN_SOURCE_IMPORT})
+        rows_by_table["runs"] = writer.close()
+
+        for table in RAW_TABLES:
+            if table not in rows_by_table:
+                rows_by_table[table] = TableWriter(parquet, table).close()
+
+    return ImportSummary(
+        run_id=run_id, broker=broker, store_dir=store_dir, out_dir=out_dir,
+        commitlog_files=len(reader.files), commitlog_file_size_bytes=reader.file_size,
+        records=reader.record_count, blanks=reader.blank_count, valid_end=reader.valid_end or 0,
+        records_by_topic=dict(sorted(by_topic.items())), problems=reader.problems,
+        rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
+        wall_seconds=wall)
