@@ -1,0 +1,130 @@
+"""SEND_MESSAGE as RocketMQ 4.9.4 handles it (``SendMessageProcessor.asyncSendMessage``).
+
+The checks run in the broker's order: topic name, not-allowed-send topics, topic lookup or
+auto-creation, queue id range; then ``handleRetryAndDLQ`` for ``%RETRY%`` topics; then the
+properties (CLUSTER added, WAIT stripped from the stored string but kept in the map) and the put.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker_core.broker import codes
+from broker_core.broker.semantics import RETRY_QUEUE_RANDOM_BOUND
+from broker_core.constants import (
+    DLQ_QUEUES,
+    PERM_READ,
+    PERM_WRITE,
+    SYSFLAG_MULTI_TAGS,
+    TOPIC_QUEUES_DEFAULT,
+)
+from broker_core.errors import InvalidNameError
+from broker_core.message import JavaHashMap, broker_receive_properties
+from broker_core.names import dlq_topic, group_of, is_not_allowed_send_topic, is_retry_topic, validate_topic
+
+TOPIC_FILTER_MULTI_TAG = "MULTI_TAG"
+
+
+@dataclass
+class SendRequest:
+    """A producer's SEND_MESSAGE: header fields plus the client's property map (insertion order)."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    sys_flag: int = 0
+    born_ts: int = 0
+    born_host: str = "127.0.0.1:0"
+    producer_group: str = ""
+    reconsume_times: int = 0
+    max_reconsume_times: int | None = None
+    unit_mode: bool = False
+    default_topic_queue_nums: int = TOPIC_QUEUES_DEFAULT
+
+
+@dataclass
+class SendResponse:
+    """The broker's answer; msg_id and the offsets are set only when the record was stored."""
+
+    code: int
+    remark: str = ""
+    msg_id: str | None = None
+    queue_id: int | None = None
+    queue_offset: int | None = None
+    phys_offset: int | None = None
+    topic: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code == codes.SUCCESS
+
+
+def client_wire_properties(properties: dict[str, str]) -> str:
+    """The property string a Java client sends: its ``HashMap`` serialized in Java order."""
+    return JavaHashMap.from_items(properties.items()).to_properties_string()
+
+
+def send_message(broker, req: SendRequest) -> SendResponse:
+    """Store a producer's message, or say why not, with 4.9.4's codes and remarks."""
+    # msgCheck: the name, then the topics a client may never write to.
+    try:
+        validate_topic(req.topic)
+    except InvalidNameError as exc:
+        return SendResponse(codes.SYSTEM_ERROR, exc.message)
+    if is_not_allowed_send_topic(req.topic):
+        return SendResponse(codes.NO_PERMISSION, f"Sending message to topic[{req.topic}] is forbidden.")
+    topics = broker.topics
+    topic_cfg = topics.get(req.topic)
+    if topic_cfg is None:
+        topic_cfg = topics.create_in_send(req.topic, req.default_topic_queue_nums)
+        if topic_cfg is None and is_retry_topic(req.topic):
+            topic_cfg = topics.create_in_send_back(req.topic, 1, PERM_READ | PERM_WRITE)
+        if topic_cfg is None:
+            return SendResponse(codes.TOPIC_NOT_EXIST,
+                                f"topic[{req.topic}] not exist, apply first please!")
+    valid_ids = max(topic_cfg.write_queue_nums, topic_cfg.read_queue_nums)
+    if req.queue_id >= valid_ids:
+        return SendResponse(codes.SYSTEM_ERROR,
+                            f"request queueId[{req.queue_id}] is illegal, {topic_cfg} "
+                            f"Producer: {req.born_host}")
+    topic, queue_id = req.topic, req.queue_id
+    if queue_id < 0:
+        queue_id = broker.rng("broker.queue_select").randrange(RETRY_QUEUE_RANDOM_BOUND) \
+            % topic_cfg.write_queue_nums
+
+    # handleRetryAndDLQ (§5.3): a client send to %RETRY%group may be diverted to %DLQ%group.
+    if is_retry_topic(topic):
+        group = group_of(topic)
+        group_cfg = broker.groups.find(group)
+        if group_cfg is None:
+            return SendResponse(codes.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"subscription group not exist, {group}")
+        max_times = (req.max_reconsume_times if req.max_reconsume_times is not None
+                     else group_cfg.retry_max_times)
+        if broker.semantics.dlq_on_retry_topic_send(req.reconsume_times, max_times):
+            topic = dlq_topic(group)
+            queue_id = 0  # nextInt(99999999) % DLQ_NUMS_PER_GROUP, always 0
+            topic_cfg = topics.create_in_send_back(topic, DLQ_QUEUES, broker.semantics.dlq_perm())
+            # 4.9.4 writes DELAY=0 into a map that the client's properties then replace, so a
+            # client DELAY survives and the DLQ copy is first parked in SCHEDULE_TOPIC_XXXX.
+    sys_flag = req.sys_flag
+    if topic_cfg.topic_filter_type == TOPIC_FILTER_MULTI_TAG:
+        sys_flag |= SYSFLAG_MULTI_TAGS
+
+    wire = client_wire_properties(req.properties)
+    stored, props = broker_receive_properties(wire, broker.config.cluster)
+    if not broker.semantics.strip_wait_from_stored_properties():
+        stored = props.to_properties_string()
+    result = broker.put(dict(
+        topic=topic, queue_id=queue_id, body=req.body, properties=props, properties_string=stored,
+        flag=req.flag, sys_flag=sys_flag, born_ts=req.born_ts, born_host=req.born_host,
+        store_host=broker.config.store_host, reconsume_times=req.reconsume_times,
+        prepared_tx_offset=0, delay_level=None))
+    code, remark, stored_ok = codes.put_status_response(result.status)
+    if not stored_ok:
+        return SendResponse(code, remark)
+    return SendResponse(code, remark, msg_id=result.msg_id, queue_id=result.queue_id,
+                        queue_offset=result.queue_offset, phys_offset=result.phys_offset,
+                        topic=result.topic)
