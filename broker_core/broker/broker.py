@@ -34,9 +34,10 @@ from broker_core.constants import (
     PERM_WRITE,
     SCHEDULE_TOPIC,
 )
+from broker_core.delay_levels import parse_delay_levels
 from broker_core.errors import StoreStateError
 from broker_core.rng import Streams
-from broker_core.store.message_store import MessageInner, MessageStore, StoreConfig, parse_delay_levels
+from broker_core.store.message_store import MessageInner, MessageStore, StoreConfig
 
 CONFIG_DIR_NAME = "config"
 # The status a failed put reports when the world's put-failure fault fires: the page-cache
@@ -133,8 +134,10 @@ class Broker:
         """Load (recovering after a crash) and start: store, configs, offsets, scheduler."""
         assert not self.running, "broker already running"
         self.config_dir.mkdir(parents=True, exist_ok=True)
-        self.store = MessageStore(self.root, self.store_config(), self.sim)
-        self.store.load()
+        self.store = MessageStore(self.root, self.store_config(), self.sim.now)
+        if not self.store.load():
+            assert self.store.load_error is not None
+            raise self.store.load_error
         self.store.start()
         self.topics.load()
         self.groups.load()

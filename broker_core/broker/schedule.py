@@ -33,6 +33,8 @@ from broker_core.constants import (
     SCHEDULE_TOPIC,
     SCHEDULE_UNKNOWN_LEVEL_DELAY_MS,
 )
+from broker_core.delay_levels import level_to_queue_id as delay_level_to_queue_id
+from broker_core.delay_levels import queue_id_to_level as queue_id_to_delay_level
 from broker_core.message import (
     PROP_DELAY,
     PROP_REAL_QID,
@@ -45,23 +47,6 @@ from broker_core.names import TRANS_HALF_TOPIC
 from broker_core.store.config_files import load_delay_offsets, save_delay_offsets
 
 Emit = Callable[[str, dict], None]
-
-
-def delay_level_to_queue_id(level: int) -> int:
-    """``delayLevel2QueueId``: level L lives in queue L-1 of SCHEDULE_TOPIC_XXXX."""
-    return level - 1
-
-
-def queue_id_to_delay_level(queue_id: int) -> int:
-    """``queueId2DelayLevel``: queue q holds level q+1."""
-    return queue_id + 1
-
-
-def compute_deliver_timestamp(levels_ms: list[int], level: int, store_ts: int) -> int:
-    """``computeDeliverTimestamp``: store time plus the level's delay (1 s for an unknown level)."""
-    if 1 <= level <= len(levels_ms):
-        return store_ts + levels_ms[level - 1]
-    return store_ts + SCHEDULE_UNKNOWN_LEVEL_DELAY_MS
 
 
 def correct_deliver_timestamp(levels_ms: list[int], level: int, now_ms: int, deliver_ts: int) -> int:
@@ -144,10 +129,9 @@ class ScheduleService:
     def correct_delay_offset(self) -> None:
         """``correctDelayOffset``: clamp each known level's offset into [cq.min, cq.max]."""
         for level in sorted(self.offset_table):
-            cq = self._cq(level)
-            if cq is None:
+            if not self._has_cq(level):
                 continue
-            low, high = cq.min_offset(), cq.max_offset()
+            low, high = self._bounds(level)
             offset = self.offset_table[level]
             if offset < low:
                 self.offset_table[level] = low
@@ -207,8 +191,16 @@ class ScheduleService:
 
     # -- the level task --------------------------------------------------------------------------
 
-    def _cq(self, level: int):
-        return self.store.find_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
+    def _has_cq(self, level: int) -> bool:
+        return (SCHEDULE_TOPIC, delay_level_to_queue_id(level)) in self.store.queues
+
+    def _bounds(self, level: int) -> tuple[int, int]:
+        qid = delay_level_to_queue_id(level)
+        return self.store.min_offset(SCHEDULE_TOPIC, qid), self.store.max_offset(SCHEDULE_TOPIC, qid)
+
+    def _unit(self, level: int, offset: int) -> tuple[int, int, int] | None:
+        units = self.store.get_units(SCHEDULE_TOPIC, delay_level_to_queue_id(level), offset, 1)
+        return units[0] if units else None
 
     def _grid(self, t_ms: int) -> int:
         return grid_at_or_after(self._origin_ms, SCHEDULE_DELAY_FOR_A_WHILE_MS, t_ms)
@@ -216,17 +208,16 @@ class ScheduleService:
     def _arm(self, state: _Level) -> None:
         """Schedule the level's next run at the first grid point where its head unit is due."""
         assert state.handle is None, f"level {state.level} already has a pending run"
-        cq = self._cq(state.level)
-        if cq is None:
+        if not self._has_cq(state.level):
             return  # no queue yet: the first put creates it and wakes the level
-        low, high = cq.min_offset(), cq.max_offset()
+        low, high = self._bounds(state.level)
         if state.offset < low:
             state.offset = low
         elif state.offset > high:
             state.offset = high
         if state.offset >= high:
             return  # nothing to deliver: idle until a put wakes the level
-        unit = cq.unit(state.offset)
+        unit = self._unit(state.level, state.offset)
         first = self._grid(self.sim.now())
         if unit is None:
             when = self._grid(self.sim.now() + 1)  # unreadable unit: poll again, never in a loop
@@ -253,16 +244,14 @@ class ScheduleService:
             self._arm(state)  # idle unless a unit arrived meanwhile (_arm checks)
 
     def _deliver_due(self, state: _Level) -> None:
-        cq = self._cq(state.level)
-        if cq is None:
+        if not self._has_cq(state.level):
             return
         now = self.sim.now()
         offset = state.offset
-        high = cq.max_offset()
-        if offset < cq.min_offset():
-            offset = cq.min_offset()
+        low, high = self._bounds(state.level)
+        offset = max(offset, low)
         while offset < high:
-            unit = cq.unit(offset)
+            unit = self._unit(state.level, offset)
             if unit is None:
                 break
             phys, _size, tags_code = unit
