@@ -1,0 +1,154 @@
+"""The DuckDB audit warehouse on a hand-built run whose answers are worked out by hand."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from assets.audit import AUDIT_TABLES, WAREHOUSE_TABLES, build_warehouse
+from assets.warehouse import STORAGE_VERSION, open_read_only
+from broker_core.errors import BadInputError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_runs import GROUP, TOPIC, write_tiny_run  # noqa: E402
+
+
+@pytest.fixture
+def warehouse(tmp_path):
+    run = write_tiny_run(tmp_path / "runs" / "tiny")
+    db = tmp_path / "warehouse.duckdb"
+    build_warehouse([run], db)
+    con = open_read_only(db)
+    yield con
+    con.close()
+
+
+def test_every_table_exists_with_a_run_id_column(warehouse):
+    """Every warehouse table exists and carries a run_id column."""
+    for table in WAREHOUSE_TABLES:
+        cols = [r[0] for r in warehouse.execute(f'DESCRIBE "{table}"').fetchall()]
+        assert "run_id" in cols, table
+
+
+def test_dlq_messages_has_origin_retries_properties_and_last_failure(warehouse):
+    """A DLQ record lists its origin topic and msgId, its retries, all properties and the last failure."""
+    rows = warehouse.execute(
+        'SELECT "group", message_key, origin_topic, origin_msg_id, retries, properties, last_status, '
+        "last_outcome FROM dlq_messages").fetchall()
+    assert len(rows) == 1
+    group, key, origin_topic, origin_msg_id, retries, props, status, outcome = rows[0]
+    assert (group, key, origin_topic, retries) == (GROUP, "UB", TOPIC, 1)
+    assert origin_msg_id == "0A00000100002A9F0000000000000064"  # UB's first record, at offset 100
+    assert props["color"] == "blue" and props["RETRY_TOPIC"] == TOPIC
+    assert (status, outcome) == ("EXCEPTION", "SENT_BACK")
+
+
+def test_retry_funnel_counts_reached_succeeded_and_dlq_per_attempt(warehouse):
+    """The funnel counts who reached each attempt, who succeeded there and who went to the DLQ."""
+    rows = warehouse.execute(
+        "SELECT attempt, reached, succeeded, to_dlq FROM retry_funnel ORDER BY attempt").fetchall()
+    assert rows == [(0, 3, 2, 0), (1, 1, 0, 1)]
+
+
+def test_delivery_accounting_has_the_openchaos_fields(warehouse):
+    """Four sent, three consumed (one twice), one lost: not at-least-once, not exactly-once."""
+    row = warehouse.execute(
+        "SELECT enqueue_invoke, enqueue_success, dequeue_success, lost, duplicated, at_least_once, "
+        "exactly_once FROM delivery_accounting").fetchone()
+    assert row == (4, 4, 3, 1, 1, False, False)
+
+
+def test_group_health_and_delay_accuracy(warehouse):
+    """Group health counts final states; delay accuracy reports each level's expected delay."""
+    health = warehouse.execute(
+        "SELECT messages, consumed, dlq, retrying, lost, retry_rate FROM group_health").fetchone()
+    assert health == (4, 2, 1, 0, 1, 0.25)
+    delays = warehouse.execute(
+        "SELECT delay_level, deliveries, expected_delay_ms, lateness_max_ms, early_count "
+        "FROM delay_accuracy ORDER BY delay_level").fetchall()
+    assert delays == [(2, 1, 5_000, 0, 0), (3, 1, 10_000, 0, 0)]
+
+
+def test_anomalies_list_the_duplicate_and_the_explained_loss(warehouse):
+    """The duplicate consume of UC and the loss of UD (explained by the crash) are anomalies."""
+    rows = warehouse.execute("SELECT kind, message_key, detail FROM anomalies ORDER BY kind").fetchall()
+    assert [(k, m) for k, m, _ in rows] == [("DUPLICATE_CONSUME", "UC"), ("LOST", "UD")]
+    assert "explained by broker_crash" in rows[1][2]
+
+
+def test_two_runs_load_side_by_side(tmp_path):
+    """Two runs share one warehouse, each row tagged with its run."""
+    a = write_tiny_run(tmp_path / "a", run_id="run-a")
+    b = write_tiny_run(tmp_path / "b", run_id="run-b")
+    summary = build_warehouse([a, b], tmp_path / "w.duckdb")
+    assert summary.run_ids == ["run-a", "run-b"]
+    with open_read_only(tmp_path / "w.duckdb") as con:
+        rows = con.execute("SELECT run_id, count(*) FROM message_hops GROUP BY 1 ORDER BY 1").fetchall()
+    assert rows == [("run-a", 7), ("run-b", 7)]
+
+
+def test_the_same_run_twice_is_refused(tmp_path):
+    """Loading two directories with one run id would mix their rows, so it is refused."""
+    a = write_tiny_run(tmp_path / "a")
+    b = write_tiny_run(tmp_path / "b")
+    with pytest.raises(BadInputError, match="appears twice"):
+        build_warehouse([a, b], tmp_path / "w.duckdb")
+
+
+def test_a_run_without_lineage_is_refused_with_a_hint(tmp_path):
+    """A run directory without lineage/ is bad input that names the command to run."""
+    run = write_tiny_run(tmp_path / "r", change=lambda t: None)
+    for p in (run / "lineage").rglob("*.parquet"):
+        p.unlink()
+    with pytest.raises(BadInputError) as err:
+        build_warehouse([run], tmp_path / "w.duckdb")
+    assert "retry-audit lineage" in err.value.hint
+
+
+def test_an_open_reader_does_not_block_a_rebuild(tmp_path):
+    """A read-only session stays open on the old file while a rebuild swaps the new one in."""
+    db = tmp_path / "w.duckdb"
+    build_warehouse([write_tiny_run(tmp_path / "a", run_id="first")], db)
+    reader = duckdb.connect(str(db), read_only=True)
+    try:
+        build_warehouse([write_tiny_run(tmp_path / "b", run_id="second")], db)
+        assert reader.execute("SELECT DISTINCT run_id FROM runs").fetchall() == [("first",)]
+    finally:
+        reader.close()
+    with open_read_only(db) as con:
+        assert con.execute("SELECT DISTINCT run_id FROM runs").fetchall() == [("second",)]
+    assert not list(tmp_path.glob(".w.duckdb.building*"))
+
+
+def test_the_file_uses_the_v1_storage_format(tmp_path):
+    """The warehouse is written in DuckDB's v1.0.0 storage so 1.x clients can open it."""
+    db = tmp_path / "w.duckdb"
+    build_warehouse([write_tiny_run(tmp_path / "a")], db)
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{db}' AS w (READ_ONLY)")
+    tags = con.execute("SELECT tags FROM duckdb_databases() WHERE database_name = 'w'").fetchone()[0]
+    assert tags["storage_version"].startswith(STORAGE_VERSION)
+
+
+def test_missing_warehouse_is_bad_input_with_a_hint(tmp_path):
+    """Opening a warehouse that does not exist says how to build one."""
+    with pytest.raises(BadInputError) as err:
+        open_read_only(tmp_path / "nope.duckdb")
+    assert "make demo" in err.value.hint
+
+
+def test_audit_tables_build_on_empty_runs(tmp_path):
+    """An import-like run with empty producer and consumer tables still builds every audit table."""
+    def strip(tables):
+        tables["produced"].clear()
+        tables["consume_attempts"].clear()
+    run = write_tiny_run(tmp_path / "imp", change=strip)
+    summary = build_warehouse([run], tmp_path / "w.duckdb")
+    assert set(AUDIT_TABLES) <= set(summary.rows)
+    with open_read_only(tmp_path / "w.duckdb") as con:
+        row = con.execute("SELECT enqueue_success, dequeue_success, duplicated, counted_from "
+                          "FROM delivery_accounting").fetchone()
+    assert row == (3, 2, None, "lineage")

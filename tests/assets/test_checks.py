@@ -1,0 +1,162 @@
+"""Each check passes on the clean hand-built run and fails on data broken on purpose."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from assets import checks as c
+from assets.audit import build_audit_tables
+from assets.warehouse import run_views
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_runs import DLQ, RUN, ts, write_tiny_run  # noqa: E402
+
+
+def outcomes(tmp_path, change=None):
+    """Every check's outcome on the tiny run after ``change``, by check name."""
+    con = run_views(write_tiny_run(tmp_path / "run", change))
+    build_audit_tables(con)
+    try:
+        return {o.check.name: o for o in c.run_checks(con, run_id=RUN)}
+    finally:
+        con.close()
+
+
+def failing(tmp_path, change):
+    return {name for name, o in outcomes(tmp_path, change).items() if not o.passed}
+
+
+def test_clean_run_passes_every_invariant(tmp_path):
+    """On clean data every blocking invariant passes."""
+    result = outcomes(tmp_path)
+    assert all(result[k.name].passed for k in c.INVARIANTS), {
+        k: o.examples for k, o in result.items() if not o.passed}
+
+
+def test_every_check_has_a_distinct_name_and_severity():
+    """Invariants are ERROR, drifts WARN, and names are unique."""
+    assert {k.severity for k in c.INVARIANTS} == {c.ERROR}
+    assert {k.severity for k in c.DRIFTS} == {c.WARN}
+    assert len(c.CHECKS_BY_NAME) == len(c.ALL_CHECKS)
+
+
+def _swap_hop_kinds(tables):
+    hops = [h for h in tables["message_hops"] if h["message_key"] == "UB" and h["group"]]
+    hops[0]["hop_kind"], hops[1]["hop_kind"] = hops[1]["hop_kind"], hops[0]["hop_kind"]
+
+
+def test_hop_grammar_fails_on_retry_before_schedule(tmp_path):
+    """A RETRY hop before its SCHEDULE breaks real -> (SCHEDULE -> RETRY)* -> DLQ?."""
+    result = outcomes(tmp_path, _swap_hop_kinds)[c.HOP_GRAMMAR]
+    assert not result.passed and result.violations == 1
+    assert result.examples[0]["message_key"] == "UB"
+    assert "PUBLISH > RETRY > SCHEDULE > DLQ" in result.examples[0]["detail"]
+
+
+def test_hop_grammar_fails_on_a_gap_in_hop_index(tmp_path):
+    """hop_index must count 0..n-1 along a chain."""
+    def gap(tables):
+        tables["message_hops"][-1]["hop_index"] = 5
+    assert c.HOP_GRAMMAR in failing(tmp_path, gap)
+
+
+def test_unexplained_loss_fails_without_a_crash(tmp_path):
+    """A SEND_OK message missing from the commit log with no broker crash is an unexplained loss."""
+    def no_crash(tables):
+        tables["faults"].clear()
+    result = outcomes(tmp_path, no_crash)[c.NO_UNEXPLAINED_LOSS]
+    assert result.violations == 1 and result.examples[0]["message_key"] == "UD"
+
+
+def test_loss_under_sync_flush_is_not_explained(tmp_path):
+    """A crash under sync flush loses nothing acknowledged, so it explains no loss."""
+    def sync(tables):
+        tables["faults"][0]["detail"] = "kill -9, flush=sync"
+    assert c.NO_UNEXPLAINED_LOSS in failing(tmp_path, sync)
+
+
+def test_loss_before_the_send_is_not_explained(tmp_path):
+    """A crash before the send cannot have lost the message."""
+    def early(tables):
+        tables["faults"][0]["ts"] = ts(1)
+    assert c.NO_UNEXPLAINED_LOSS in failing(tmp_path, early)
+
+
+def test_dlq_before_max_retries_fails(tmp_path):
+    """A message in the DLQ after fewer reconsumes than the maximum breaks the retry rule."""
+    def raise_max(tables):
+        for rec in tables["commitlog"]:
+            if rec["max_reconsume_times"] is not None:
+                rec["max_reconsume_times"] = 16
+    result = outcomes(tmp_path, raise_max)[c.DLQ_AFTER_MAX_RETRIES]
+    assert result.violations == 1 and "maximum is 16" in result.examples[0]["detail"]
+
+
+def test_early_delivery_fails(tmp_path):
+    """A delivery before the due time (negative lateness) fails."""
+    def early(tables):
+        row = tables["schedule_deliveries"][0]
+        row["delivered_ts"], row["lateness_ms"] = ts(10_015), -5
+    assert failing(tmp_path, early) >= {c.NO_EARLY_DELIVERY}
+
+
+def test_origin_message_id_change_fails(tmp_path):
+    """ORIGIN_MESSAGE_ID changing along a chain fails."""
+    def change(tables):
+        rec = next(r for r in tables["commitlog"] if r["topic"] == DLQ)
+        rec["origin_msg_id"] = "FFFF"
+    result = outcomes(tmp_path, change)[c.ORIGIN_STABLE]
+    assert result.violations == 1 and "FFFF" in result.examples[0]["detail"]
+
+
+def test_retry_topic_change_fails(tmp_path):
+    """RETRY_TOPIC changing along a chain fails."""
+    def change(tables):
+        next(r for r in tables["commitlog"] if r["topic"] == DLQ)["retry_topic"] = "OtherTopic"
+    assert c.ORIGIN_STABLE in failing(tmp_path, change)
+
+
+@pytest.mark.parametrize("breakage", ["drop_hop", "duplicate_hop", "phantom_hop"])
+def test_lineage_must_match_the_commitlog(tmp_path, breakage):
+    """Every commit-log record is in exactly one hop row, and no hop row lacks a record."""
+    def change(tables):
+        hops = tables["message_hops"]
+        if breakage == "drop_hop":
+            tables["commitlog"].append(dict(tables["commitlog"][0], phys_offset=9_000, uniq_key="UZ"))
+        elif breakage == "duplicate_hop":
+            hops.append(dict(hops[0], group="g2"))
+        else:
+            hops.append(dict(hops[0], message_key="UZ", phys_offset=9_999))
+    result = outcomes(tmp_path, change)[c.LINEAGE_MATCHES_COMMITLOG]
+    assert not result.passed
+
+
+def test_duplicate_rate_warns_above_the_threshold(tmp_path):
+    """One duplicate in four messages is above the duplicate-rate limit: a WARN, not an ERROR."""
+    result = outcomes(tmp_path)[c.DUPLICATE_RATE]
+    assert not result.passed and not result.blocking
+
+
+def test_duplicate_rate_passes_without_duplicates(tmp_path):
+    """Without a second successful consume the duplicate rate is zero."""
+    def single(tables):
+        tables["consume_attempts"].pop()
+    assert c.DUPLICATE_RATE not in failing(tmp_path, single)
+
+
+def test_lateness_p99_warns_when_a_level_stalls(tmp_path):
+    """A level whose p99 lateness is above the limit warns."""
+    def stall(tables):
+        row = tables["schedule_deliveries"][1]
+        row["lateness_ms"] = c.LATENESS_P99_MS_MAX + 1
+    result = outcomes(tmp_path, stall)[c.LATENESS_P99]
+    assert not result.passed and result.violations == 1
+
+
+def test_evidence_lists_counts_and_first_keys(tmp_path):
+    """A failing check's metadata holds the violation count and the first offending keys."""
+    meta = outcomes(tmp_path, _swap_hop_kinds)[c.HOP_GRAMMAR].metadata()
+    assert meta["violations"] == 1 and meta["first_offending_keys"] == "UB"
