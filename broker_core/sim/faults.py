@@ -11,6 +11,31 @@ from broker_core.sim.scenario import FaultSpec
 
 # A knob a component does not have yet reads as off.
 KNOB_OFF_PROBABILITY = 0.0
+TORN_FRACTION_DIVISOR = 2  # a torn append leaves this fraction (1/n) of the record on disk
+
+
+def tear_unflushed_record(broker) -> str:
+    """kill -9 while the first unflushed record was half written: crash, then put its first half
+    back on disk where it was. Abnormal recovery must stop at the torn record and drop it."""
+    from broker_core.codec import encode_record
+
+    store = broker.store
+    commit_log = store.commit_log
+    flushed, end = commit_log.flushed_offset, commit_log.max_offset
+    record = store.look_message_by_offset(flushed) if flushed < end else None
+    broker.crash()
+    if record is None:
+        return "nothing unflushed: a plain crash"
+    data = encode_record(record)
+    torn = data[:max(len(data) // TORN_FRACTION_DIVISOR, 1)]
+    size = commit_log.file_size
+    path = commit_log.directory / f"{flushed - flushed % size:020d}"
+    if not path.exists():
+        return "the unflushed record's file never reached disk: a plain crash"
+    with open(path, "r+b") as fh:
+        fh.seek(flushed % size)
+        fh.write(torn)
+    return f"{len(torn)} of {len(data)} bytes at offset {flushed}"
 
 
 class FaultInjector:
@@ -70,9 +95,9 @@ class FaultInjector:
             self.record(f.kind, broker.config.name, "skipped: broker already down")
             self._restarts_pending -= 1
             return
-        broker.crash(torn_write=True)
+        torn = tear_unflushed_record(broker)
         self.record(f.kind, broker.config.name,
-                    f"kill -9 in the middle of an append; restart in {f.pause_ms} ms")
+                    f"kill -9 in the middle of an append ({torn}); restart in {f.pause_ms} ms")
         self.sim.after(f.pause_ms, self._restart, f.kind)
 
     def _broker_restart(self, f: FaultSpec) -> None:

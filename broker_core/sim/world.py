@@ -188,7 +188,8 @@ class World:
             return False
         if not all(g.idle() for g in self.groups.values()):
             return False
-        return self.broker.schedule_idle()
+        schedule = self.broker.schedule
+        return schedule is None or not schedule.pending_levels()
 
     def _check_terminal(self) -> None:
         now = self.sim.now()
@@ -215,7 +216,9 @@ class World:
         if self.progress is not None:
             self.progress(self.sim.now() - self.start_ms, self.recorder.total)
         for group in self.groups.values():
-            group.shutdown()
+            stop = getattr(group, "shutdown", None)
+            if stop is not None:
+                stop()  # persists consumer offsets, as a clean client shutdown does
         if self.broker.running:
             self.broker.shutdown()
 

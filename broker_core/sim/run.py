@@ -1,0 +1,182 @@
+"""One simulated run, scenario file in, complete run directory out (or nothing at all).
+
+``RUN_DIR/store/`` is the broker's root in RocketMQ's own layout; ``RUN_DIR/parquet/<table>/``
+holds the data contract's tables; ``RUN_DIR/run.json`` says how the run was made and how it ended
+(the checkers read it). Everything is written into a temporary sibling directory that replaces
+RUN_DIR only when the run finished, so a run directory is complete or absent.
+
+The commit-log table is read back from the store files after shutdown with the same reader
+``import-store`` uses, so a simulated run and an imported store share one code path.
+
+Wall time is measured here, at the edge, and lands only in ``runs.wall_seconds`` and the summary;
+every other byte of a run depends on (scenario, seed, code version) alone.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from broker_core import names
+from broker_core.export.parquet import TableWriter, atomic_dir, read_table, write_rows
+from broker_core.sim.checkers import MANIFEST_NAME
+from broker_core.sim.recorder import Recorder
+from broker_core.sim.scenario import Scenario, load_scenario
+from broker_core.sim.world import World
+
+SOURCE_SIMULATION = "simulation"
+CONSUMED_OUTCOMES = ("ACKED", "EXPIRED")  # a listener returned success on these deliveries
+
+
+@dataclass
+class RunSummary:
+    """What a run produced, for the CLI's summary line and its --json output."""
+
+    run_id: str
+    seed: int
+    run_dir: str
+    sim_start_ms: int
+    sim_end_ms: int
+    end_reason: str  # "terminal" (every message settled) or "horizon"
+    produced: int  # sends acknowledged SEND_OK
+    send_failed: int
+    consumed: int  # (clustering group, message) pairs consumed successfully
+    retried: int  # records stored in %RETRY% topics
+    dlq: int  # records stored in %DLQ% topics
+    in_flight: int  # (clustering group, message) pairs neither consumed nor dead-lettered
+    records_written: int
+    wall_seconds: float
+    tables: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records_written / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["records_per_second"] = round(self.records_per_second, 1)
+        return out
+
+
+def reproduce_command(scenario_path: str | Path, out_dir: str | Path, seed: int) -> str:
+    """The one command that reproduces a run."""
+    return (f"retry-audit simulate {shlex.quote(str(scenario_path))} "
+            f"--out {shlex.quote(str(out_dir))} --seed {seed}")
+
+
+def simulate(scenario_path: str | Path, out_dir: str | Path, *, seed: int | None = None,
+             progress: Callable[[int, int], None] | None = None,
+             scenario: Scenario | None = None) -> RunSummary:
+    """Run a scenario into ``out_dir`` (replaced atomically) and return its summary.
+
+    ``seed`` overrides the scenario's seed; ``progress(sim_ms, records)`` is called as simulated
+    time passes; ``scenario`` may be given already loaded (``scenario_path`` then only names it).
+    """
+    if scenario is None:
+        scenario = load_scenario(scenario_path)
+    if seed is not None:
+        scenario = scenario.with_seed(seed)
+    wall_start = time.perf_counter()
+    out_dir = Path(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        store_dir = tmp / "store"
+        parquet_dir = tmp / "parquet"
+        recorder = Recorder(scenario.name, parquet_dir)
+        world = World(scenario, store_dir, recorder, progress=progress)
+        world.run()
+        tables = recorder.close()
+        tables["commitlog"] = _write_commitlog(store_dir, parquet_dir, scenario)
+        manifest = _manifest(scenario, world, scenario_path, out_dir)
+        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        counts = _count(tmp, scenario)
+        records = sum(tables.values()) + 1  # + the runs row itself
+        wall = time.perf_counter() - wall_start
+        write_rows(parquet_dir, "runs", [{
+            "run_id": scenario.name, "scenario": scenario.name, "seed": scenario.seed,
+            "sim_start_ts": world.start_ms, "sim_end_ts": world.sim.now(), "wall_seconds": wall,
+            "messages_produced": counts["produced"], "records_written": records,
+            "version": _version(), "source": SOURCE_SIMULATION}])
+        tables["runs"] = 1
+    return RunSummary(run_id=scenario.name, seed=scenario.seed, run_dir=str(out_dir),
+                      sim_start_ms=world.start_ms, sim_end_ms=world.sim.now(),
+                      end_reason=world.end_reason, records_written=records, wall_seconds=wall,
+                      tables=dict(sorted(tables.items())), **counts)
+
+
+def _write_commitlog(store_dir: Path, parquet_dir: Path, scenario: Scenario) -> int:
+    from broker_core.export.store_import import commitlog_rows
+
+    writer = TableWriter(parquet_dir, "commitlog")
+    writer.write_many(commitlog_rows(store_dir, scenario.name, scenario.broker.name))
+    return writer.close()
+
+
+def _manifest(scenario: Scenario, world: World, scenario_path, out_dir) -> dict:
+    return {
+        "run_id": scenario.name,
+        "scenario": str(scenario_path),
+        "seed": scenario.seed,
+        "horizon_ms": scenario.horizon_ms,
+        "sim_start_ms": world.start_ms,
+        "sim_end_ms": world.sim.now(),
+        "end_reason": world.end_reason,
+        "broker": scenario.broker.name,
+        "flush": scenario.broker.flush,
+        "semantics": scenario.broker.semantics,
+        "delay_levels_ms": list(scenario.broker.delay_levels_ms),
+        "groups": [{"name": g.name, "subscribe": list(g.subscribe), "model": g.model, "mode": g.mode,
+                    "consumers": g.consumers, "max_reconsume_times": g.max_reconsume_times}
+                   for g in scenario.groups],
+        "fault_kinds": sorted({f.kind for f in scenario.faults}),
+        "reproduce": reproduce_command(scenario_path, out_dir, scenario.seed),
+    }
+
+
+def _count(run_dir: Path, scenario: Scenario) -> dict[str, int]:
+    """produced / consumed / retried / DLQ / in-flight, from the tables just written."""
+    produced = read_table(run_dir, "produced").select(["uniq_key", "topic", "status"]).to_pydict()
+    ok_keys_by_topic: dict[str, set[str]] = {}
+    send_failed = 0
+    for key, topic, status in zip(produced["uniq_key"], produced["topic"], produced["status"], strict=True):
+        if status == "SEND_OK":
+            ok_keys_by_topic.setdefault(topic, set()).add(key)
+        else:
+            send_failed += 1
+    attempts = read_table(run_dir, "consume_attempts").select(
+        ["group", "uniq_key", "status", "outcome"]).to_pydict()
+    consumed_pairs = {(g, k) for g, k, s, o in zip(attempts["group"], attempts["uniq_key"],
+                                                    attempts["status"], attempts["outcome"], strict=True)
+                      if s == "CONSUME_SUCCESS" and o in CONSUMED_OUTCOMES}
+    cl = read_table(run_dir, "commitlog").select(["topic", "uniq_key"]).to_pydict()
+    retried = dlq = 0
+    dlq_pairs = set()
+    for topic, key in zip(cl["topic"], cl["uniq_key"], strict=True):
+        if names.is_retry_topic(topic):
+            retried += 1
+        elif names.is_dlq_topic(topic):
+            dlq += 1
+            dlq_pairs.add((names.group_of(topic), key))
+    consumed = in_flight = 0
+    for g in scenario.groups:
+        if g.model != "clustering":
+            continue
+        for topic in g.subscribe:
+            for key in ok_keys_by_topic.get(topic, ()):
+                if (g.name, key) in consumed_pairs:
+                    consumed += 1
+                elif (g.name, key) not in dlq_pairs:
+                    in_flight += 1
+    return {"produced": sum(len(v) for v in ok_keys_by_topic.values()), "send_failed": send_failed,
+            "consumed": consumed, "retried": retried, "dlq": dlq, "in_flight": in_flight}
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("retry-audit")
+    except Exception:  # noqa: BLE001 - running from a source tree without an install
+        return "0+unknown"
