@@ -322,12 +322,19 @@ def _no_record_here(chunk: bytes) -> bool:
     return len(chunk) > 4 and not any(m.startswith(seen) for m in _MAGIC_BYTES)
 
 
-def decode_record(buf, pos: int, *, check_crc: bool = True,
-                  limit: int | None = None) -> Record | Blank | None:
+def decode_record(buf, pos: int, *, check_crc: bool = True, limit: int | None = None,
+                  detect_torn_tail: bool = True) -> Record | Blank | None:
     """Decode the record at ``pos``: a Record, a Blank (end of file), or None (no record starts).
 
     ``limit`` is the end of the readable bytes (default ``len(buf)``). Raises
     :class:`CorruptRecordError` with ``offset=pos`` when a valid magic starts a damaged record.
+
+    The body CRC does not cover the topic and properties, so a write torn inside them (the rest
+    still zero, as in a fresh mapped file) passes every check RocketMQ makes, and RocketMQ's
+    recovery keeps such a record. With ``detect_torn_tail`` (the default) a topic containing NUL
+    (no valid topic does) or properties ending in NUL (no broker-written string does unless a
+    user value ends with one) is reported as a torn write instead; pass False for RocketMQ's
+    exact acceptance rule.
     """
     end = len(buf) if limit is None else min(limit, len(buf))
     avail = end - pos
@@ -402,6 +409,9 @@ def decode_record(buf, pos: int, *, check_crc: bool = True,
     except UnicodeDecodeError as exc:
         raise CorruptRecordError(f"topic or properties are not valid UTF-8: {exc.reason}",
                                  offset=pos) from None
+    if detect_torn_tail and ("\x00" in topic or props_text.endswith("\x00")):
+        raise CorruptRecordError("zero bytes inside the topic or at the end of the properties: "
+                                 "a torn write", offset=pos)
     return Record(
         topic=topic, queue_id=queue_id, flag=flag, queue_offset=queue_offset,
         phys_offset=phys_offset, sys_flag=sys_flag, born_ts=born_ts,
@@ -412,8 +422,8 @@ def decode_record(buf, pos: int, *, check_crc: bool = True,
         properties_trailing_separator=props_text.endswith(PROPERTY_SEPARATOR))
 
 
-def iter_records(buf, start_offset: int = 0,
-                 check_crc: bool = True) -> Iterator[tuple[int, Record | Blank]]:
+def iter_records(buf, start_offset: int = 0, check_crc: bool = True, *,
+                 detect_torn_tail: bool = True) -> Iterator[tuple[int, Record | Blank]]:
     """Yield ``(position in buf, record)`` through one commit-log file's bytes.
 
     Stops where no record starts (None) and after a Blank (the rest of the file is filler);
@@ -421,7 +431,7 @@ def iter_records(buf, start_offset: int = 0,
     """
     pos = start_offset
     while True:
-        item = decode_record(buf, pos, check_crc=check_crc)
+        item = decode_record(buf, pos, check_crc=check_crc, detect_torn_tail=detect_torn_tail)
         if item is None:
             return
         yield pos, item
