@@ -1,0 +1,210 @@
+"""StoreReader: a read-only walk of a real 4.9.4 store, stopping where RocketMQ's recovery stops."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from broker_core.errors import BadInputError
+from broker_core.store.reader import StoreReader, tree_digest
+
+BODY_POS = 88  # TOTALSIZE..BODY length of an IPv4/IPv4 v1 record: the body's first byte
+
+
+MANIFEST = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4" / "manifest.json"
+
+
+@pytest.fixture(scope="module")
+def manifest_data():
+    return json.loads(MANIFEST.read_text())
+
+
+def _messages(manifest_data):
+    return [e for e in manifest_data["commitLog"] if e["kind"] == "MESSAGE"]
+
+
+def _file_pos(entry) -> tuple[str, int]:
+    return entry["file"], entry["filePos"]
+
+
+def _damage(store, rel: str, pos: int, data: bytes) -> None:
+    with open(store / rel, "r+b") as fh:
+        fh.seek(pos)
+        fh.write(data)
+
+
+def test_clean_store_entries_match_manifest(store_fixtures, manifest_data):
+    """Every record and BLANK of store-clean comes back in manifest order with the manifest's fields."""
+    reader = StoreReader(store_fixtures / "store-clean")
+    entries = list(reader.entries())
+    expected = [e for e in manifest_data["commitLog"] if e["kind"] in ("MESSAGE", "BLANK")]
+    assert len(entries) == len(expected) == 115
+    assert (reader.record_count, reader.blank_count) == (112, 3)
+    for got, want in zip(entries, expected):
+        assert f"commitlog/{got.file_name}" == want["file"]
+        assert got.phys_offset == want["physicalOffset"]
+        assert got.size == want["size"]
+        if want["kind"] == "BLANK":
+            assert got.is_blank
+            continue
+        rec = got.record
+        assert (rec.topic, rec.queue_id, rec.queue_offset) == (want["topic"], want["queueId"], want["queueOffset"])
+        assert (rec.store_ts, rec.born_ts) == (want["storeTimestamp"], want["bornTimestamp"])
+        assert (rec.born_host, rec.store_host) == (want["bornHost"], want["storeHost"])
+        assert (rec.reconsume_times, rec.sys_flag, rec.flag) == (want["reconsumeTimes"], want["sysFlag"], want["flag"])
+        assert (rec.body_crc, len(rec.body)) == (want["bodyCRC"], want["bodyLength"])
+        assert rec.body.startswith(want["bodyPrefix"].encode())
+        assert rec.msg_id == want["offsetMsgId"]
+        assert rec.prepared_tx_offset == want["preparedTransactionOffset"]
+        assert f"{rec.magic:#010x}" == want["magic"]
+        assert list(rec.properties.items()) == list(want["properties"].items())
+    assert reader.valid_end == manifest_data["commitLogMaxPhysicalOffset"]
+    assert reader.problems == []
+
+
+def test_crashed_store_stops_at_torn_record(store_fixtures, manifest_data):
+    """store-crashed ends at 54903 with exactly one commit-log problem naming the file and offset."""
+    reader = StoreReader(store_fixtures / "store-crashed")
+    records = list(reader.records())
+    torn = manifest_data["storeCrashed"]["tornRecord"]
+    assert len(records) == 111
+    assert reader.valid_end == torn["recordPhysicalOffset"] == 54903
+    log_problems = [p for p in reader.problems if p.file.startswith("commitlog/")]
+    assert len(log_problems) == 1
+    assert (log_problems[0].file, log_problems[0].offset) == (torn["file"], 54903)
+    assert log_problems[0].kind == "torn-record"
+    kinds = {p.kind: p for p in reader.problems}
+    assert kinds["abort-file"].severity == "warning"
+    # The CQ still holds the DLQ unit that points to the torn record (queue offset 7 = byte 140).
+    cq = kinds["cq-past-commitlog"]
+    assert (cq.file, cq.offset) == ("consumequeue/%DLQ%GroupA/0/00000000000000000000", 7 * 20)
+
+
+def test_reading_changes_nothing(store_fixtures):
+    """A full check of both stores leaves every file's name, size and CRC as it was."""
+    before = tree_digest(store_fixtures)
+    for name in ("store-clean", "store-crashed"):
+        reader = StoreReader(store_fixtures / name)
+        reader.check()
+        reader.delay_offsets(), reader.consumer_offsets(), reader.topics(), reader.subscription_groups()
+    assert tree_digest(store_fixtures) == before
+
+
+def test_consume_queues_match_manifest(store_fixtures, manifest_data):
+    """Every consume-queue unit reads back as the manifest lists it (physOffset, size, tagsCode)."""
+    reader = StoreReader(store_fixtures / "store-clean")
+    found = {}
+    for topic, queue_id, files in reader.consume_queues():
+        found[(topic, queue_id)] = [[u.phys_offset, u.size, u.tags_code] for _, _, u in reader.cq_units(files)]
+    expected = {(q["topic"], q["queueId"]): q["entries_physOffset_size_tagsCode"]
+                for q in manifest_data["consumeQueues"]}
+    assert found == expected
+
+
+def test_checkpoint_and_config(store_fixtures, manifest_data):
+    """The checkpoint's timestamps and delayOffset.json are read as the fixture recorded them."""
+    reader = StoreReader(store_fixtures / "store-clean")
+    want = manifest_data["otherFiles"]["checkpoint"]
+    assert reader.checkpoint.physic_msg_timestamp == want["physicMsgTimestamp"]
+    assert reader.checkpoint.logics_msg_timestamp == want["logicsMsgTimestamp"]
+    assert reader.checkpoint.index_msg_timestamp == want["indexMsgTimestamp"]
+    assert reader.delay_offsets() == {3: 22, 4: 8}
+    assert reader.consumer_offsets() == {} and reader.topics() == {}
+
+
+def test_not_a_store(tmp_path):
+    """A missing directory or one without commitlog/ is bad input with a hint."""
+    with pytest.raises(BadInputError, match="does not exist"):
+        StoreReader(tmp_path / "nope")
+    with pytest.raises(BadInputError, match="commitlog") as info:
+        StoreReader(tmp_path)
+    assert info.value.hint
+
+
+# --- hand-damaged copies -------------------------------------------------------------------------
+
+def _bad_magic(store, msgs):
+    e = msgs[5]
+    _damage(store, e["file"], e["filePos"] + 4, struct.pack(">I", 0x12345678))
+    return e["file"], e["physicalOffset"], "bad-magic"
+
+
+def _flipped_body_byte(store, msgs):
+    e = msgs[50]
+    with open(store / e["file"], "r+b") as fh:
+        fh.seek(e["filePos"] + BODY_POS)
+        byte = fh.read(1)
+        fh.seek(e["filePos"] + BODY_POS)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    return e["file"], e["physicalOffset"], "crc-mismatch"
+
+
+def _truncated_last_file(store, msgs):
+    e = msgs[-1]  # phys 54903 at file position 5751, 587 bytes
+    with open(store / e["file"], "r+b") as fh:
+        fh.truncate(e["filePos"] + 100)
+    return e["file"], e["physicalOffset"], "truncated-record"
+
+
+def _wrong_size_file(store, msgs):
+    rel = "commitlog/00000000000000016384"
+    with open(store / rel, "ab") as fh:
+        fh.write(b"\0" * 100)
+    return rel, 16384 + 16384, "wrong-size-file"
+
+
+def _invalid_config(store, msgs):
+    (store / "config" / "delayOffset.json").write_text('{\n\t"offsetTable":{3:22,4:}\n}')
+    return "config/delayOffset.json", 25, "bad-config-file"
+
+
+def _cq_past_commitlog(store, msgs):
+    rel = "consumequeue/OrderTopic/0/00000000000000000000"
+    units = sum(1 for e in msgs if e["topic"] == "OrderTopic" and e["queueId"] == 0)
+    _damage(store, rel, units * 20, struct.pack(">qiq", 60_000, 300, 0))
+    return rel, units * 20, "cq-past-commitlog"
+
+
+def _gap_between_files(store, msgs):
+    (store / "commitlog/00000000000000049152").rename(store / "commitlog/00000000000000065536")
+    return "commitlog/00000000000000065536", 49152, "gap-between-files"
+
+
+DAMAGES = [_bad_magic, _flipped_body_byte, _truncated_last_file, _wrong_size_file, _invalid_config,
+           _cq_past_commitlog, _gap_between_files]
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=lambda f: f.__name__.strip("_"))
+def test_damage_is_reported_with_file_and_offset(writable_store_copy, manifest_data, damage):
+    """Each kind of hand-made damage gives an error-level problem naming the file and the offset."""
+    store = writable_store_copy("store-clean")
+    rel, offset, kind = damage(store, _messages(manifest_data))
+    reader = StoreReader(store)
+    reader.check()
+    matching = [p for p in reader.errors if p.kind == kind]
+    assert matching, f"no {kind} problem in {[str(p) for p in reader.problems]}"
+    assert (matching[0].file, matching[0].offset) == (rel, offset)
+
+
+def test_scan_stops_at_bad_magic(writable_store_copy, manifest_data):
+    """Records after a damaged one are not returned: the valid prefix ends where the damage starts."""
+    store = writable_store_copy("store-clean")
+    _, offset, _ = _bad_magic(store, _messages(manifest_data))
+    reader = StoreReader(store)
+    records = list(reader.records())
+    assert len(records) == 5 and reader.valid_end == offset
+    assert any(p.kind == "unreachable-data" for p in reader.problems)
+
+
+def test_invalid_config_falls_back_to_bak(writable_store_copy, manifest_data):
+    """A damaged delayOffset.json is reported, and its .bak supplies the offsets as in ConfigManager."""
+    store = writable_store_copy("store-clean")
+    _invalid_config(store, _messages(manifest_data))
+    reader = StoreReader(store)
+    assert reader.delay_offsets() == {3: 22, 4: 8}
+    reader.check()
+    problem = next(p for p in reader.problems if p.kind == "bad-config-file")
+    assert "delayOffset.json.bak was read instead" in problem.reason
