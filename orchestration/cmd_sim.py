@@ -11,7 +11,8 @@ import json
 import sys
 import time
 
-from broker_core.sim.run import RunSummary, reproduce_command, simulate as run_simulation
+from broker_core.sim.run import RunSummary, reproduce_command
+from broker_core.sim.run import simulate as run_simulation
 
 PROGRESS_EVERY_WALL_SECONDS = 1.0  # at most one progress line per wall second
 

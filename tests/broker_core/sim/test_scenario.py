@@ -1,0 +1,208 @@
+"""The scenario loader: defaults, value formats, and every way a scenario can be wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker_core.constants import CONSUME_TIMEOUT_MS_DEFAULT, SIM_MESSAGES_MAX
+from broker_core.errors import ScenarioError
+from broker_core.sim.scenario import (
+    DURATION_UNITS_MS,
+    load_scenario,
+    load_scenario_text,
+    parse_delay_levels,
+    parse_duration_ms,
+    parse_rate_per_s,
+    parse_size_bytes,
+)
+
+SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
+
+BASE = """\
+name: t
+topics:
+  - {name: OrderTopic, queues: 4}
+groups:
+  - name: g1
+    subscribe: [OrderTopic]
+producers:
+  - {topic: OrderTopic, messages: 10}
+"""
+
+
+def error_of(text: str) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text(text, source="s.yaml")
+    return info.value
+
+
+def test_every_shipped_scenario_loads():
+    """Every scenario in scenarios/ passes validation."""
+    files = sorted(SCENARIOS.glob("*.yaml"))
+    assert files, "no scenarios shipped"
+    for path in files:
+        scenario = load_scenario(path)
+        assert scenario.name == path.stem, f"{path.name}: name {scenario.name} differs from the file name"
+
+
+def test_defaults_fill_every_field():
+    """A scenario naming only what it needs gets RocketMQ's defaults for the rest."""
+    s = load_scenario_text(BASE)
+    g = s.groups[0]
+    assert (g.model, g.mode, g.consumers, g.max_reconsume_times) == ("clustering", "concurrently", 1, -1)
+    assert g.consume_timeout_ms == CONSUME_TIMEOUT_MS_DEFAULT
+    assert s.broker.delay_levels_ms[0] == 1000 and len(s.broker.delay_levels_ms) == 18
+    assert s.producers[0].delay_weights == ((0, 1.0),)
+    assert s.producers[0].send == "sync"
+
+
+def test_value_formats():
+    """Durations, sizes, rates and delay-level tables read as documented."""
+    assert parse_duration_ms("1h10m") == 4_200_000
+    assert parse_duration_ms("5ms") == 5
+    assert parse_duration_ms("2d") == 2 * DURATION_UNITS_MS["d"]
+    assert parse_duration_ms("-30s", signed=True) == -30_000
+    assert parse_size_bytes("64MiB") == 64 * 1024 * 1024
+    assert parse_size_bytes(4096) == 4096
+    assert parse_rate_per_s("1000/s") == 1000.0
+    assert parse_rate_per_s("120/m") == 2.0
+    assert parse_delay_levels("1s 5s 2m 1h 1d") == (1000, 5000, 120_000, 3_600_000, 86_400_000)
+
+
+def test_delay_level_weight_table():
+    """delay_level may be a weight table {level: weight}, kept sorted by level."""
+    s = load_scenario_text(BASE.replace("messages: 10}", "messages: 10, delay_level: {3: 0.1, 0: 0.9}}"))
+    assert s.producers[0].delay_weights == ((0, 0.9), (3, 0.1))
+
+
+@pytest.mark.parametrize("text", ["30x", "1h1h", "10m1h", "h", "1.5h", "", "30"])
+def test_bad_durations(text):
+    """A duration with an unknown unit, repeated or out-of-order units, or no unit is refused."""
+    with pytest.raises(ValueError):
+        parse_duration_ms(text)
+
+
+# (replacement applied to BASE, expected line, words the message must contain)
+ERROR_CASES = [
+    ("name: t\n", "name: t\nbogus: 1\n", 2, ["bogus", "unknown key"]),
+    ("name: t\n", "name: a b\n", 1, ["name", "'a b'"]),
+    ("name: t\n", "name: t\nhorizon: 30x\n", 2, ["horizon", "'30x'", "duration"]),
+    ("name: t\n", "name: t\nhorizon: 1h1h\n", 2, ["horizon", "largest to smallest"]),
+    ("name: t\n", "name: t\nhorizon: 100d\n", 2, ["horizon", "outside"]),
+    ("name: t\n", "name: t\nseed: -1\n", 2, ["seed", "-1"]),
+    ("name: t\n", "name: t\nseed: abc\n", 2, ["seed", "not an integer"]),
+    ("name: t\n", "name: t\nbroker: {commitlog_file_size: 64MB}\n", 2, ["commitlog_file_size", "64MB"]),
+    ("name: t\n", "name: t\nbroker: {commitlog_file_size: 1KiB}\n", 2, ["commitlog_file_size", "outside"]),
+    ("name: t\n", "name: t\nbroker: {message_delay_level: \"1s  5s\"}\n", 2, ["message_delay_level", "empty"]),
+    ("name: t\n", "name: t\nbroker: {message_delay_level: \"1s 5S\"}\n", 2, ["message_delay_level", "5S"]),
+    ("name: t\n", "name: t\nbroker: {message_delay_level: \"1s xs\"}\n", 2, ["message_delay_level", "xs"]),
+    ("name: t\n", "name: t\nbroker: {flush: fast}\n", 2, ["broker.flush", "fast", "async | sync"]),
+    ("name: t\n", "name: t\nbroker: {store_host: 10.0.0.300:1}\n", 2, ["store_host"]),
+    ("queues: 4", "queues: -1", 3, ["topics[0].queues", "-1"]),
+    ("queues: 4", "queues: 100000", 3, ["topics[0].queues", "100000"]),
+    ("queues: 4", "queues: four", 3, ["topics[0].queues", "not an integer"]),
+    ("{name: OrderTopic, queues: 4}", "{name: 'Bad Topic'}", 3, ["topics[0].name", "illegal characters"]),
+    ("{name: OrderTopic, queues: 4}", "{name: SCHEDULE_TOPIC_XXXX}", 3, ["system"]),
+    ("{name: OrderTopic, queues: 4}", "{name: '%RETRY%g1'}", 3, ["retry"]),
+    ("  - {name: OrderTopic, queues: 4}\n", "  - {name: OrderTopic}\n  - {name: OrderTopic}\n", 4,
+     ["topics[1].name", "twice"]),
+    ("  - name: g1\n", "  - name: 'g 1'\n", 5, ["groups[0].name", "illegal characters"]),
+    ("    subscribe: [OrderTopic]\n", "    subscribe: [NoSuchTopic]\n", 6, ["subscribe[0]", "NoSuchTopic",
+                                                                             "not a declared topic"]),
+    ("    subscribe: [OrderTopic]\n", "    subscribe: OrderTopic\n", 6, ["subscribe", "list"]),
+    ("    subscribe: [OrderTopic]\n", "    subscribe: [OrderTopic]\n    model: cluster\n", 7,
+     ["model", "cluster"]),
+    ("    subscribe: [OrderTopic]\n", "    subscribe: [OrderTopic]\n    consumers: 9999\n", 7, ["consumers"]),
+    ("    subscribe: [OrderTopic]\n", "    subscribe: [OrderTopic]\n    max_reconsume_times: -2\n", 7,
+     ["max_reconsume_times", "-2"]),
+    ("    subscribe: [OrderTopic]\n", "    subscribe: [OrderTopic]\n    behavior: {fail_probability: 1.5}\n", 7,
+     ["fail_probability", "1.5", "probability"]),
+    ("    subscribe: [OrderTopic]\n",
+     "    subscribe: [OrderTopic]\n    behavior: {fail_probability: 0.6, exception_probability: 0.6}\n", 7,
+     ["add up"]),
+    ("    subscribe: [OrderTopic]\n", "    subscribe: [OrderTopic]\n    behavior: {sleep: 1s}\n", 7,
+     ["behavior.sleep", "unknown key"]),
+    ("    subscribe: [OrderTopic]\n", "    subscribe: [OrderTopic]\n  - name: g1\n    subscribe: [OrderTopic]\n",
+     7, ["groups[1].name", "twice"]),
+    ("messages: 10}", "messages: -5}", 8, ["producers[0].messages", "-5"]),
+    ("messages: 10}", f"messages: {SIM_MESSAGES_MAX + 1}}}", 8, ["messages"]),
+    ("messages: 10}", "messages: 10, rate: 1000}", 8, ["rate", "1000"]),
+    ("messages: 10}", "messages: 10, rate: 1000/x}", 8, ["rate", "1000/x"]),
+    ("messages: 10}", "messages: 10, rate: 0/s}", 8, ["rate", "above 0"]),
+    ("messages: 10}", "messages: 10, body_size: 0}", 8, ["body_size", "outside"]),
+    ("messages: 10}", "messages: 10, body_size: 64MiB}", 8, ["body_size", "outside"]),
+    ("messages: 10}", "messages: 10, delay_level: 19}", 8, ["delay_level", "19"]),
+    ("messages: 10}", "messages: 10, delay_level: {0: 0, 3: 0}}", 8, ["delay_level", "weight above 0"]),
+    ("messages: 10}", "messages: 10, delay_level: {0: -1}}", 8, ["delay_level", "weight"]),
+    ("messages: 10}", "messages: 10, send: maybe}", 8, ["send", "maybe"]),
+    ("{topic: OrderTopic, messages: 10}", "{topic: Nope, messages: 10}", 8, ["producers[0].topic", "Nope"]),
+    ("messages: 10}\n", "messages: 10}\nfaults:\n  - {at: 1m, kind: meteor}\n", 10, ["kind", "meteor"]),
+    ("messages: 10}\n", "messages: 10}\nfaults:\n  - {kind: broker_crash}\n", 10, ["faults[0].at", "required"]),
+    ("messages: 10}\n", "messages: 10}\nfaults:\n  - {at: 1m, kind: broker_crash, probability: 1}\n", 10,
+     ["probability", "unknown key"]),
+    ("messages: 10}\n", "messages: 10}\nfaults:\n  - {from: 2m, to: 1m, kind: put_failure}\n", 10,
+     ["faults[0].to", "after from"]),
+    ("messages: 10}\n", "messages: 10}\nfaults:\n  - {at: 1m, kind: consumer_crash, group: nope}\n", 10,
+     ["group", "nope"]),
+    ("messages: 10}\n", "messages: 10}\nfaults:\n  - {at: 1m, kind: consumer_crash, group: g1, consumer: 3}\n",
+     10, ["consumer", "3"]),
+    ("messages: 10}\n", "messages: 10}\nfaults:\n  - {at: 1m, kind: clock_jump, delta: 5x}\n", 10,
+     ["delta", "5x"]),
+]
+
+
+@pytest.mark.parametrize("old,new,line,words", ERROR_CASES,
+                         ids=[f"{i}-{c[3][0]}" for i, c in enumerate(ERROR_CASES)])
+def test_scenario_errors_name_key_value_and_line(old, new, line, words):
+    """Each scenario mistake is a ScenarioError naming the key, the value, the file and the line."""
+    assert old in BASE, f"test case does not apply: {old!r}"
+    err = error_of(BASE.replace(old, new, 1))
+    assert err.where == f"s.yaml:{line}", f"{err} (expected line {line})"
+    for word in words:
+        assert word in str(err), f"{word!r} not in {err}"
+
+
+def test_duplicate_yaml_key_is_an_error():
+    """A key given twice in one mapping is refused instead of silently keeping the last."""
+    err = error_of(BASE + "seed: 1\nseed: 2\n")
+    assert "twice" in str(err) and err.where == "s.yaml:10"
+
+
+def test_name_is_required_and_empty_file_is_refused(tmp_path):
+    """An empty scenario or one without a name is refused."""
+    assert "empty" in str(error_of(""))
+    assert "name" in str(error_of("seed: 3\n"))
+
+
+def test_yaml_syntax_error_has_a_line():
+    """Malformed YAML is reported with its line, not as a traceback."""
+    err = error_of("name: t\ntopics: [\n  {name: A\n")
+    assert err.where.startswith("s.yaml:") and "not valid YAML" in str(err)
+
+
+def test_missing_file_and_directory(tmp_path):
+    """A missing scenario file or a directory is a ScenarioError naming the path."""
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(tmp_path / "nope.yaml")
+    assert "not found" in str(info.value) and "nope.yaml" in str(info.value)
+    with pytest.raises(ScenarioError):
+        load_scenario(tmp_path)
+
+
+def test_errors_from_a_file_name_the_file(tmp_path):
+    """Errors read from a file carry that file's path and the line."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(BASE.replace("queues: 4", "queues: 0"))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.where == f"{path}:3"
+
+
+def test_with_seed_overrides_and_checks():
+    """--seed replaces the scenario's seed and is range-checked."""
+    s = load_scenario_text(BASE)
+    assert s.with_seed(9).seed == 9
+    with pytest.raises(ScenarioError):
+        s.with_seed(-1)
