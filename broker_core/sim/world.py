@@ -84,7 +84,6 @@ class World:
     def __init__(self, scenario: Scenario, store_root: str | Path, recorder, *,
                  progress: Progress | None = None):
         from broker_core.broker.broker import Broker, BrokerConfig
-        from broker_core.client.consumer import Behavior, ConsumerGroup, ConsumerSettings
         from broker_core.client.producer import Producer
         from broker_core.message import UniqKeyGenerator
         from broker_core.sim.faults import FaultInjector
@@ -111,7 +110,24 @@ class World:
         for topic in scenario.topics:
             self.broker.create_topic(topic.name, topic.queues)
         self.groups = {}
-        for g in scenario.groups:
+        if scenario.groups:
+            self._build_groups()
+        ids = self.streams.stream("producer.ids")
+        self.drivers: list[ProducerDriver] = []
+        for i, spec in enumerate(scenario.producers):
+            self.drivers.append(self._driver(i, spec, Producer, UniqKeyGenerator, ids))
+        for d in self.drivers:
+            d.start(self.start_ms + d.spec.start_ms)
+        self.faults = FaultInjector(self)
+        self.faults.schedule(scenario.faults)
+        self.sim.at(self.start_ms + TERMINAL_CHECK_INTERVAL_MS, self._check_terminal)
+        if progress is not None:
+            self.sim.at(self.start_ms + PROGRESS_INTERVAL_MS, self._report)
+
+    def _build_groups(self) -> None:
+        from broker_core.client.consumer import Behavior, ConsumerGroup, ConsumerSettings
+
+        for g in self.scenario.groups:
             self.broker.subscription_group(g.name)
             settings = ConsumerSettings(group=g.name, subscribe=tuple(g.subscribe), model=g.model,
                                         mode=g.mode, max_reconsume_times=g.max_reconsume_times,
@@ -124,21 +140,10 @@ class World:
                                 hang_probability=bh.hang_probability,
                                 poison_fraction=bh.poison_fraction)
             group = ConsumerGroup(self.sim, self.broker, settings, behavior,
-                                  self.streams.fork(f"group.{g.name}"), recorder)
+                                  self.streams.fork(f"group.{g.name}"), self.recorder)
             for i in range(g.consumers):
                 group.add_consumer(consumer_id(g.name, i))
             self.groups[g.name] = group
-        ids = self.streams.stream("producer.ids")
-        self.drivers: list[ProducerDriver] = []
-        for i, spec in enumerate(scenario.producers):
-            self.drivers.append(self._driver(i, spec, Producer, UniqKeyGenerator, ids))
-        for d in self.drivers:
-            d.start(self.start_ms + d.spec.start_ms)
-        self.faults = FaultInjector(self)
-        self.faults.schedule(scenario.faults)
-        self.sim.at(self.start_ms + TERMINAL_CHECK_INTERVAL_MS, self._check_terminal)
-        if progress is not None:
-            self.sim.at(self.start_ms + PROGRESS_INTERVAL_MS, self._report)
 
     def _driver(self, index: int, spec: ProducerSpec, producer_cls, keygen_cls, ids) -> ProducerDriver:
         ip = f"{PRODUCER_HOST_PREFIX}{index % 250 + 1}"
