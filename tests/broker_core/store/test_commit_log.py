@@ -1,0 +1,107 @@
+"""CommitLog: appends, the END_OF_FILE blank, queue offsets, reads and scans (AppendCallbackTest)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from broker_core import codec
+from broker_core.constants import BLANK_MAGIC_CODE
+from broker_core.delay_levels import parse_delay_levels
+from broker_core.store.commit_log import CommitLog, java_parse_int, record_tags_code
+from broker_core.store.store_check import CORRUPT_RECORD, DATA_ENDS_EARLY
+
+LEVELS = parse_delay_levels("1s 2s 3s")
+STORE_DIR = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4"
+
+
+def record(body: bytes, topic: str = "test-topic", queue_id: int = 0) -> bytearray:
+    rec = codec.Record(topic, queue_id, 0, 0, 0, 0, 1_700_000_000_000, "127.0.0.1:50000", 0,
+                       "127.0.0.1:10911", 0, 0, body, {"TAGS": "abc"})
+    return codec.encode_for_append(rec)
+
+
+def test_append_end_of_file_writes_an_8_byte_blank_and_moves_the_message(tmp_path):
+    """testAppendMessageBatchEndOfFile (single message): with maxBlank 1000 only int32 1000 + BLANK magic is written."""
+    log = CommitLog(tmp_path, 2000, LEVELS)
+    first = record(b"a" * (1000 - len(record(b""))))
+    assert len(first) == 1000
+    assert log.append(first, "test-topic-0", True, 5) == (0, 0)
+    second = record(b"b" * (993 - len(record(b""))))
+    assert len(second) + 8 > 1000
+    phys, queue_offset = log.append(second, "test-topic-0", True, 6)
+    assert (phys, queue_offset) == (2000, 1)
+    log.flush()
+    data = (tmp_path / "commitlog" / "00000000000000000000").read_bytes()
+    assert struct.unpack_from(">iI", data, 1000) == (1000, BLANK_MAGIC_CODE)
+    assert data[1008:] == bytes(992)  # the rest of the blank area is never written
+    moved = log.read_record(2000)
+    assert (moved.body, moved.phys_offset, moved.queue_offset, moved.store_ts) == (
+        b"b" * len(moved.body), 2000, 1, 6)
+    assert (tmp_path / "commitlog" / "00000000000000002000").stat().st_size == 2000
+
+
+def test_a_message_never_ends_closer_than_8_bytes_to_the_file_end(tmp_path):
+    """A record that would leave 1-7 bytes goes to the next file; one leaving exactly 8 stays."""
+    log = CommitLog(tmp_path, 1000, LEVELS)
+    empty = len(record(b""))
+    log.append(record(b"x" * (992 - empty)), "k", True, 1)  # ends exactly 8 before the end
+    assert log.max_offset == 992
+    phys, _ = log.append(record(b""), "k", True, 2)
+    assert phys == 1000
+    log.flush()
+    data = (tmp_path / "commitlog" / "00000000000000000000").read_bytes()
+    assert struct.unpack_from(">iI", data, 992) == (8, BLANK_MAGIC_CODE)
+
+
+def test_queue_offsets_count_per_topic_and_queue(tmp_path):
+    """Queue offsets advance per "topic-queueId"; PREPARED/ROLLBACK appends get 0 and do not advance."""
+    log = CommitLog(tmp_path, 4096, LEVELS)
+    got = [log.append(record(b"m", "A", 0), "A-0", True, 1)[1],
+           log.append(record(b"m", "A", 1), "A-1", True, 1)[1],
+           log.append(record(b"m", "A", 0), "A-0", False, 1)[1],
+           log.append(record(b"m", "A", 0), "A-0", True, 1)[1]]
+    assert got == [0, 0, 0, 1]
+    assert log.topic_queue_table == {"A-0": 2, "A-1": 1}
+
+
+def test_scan_walks_records_and_blanks_of_the_fixture():
+    """Scanning the 4.9.4 commit log yields its 112 records and 3 blanks and ends at 55490."""
+    log = CommitLog(STORE_DIR / "store-clean", 16384, parse_delay_levels("1s 2s 3s 4s"))
+    log.load()
+    steps = list(log.scan(0))
+    log.close()
+    kinds = [type(s.record).__name__ for s in steps]
+    assert kinds.count("Record") == 112 and kinds.count("Blank") == 3
+    assert steps[-1].record is None and steps[-1].error is None
+    assert steps[-1].phys_offset == 55490
+    assert [s.phys_offset for s in steps if isinstance(s.record, codec.Blank)] == [16017, 32468, 48611]
+
+
+def test_schedule_records_carry_their_deliver_time_as_tags_code():
+    """SCHEDULE_TOPIC_XXXX with DELAY: store time plus the clamped level's delay; unknown levels add 1 s."""
+    assert record_tags_code("SCHEDULE_TOPIC_XXXX", {"DELAY": "2", "TAGS": "a"}, 100, LEVELS) == 2100
+    assert record_tags_code("SCHEDULE_TOPIC_XXXX", {"DELAY": "9"}, 100, LEVELS) == 3100
+    assert record_tags_code("SCHEDULE_TOPIC_XXXX", {"DELAY": "0", "TAGS": "TagA"}, 100, LEVELS) == 2598919
+    assert record_tags_code("OrderTopic", {"DELAY": "2", "TAGS": "TagA"}, 100, LEVELS) == 2598919
+    assert java_parse_int("-3") == -3 and java_parse_int("3.0") is None
+    assert java_parse_int("2147483648") is None
+
+
+def test_check_reports_a_damaged_record_without_raising(tmp_path):
+    """check() names the file and offset of a record with a bad body CRC, and the unreadable rest."""
+    from broker_core.store.store_check import check_store
+
+    log = CommitLog(tmp_path, 4096, LEVELS)
+    log.append(record(b"good"), "t-0", True, 1)
+    phys, _ = log.append(record(b"soon bad"), "t-0", True, 1)
+    log.append(record(b"after"), "t-0", True, 1)
+    log.flush()
+    path = tmp_path / "commitlog" / "00000000000000000000"
+    data = bytearray(path.read_bytes())
+    data[phys + 84 + 4] ^= 0xFF  # first body byte
+    path.write_bytes(bytes(data))
+    problems = check_store(log, [])
+    assert [p.kind for p in problems] == [CORRUPT_RECORD, DATA_ENDS_EARLY]
+    assert problems[0].offset == phys and problems[0].file == "commitlog/00000000000000000000"
+    assert "CRC" in problems[0].detail
