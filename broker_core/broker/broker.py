@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_core.broker import codes
+from broker_core.broker.flush import FlushService
 from broker_core.broker.groups import GroupTable
 from broker_core.broker.offsets import ConsumerOffsets
 from broker_core.broker.schedule import ScheduleService
@@ -110,6 +111,7 @@ class Broker:
                                  now_ms=sim.now)
         self.offsets = ConsumerOffsets(self.config_dir, sim, self._emit)
         self.schedule: ScheduleService | None = None
+        self.flusher: FlushService | None = None
         self._arrival_listeners: list[Callable[[str, int], None]] = []
         self.puts = 0
 
@@ -139,6 +141,7 @@ class Broker:
             assert self.store.load_error is not None
             raise self.store.load_error
         self.store.start()
+        self.flusher = FlushService(self.store, self.sim, enabled=self.config.flush != "sync")
         self.topics.load()
         self.groups.load()
         self.offsets.load()
@@ -159,6 +162,8 @@ class Broker:
         self.schedule.persist()
         self.offsets.stop()
         self.offsets.persist()
+        assert self.flusher is not None
+        self.flusher.stop()
         self.store.shutdown()
 
     def crash(self) -> None:
@@ -169,6 +174,8 @@ class Broker:
         assert self.schedule is not None and self.store is not None
         self.schedule.stop()
         self.offsets.stop()
+        assert self.flusher is not None
+        self.flusher.stop()
         self.store.crash()
 
     def _require_running(self) -> None:
@@ -200,6 +207,8 @@ class Broker:
         if codes.status_name(result.status) in ("PUT_OK", "FLUSH_DISK_TIMEOUT",
                                                 "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
             self.puts += 1
+            assert self.flusher is not None
+            self.flusher.after_put()
             if result.topic == SCHEDULE_TOPIC:
                 assert self.schedule is not None
                 self.schedule.on_put(result.queue_id)

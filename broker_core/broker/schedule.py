@@ -127,16 +127,17 @@ class ScheduleService:
         self.correct_delay_offset()
 
     def correct_delay_offset(self) -> None:
-        """``correctDelayOffset``: clamp each known level's offset into [cq.min, cq.max]."""
-        for level in sorted(self.offset_table):
-            if not self._has_cq(level):
+        """``correctDelayOffset``: clamp each level's stored offset into [cq.min, cq.max].
+
+        Java's ``findConsumeQueue`` creates a missing queue, so a level without one counts as an
+        empty queue (min = max = 0); levels outside the delay table are left alone.
+        """
+        for level in range(1, self.max_delay_level + 1):
+            offset = self.offset_table.get(level)
+            if offset is None:
                 continue
             low, high = self._bounds(level)
-            offset = self.offset_table[level]
-            if offset < low:
-                self.offset_table[level] = low
-            elif offset > high:
-                self.offset_table[level] = high
+            self.offset_table[level] = min(max(offset, low), high)
 
     def persist(self) -> None:
         save_delay_offsets(self.config_dir, self.offset_table)
