@@ -100,7 +100,7 @@ def body_crc(body: bytes) -> int:
 
 # --- properties string ---------------------------------------------------------------------------
 
-def properties_to_string(props: Mapping[str, str | None] | "JavaHashMap", *,
+def properties_to_string(props: Mapping[str, str | None] | JavaHashMap, *,
                          trailing_separator: bool = False) -> str:
     """``messageProperties2String``: ``k\\x01v`` pairs joined by ``\\x02``, None values skipped.
 
@@ -183,7 +183,7 @@ class JavaHashMap:
 
     @classmethod
     def from_properties_string(cls, s: str | None,
-                               initial_capacity: int = HASHMAP_CAPACITY_DEFAULT) -> "JavaHashMap":
+                               initial_capacity: int = HASHMAP_CAPACITY_DEFAULT) -> JavaHashMap:
         """The map ``string2messageProperties`` builds (16 slots in 4.9.4, 128 in 5.x)."""
         result = cls(initial_capacity)
         if s:
@@ -193,7 +193,7 @@ class JavaHashMap:
 
     @classmethod
     def from_items(cls, items: Iterable[tuple[str, str]],
-                   initial_capacity: int = HASHMAP_CAPACITY_DEFAULT) -> "JavaHashMap":
+                   initial_capacity: int = HASHMAP_CAPACITY_DEFAULT) -> JavaHashMap:
         """A map built by putting ``items`` in order (what a client's ``putProperty`` calls do)."""
         result = cls(initial_capacity)
         for key, value in items:
@@ -259,7 +259,7 @@ class JavaHashMap:
     def to_properties_string(self, *, trailing_separator: bool = False) -> str:
         return properties_to_string(self, trailing_separator=trailing_separator)
 
-    def copy(self) -> "JavaHashMap":
+    def copy(self) -> JavaHashMap:
         other = JavaHashMap.__new__(JavaHashMap)
         other._capacity = self._capacity
         other._table = [list(bin_) for bin_ in self._table]
@@ -409,7 +409,7 @@ def _month_bounds_utc(now_ms: int) -> tuple[int, int]:
     return start, calendar.timegm((next_year, next_month, 1, 0, 0, 0)) * 1000
 
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 class UniqKeyGenerator:
