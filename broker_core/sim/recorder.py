@@ -18,10 +18,9 @@ from typing import Any
 from broker_core.export.parquet import TableWriter
 from broker_core.export.schema import RAW_TABLES
 
-# Tables the simulation itself writes while running (commitlog and runs are written at the end
-# by run.py: the commit log from the store files, runs from the summary).
-EVENT_TABLES = ("consume_attempts", "schedule_deliveries", "consumer_offsets", "faults", "produced",
-                "delay_offsets")
+# Tables the simulation itself writes while running. run.py writes the rest at the end: commitlog,
+# delay_offsets and store_problems from the store files (as import-store does), runs from the summary.
+EVENT_TABLES = ("consume_attempts", "schedule_deliveries", "consumer_offsets", "faults", "produced")
 
 # How often (rows) the progress callback is told about records written.
 PROGRESS_EVERY_ROWS = 10_000

@@ -89,7 +89,7 @@ def simulate(scenario_path: str | Path, out_dir: str | Path, *, seed: int | None
         world = World(scenario, store_dir, recorder, progress=progress)
         world.run()
         tables = recorder.close()
-        tables["commitlog"] = _write_commitlog(store_dir, parquet_dir, scenario)
+        tables.update(_write_store_tables(store_dir, parquet_dir, scenario))
         manifest = _manifest(scenario, world, scenario_path, out_dir)
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         counts = _count(tmp, scenario)
@@ -107,12 +107,26 @@ def simulate(scenario_path: str | Path, out_dir: str | Path, *, seed: int | None
                       tables=dict(sorted(tables.items())), **counts)
 
 
-def _write_commitlog(store_dir: Path, parquet_dir: Path, scenario: Scenario) -> int:
-    from broker_core.export.store_import import commitlog_rows
+def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) -> dict[str, int]:
+    """commitlog, delay_offsets and store_problems, read from the store as import-store reads it."""
+    from broker_core.export.store_import import record_to_row
+    from broker_core.store.reader import StoreReader
 
+    run_id = scenario.name
+    reader = StoreReader(store_dir)
     writer = TableWriter(parquet_dir, "commitlog")
-    writer.write_many(commitlog_rows(store_dir, scenario.name, scenario.broker.name))
-    return writer.close()
+    # record_to_row is import-store's own row builder: one code path for both sources.
+    for entry in reader.records():
+        writer.write(record_to_row(entry.record, run_id, scenario.broker.name, entry.file_name))
+    out = {"commitlog": writer.close()}
+    out["delay_offsets"] = write_rows(parquet_dir, "delay_offsets", [
+        {"run_id": run_id, "delay_level": level, "offset": offset}
+        for level, offset in sorted(reader.delay_offsets().items())])
+    # The scan above filled reader.problems (a torn tail after a crash shows up there).
+    out["store_problems"] = write_rows(parquet_dir, "store_problems", [
+        {"run_id": run_id, "file_name": p.file, "offset": p.offset, "kind": p.kind,
+         "detail": f"{p.severity}: {p.reason}"} for p in reader.problems])
+    return out
 
 
 def _manifest(scenario: Scenario, world: World, scenario_path, out_dir) -> dict:
