@@ -35,7 +35,3 @@ def make_broker(tmp_path, seed):
         return broker, sim, rows
 
     return make
-
-
-def rows_of(rows: list[tuple[str, dict]], table: str) -> list[dict]:
-    return [row for t, row in rows if t == table]
