@@ -336,6 +336,7 @@ def decode_record(buf, pos: int, *, check_crc: bool = True, limit: int | None = 
     user value ends with one) is reported as a torn write instead; pass False for RocketMQ's
     exact acceptance rule.
     """
+    assert pos >= 0, f"negative read position {pos}"
     end = len(buf) if limit is None else min(limit, len(buf))
     avail = end - pos
     if avail <= 0:
@@ -420,6 +421,24 @@ def decode_record(buf, pos: int, *, check_crc: bool = True, limit: int | None = 
         prepared_tx_offset=prepared, body=body, properties=string_to_properties(props_text),
         body_crc=crc, total_size=total, magic=magic,
         properties_trailing_separator=props_text.endswith(PROPERTY_SEPARATOR))
+
+
+PROP_CRC_RESERVED_BYTES = 20  # 5.x CRC32_RESERVED_LEN: "__CRC32#" \x01 ten digits \x02
+_PROP_CRC_PREFIX = b"__CRC32#\x01"
+
+
+def property_crc_matches(record_bytes: bytes) -> bool | None:
+    """Check a 5.x ``enabledAppendPropCRC`` tail; None when the record has no such tail.
+
+    The tail holds CRC32(bytes before it) & 0x7FFFFFFF as ten decimal digits, least
+    significant first (``MessageDecoder.createCrc32``).
+    """
+    tail = record_bytes[-PROP_CRC_RESERVED_BYTES:]
+    if len(tail) != PROP_CRC_RESERVED_BYTES or not tail.startswith(_PROP_CRC_PREFIX) \
+            or not tail.endswith(PROPERTY_SEPARATOR.encode()):
+        return None
+    expected = zlib.crc32(record_bytes[:-PROP_CRC_RESERVED_BYTES]) & 0x7FFFFFFF
+    return tail[len(_PROP_CRC_PREFIX):-1] == str(expected)[::-1].ljust(10, "0").encode()
 
 
 def iter_records(buf, start_offset: int = 0, check_crc: bool = True, *,

@@ -19,6 +19,7 @@ from broker_core.codec import (
     encode_record,
     iter_records,
     patch_append,
+    property_crc_matches,
 )
 from broker_core.constants import (
     BLANK_MAGIC_CODE,
@@ -127,6 +128,11 @@ def test_5x_property_crc_matches_record_bytes():
     crc = zlib.crc32(data[:rec.total_size - PROP_CRC_RESERVED_BYTES]) & 0x7FFFFFFF
     assert crc == VECTORS["head_5x"]["property_crc32_value_of_y2"]
     assert digits == str(crc)[::-1].ljust(10, "0")
+    assert property_crc_matches(data) is True
+    flipped = bytearray(data)
+    flipped[120] ^= 0x01
+    assert property_crc_matches(bytes(flipped)) is False
+    assert property_crc_matches(_bin(ALL["a"])) is None
 
 
 def test_spec_worked_example_bytes():
