@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 from broker_core.errors import BadInputError
-from broker_core.export.store_import import ImportSummary, import_store as run_import
+from broker_core.export.store_import import ImportSummary
+from broker_core.export.store_import import import_store as run_import
 from broker_core.store.reader import ScanProgress
 
 PROBLEMS_SHOWN_MAX = 20  # the text summary lists this many problems; --json lists all

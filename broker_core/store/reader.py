@@ -14,6 +14,7 @@ position); every other file's problems carry the byte position inside that file.
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import re
 import struct
@@ -27,10 +28,13 @@ from broker_core.codec import Blank, Record, decode_record
 from broker_core.constants import (
     BLANK_MAGIC_CODE,
     CHECKPOINT_FILE_SIZE_BYTES,
+    CHECKPOINT_MIN_TIMESTAMP_SLACK_MS,
     CQ_UNIT_SIZE_BYTES,
     FILE_NAME_DIGITS,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
+    RECOVER_NORMAL_FILES_FROM_END,
+    SYSFLAG_BORNHOST_V6,
 )
 from broker_core.errors import BadInputError, CorruptRecordError
 from broker_core.store import config_files
@@ -47,7 +51,15 @@ CQ_PRE_BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes (0, Integer.MAX_VALUE,
 _CHECKPOINT = struct.Struct(">qqqqq")  # physic, logics, index timestamps; 5.x: flushed, confirm
 _SIZE_MAGIC = struct.Struct(">iI")
 _KNOWN_MAGICS = (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE)
-_FILE_NAME = re.compile(r"\d{%d}" % FILE_NAME_DIGITS)
+_FILE_NAME = re.compile(rf"\d{{{FILE_NAME_DIGITS}}}")
+# Record header positions (§1.2) that abnormal recovery reads from each file's first record.
+_SYSFLAG_POS = 36
+_BORN_HOST_POS = 48
+_HOST_V4_BYTES = 8
+_HOST_V6_BYTES = 20
+_FIRST_RECORD_HEAD_BYTES = _BORN_HOST_POS + _HOST_V6_BYTES + 8
+_KEPT_NOTE = ("; this file is before the part recovery checks, so RocketMQ keeps it as it is: "
+              "the scan goes on")
 
 # Consume-queue files are read in pieces of this many bytes (a whole number of units), and the
 # zero check after the end of data looks at this much at a time: memory stays bounded.
@@ -239,6 +251,7 @@ class StoreReader:
         self.first_store_ts = self.last_store_ts = None
         end = self.files[0].start if self.files else 0
         stopped_at_file = len(self.files)
+        window = self.recovery_start_index()
         for index, cf in enumerate(self.files):
             if index and cf.start != self.files[index - 1].start + self.file_size:
                 self._scan_problems.append(Problem(
@@ -249,9 +262,8 @@ class StoreReader:
                 break
             if progress is not None:
                 progress(ScanProgress(cf.name, index, len(self.files), self.record_count))
-            outcome = yield from self._scan_file(cf, progress, index)
-            kind, end = outcome
-            if kind != "blank":
+            kind, end = yield from self._scan_file(cf, progress, index, lenient=index < window)
+            if kind not in ("blank", "skip"):
                 stopped_at_file = index + 1
                 break
         self.valid_end = end
@@ -264,8 +276,42 @@ class StoreReader:
         """Like :meth:`entries` without the BLANKs."""
         return (e for e in self.entries(progress) if e.record is not None)
 
-    def _scan_file(self, cf: CommitLogFile, progress, index: int):
-        """Yield one file's entries; return ("blank" | "end" | "damage", physical end of valid data)."""
+    def recovery_start_index(self) -> int:
+        """Index of the first file RocketMQ's recovery checks (§3.8); earlier files it keeps as they are.
+
+        Normal recovery (no abort file) starts at the third-last file. Abnormal recovery starts
+        at the newest file whose first record has a valid magic and a store time no later than
+        the checkpoint's min timestamp (``isMappedFileMatchedRecover``), else at the first file.
+        """
+        if not self.abort_file_present:
+            return max(0, len(self.files) - RECOVER_NORMAL_FILES_FROM_END)
+        min_ts = 0
+        if self.checkpoint is not None:
+            oldest = min(self.checkpoint.physic_msg_timestamp, self.checkpoint.logics_msg_timestamp)
+            min_ts = max(0, oldest - CHECKPOINT_MIN_TIMESTAMP_SLACK_MS)
+        for index in range(len(self.files) - 1, -1, -1):
+            try:
+                with open(self.files[index].path, "rb") as fh:
+                    head = fh.read(_FIRST_RECORD_HEAD_BYTES)
+            except OSError:
+                continue
+            if len(head) < _FIRST_RECORD_HEAD_BYTES:
+                continue
+            _, magic = _SIZE_MAGIC.unpack_from(head, 0)
+            (sys_flag,) = struct.unpack_from(">i", head, _SYSFLAG_POS)
+            store_ts_pos = _BORN_HOST_POS + (_HOST_V6_BYTES if sys_flag & SYSFLAG_BORNHOST_V6 else _HOST_V4_BYTES)
+            (store_ts,) = struct.unpack_from(">q", head, store_ts_pos)
+            # 4.9.4 accepts only the v1 magic here.
+            if magic == MESSAGE_MAGIC_CODE_V1 and store_ts != 0 and store_ts <= min_ts:
+                return index
+        return 0
+
+    def _scan_file(self, cf: CommitLogFile, progress, index: int, lenient: bool):
+        """Yield one file's entries; return (outcome, physical end of valid data).
+
+        Outcomes: "blank" (go on with the next file), "skip" (a file before the recovery window
+        whose data ended or is damaged: go on), "end" (the data ends), "damage" (stop here).
+        """
         limit = min(cf.length, self.file_size)
         try:
             fh = open(cf.path, "rb")
@@ -282,27 +328,45 @@ class StoreReader:
                                                    str(exc)))
                 return "damage", cf.start
             try:
-                return (yield from self._scan_buffer(cf, buf, limit, progress, index))
+                return (yield from self._scan_buffer(cf, buf, limit, progress, index, lenient))
             finally:
                 buf.close()
 
-    def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int):
+    def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int, lenient: bool):
         pos = 0
         rel = self._rel(cf.path)
         while pos < limit:
             try:
                 item = decode_record(buf, pos, check_crc=self.check_crc, limit=limit)
             except CorruptRecordError as exc:
-                self._scan_problems.append(self._classify(cf, buf, pos, limit, exc))
-                return "damage", cf.start + pos
+                problem = self._classify(cf, buf, pos, limit, exc)
+                if not lenient:
+                    self._scan_problems.append(problem)
+                    return "damage", cf.start + pos
+                self._scan_problems.append(dataclasses.replace(problem, reason=problem.reason + _KEPT_NOTE))
+                if problem.kind == "crc-mismatch":
+                    # The record's length is sound: step over it as a reader of this file would.
+                    pos += _SIZE_MAGIC.unpack_from(buf, pos)[0]
+                    continue
+                return "skip", cf.start + pos
             if item is None:
                 total, magic = _SIZE_MAGIC.unpack_from(buf, pos) if limit - pos >= 8 else (0, 0)
                 if (total, magic) != (0, 0) and magic not in _KNOWN_MAGICS:
-                    self._scan_problems.append(Problem(
-                        rel, cf.start + pos, "bad-magic",
-                        f"illegal magic code {magic:#010x} (TOTALSIZE {total}): the data ends here"))
+                    reason = f"illegal magic code {magic:#010x} (TOTALSIZE {total})"
+                    if lenient:
+                        self._scan_problems.append(Problem(rel, cf.start + pos, "bad-magic",
+                                                           reason + _KEPT_NOTE))
+                        return "skip", cf.start + pos
+                    self._scan_problems.append(Problem(rel, cf.start + pos, "bad-magic",
+                                                       reason + ": the data ends here"))
                     return "damage", cf.start + pos
                 self._check_zero_tail(cf, buf, pos, limit)
+                if lenient:
+                    self._scan_problems.append(Problem(
+                        rel, cf.start + pos, "no-end-of-file-record",
+                        "the file's data ends without an END_OF_FILE record; the next file is read",
+                        WARNING))
+                    return "skip", cf.start + pos
                 return "end", cf.start + pos
             if isinstance(item, Blank):
                 if pos + item.size != self.file_size:
@@ -328,7 +392,7 @@ class StoreReader:
                 progress(ScanProgress(cf.name, index, len(self.files), self.record_count))
         # A file full of records with no BLANK: checkMessageAndReturnSize underflows and the
         # recovery stops here, as at zeros.
-        return "end", cf.start + pos
+        return ("skip" if lenient else "end"), cf.start + pos
 
     def _classify(self, cf: CommitLogFile, buf, pos: int, limit: int,
                   exc: CorruptRecordError) -> Problem:

@@ -35,7 +35,7 @@ def test_clean_store_rows_equal_manifest(store_fixtures, manifest_data, tmp_path
     want = _messages(manifest_data)
     assert summary.records == len(rows) == 112 and summary.blanks == 3
     assert summary.records_by_topic == manifest_data["recordCounts"]["byTopic"]
-    for row, rec in zip(rows, want):
+    for row, rec in zip(rows, want, strict=True):
         props = rec["properties"]
         assert row["run_id"] == "clean"
         assert row["phys_offset"] == rec["physicalOffset"] and row["total_size"] == rec["size"]

@@ -43,7 +43,7 @@ def test_clean_store_entries_match_manifest(store_fixtures, manifest_data):
     expected = [e for e in manifest_data["commitLog"] if e["kind"] in ("MESSAGE", "BLANK")]
     assert len(entries) == len(expected) == 115
     assert (reader.record_count, reader.blank_count) == (112, 3)
-    for got, want in zip(entries, expected):
+    for got, want in zip(entries, expected, strict=True):
         assert f"commitlog/{got.file_name}" == want["file"]
         assert got.phys_offset == want["physicalOffset"]
         assert got.size == want["size"]
@@ -133,7 +133,7 @@ def _bad_magic(store, msgs):
 
 
 def _flipped_body_byte(store, msgs):
-    e = msgs[50]
+    e = msgs[min(50, len(msgs) - 1)]
     with open(store / e["file"], "r+b") as fh:
         fh.seek(e["filePos"] + BODY_POS)
         byte = fh.read(1)
@@ -189,14 +189,46 @@ def test_damage_is_reported_with_file_and_offset(writable_store_copy, manifest_d
     assert (matching[0].file, matching[0].offset) == (rel, offset)
 
 
-def test_scan_stops_at_bad_magic(writable_store_copy, manifest_data):
-    """Records after a damaged one are not returned: the valid prefix ends where the damage starts."""
+def test_scan_stops_at_bad_magic_inside_recovery_window(writable_store_copy, manifest_data):
+    """Damage in the files recovery checks ends the valid prefix where the damaged record starts."""
     store = writable_store_copy("store-clean")
-    _, offset, _ = _bad_magic(store, _messages(manifest_data))
+    msgs = _messages(manifest_data)
+    target = msgs[60]
+    assert target["file"] != "commitlog/00000000000000000000"  # normal recovery checks the last 3 files
+    _damage(store, target["file"], target["filePos"] + 4, struct.pack(">I", 0x12345678))
     reader = StoreReader(store)
     records = list(reader.records())
-    assert len(records) == 5 and reader.valid_end == offset
+    assert len(records) == 60 and reader.valid_end == target["physicalOffset"]
     assert any(p.kind == "unreachable-data" for p in reader.problems)
+
+
+def test_damage_before_recovery_window_does_not_end_scan(writable_store_copy, manifest_data):
+    """A damaged record in a file recovery does not check is reported, and the later files still read."""
+    store = writable_store_copy("store-clean")
+    msgs = _messages(manifest_data)
+    rel, offset, _ = _bad_magic(store, msgs)  # record 5 of the first file
+    _flipped_body_byte(store, msgs[:3])  # also a CRC flip of record 2, same file
+    reader = StoreReader(store)
+    assert reader.recovery_start_index() == 1
+    records = list(reader.records())
+    lost_in_file_0 = {e["physicalOffset"] for e in msgs[5:] if e["file"] == rel} | {msgs[2]["physicalOffset"]}
+    assert [r.phys_offset for r in records] == [e["physicalOffset"] for e in msgs
+                                                if e["physicalOffset"] not in lost_in_file_0]
+    assert reader.valid_end == manifest_data["commitLogMaxPhysicalOffset"]
+    found = {(p.kind, p.offset) for p in reader.errors}
+    assert ("bad-magic", offset) in found and ("crc-mismatch", msgs[2]["physicalOffset"]) in found
+
+
+def test_abnormal_recovery_window_follows_checkpoint(store_fixtures, manifest_data):
+    """With an abort file, recovery starts at the newest file whose first record is older than the checkpoint."""
+    reader = StoreReader(store_fixtures / "store-crashed")
+    cp = manifest_data["otherFiles"]["checkpoint"]
+    min_ts = min(cp["physicMsgTimestamp"], cp["logicsMsgTimestamp"]) - 3000
+    msgs = _messages(manifest_data)
+    firsts = [next(e for e in msgs if e["file"] == f["file"]) for f in manifest_data["commitLogFiles"]]
+    expected = max((i for i, e in enumerate(firsts) if e["storeTimestamp"] <= min_ts), default=0)
+    assert reader.recovery_start_index() == expected
+    assert StoreReader(store_fixtures / "store-clean").recovery_start_index() == 1  # 4 files, last 3
 
 
 def test_invalid_config_falls_back_to_bak(writable_store_copy, manifest_data):
