@@ -99,7 +99,11 @@ _HEADERS = tuple(_header_struct(bool(i & 1), bool(i & 2)) for i in range(4))
 
 
 class RecordTooLargeError(BadInputError):
-    """A record to encode breaks a size limit of the format (topic, properties, body)."""
+    """A record to encode breaks a size limit of the format; ``part`` is topic, properties or body."""
+
+    def __init__(self, message: str, *, part: str, where: str | None = None):
+        self.part = part
+        super().__init__(message, where=where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +231,7 @@ def encode_for_append(rec: Record) -> bytearray:
     body = rec.body
     if len(body) > BODY_SIZE_BYTES_MAX:
         raise RecordTooLargeError(f"body of {len(body)} bytes exceeds {BODY_SIZE_BYTES_MAX}",
-                                  where=f"topic {rec.topic}")
+                                  part="body", where=f"topic {rec.topic}")
     crc = body_crc(body) if body else 0
     if rec.body_crc not in (-1, crc):
         raise BadInputError(f"body_crc {rec.body_crc} does not match the body (CRC {crc})",
@@ -237,13 +241,13 @@ def encode_for_append(rec: Record) -> bytearray:
         if len(topic) > TOPIC_LENGTH_V1_BYTES_MAX:
             raise RecordTooLargeError(
                 f"topic of {len(topic)} UTF-8 bytes exceeds {TOPIC_LENGTH_V1_BYTES_MAX} (v1 record)",
-                where=f"topic {rec.topic[:40]}")
+                part="topic", where=f"topic {rec.topic[:40]}")
         topic_field = bytes((len(topic),)) + topic
     elif rec.magic == MESSAGE_MAGIC_CODE_V2:
         if len(topic) > TOPIC_LENGTH_V2_BYTES_MAX:
             raise RecordTooLargeError(
                 f"topic of {len(topic)} UTF-8 bytes exceeds {TOPIC_LENGTH_V2_BYTES_MAX} (v2 record)",
-                where=f"topic {rec.topic[:40]}")
+                part="topic", where=f"topic {rec.topic[:40]}")
         topic_field = _I16.pack(len(topic)) + topic
     else:
         raise BadInputError(f"unknown record magic {rec.magic:#x}", where=f"topic {rec.topic}")
@@ -252,7 +256,7 @@ def encode_for_append(rec: Record) -> bytearray:
     if len(props) > PROPERTIES_LENGTH_BYTES_MAX:
         raise RecordTooLargeError(
             f"properties of {len(props)} bytes exceed {PROPERTIES_LENGTH_BYTES_MAX}",
-            where=f"topic {rec.topic}")
+            part="properties", where=f"topic {rec.topic}")
 
     total = header.size + len(body) + len(topic_field) + PROPERTIES_LENGTH_FIELD_BYTES + len(props)
     if rec.total_size not in (0, total):

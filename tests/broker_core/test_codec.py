@@ -202,8 +202,9 @@ def test_encode_limits_are_typed_errors():
         encode_record(dataclasses.replace(rec, topic="城" * 43))  # 129 UTF-8 bytes
     assert decode_record(encode_record(dataclasses.replace(rec, topic="t" * 300, magic=MESSAGE_MAGIC_CODE_V2)),
                          0).topic == "t" * 300
-    with pytest.raises(RecordTooLargeError):
+    with pytest.raises(RecordTooLargeError) as too_large:
         encode_record(dataclasses.replace(rec, properties={"k": "v" * 32766}))
+    assert too_large.value.part == "properties"
     encode_record(dataclasses.replace(rec, properties={"k": "v" * 32765}))  # exactly 32767 bytes
     with pytest.raises(RecordTooLargeError):
         encode_record(dataclasses.replace(rec, body=bytes(BODY_SIZE_BYTES_MAX + 1), body_crc=-1))
