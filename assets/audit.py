@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 
 from assets.warehouse import (
-    CONTRACT,
+    LOADED,
     attach_for_build,
     check_run_dir,
     create_empty_tables,
@@ -32,7 +32,7 @@ from assets.warehouse import (
 AUDIT_TABLES = ("dlq_messages", "delay_accuracy", "retry_funnel", "delivery_accounting",
                 "group_health", "anomalies")
 # Every table of a built warehouse: the loaded contract tables, then the audit tables.
-WAREHOUSE_TABLES = tuple(CONTRACT) + AUDIT_TABLES
+WAREHOUSE_TABLES = tuple(LOADED) + AUDIT_TABLES
 
 # A delayed message delivered later than this after its due time is listed as LATE_DELIVERY. The
 # schedule service polls each level every 100 ms, so seconds of lateness mean it was stalled

@@ -49,9 +49,15 @@ _HOP_LETTERS = ("CASE h.hop_kind WHEN 'PUBLISH' THEN 'P' WHEN 'SCHEDULE' THEN 'S
 # publish still waiting in the schedule is a lone SCHEDULE.
 HOP_GRAMMAR_REGEX = r"^(P+|SD)(SR)*(S|Q)?$|^S$"
 
+# A kill -9 (broker_crash, torn_write) loses the unflushed tail of the commit log under async
+# flush; under sync flush a SEND_OK message was on disk before the ack. A crash the injector
+# skipped (broker already down) loses nothing.
+LOSS_FAULT_KINDS = ("broker_crash", "torn_write")
 _CRASHES = f"""
-    SELECT run_id, ts FROM faults
-    WHERE kind = 'broker_crash' AND NOT coalesce(regexp_matches(detail, '(^|[^a])sync'), false)
+    SELECT f.run_id, f.ts FROM faults f
+    LEFT JOIN run_manifest m ON m.run_id = f.run_id
+    WHERE f.kind IN {LOSS_FAULT_KINDS!r} AND coalesce(m.flush, 'async') <> 'sync'
+      AND NOT coalesce(starts_with(f.detail, 'skipped'), false)
 """
 
 _CHAIN_HOPS = """
@@ -108,27 +114,49 @@ WHERE NOT EXISTS (SELECT 1 FROM crashes c WHERE c.run_id = m.run_id AND c.ts >= 
 """
 
 # The broker sends a message to the DLQ when the failed delivery's reconsume times reached the
-# group's maximum; the DLQ record carries that count + 1. The maximum is the record's
-# MAX_RECONSUME_TIMES, else the largest one the group's retry records carry, else RocketMQ's 16.
+# group's maximum; the DLQ record carries that count + 1. The maximum is, in order: the record's
+# MAX_RECONSUME_TIMES property; the group's configuration in the run manifest (-1 = 16 when
+# consuming concurrently, unlimited when orderly); the largest MAX_RECONSUME_TIMES the group's
+# other records carry; and for an imported store with none of these, the largest count any of the
+# group's DLQ records shows (one configuration per group, so every DLQ record should show it).
+ORDERLY_MAX_RECONSUME_TIMES = 2**31 - 1
 DLQ_AFTER_MAX_RETRIES_SQL = f"""
-WITH group_max AS (
+WITH dlq_records AS (
+    SELECT h.run_id, h.message_key, h."group", c.reconsume_times, c.max_reconsume_times
+    FROM message_hops h
+    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    WHERE h.hop_kind = 'DLQ'
+),
+configured AS (
+    SELECT run_id, "group",
+           CASE WHEN max_reconsume_times >= 0 THEN max_reconsume_times
+                WHEN lower(mode) = 'orderly' THEN {ORDERLY_MAX_RECONSUME_TIMES}
+                ELSE {RETRY_MAX_TIMES_DEFAULT} END AS max_times
+    FROM run_groups
+),
+carried AS (
     SELECT h.run_id, h."group", max(c.max_reconsume_times) AS max_times
     FROM message_hops h
     JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
     WHERE h."group" IS NOT NULL AND c.max_reconsume_times >= 0
     GROUP BY h.run_id, h."group"
 ),
+observed AS (
+    SELECT run_id, "group", max(reconsume_times) - 1 AS max_times
+    FROM dlq_records
+    GROUP BY run_id, "group"
+),
 dlq AS (
-    SELECT h.run_id, h.message_key, h."group", c.reconsume_times,
-           coalesce(CASE WHEN c.max_reconsume_times >= 0 THEN c.max_reconsume_times END,
-                    g.max_times, {RETRY_MAX_TIMES_DEFAULT}) AS max_times,
+    SELECT d.*,
+           coalesce(CASE WHEN d.max_reconsume_times >= 0 THEN d.max_reconsume_times END,
+                    cf.max_times, ca.max_times, o.max_times) AS max_times,
            (SELECT count(*) FROM message_hops r
-             WHERE r.run_id = h.run_id AND r.message_key = h.message_key AND r."group" = h."group"
+             WHERE r.run_id = d.run_id AND r.message_key = d.message_key AND r."group" = d."group"
                AND r.hop_kind = 'RETRY') AS retries
-    FROM message_hops h
-    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
-    LEFT JOIN group_max g ON g.run_id = h.run_id AND g."group" = h."group"
-    WHERE h.hop_kind = 'DLQ'
+    FROM dlq_records d
+    LEFT JOIN configured cf ON cf.run_id = d.run_id AND cf."group" = d."group"
+    LEFT JOIN carried ca ON ca.run_id = d.run_id AND ca."group" = d."group"
+    LEFT JOIN observed o ON o.run_id = d.run_id AND o."group" = d."group"
 )
 SELECT run_id, message_key, "group",
        'in the DLQ after ' || CAST(reconsume_times - 1 AS VARCHAR) || ' reconsumes ('

@@ -14,6 +14,7 @@ inode until it reconnects and never sees half a warehouse.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -31,10 +32,33 @@ STORAGE_VERSION = "v1.0.0"
 # The file a build writes before the swap: hidden, beside the target, unique per process.
 BUILD_SUFFIX = ".building"
 
+# A simulated run's manifest (run.json, written by broker_core.sim.run): the settings the checks
+# need and the Parquet does not carry (flush mode, each group's maximum reconsume times).
+MANIFEST_NAME = "run.json"
+RUN_MANIFEST = pa.schema([
+    ("run_id", pa.string()),
+    ("flush", pa.string()),
+    ("semantics", pa.string()),
+    ("end_reason", pa.string()),
+    ("horizon_ms", pa.int64()),
+])
+RUN_GROUPS = pa.schema([
+    ("run_id", pa.string()),
+    ("group", pa.string()),
+    ("model", pa.string()),
+    ("mode", pa.string()),
+    ("consumers", pa.int32()),
+    ("max_reconsume_times", pa.int32()),  # as configured: -1 = 16 (concurrently), unlimited (orderly)
+    ("subscribe", pa.list_(pa.string())),
+])
+MANIFEST_TABLES: dict[str, pa.Schema] = {"run_manifest": RUN_MANIFEST, "run_groups": RUN_GROUPS}
+
 # Where each contract table lives inside a run directory.
 TABLE_DIRS: dict[str, str] = {**{name: "parquet" for name in RAW_TABLES},
                               **{name: "lineage" for name in LINEAGE_TABLES}}
 CONTRACT: dict[str, pa.Schema] = {**RAW_TABLES, **LINEAGE_TABLES}
+# Every table loaded from a run directory.
+LOADED: dict[str, pa.Schema] = {**CONTRACT, **MANIFEST_TABLES}
 
 
 def quote_ident(name: str) -> str:
@@ -77,7 +101,7 @@ def check_run_dir(run_dir: Path, *, need_lineage: bool = True) -> Path:
 
 def _select_list(table: str, file_columns: set[str], run_id: str) -> str:
     """Contract columns cast to contract types; a column the files lack becomes a typed NULL."""
-    schema = CONTRACT[table]
+    schema = LOADED[table]
     duck_types = _duck_types(table)
     parts = []
     for field in schema:
@@ -102,7 +126,7 @@ def _duck_types(table: str) -> dict[str, str]:
     if table not in _DUCK_TYPES_CACHE:
         con = duckdb.connect()
         try:
-            empty = CONTRACT[table].empty_table()  # noqa: F841 - read by DuckDB's replacement scan
+            empty = LOADED[table].empty_table()  # noqa: F841 - read by DuckDB's replacement scan
             rows = con.execute("DESCRIBE SELECT * FROM empty").fetchall()
         finally:
             con.close()
@@ -111,8 +135,8 @@ def _duck_types(table: str) -> dict[str, str]:
 
 
 def create_empty_tables(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
-    """Create every contract table empty, with the contract's columns and types."""
-    for table in tables or CONTRACT:
+    """Create every loaded table empty, with the contract's columns and types."""
+    for table in tables or LOADED:
         cols = ", ".join(f"{quote_ident(n)} {t}" for n, t in _duck_types(table).items())
         con.execute(f"CREATE OR REPLACE TABLE {quote_ident(table)} ({cols})")
 
@@ -135,6 +159,35 @@ def load_run(con: duckdb.DuckDBPyConnection, run_dir: Path, run_id: str) -> dict
                     f"FROM read_parquet({file_list}, union_by_name = true)")
         after = con.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()[0]
         loaded[table] = after - before
+    loaded.update(load_manifest(con, run_dir, run_id))
+    return loaded
+
+
+def manifest_rows(run_dir: Path, run_id: str) -> dict[str, list[dict]]:
+    """The run_manifest and run_groups rows of a run's run.json (none for an imported store)."""
+    path = Path(run_dir) / MANIFEST_NAME
+    if not path.is_file():
+        return {"run_manifest": [], "run_groups": []}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInputError(f"unreadable run manifest: {exc}", where=str(path)) from exc
+    manifest = [{"run_id": run_id, "flush": doc.get("flush"), "semantics": doc.get("semantics"),
+                 "end_reason": doc.get("end_reason"), "horizon_ms": doc.get("horizon_ms")}]
+    groups = [{"run_id": run_id, "group": g.get("name"), "model": g.get("model"), "mode": g.get("mode"),
+               "consumers": g.get("consumers"), "max_reconsume_times": g.get("max_reconsume_times"),
+               "subscribe": list(g.get("subscribe") or [])}
+              for g in doc.get("groups") or []]
+    return {"run_manifest": manifest, "run_groups": groups}
+
+
+def load_manifest(con: duckdb.DuckDBPyConnection, run_dir: Path, run_id: str) -> dict[str, int]:
+    loaded = {}
+    for table, rows in manifest_rows(run_dir, run_id).items():
+        if rows:
+            arrow = pa.Table.from_pylist(rows, schema=MANIFEST_TABLES[table])  # noqa: F841 - scanned below
+            con.execute(f"INSERT INTO {quote_ident(table)} SELECT * FROM arrow")
+        loaded[table] = len(rows)
     return loaded
 
 

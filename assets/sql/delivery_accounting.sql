@@ -1,7 +1,8 @@
 -- delivery_accounting: the OpenChaos queue checker's fields per run and group.
 --   enqueue_invoke   messages the producers tried to send to a topic the group subscribes to
 --   enqueue_success  of those, sent with SEND_OK
---   dequeue_success  successful consumes (ACKED deliveries; every duplicate counts)
+--   dequeue_success  deliveries the listener consumed successfully (acked, or expired after
+--                    succeeding: the effect happened); every duplicate counts
 --   lost             SEND_OK messages with no commit-log record at all (final_state LOST)
 --   duplicated       messages consumed successfully more than once (per consumer when broadcasting)
 --   at_least_once   lost = 0;  exactly_once: lost = 0 and duplicated = 0
@@ -38,7 +39,7 @@ acked AS (
            CASE WHEN upper(model) = 'BROADCASTING' THEN consumer_id ELSE '' END AS receiver,
            count(*) AS n
     FROM consume_attempts
-    WHERE outcome = 'ACKED'
+    WHERE status = 'CONSUME_SUCCESS' AND outcome IN ('ACKED', 'EXPIRED')
     GROUP BY ALL
 ),
 dequeued AS (

@@ -5,7 +5,7 @@ CREATE OR REPLACE TABLE group_health AS
 WITH acked AS (
     SELECT run_id, "group", uniq_key, max(end_ts) AS acked_ts, count(*) AS acks
     FROM consume_attempts
-    WHERE outcome = 'ACKED'
+    WHERE status = 'CONSUME_SUCCESS' AND outcome IN ('ACKED', 'EXPIRED')
     GROUP BY run_id, "group", uniq_key
 ),
 chains AS (

@@ -74,7 +74,7 @@ def test_unexplained_loss_fails_without_a_crash(tmp_path):
 def test_loss_under_sync_flush_is_not_explained(tmp_path):
     """A crash under sync flush loses nothing acknowledged, so it explains no loss."""
     def sync(tables):
-        tables["faults"][0]["detail"] = "kill -9, flush=sync"
+        tables["run.json"]["flush"] = "sync"
     assert c.NO_UNEXPLAINED_LOSS in failing(tmp_path, sync)
 
 
@@ -93,6 +93,31 @@ def test_dlq_before_max_retries_fails(tmp_path):
                 rec["max_reconsume_times"] = 16
     result = outcomes(tmp_path, raise_max)[c.DLQ_AFTER_MAX_RETRIES]
     assert result.violations == 1 and "maximum is 16" in result.examples[0]["detail"]
+
+
+def test_dlq_before_the_configured_max_fails(tmp_path):
+    """Without a MAX_RECONSUME_TIMES property the group's configured maximum decides."""
+    def configured(tables):
+        for rec in tables["commitlog"]:
+            rec["max_reconsume_times"] = None
+        tables["run.json"]["groups"][0]["max_reconsume_times"] = 3
+    result = outcomes(tmp_path, configured)[c.DLQ_AFTER_MAX_RETRIES]
+    assert result.violations == 1 and "maximum is 3" in result.examples[0]["detail"]
+
+
+def test_dlq_of_an_import_is_judged_against_its_peers(tmp_path):
+    """Without any configured maximum, a DLQ record with fewer reconsumes than its group's others fails."""
+    def imported(tables):
+        tables["run.json"] = None
+        for rec in tables["commitlog"]:
+            rec["max_reconsume_times"] = None
+        dlq = next(r for r in tables["commitlog"] if r["topic"] == DLQ)
+        tables["commitlog"].append(dict(dlq, phys_offset=700, uniq_key="UE", reconsume_times=1,
+                                        msg_id="0A00000100002A9F00000000000002BC"))
+        tables["message_hops"].append({**tables["message_hops"][4], "message_key": "UE",
+                                       "hop_index": 0, "phys_offset": 700})
+    result = outcomes(tmp_path, imported)[c.DLQ_AFTER_MAX_RETRIES]
+    assert result.violations == 1 and result.examples[0]["message_key"] == "UE"
 
 
 def test_early_delivery_fails(tmp_path):

@@ -8,11 +8,13 @@ Run ``tiny`` (broker-a, topic OrderTopic, group ``g1`` with max reconsume times 
 * ``UD``: SEND_OK but no commit-log record; a broker_crash after the send explains it -> LOST
 
 ``write_tiny_run(path, change)`` lets a test break one thing on purpose: ``change(tables)`` gets
-the rows of every table (a dict of lists of dicts) and may edit them before they are written.
+the rows of every table (a dict of lists of dicts) and the ``run.json`` manifest (a dict, or set it
+to None for none), and may edit them before they are written.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -83,8 +85,8 @@ def _attempt(uniq, rec, start_ms, status, outcome, consumer="c1", reconsume=0):
     }
 
 
-def tiny_tables() -> dict[str, list[dict]]:
-    """Every table of the tiny run, as rows."""
+def tiny_tables() -> dict:
+    """Every table of the tiny run, as rows, and its run.json manifest."""
     a = _record(0, TOPIC, "UA", 0, queue_offset=0)
     b = _record(100, TOPIC, "UB", 10, queue_offset=1)
     b_sched = _record(200, SCHEDULE, "UB", 20, queue_id=2, origin=b["msg_id"], real_topic=RETRY,
@@ -160,6 +162,11 @@ def tiny_tables() -> dict[str, list[dict]]:
         "store_problems": [],
         "message_hops": hops,
         "message_lineage": lineage,
+        # The run manifest a simulation writes beside its Parquet (run.json).
+        "run.json": {"run_id": RUN, "flush": "async", "semantics": "4.9", "end_reason": "terminal",
+                     "horizon_ms": 20_000,
+                     "groups": [{"name": GROUP, "subscribe": [TOPIC], "model": "clustering",
+                                 "mode": "concurrently", "consumers": 2, "max_reconsume_times": 1}]},
     }
 
 
@@ -169,6 +176,10 @@ def write_tiny_run(path: Path, change: Callable[[dict[str, list[dict]]], None] |
     tables = tiny_tables()
     if change is not None:
         change(tables)
+    manifest = tables.pop("run.json")
+    Path(path).mkdir(parents=True, exist_ok=True)
+    if manifest is not None:
+        (Path(path) / "run.json").write_text(json.dumps(dict(manifest, run_id=run_id)))
     for rows in tables.values():
         for row in rows:
             row["run_id"] = run_id

@@ -1,0 +1,405 @@
+"""The lineage of every message's topic rewrites, built with Spark: message_hops and message_lineage.
+
+RocketMQ rewrites a failed or delayed message from topic to topic and each hop is a new commit-log
+record; this module puts the records of one message back in order. The rules (``docs/lineage.md``
+holds the full text) in short:
+
+* **message_key** = UNIQ_KEY; for a record without one, its ORIGIN_MESSAGE_ID; for the original
+  record of such a message (which carries no ORIGIN_MESSAGE_ID itself), the ORIGIN_MESSAGE_ID its
+  later hops carry, found through the fields the broker copies on every hop (born host, born
+  timestamp, body CRC); else the fallback ``born_host|born_ts_ms|body_crc``.
+* **hop_kind** by topic: SCHEDULE_TOPIC_XXXX -> SCHEDULE, %RETRY%g -> RETRY, %DLQ%g -> DLQ; any
+  other topic -> DELIVER when the record was re-put from the schedule (REAL_TOPIC equals its own
+  topic and it carries DELAY), else PUBLISH. A SCHEDULE hop belongs to the group of its REAL_TOPIC
+  when that is a %RETRY%/%DLQ% topic; PUBLISH and the SCHEDULE/DELIVER hops of a delayed publish
+  are shared by every subscriber group (group null).
+* **final_state** per (message, group): DLQ, RETRYING, CONSUMED, UNCONSUMED, or LOST for a message
+  the producer saw accepted that never reached the commit log.
+
+Everything is built from Spark's built-in column functions and window functions: Python UDFs
+would move every row through a Python worker, which is the slow path on any cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from broker_core.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
+from broker_core.errors import BadInputError
+from broker_core.export.parquet import atomic_dir
+from broker_core.export.schema import LINEAGE_TABLES, MESSAGE_HOPS, MESSAGE_LINEAGE, RAW_TABLES
+
+Progress = Callable[[str], None]
+
+PATH_SEPARATOR = " > "
+KEY_FIELD_SEPARATOR = "|"
+DELAY_PROPERTY = "DELAY"  # MessageConst.PROPERTY_DELAY_TIME_LEVEL
+CONSUMABLE_KINDS = ("PUBLISH", "DELIVER", "RETRY")  # hops a consumer group actually pulls
+ACKED = "ACKED"
+SEND_OK = "SEND_OK"
+# Tables the lineage reads; a run without one of the optional ones (an import has no
+# consume_attempts rows, an old run may lack `produced`) gets an empty table of the contract type.
+INPUT_TABLES = ("commitlog", "consume_attempts", "consumer_offsets", "produced")
+LINEAGE_DIR = "lineage"
+
+
+# --- schemas -----------------------------------------------------------------------------------
+
+def spark_type(arrow_type: pa.DataType) -> T.DataType:
+    """The Spark type a data-contract column maps to (only the types the contract uses)."""
+    if pa.types.is_string(arrow_type):
+        return T.StringType()
+    if pa.types.is_int32(arrow_type):
+        return T.IntegerType()
+    if pa.types.is_int64(arrow_type):
+        return T.LongType()
+    if pa.types.is_float64(arrow_type):
+        return T.DoubleType()
+    if pa.types.is_boolean(arrow_type):
+        return T.BooleanType()
+    if pa.types.is_timestamp(arrow_type):
+        return T.TimestampType()
+    if pa.types.is_map(arrow_type):
+        return T.MapType(spark_type(arrow_type.key_type), spark_type(arrow_type.item_type), True)
+    raise AssertionError(f"no Spark type for contract type {arrow_type}")
+
+
+def spark_schema(schema: pa.Schema) -> T.StructType:
+    """A data-contract pyarrow schema as a Spark StructType (every column nullable)."""
+    return T.StructType([T.StructField(f.name, spark_type(f.type), True) for f in schema])
+
+
+def conform(df: DataFrame, schema: pa.Schema) -> DataFrame:
+    """Select exactly the contract's columns, in order and type; absent columns become nulls."""
+    present = set(df.columns)
+    cols = []
+    for field in schema:
+        target = spark_type(field.type)
+        source = F.col(field.name) if field.name in present else F.lit(None)
+        cols.append(source.cast(target).alias(field.name))
+    return df.select(*cols)
+
+
+# --- hop classification ------------------------------------------------------------------------
+
+def _present(col: Column) -> Column:
+    """The value, or null when it is null or empty (an empty property counts as absent)."""
+    return F.when(F.length(col) > 0, col)
+
+
+def _fallback_key() -> Column:
+    # born_ts as epoch milliseconds keeps the key independent of any time zone setting.
+    return F.concat_ws(
+        KEY_FIELD_SEPARATOR,
+        F.coalesce(F.col("born_host"), F.lit("")),
+        F.coalesce(F.unix_millis(F.col("born_ts")).cast("string"), F.lit("")),
+        F.coalesce(F.col("body_crc").cast("string"), F.lit("")),
+    )
+
+
+def _with_message_key(commitlog_df: DataFrame) -> DataFrame:
+    """Add ``message_key``; the window that finds a sibling's ORIGIN_MESSAGE_ID runs only over
+    records without a UNIQ_KEY (old clients), so the common case costs no extra shuffle."""
+    uniq = _present(F.col("uniq_key"))
+    keyed = commitlog_df.where(uniq.isNotNull()).withColumn("message_key", uniq)
+    unkeyed = commitlog_df.where(uniq.isNull())
+    same_journey = Window.partitionBy("run_id", "_fallback_key")
+    unkeyed = (
+        unkeyed.withColumn("_fallback_key", _fallback_key())
+        .withColumn("_sibling_origin", F.min(_present(F.col("origin_msg_id"))).over(same_journey))
+        .withColumn("message_key", F.coalesce(_present(F.col("origin_msg_id")),
+                                              F.col("_sibling_origin"), F.col("_fallback_key")))
+        .drop("_fallback_key", "_sibling_origin")
+    )
+    return keyed.unionByName(unkeyed)
+
+
+def _group_of(topic: Column) -> Column:
+    """The group of a %RETRY%g / %DLQ%g topic, else null (names.group_of, as a column)."""
+    return (F.when(topic.startswith(RETRY_GROUP_TOPIC_PREFIX),
+                   topic.substr(len(RETRY_GROUP_TOPIC_PREFIX) + 1, 1 << 30))
+            .when(topic.startswith(DLQ_GROUP_TOPIC_PREFIX),
+                  topic.substr(len(DLQ_GROUP_TOPIC_PREFIX) + 1, 1 << 30)))
+
+
+def classify_hops(commitlog_df: DataFrame) -> DataFrame:
+    """Commit-log rows plus ``message_key``, ``hop_kind`` and ``group`` (null on shared hops)."""
+    topic = F.col("topic")
+    has_delay = (F.col("delay_level") > 0) | F.col("properties").getItem(DELAY_PROPERTY).isNotNull()
+    rerun_from_schedule = (F.col("real_topic") == topic) & has_delay
+    hop_kind = (F.when(topic == SCHEDULE_TOPIC, "SCHEDULE")
+                .when(topic.startswith(RETRY_GROUP_TOPIC_PREFIX), "RETRY")
+                .when(topic.startswith(DLQ_GROUP_TOPIC_PREFIX), "DLQ")
+                .when(F.coalesce(rerun_from_schedule, F.lit(False)), "DELIVER")
+                .otherwise("PUBLISH"))
+    group = (F.when(topic == SCHEDULE_TOPIC, _group_of(F.coalesce(F.col("real_topic"), F.lit(""))))
+             .otherwise(_group_of(topic)))
+    return (_with_message_key(commitlog_df)
+            .withColumn("hop_kind", hop_kind)
+            .withColumn("group", group))
+
+
+def build_message_hops(commitlog_df: DataFrame) -> DataFrame:
+    """message_hops: one row per commit-log record of a journey, numbered along its chain.
+
+    Shared hops (group null) are ordered by (store_ts, phys_offset) and numbered from 0; a group's
+    hops are ordered the same way and numbered after the shared ones. ``next_store_ts`` is the
+    next hop's store time in the same chain (for a shared hop, the next shared hop).
+    """
+    hops = classify_hops(commitlog_df)
+    per_message = Window.partitionBy("run_id", "message_key")
+    chain = Window.partitionBy("run_id", "message_key", "group").orderBy("store_ts", "phys_offset")
+    shared = F.count(F.when(F.col("group").isNull(), F.lit(1))).over(per_message)
+    position = F.row_number().over(chain) - 1
+    hops = (hops
+            .withColumn("_shared", shared)
+            .withColumn("_position", position)
+            .withColumn("hop_index", F.when(F.col("group").isNull(), F.col("_position"))
+                        .otherwise(F.col("_shared") + F.col("_position")))
+            .withColumn("next_store_ts", F.lead("store_ts").over(chain))
+            .withColumn("dwell_ms", F.unix_millis("next_store_ts") - F.unix_millis("store_ts")))
+    return conform(hops, MESSAGE_HOPS)
+
+
+# --- lineage -----------------------------------------------------------------------------------
+
+def _first_by(value: Column, order: Column) -> Column:
+    """The value of the earliest row (by ``order``) among rows where the value is not null."""
+    return F.min_by(value, F.when(value.isNotNull(), order))
+
+
+def _message_facts(hops: DataFrame) -> DataFrame:
+    """Per message: origin_topic and origin_msg_id (the same for every group of the message)."""
+    order = F.struct("store_ts", "phys_offset")
+    shared_schedule = (F.col("hop_kind") == "SCHEDULE") & F.col("group").isNull()
+    delayed_real_topic = F.when(shared_schedule, _present(F.col("real_topic")))
+    published_topic = F.when(F.col("hop_kind").isin("PUBLISH", "DELIVER"), F.col("topic"))
+    return (hops.groupBy("run_id", "message_key").agg(
+        F.coalesce(_first_by(_present(F.col("retry_topic")), order),
+                   _first_by(delayed_real_topic, order),
+                   _first_by(published_topic, order)).alias("origin_topic"),
+        F.coalesce(_first_by(_present(F.col("rec_origin_msg_id")), order),
+                   F.min_by(F.col("msg_id"), order)).alias("origin_msg_id")))
+
+
+def _is_plain_topic(topic: Column) -> Column:
+    return ~(topic.startswith(RETRY_GROUP_TOPIC_PREFIX) | topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+             | (topic == SCHEDULE_TOPIC))
+
+
+def _subscriptions(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame) -> DataFrame:
+    """(run_id, group, topic) a group is known to consume, from deliveries and committed offsets."""
+    attempts = consume_attempts_df.select("run_id", "group", "topic").unionByName(
+        consume_attempts_df.select("run_id", "group", F.col("queue_topic").alias("topic")))
+    offsets = consumer_offsets_df.select("run_id", "group", "topic")
+    subs = attempts.unionByName(offsets)
+    return (subs.where(F.col("group").isNotNull() & F.col("topic").isNotNull()
+                       & _is_plain_topic(F.col("topic")))
+            .distinct())
+
+
+def _consumed_records(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame):
+    """Evidence that a group consumed a record: ACKED deliveries by phys_offset, and (for runs
+    without any delivery rows, i.e. imported stores) each queue's last committed offset."""
+    acked = (consume_attempts_df.where(F.col("outcome") == ACKED)
+             .select("run_id", "group", "phys_offset").distinct()
+             .withColumn("_acked", F.lit(True)))
+    runs_with_attempts = consume_attempts_df.select("run_id").distinct()
+    committed = (consumer_offsets_df
+                 .join(runs_with_attempts, "run_id", "left_anti")
+                 .groupBy("run_id", "group", "topic", "queue_id")
+                 .agg(F.max_by("offset", F.struct("ts", "offset")).alias("_committed")))
+    return acked, committed
+
+
+def _hop_label() -> Column:
+    # A schedule hop shows its delay level; the schedule queue id is level - 1 (ScheduleMessageService).
+    level = F.when(F.col("delay_level") > 0, F.col("delay_level")).otherwise(F.col("queue_id") + 1)
+    return F.when(F.col("hop_kind") == "SCHEDULE",
+                  F.concat(F.col("topic"), F.lit("["), level.cast("string"), F.lit("]"))
+                  ).otherwise(F.col("topic"))
+
+
+def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
+                          consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
+                          produced_df: DataFrame) -> DataFrame:
+    """message_lineage: one row per (message, subscribing group) with its path and final state."""
+    record_facts = commitlog_df.select(
+        "run_id", "phys_offset", "queue_offset", "retry_topic", "real_topic",
+        F.col("origin_msg_id").alias("rec_origin_msg_id"))
+    hops = hops_df.join(record_facts, ["run_id", "phys_offset"], "left")
+    facts = _message_facts(hops)
+
+    # Which groups each message concerns: groups subscribing to its origin topic, plus any group
+    # that holds a hop of it; a message nobody subscribes to keeps one row with group null.
+    subs = _subscriptions(consume_attempts_df, consumer_offsets_df)
+    subs = subs.unionByName(
+        hops.where(F.col("group").isNotNull()).select("run_id", "message_key", "group")
+        .join(facts, ["run_id", "message_key"])
+        .select("run_id", "group", F.col("origin_topic").alias("topic"))
+        .where(F.col("topic").isNotNull())).distinct()
+    by_subscription = (facts.join(subs, (facts.run_id == subs.run_id)
+                                  & (facts.origin_topic == subs.topic))
+                       .select(facts.run_id, facts.message_key, subs.group))
+    by_hop = hops.where(F.col("group").isNotNull()).select("run_id", "message_key", "group")
+    pairs = by_subscription.unionByName(by_hop).distinct()
+    orphans = (facts.select("run_id", "message_key")
+               .join(pairs, ["run_id", "message_key"], "left_anti")
+               .withColumn("group", F.lit(None).cast("string")))
+    pairs = pairs.unionByName(orphans)
+
+    # A group's chain is the shared hops of its message followed by its own hops.
+    shared = hops.where(F.col("group").isNull()).drop("group")
+    chain = (pairs.join(shared, ["run_id", "message_key"])
+             .unionByName(hops.where(F.col("group").isNotNull())
+                          .join(pairs, ["run_id", "message_key", "group"]),
+                          allowMissingColumns=False)
+             .withColumn("_label", _hop_label()))
+    consumable = F.col("hop_kind").isin(*CONSUMABLE_KINDS)
+    last = F.struct("hop_kind", "topic", "store_ts")
+    last_consumable = F.struct("phys_offset", "topic", "queue_id", "queue_offset")
+    per_chain = chain.groupBy("run_id", "message_key", "group").agg(
+        F.count(F.lit(1)).cast("int").alias("hops"),
+        F.count(F.when(F.col("hop_kind") == "RETRY", F.lit(1))).cast("int").alias("retries"),
+        F.array_join(F.transform(F.sort_array(F.collect_list(F.struct("hop_index", "_label"))),
+                                 lambda hop: hop["_label"]), PATH_SEPARATOR).alias("path"),
+        F.max_by(last, F.col("hop_index")).alias("_last"),
+        F.min_by(F.col("store_ts"), F.col("hop_index")).alias("first_store_ts"),
+        F.max_by(last_consumable, F.when(consumable, F.col("hop_index"))).alias("_consumable"),
+    )
+
+    acked, committed = _consumed_records(consume_attempts_df, consumer_offsets_df)
+    per_chain = (per_chain
+                 .withColumn("_c_phys", F.col("_consumable.phys_offset"))
+                 .withColumn("_c_topic", F.col("_consumable.topic"))
+                 .withColumn("_c_queue", F.col("_consumable.queue_id")))
+    per_chain = per_chain.join(
+        acked.withColumnRenamed("phys_offset", "_c_phys"), ["run_id", "group", "_c_phys"], "left")
+    per_chain = per_chain.join(
+        committed.withColumnRenamed("topic", "_c_topic").withColumnRenamed("queue_id", "_c_queue"),
+        ["run_id", "group", "_c_topic", "_c_queue"], "left")
+    consumed = (F.coalesce(F.col("_acked"), F.lit(False))
+                | F.coalesce(F.col("_committed") > F.col("_consumable.queue_offset"), F.lit(False)))
+    last_kind = F.col("_last.hop_kind")
+    # The chain's end decides first: a record sent back to the schedule was delivered (offsets
+    # move past it) but not consumed, so "waiting in the schedule" outranks offset evidence.
+    final_state = (F.when(last_kind == "DLQ", "DLQ")
+                   .when(last_kind == "SCHEDULE", "RETRYING")
+                   .when(consumed, "CONSUMED")
+                   .when(last_kind == "RETRY", "RETRYING")
+                   .otherwise("UNCONSUMED"))
+    stored = (per_chain.join(facts, ["run_id", "message_key"])
+              .withColumn("final_topic", F.col("_last.topic"))
+              .withColumn("final_state", final_state)
+              .withColumn("last_store_ts", F.col("_last.store_ts"))
+              .withColumn("total_delay_ms",
+                          F.unix_millis("last_store_ts") - F.unix_millis("first_store_ts")))
+    return conform(stored, MESSAGE_LINEAGE).unionByName(
+        _lost_messages(commitlog_df, produced_df, subs))
+
+
+def _lost_messages(commitlog_df: DataFrame, produced_df: DataFrame, subs: DataFrame) -> DataFrame:
+    """LOST rows: the producer got SEND_OK for a UNIQ_KEY that no commit-log record carries."""
+    stored_keys = (commitlog_df.select("run_id", F.col("uniq_key")).where(F.col("uniq_key").isNotNull())
+                   .distinct())
+    accepted = (produced_df.where((F.col("status") == SEND_OK) & F.col("uniq_key").isNotNull())
+                .groupBy("run_id", "uniq_key")
+                .agg(F.min("topic").alias("origin_topic"), F.min("msg_id").alias("origin_msg_id")))
+    lost = accepted.join(stored_keys, ["run_id", "uniq_key"], "left_anti")
+    with_groups = (lost.join(subs, (lost.run_id == subs.run_id) & (lost.origin_topic == subs.topic),
+                             "left")
+                   .select(lost["*"], subs.group))
+    rows = (with_groups
+            .withColumn("message_key", F.col("uniq_key"))
+            .withColumn("hops", F.lit(0))
+            .withColumn("retries", F.lit(0))
+            .withColumn("final_state", F.lit("LOST")))
+    return conform(rows, MESSAGE_LINEAGE)
+
+
+# --- run directories ---------------------------------------------------------------------------
+
+def read_run_tables(spark: SparkSession, run_dir: str | Path) -> dict[str, DataFrame]:
+    """The input tables of a run directory as DataFrames in contract shape (empty if absent)."""
+    parquet = Path(run_dir) / "parquet"
+    if not (parquet / "commitlog").is_dir():
+        raise BadInputError("no parquet/commitlog table: not a run directory",
+                            where=str(run_dir), hint="run `retry-audit simulate` or `import-store` first")
+    tables = {}
+    for name in INPUT_TABLES:
+        path = parquet / name
+        schema = RAW_TABLES[name]
+        if path.is_dir() and any(path.glob("*.parquet")):
+            tables[name] = conform(spark.read.parquet(str(path)), schema)
+        else:
+            tables[name] = spark.createDataFrame([], spark_schema(schema))
+    return tables
+
+
+def _write(df: DataFrame, path: Path, sort_keys: list[str]) -> int:
+    # A global sort makes the part files' content independent of where Spark ran.
+    df.orderBy(*sort_keys).write.mode("error").parquet(str(path))
+    for marker in path.glob("*.crc"):
+        marker.unlink()
+    for marker in path.glob(".*.crc"):
+        marker.unlink()
+    return df.sparkSession.read.parquet(str(path)).count()
+
+
+def run_lineage(run_dir: str | Path, spark: SparkSession,
+                progress: Progress | None = None) -> dict[str, int]:
+    """Build RUN_DIR/lineage/{message_hops,message_lineage}/ from RUN_DIR/parquet/; return row counts.
+
+    The lineage directory is replaced whole: it is written beside its final place and renamed in,
+    so a reader sees the previous lineage or the new one, never half of one.
+    """
+    say = progress or (lambda _message: None)
+    run_dir = Path(run_dir)
+    tables = read_run_tables(spark, run_dir)
+    say(f"lineage: reading {run_dir / 'parquet'}")
+    hops = build_message_hops(tables["commitlog"])
+    counts: dict[str, int] = {}
+    with atomic_dir(run_dir / LINEAGE_DIR) as tmp:
+        counts["message_hops"] = _write(hops, tmp / "message_hops",
+                                        ["run_id", "message_key", "hop_index", "group"])
+        say(f"lineage: message_hops {counts['message_hops']} rows")
+        # The lineage reads the hops back from their Parquet files rather than recomputing them.
+        written_hops = spark.read.parquet(str(tmp / "message_hops"))
+        lineage = build_message_lineage(written_hops, tables["commitlog"],
+                                        tables["consume_attempts"],
+                                        tables["consumer_offsets"], tables["produced"])
+        counts["message_lineage"] = _write(lineage, tmp / "message_lineage",
+                                           ["run_id", "message_key", "group"])
+        say(f"lineage: message_lineage {counts['message_lineage']} rows")
+    assert set(counts) == set(LINEAGE_TABLES), counts
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m assets.lineage RUN_DIR [--master URL]``: build the lineage, print the counts."""
+    parser = argparse.ArgumentParser(prog="python -m assets.lineage", description=main.__doc__)
+    parser.add_argument("run_dir")
+    parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    args = parser.parse_args(argv)
+    from assets.spark import get_spark, stop_spark
+
+    spark = get_spark(args.master)
+    try:
+        counts = run_lineage(args.run_dir, spark, progress=lambda m: print(m, file=sys.stderr))
+    finally:
+        stop_spark()
+    print(json.dumps(counts, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
