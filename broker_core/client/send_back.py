@@ -1,0 +1,106 @@
+"""Client-side send-back: how a push consumer returns a failed message to the broker.
+
+Concurrent consumers first ask the broker to re-put the stored message (CONSUMER_SEND_MSG_BACK,
+``DefaultMQPushConsumerImpl.sendMessageBack``); when that call fails for any reason the client
+sends a new message to ``%RETRY%<group>`` itself through its inner producer (§6.3 step 3). Orderly
+consumers never call the broker's send-back: at their max they send to ``%RETRY%<group>``
+directly and the broker's ``handleRetryAndDLQ`` routes the copy to ``%DLQ%<group>`` (§6.7).
+"""
+
+from __future__ import annotations
+
+from broker_core import names
+from broker_core.constants import RETRY_DELAY_LEVEL_BASE
+from broker_core.client.producer import SUCCESS
+from broker_core.errors import RetryAuditError
+from broker_core.message import (
+    PROP_DELAY,
+    PROP_MAX_RECONSUME_TIMES,
+    PROP_ORIGIN_MESSAGE_ID,
+    PROP_RECONSUME_TIME,
+    PROP_RETRY_TOPIC,
+    PROP_TRAN_MSG,
+)
+
+# consume_attempts outcomes written by the send-back paths.
+SENT_BACK = "SENT_BACK"  # the broker re-put the message (CONSUMER_SEND_MSG_BACK succeeded)
+SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"  # the client's own send to %RETRY%group succeeded
+
+
+def retry_properties(msg, *, reconsume_time: int, max_reconsume_times: int) -> dict[str, str]:
+    """The property map of a client-built retry message (fallback and orderly send-back).
+
+    Every property of the consumed message is kept (UNIQ_KEY included, so the copy keeps its
+    message key), then ORIGIN_MESSAGE_ID, RETRY_TOPIC, RECONSUME_TIME, MAX_RECONSUME_TIMES and
+    DELAY = 3 + reconsumeTimes are set and TRAN_MSG is cleared.
+    """
+    props = dict(msg.properties)
+    if not (props.get(PROP_ORIGIN_MESSAGE_ID) or "").strip():
+        props[PROP_ORIGIN_MESSAGE_ID] = msg.client_msg_id
+    props[PROP_RETRY_TOPIC] = msg.topic
+    props[PROP_RECONSUME_TIME] = str(reconsume_time)
+    props[PROP_MAX_RECONSUME_TIMES] = str(max_reconsume_times)
+    props.pop(PROP_TRAN_MSG, None)
+    props[PROP_DELAY] = str(RETRY_DELAY_LEVEL_BASE + msg.reconsume_times)
+    return props
+
+
+class SendBack:
+    """The send-back paths of one consumer, with the group's fault knobs applied."""
+
+    def __init__(self, consumer):
+        self.consumer = consumer
+        self.group = consumer.group
+        self.settings = consumer.group.settings
+        self.calls = 0
+        self.broker_failures = 0
+        self.fallback_failures = 0
+
+    def concurrent(self, msg, delay_level: int, max_reconsume_times: int) -> str | None:
+        """sendMessageBack: the outcome (SENT_BACK / SENT_BACK_BY_CLIENT) or None when both fail."""
+        self.calls += 1
+        group = self.group
+        if self._broker_send_back(msg, delay_level, max_reconsume_times):
+            return SENT_BACK
+        self.broker_failures += 1
+        # Fallback: a normal send of a new message to %RETRY%group (any exception above).
+        if group.draw_fault(group.fallback_failure_probability):
+            self.fallback_failures += 1
+            return None
+        props = retry_properties(msg, reconsume_time=msg.reconsume_times + 1,
+                                 max_reconsume_times=max_reconsume_times)
+        outcome = self.consumer.inner_producer.send_properties(
+            names.retry_topic(self.settings.group), msg.body, props, mode="sync", flag=msg.flag)
+        if outcome.ok:
+            return SENT_BACK_BY_CLIENT
+        self.fallback_failures += 1
+        return None
+
+    def orderly(self, msg, max_reconsume_times: int) -> bool:
+        """ConsumeMessageOrderlyService.sendMessageBack: True when the send to %RETRY% succeeded."""
+        self.calls += 1
+        group = self.group
+        if group.draw_fault(group.fallback_failure_probability):
+            self.fallback_failures += 1
+            return False
+        # 4.9.4 writes RECONSUME_TIME = reconsumeTimes (5.1.1+ adds one).
+        props = retry_properties(msg, reconsume_time=msg.reconsume_times,
+                                 max_reconsume_times=max_reconsume_times)
+        outcome = self.consumer.inner_producer.send_properties(
+            names.retry_topic(self.settings.group), msg.body, props, mode="sync", flag=msg.flag)
+        if not outcome.ok:
+            self.fallback_failures += 1
+        return outcome.ok
+
+    def _broker_send_back(self, msg, delay_level: int, max_reconsume_times: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK; False on a fault, a broker error or an unreachable broker."""
+        group = self.group
+        if group.draw_fault(group.send_back_failure_probability):
+            return False
+        try:
+            response = group.broker.consumer_send_msg_back(
+                msg.phys_offset, self.settings.group, delay_level, msg.client_msg_id, msg.topic,
+                max_reconsume_times)
+        except RetryAuditError:
+            return False
+        return int(response.code) == SUCCESS
