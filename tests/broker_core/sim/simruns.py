@@ -1,0 +1,22 @@
+"""Paths and assertions the simulation tests share (imported by name: tests are not a package)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker_core.sim.checkers import check_run, format_violations
+from broker_core.sim.run import reproduce_command
+
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIOS = ROOT / "scenarios"
+SMALL = SCENARIOS / "small.yaml"
+
+
+def assert_run_passes(run_dir: Path, scenario_path: Path, seed: int) -> None:
+    """Fail with SEED=... and the reproduce command when any checker finds a violation."""
+    violations = check_run(run_dir)
+    if violations:
+        pytest.fail(f"SEED={seed}\nreproduce: {reproduce_command(scenario_path, run_dir, seed)}\n"
+                    f"{len(violations)} violations:\n{format_violations(violations)}")

@@ -1,0 +1,162 @@
+"""simulate(): the run directory, determinism, the summary, the CLI, and the store round trip."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from simruns import SCENARIOS, SMALL, assert_run_passes
+
+from broker_core.export.parquet import read_table
+from broker_core.export.schema import RAW_TABLES
+from broker_core.export.store_import import import_store
+from broker_core.sim.checkers import check_run
+from broker_core.sim.run import simulate
+from broker_core.sim.scenario import load_scenario
+from orchestration.cli import main as cli_main
+
+NONDETERMINISTIC_COLUMNS = {"runs": {"wall_seconds"}}  # wall time, measured at the edge
+
+
+def table_rows(run_dir, table):
+    data = read_table(run_dir, table)
+    drop = NONDETERMINISTIC_COLUMNS.get(table, set())
+    return data.select([c for c in data.column_names if c not in drop]).to_pylist()
+
+
+def test_run_directory_layout(small_run):
+    """A run directory holds the store, run.json and every contract table."""
+    assert (small_run / "store" / "commitlog").is_dir()
+    assert (small_run / "store" / "config" / "consumerOffset.json").is_file()
+    assert not (small_run / "store" / "abort").exists(), "a finished run shuts the broker down cleanly"
+    assert json.loads((small_run / "run.json").read_text())["run_id"] == "small"
+    for table in RAW_TABLES:
+        assert (small_run / "parquet" / table).is_dir(), f"missing table {table}"
+    runs = read_table(small_run, "runs").to_pylist()
+    assert len(runs) == 1 and runs[0]["source"] == "simulation" and runs[0]["seed"] == 7
+
+
+def test_small_run_is_deterministic(small_run, tmp_path):
+    """The same scenario and seed give the same rows in every table and the same store bytes."""
+    again = tmp_path / "again"
+    simulate(SMALL, again)
+    for table in RAW_TABLES:
+        assert table_rows(small_run, table) == table_rows(again, table), f"table {table} differs"
+    files = sorted(p.relative_to(small_run / "store") for p in (small_run / "store").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(again / "store") for p in (again / "store").rglob("*") if p.is_file())
+    for rel in files:
+        if rel.name == "lock":
+            continue
+        assert (small_run / "store" / rel).read_bytes() == (again / "store" / rel).read_bytes(), str(rel)
+
+
+def test_another_seed_gives_another_run(small_run, tmp_path):
+    """--seed changes the run (and is recorded)."""
+    other = tmp_path / "other"
+    summary = simulate(SMALL, other, seed=8)
+    assert summary.seed == 8
+    assert table_rows(other, "consume_attempts") != table_rows(small_run, "consume_attempts")
+    assert_run_passes(other, SMALL, 8)
+
+
+def test_checkers_pass_on_small(small_run):
+    """Every invariant holds on the small scenario."""
+    assert_run_passes(small_run, SMALL, 7)
+
+
+def test_checkers_pass_on_a_default_like_run(tmp_path):
+    """Every invariant holds on the default scenario's topics and groups at 1/100 of its traffic."""
+    scenario = load_scenario(SCENARIOS / "default.yaml")
+    scenario = dataclasses.replace(scenario, producers=tuple(
+        dataclasses.replace(p, messages=p.messages // 100) for p in scenario.producers))
+    out = tmp_path / "default-like"
+    summary = simulate(SCENARIOS / "default.yaml", out, scenario=scenario)
+    assert summary.produced == sum(p.messages for p in scenario.producers)
+    assert summary.dlq > 0 and summary.retried > 0, "the default shows retries and dead letters"
+    assert_run_passes(out, SCENARIOS / "default.yaml", scenario.seed)
+
+
+def test_summary_agrees_with_the_tables(small_run, tmp_path):
+    """produced / consumed / DLQ / in flight add up to every (clustering group, message) pair."""
+    summary = simulate(SMALL, tmp_path / "s")
+    produced = read_table(small_run, "produced").to_pylist()
+    assert summary.produced == sum(1 for r in produced if r["status"] == "SEND_OK")
+    scenario = load_scenario(SMALL)
+    by_topic = {t.name: 0 for t in scenario.topics}
+    for r in produced:
+        by_topic[r["topic"]] += r["status"] == "SEND_OK"
+    pairs = sum(by_topic[t] for g in scenario.groups if g.model == "clustering" for t in g.subscribe)
+    dlq_pairs = len({(r["topic"], r["uniq_key"]) for r in read_table(small_run, "commitlog").to_pylist()
+                     if r["topic"].startswith("%DLQ%")})
+    assert summary.consumed + dlq_pairs + summary.in_flight == pairs
+    assert summary.end_reason == "terminal" and summary.in_flight == 0
+    assert summary.records_written == sum(summary.tables.values())
+
+
+def test_simulated_store_imports_back_to_the_same_commitlog(small_run, tmp_path):
+    """import-store reads the simulated store into exactly the commitlog rows simulate wrote."""
+    out = tmp_path / "imported"
+    import_store(small_run / "store", out, name="small", broker="broker-a")
+    assert table_rows(out, "commitlog") == table_rows(small_run, "commitlog")
+
+
+def test_a_failed_run_leaves_no_directory(tmp_path):
+    """A run interrupted midway leaves no run directory behind (complete or absent)."""
+
+    class Stop(Exception):
+        pass
+
+    def progress(sim_ms, records):
+        raise Stop()
+
+    out = tmp_path / "half"
+    with pytest.raises(Stop):
+        simulate(SMALL, out, progress=progress)
+    assert not out.exists()
+    assert not any(p.name.startswith(".half") for p in tmp_path.iterdir())
+
+
+def test_cli_simulate_prints_a_json_summary(tmp_path, capsys):
+    """retry-audit simulate --json prints the summary as JSON and exits 0."""
+    out = tmp_path / "cli"
+    code = cli_main(["--quiet", "simulate", str(SMALL), "--out", str(out), "--json", "--seed", "3"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["seed"] == 3 and summary["produced"] == 500 and summary["run_dir"] == str(out)
+
+
+def test_cli_simulate_failure_prints_seed_and_command(tmp_path, capsys):
+    """A failed simulation prints SEED=... and the command that reproduces it."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    out = blocker / "run"
+    code = cli_main(["simulate", str(SMALL), "--out", str(out), "--seed", "5"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "SEED=5" in err
+    assert f"retry-audit simulate {SMALL} --out {out} --seed 5" in err
+
+
+def test_cli_bad_scenario_is_one_line_exit_2(tmp_path, capsys):
+    """A scenario mistake exits 2 with one line naming the file and line."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nhorizon: 5x\n")
+    code = cli_main(["simulate", str(bad), "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{bad}:2" in err and "horizon" in err
+
+
+def test_failing_simulation_test_prints_seed(small_copy):
+    """The helper simulation tests use reports SEED=... and the reproduce command on a violation."""
+    import pyarrow.parquet as pq
+
+    path = next((small_copy / "parquet" / "schedule_deliveries").glob("*.parquet"))
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[0]["delivered_ts"] = rows[0]["due_ts"].replace(year=2000)
+    pq.write_table(type(table).from_pylist(rows, schema=table.schema), path)
+    assert check_run(small_copy)
+    with pytest.raises(pytest.fail.Exception) as info:
+        assert_run_passes(small_copy, SMALL, 7)
+    assert "SEED=7" in str(info.value) and "retry-audit simulate" in str(info.value)
