@@ -93,7 +93,7 @@ def test_seventeen_failures_walk_every_level_then_the_dlq(make_broker):
         assert record.properties["UNIQ_KEY"] == first.uniq_key
         phys = record.phys_offset
     assert seen_levels == list(range(3, 19))
-    for level, delay in zip(seen_levels, hop_delays):
+    for level, delay in zip(seen_levels, hop_delays, strict=True):
         assert broker.levels_ms[level - 1] <= delay < broker.levels_ms[level - 1] + SCHEDULE_DELAY_FOR_A_WHILE_MS
     dead = broker.pull_message(GROUP, DLQ, 0, 0, 32).records
     assert len(dead) == 1
