@@ -73,7 +73,8 @@ class ConsumerOffsets:
         self._row(group, topic, queue_id, offset, self.sim.now(), "UPDATE")
         self._dirty = True
         if self._timer is None:
-            when = grid_at_or_after(self._grid_origin_ms, OFFSET_PERSIST_INTERVAL_MS, self.sim.now())
+            # The tick at this very millisecond may already have run: take the next one.
+            when = grid_at_or_after(self._grid_origin_ms, OFFSET_PERSIST_INTERVAL_MS, self.sim.now() + 1)
             self._timer = self.sim.at(when, self._on_timer)
 
     def query(self, group: str, topic: str, queue_id: int) -> int:

@@ -148,8 +148,9 @@ class ScheduleService:
         self.offset_table[level] = offset
         self._dirty = True
         if self._persist_timer is None:
+            # The tick at this very millisecond may already have run: take the next one.
             when = grid_at_or_after(self._persist_origin_ms, DELAY_OFFSET_FLUSH_INTERVAL_MS,
-                                    self.sim.now())
+                                    self.sim.now() + 1)
             self._persist_timer = self.sim.at(when, self._on_persist_timer)
 
     def _on_persist_timer(self) -> None:
