@@ -25,7 +25,7 @@ from broker_core.constants import (
 )
 from broker_core.delay_levels import clamp_level, deliver_timestamp
 from broker_core.errors import CorruptRecordError
-from broker_core.message import PROP_DELAY, PROP_TAGS, tags_code
+from broker_core.message import PROP_DELAY, PROP_TAGS, host_to_bytes, tags_code
 from broker_core.store.mapped_file import MappedFile, MappedFileQueue
 
 COMMIT_LOG_DIR_NAME = "commitlog"
@@ -69,6 +69,49 @@ def record_tags_code(topic: str, properties, store_ts: int, delay_levels: list[i
             if level > 0:
                 code = deliver_timestamp(delay_levels, level, store_ts)
     return code
+
+
+def _header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
+    """The fixed fields up to the body length (the codec's layout, §1.2)."""
+    born = "16si" if born_v6 else "4si"
+    store = "16si" if store_v6 else "4si"
+    return struct.Struct(f">iIiiiqqiq{born}q{store}iqi")
+
+
+# Indexed by (born v6) | (store v6) << 1, like the sysFlag bits 0x10 / 0x20 shifted down by 4.
+RECORD_HEADERS = tuple(_header_struct(bool(i & 1), bool(i & 2)) for i in range(4))
+PROPERTIES_LENGTH = struct.Struct(">h")
+TOPIC_FIELD_CACHE_ENTRIES_MAX = 100_000  # distinct topics whose encoded field is kept
+HOST_CACHE_ENTRIES_MAX = 10_000
+
+
+class FieldCache:
+    """Encoded topic fields and host parts, computed once per distinct value (the append path)."""
+
+    def __init__(self):
+        self._topics: dict[str, bytes] = {}
+        self._hosts: dict[str, tuple[bytes, int, int]] = {}
+
+    def topic_field(self, topic: str) -> bytes:
+        """The v1 topic field: a 1-byte length, then the UTF-8 bytes (the topic is validated)."""
+        field_bytes = self._topics.get(topic)
+        if field_bytes is None:
+            raw = topic.encode("utf-8")
+            assert len(raw) <= 127, f"topic {topic[:40]!r} longer than a v1 record allows"
+            field_bytes = bytes((len(raw),)) + raw
+            if len(self._topics) < TOPIC_FIELD_CACHE_ENTRIES_MAX:
+                self._topics[topic] = field_bytes
+        return field_bytes
+
+    def host(self, host: str) -> tuple[bytes, int, int]:
+        """(address bytes, port, 1 if IPv6 else 0)."""
+        parts = self._hosts.get(host)
+        if parts is None:
+            addr, port = host_to_bytes(host)
+            parts = (addr, port, 1 if len(addr) == 16 else 0)
+            if len(self._hosts) < HOST_CACHE_ENTRIES_MAX:
+                self._hosts[host] = parts
+        return parts
 
 
 @dataclass(frozen=True)
@@ -152,6 +195,34 @@ class CommitLog:
         if queue_dispatch:
             table[key] = queue_offset + 1
         return phys, queue_offset
+
+    def reserve(self, size: int, key: str, queue_dispatch: bool) -> tuple[int, int]:
+        """Place a record of ``size`` bytes: (physical offset, queue offset); then :meth:`write` it.
+
+        The END_OF_FILE blank is written here when the record does not fit the current file. The
+        caller encodes the record with the returned offsets and writes it before any other append.
+        """
+        files = self.files
+        last = files.files[-1] if files.files else None
+        wrote = files.wrote_offset
+        if last is None or wrote == last.end:
+            last = files.ensure_writable_file(wrote)
+        space = last.end - files.wrote_offset
+        if size + END_FILE_MIN_BLANK_LENGTH_BYTES > space:
+            files.append(_BLANK.pack(space, BLANK_MAGIC_CODE))
+            files.mark_file_full()
+            files.ensure_writable_file()
+        table = self.topic_queue_table
+        if queue_dispatch:
+            queue_offset = table.get(key, 0)
+            table[key] = queue_offset + 1
+        else:
+            queue_offset = 0
+        return files.wrote_offset, queue_offset
+
+    def write(self, phys: int, data: bytes) -> None:
+        written_at = self.files.append(data)
+        assert written_at == phys, f"record reserved at {phys} but written at {written_at}"
 
     # --- reading ------------------------------------------------------------------------------
 

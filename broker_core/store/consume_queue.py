@@ -21,6 +21,7 @@ CONSUME_QUEUE_DIR_NAME = "consumequeue"
 # fillPreBlank unit: (0, Integer.MAX_VALUE, 0) marks queue slots below the first real unit.
 PRE_BLANK_UNIT_SIZE = 2**31 - 1
 _PRE_BLANK = CQ_UNIT.pack(0, PRE_BLANK_UNIT_SIZE, 0)
+_pack_unit = CQ_UNIT.pack
 
 
 def consume_queue_dir(root: Path, topic: str, queue_id: int) -> Path:
@@ -114,6 +115,11 @@ class ConsumeQueue:
             return True
         expect = cq_offset * CQ_UNIT_SIZE_BYTES
         files = self.files
+        if expect == files.wrote_offset and files.files and expect < files.files[-1].end:
+            # The common case: the next slot of an open file.
+            self.max_physic_offset = phys_offset + size
+            files.append(_pack_unit(phys_offset, size, tags_code))
+            return True
         first_file = not files.files
         if files.space_in_last_file() == 0:
             files.ensure_writable_file(expect)

@@ -31,17 +31,14 @@ def offset_to_file_name(offset: int) -> str:
 class MappedFile:
     """One fixed-size file of the queue; ``start`` is the logical offset of its first byte."""
 
-    __slots__ = ("path", "start", "size", "_fd")
+    __slots__ = ("path", "start", "size", "end", "_fd")
 
     def __init__(self, path: Path, start: int, size: int):
         self.path = path
         self.start = start
         self.size = size
+        self.end = start + size  # a plain attribute: the append path reads it on every record
         self._fd: int | None = None
-
-    @property
-    def end(self) -> int:
-        return self.start + self.size
 
     def fd(self) -> int:
         if self._fd is None:
@@ -89,6 +86,9 @@ class MappedFileQueue:
         self.wrote_offset = 0
         self.flushed_offset = 0
         self._segments: list[list] = []
+        # The last segment's buffer and its file's end: the append fast path.
+        self._tail: bytearray | None = None
+        self._tail_end = 0
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -123,6 +123,7 @@ class MappedFileQueue:
         end = self.files[-1].end if self.files else 0
         self.wrote_offset = self.flushed_offset = end
         self._segments = []
+        self._tail = None
 
     # --- locating -----------------------------------------------------------------------------
 
@@ -173,18 +174,30 @@ class MappedFileQueue:
 
     def append(self, data) -> int:
         """Buffer ``data`` at the write position of the last file; return its logical offset."""
-        mapped = self.files[-1]
         offset = self.wrote_offset
-        n = len(data)
-        assert offset + n <= mapped.end, (
-            f"append of {n} bytes at {offset} crosses the end of {mapped.path.name}")
+        end = offset + len(data)
+        tail = self._tail
+        if tail is not None and end <= self._tail_end:
+            # The common case: the last file's segment is open and the bytes fit in the file.
+            tail += data
+            self.wrote_offset = end
+            if len(tail) > WRITE_BUFFER_SPILL_BYTES_MAX:
+                self._spill()
+            return offset
+        mapped = self.files[-1]
+        assert end <= mapped.end, (
+            f"append of {len(data)} bytes at {offset} crosses the end of {mapped.path.name}")
         segments = self._segments
         if segments and segments[-1][0] is mapped:
-            segments[-1][2] += data
+            tail = segments[-1][2]
+            tail += data
         else:
-            segments.append([mapped, offset - mapped.start, bytearray(data)])
-        self.wrote_offset = offset + n
-        if len(segments[-1][2]) > WRITE_BUFFER_SPILL_BYTES_MAX:
+            tail = bytearray(data)
+            segments.append([mapped, offset - mapped.start, tail])
+        self._tail = tail
+        self._tail_end = mapped.end
+        self.wrote_offset = end
+        if len(tail) > WRITE_BUFFER_SPILL_BYTES_MAX:
             self._spill()
         return offset
 
@@ -201,6 +214,7 @@ class MappedFileQueue:
         last[0].pwrite(last[1], last[2])
         # Spilled bytes are on disk already; they count as flushed from here on.
         self._segments = []
+        self._tail = None
         self.flushed_offset = self.wrote_offset
 
     def flush(self) -> int:
@@ -209,6 +223,7 @@ class MappedFileQueue:
             if buf:
                 mapped.pwrite(pos, buf)
         self._segments = []
+        self._tail = None
         self.flushed_offset = self.wrote_offset
         return self.flushed_offset
 
@@ -216,6 +231,7 @@ class MappedFileQueue:
         """Forget the buffered tail (kill -9); return how many bytes were lost."""
         lost = sum(len(seg[2]) for seg in self._segments)
         self._segments = []
+        self._tail = None
         self.wrote_offset = self.flushed_offset
         return lost
 
@@ -271,6 +287,7 @@ class MappedFileQueue:
     def delete_last_file(self) -> None:
         mapped = self.files.pop()
         self._segments = [seg for seg in self._segments if seg[0] is not mapped]
+        self._tail = None
         mapped.close()
         mapped.path.unlink()
 
@@ -291,6 +308,7 @@ class MappedFileQueue:
             mapped.path.unlink()
         self.files = []
         self._segments = []
+        self._tail = None
         self.wrote_offset = self.flushed_offset = 0
 
     def close(self) -> None:

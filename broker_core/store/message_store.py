@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
+from zlib import crc32
 
 from broker_core import codec, names
 from broker_core.constants import (
@@ -26,8 +28,11 @@ from broker_core.constants import (
     COMMITLOG_FILE_SIZE_BYTES_DEFAULT,
     CQ_UNITS_PER_FILE_DEFAULT,
     MESSAGE_DELAY_LEVEL_DEFAULT,
+    MESSAGE_MAGIC_CODE_V1,
     PROPERTIES_LENGTH_BYTES_MAX,
     SCHEDULE_TOPIC,
+    SYSFLAG_BORNHOST_V6,
+    SYSFLAG_STOREHOST_V6,
     SYSFLAG_TRANSACTION_MASK,
     SYSFLAG_TRANSACTION_PREPARED,
     SYSFLAG_TRANSACTION_ROLLBACK,
@@ -53,13 +58,22 @@ from broker_core.store.checkpoint import (
     remove_abort_file,
     write_lock_file,
 )
-from broker_core.store.commit_log import CommitLog, Problem, java_parse_int, record_tags_code
+from broker_core.store.commit_log import (
+    RECORD_HEADERS,
+    CommitLog,
+    FieldCache,
+    Problem,
+    java_parse_int,
+    record_tags_code,
+)
 from broker_core.store.consume_queue import ConsumeQueue, list_consume_queues
 from broker_core.store.store_check import check_store
 
 FLUSH_SYNC = "sync"
 FLUSH_ASYNC = "async"
 _NO_DISPATCH = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+_V6_BITS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
+_PROPS_LEN = struct.Struct(">h")
 
 
 @dataclass
@@ -115,7 +129,7 @@ class MessageInner:
     delay_level: int | None = None
 
 
-class PutStatus(str, Enum):
+class PutStatus(StrEnum):
     PUT_OK = "PUT_OK"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
@@ -131,14 +145,21 @@ class PutResult:
     queue_id: int
     phys_offset: int = -1
     queue_offset: int = -1
-    msg_id: str = ""
     store_ts: int = 0
     total_size: int = 0
     detail: str = ""
+    store_host: str = ""
 
     @property
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
+
+    @property
+    def msg_id(self) -> str:
+        """The offset message id (store host + physical offset); "" when nothing was stored."""
+        if self.status is not PutStatus.PUT_OK:
+            return ""
+        return create_message_id(self.store_host, self.phys_offset)
 
 
 class MessageStore:
@@ -165,6 +186,8 @@ class MessageStore:
         # Per stored (topic, queue): the commit-log table key and the queue, built once.
         self._route: dict[tuple[str, int], tuple[str, ConsumeQueue]] = {}
         self._valid_topics: set[str] = set()
+        self._fields = FieldCache()
+        self._max_body = config.max_message_size
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -290,17 +313,21 @@ class MessageStore:
                              detail="the store is not running")
         if topic not in self._valid_topics:
             names.validate_topic(topic)  # raises InvalidNameError before anything touches disk
+            assert isinstance(queue_id, int) and queue_id >= 0, f"bad queue id {queue_id!r}"
             self._valid_topics.add(topic)
         body = msg.body
-        if len(body) > self.config.max_message_size:
+        if len(body) > self._max_body:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
                              detail=f"body of {len(body)} bytes exceeds {self.config.max_message_size}")
         props = msg.properties
         props_string = msg.properties_string
         if props_string is not None and len(props_string) > PROPERTIES_LENGTH_BYTES_MAX:
+            # DefaultMessageStore.checkMessage counts chars of the string it was handed.
             return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
                              detail=f"properties string of {len(props_string)} chars is too long")
-        tran = msg.sys_flag & SYSFLAG_TRANSACTION_MASK
+        sys_flag = msg.sys_flag
+        tran = sys_flag & SYSFLAG_TRANSACTION_MASK
+        dispatch = tran not in _NO_DISPATCH
         level = msg.delay_level
         if level is None:
             text = props.get(PROP_DELAY)
@@ -311,7 +338,7 @@ class MessageStore:
                     return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
                                      detail=f"DELAY {text!r} is not an int")
         schedule_level = 0
-        if level > 0 and tran not in _NO_DISPATCH:
+        if level > 0 and dispatch:
             clamped = None
             if level > self.max_delay_level:
                 level = clamped = self.max_delay_level
@@ -322,41 +349,56 @@ class MessageStore:
             schedule_level = level
         elif props_string is None:
             props_string = properties_to_string(props)
-        stored_props = string_to_properties(props_string) if props_string else {}
+        props_bytes = props_string.encode("utf-8")
+        if len(props_bytes) > PROPERTIES_LENGTH_BYTES_MAX:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, topic, queue_id,
+                             detail=f"properties of {len(props_bytes)} bytes exceed "
+                                    f"{PROPERTIES_LENGTH_BYTES_MAX}")
+        fields = self._fields
+        topic_field = fields.topic_field(topic)
         store_host = msg.store_host or self.config.store_host
-        record = codec.Record(topic, queue_id, msg.flag, 0, 0, msg.sys_flag, msg.born_ts,
-                              msg.born_host, 0, store_host, msg.reconsume_times,
-                              msg.prepared_tx_offset, body, stored_props)
-        try:
-            buf = codec.encode_for_append(record)
-        except codec.RecordTooLargeError as exc:
-            status = (PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in exc.message
-                      else PutStatus.MESSAGE_ILLEGAL)
-            return PutResult(status, topic, queue_id, detail=exc.message)
-        except BadInputError as exc:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id, detail=exc.message)
-        size = len(buf)
+        born_addr, born_port, born_v6 = fields.host(msg.born_host)
+        store_addr, store_port, store_v6 = fields.host(store_host)
+        # The broker sets the V6 bits from the address types before encoding (§1.9).
+        sys_flag = (sys_flag & ~_V6_BITS) | (born_v6 * SYSFLAG_BORNHOST_V6) | (
+            store_v6 * SYSFLAG_STOREHOST_V6)
+        header = RECORD_HEADERS[born_v6 | store_v6 << 1]
+        size = header.size + len(body) + len(topic_field) + 2 + len(props_bytes)
         if not self.commit_log.fits_in_a_file(size):
             return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
                              detail=f"record of {size} bytes cannot fit a commit-log file")
         store_ts = self.clock()
-        key, cq = self._queue_route(topic, queue_id)
-        dispatch = tran not in _NO_DISPATCH
-        phys, queue_offset = self.commit_log.append(buf, key, dispatch, store_ts)
+        route = self._route.get((topic, queue_id))
+        if route is None:
+            route = self._queue_route(topic, queue_id)
+        key, cq = route
+        commit_log = self.commit_log
+        phys, queue_offset = commit_log.reserve(size, key, dispatch)
+        try:
+            head = header.pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
+                               queue_id, msg.flag, queue_offset, phys, sys_flag, msg.born_ts,
+                               born_addr, born_port, store_ts, store_addr, store_port,
+                               msg.reconsume_times, msg.prepared_tx_offset, len(body))
+        except struct.error as exc:
+            raise BadInputError(f"a message field is out of its Java type's range: {exc}",
+                                where=f"topic {topic}") from None
+        commit_log.write(phys, b"".join((head, body, topic_field,
+                                         _PROPS_LEN.pack(len(props_bytes)), props_bytes)))
         self._last_store_ts = store_ts
         if dispatch:
             if schedule_level:
                 tags = deliver_timestamp(self.delay_levels, schedule_level, store_ts)
             elif topic == SCHEDULE_TOPIC:
-                tags = record_tags_code(topic, stored_props, store_ts, self.delay_levels)
+                tags = record_tags_code(topic, string_to_properties(props_string), store_ts,
+                                        self.delay_levels)
             else:
-                tags = tags_code(stored_props.get(PROP_TAGS))
+                tags = tags_code(props.get(PROP_TAGS))
             cq.put(phys, size, tags, queue_offset)
             self._last_dispatch_ts = store_ts
         if self._sync:
             self.flush()
-        return PutResult(PutStatus.PUT_OK, topic, queue_id, phys, queue_offset,
-                         create_message_id(store_host, phys), store_ts, size)
+        return PutResult(PutStatus.PUT_OK, topic, queue_id, phys, queue_offset, store_ts, size,
+                         store_host=store_host)
 
     # --- reads --------------------------------------------------------------------------------
 

@@ -144,7 +144,7 @@ def test_replaying_the_fixture_through_put_message_writes_the_same_bytes(writabl
     by_phys = {e["physicalOffset"]: e for e in messages()}
     previous_hop = {}
     for info in MANIFEST["uniqKeys"].values():
-        for before, after in zip(info["records"], info["records"][1:]):
+        for before, after in zip(info["records"], info["records"][1:], strict=False):
             previous_hop[after] = before
     clock = Clock()
     store = open_store(tmp_path / "replay", clock)
