@@ -167,9 +167,10 @@ class ProcessQueue:
 
     def take_messages(self, n: int) -> list[PulledMessage]:
         """Move up to ``n`` head messages into the orderly consuming map."""
+        offsets = self._keys[:n]
+        del self._keys[:n]
         taken = []
-        while self._keys and len(taken) < n:
-            off = self._keys.pop(0)
+        for off in offsets:
             msg = self._msgs.pop(off)
             self._consuming_orderly[off] = msg
             taken.append(msg)

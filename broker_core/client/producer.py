@@ -64,7 +64,8 @@ SEND_OK = "SEND_OK"
 SEND_FAILED = "FAILED"
 INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"  # MixAll.CLIENT_INNER_PRODUCER_GROUP
 QUEUE_INDEX_START_MAX = 2**31  # ThreadLocalIndex starts at a random non-negative int
-FAILED_KEYS_MAX = 1_000_000  # bound on the failed-key list kept for loss accounting
+FAILED_KEYS_MAX = 1_000_000
+RESPONSE_WAIT_OVERSHOOT_MS = 1  # a response wait that times out returns just after its deadline  # bound on the failed-key list kept for loss accounting
 
 
 @dataclass
@@ -159,7 +160,9 @@ class Producer:
             return self._send_sync(topic, body, props, flag, sys_flag)
         if mode == "async":
             return self._send_async(topic, body, props, flag, sys_flag)
-        return self._attempt(topic, body, props, flag, sys_flag, SEND_MSG_TIMEOUT_MS)[0]
+        outcome = self._attempt(topic, body, props, flag, sys_flag, self.send_timeout_ms)[0]
+        outcome.attempts = 1
+        return outcome
 
     # --- send loops -----------------------------------------------------------------------------
 
@@ -232,9 +235,10 @@ class Producer:
         if self.send_latency_ms > remaining_ms:
             # RemotingTimeoutException: the client gave up, whatever the broker did.
             stored = [response.phys_offset] if response.code in STORED_RESPONSE_CODES else []
+            # The wait ends just past the deadline, so the budget is spent: no further attempt.
             return (SendOutcome(ok=False, code=None, remark="wait response timeout",
                                 queue_id=queue_id, stored_on_timeout=stored),
-                    True, max(remaining_ms, 0))
+                    True, max(remaining_ms, 0) + RESPONSE_WAIT_OVERSHOOT_MS)
         code = int(response.code)
         if code in STORED_RESPONSE_CODES:
             return (SendOutcome(ok=True, code=code, remark=response.remark or "",
