@@ -223,17 +223,16 @@ class Broker:
     # -- requests --------------------------------------------------------------------------------
 
     def send_message(self, req: SendRequest) -> SendResponse:
-        """SEND_MESSAGE (asyncSendMessage 4.9.4)."""
-        if not self.running:
-            return SendResponse(codes.SERVICE_NOT_AVAILABLE, f"broker {self.config.name} is down")
+        """SEND_MESSAGE (asyncSendMessage 4.9.4); a broker that is down raises StoreStateError,
+        as a client's connection to a killed broker fails (RemotingConnectException)."""
+        self._require_running()
         return send_message(self, req)
 
     def consumer_send_msg_back(self, offset: int, group: str, delay_level: int,
                                origin_msg_id: str | None = None, origin_topic: str | None = None,
                                max_reconsume_times: int | None = None) -> SendResponse:
-        """CONSUMER_SEND_MSG_BACK (asyncConsumerSendMsgBack 4.9.4)."""
-        if not self.running:
-            return SendResponse(codes.SERVICE_NOT_AVAILABLE, f"broker {self.config.name} is down")
+        """CONSUMER_SEND_MSG_BACK (asyncConsumerSendMsgBack 4.9.4); raises when the broker is down."""
+        self._require_running()
         return consumer_send_msg_back(self, offset, group, delay_level, origin_msg_id,
                                       origin_topic, max_reconsume_times)
 
@@ -265,7 +264,13 @@ class Broker:
     # -- consumer offsets ------------------------------------------------------------------------
 
     def update_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        self.offsets.commit(group, topic, queue_id, offset)
+        """UPDATE_CONSUMER_OFFSET, a oneway request: lost without error when the broker is down."""
+        if self.running:
+            self.offsets.commit(group, topic, queue_id, offset)
 
     def query_consumer_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """QUERY_CONSUMER_OFFSET: the committed offset; -1 when none (or the broker is down, as
+        RemoteBrokerOffsetStore.readOffset answers a failed query)."""
+        if not self.running:
+            return -1
         return self.offsets.query(group, topic, queue_id)

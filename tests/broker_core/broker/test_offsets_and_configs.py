@@ -97,3 +97,14 @@ def test_only_4_9_semantics_are_known():
         assert "5.x" in str(exc)
     else:
         raise AssertionError("5.x should not be accepted yet")
+
+
+def test_offset_requests_to_a_down_broker(make_broker):
+    """While the broker is down an offset update is lost (oneway) and a query answers -1."""
+    broker, _sim, _ = make_broker(flush="sync")
+    broker.update_consumer_offset("g", "T", 0, 5)
+    broker.shutdown()
+    broker.update_consumer_offset("g", "T", 0, 8)
+    assert broker.query_consumer_offset("g", "T", 0) == -1
+    broker.start()
+    assert broker.query_consumer_offset("g", "T", 0) == 5

@@ -7,6 +7,7 @@ import pytest
 from broker_core.broker import codes
 from broker_core.broker.send import SendRequest
 from broker_core.constants import SCHEDULE_DELAY_FOR_A_WHILE_MS, SCHEDULE_TOPIC
+from broker_core.errors import StoreStateError
 from broker_core.names import dlq_topic, retry_topic
 
 GROUP = "order-service"
@@ -164,11 +165,12 @@ def test_no_subscription_group_without_auto_create(make_broker):
 
 
 def test_send_back_on_a_stopped_broker(make_broker):
-    """A broker that is down answers SERVICE_NOT_AVAILABLE instead of storing."""
+    """A broker that is down refuses the request (a connection error), then serves it after restart."""
     broker, sim, _ = make_broker(flush="sync")
     sent = _publish(broker, sim)
     broker.crash()
-    assert broker.consumer_send_msg_back(sent.phys_offset, GROUP, 0).code == codes.SERVICE_NOT_AVAILABLE
+    with pytest.raises(StoreStateError):
+        broker.consumer_send_msg_back(sent.phys_offset, GROUP, 0)
     broker.start()
     assert broker.consumer_send_msg_back(sent.phys_offset, GROUP, 0).ok
     sim.run(until_ms=sim.now() + DAY_MS)
