@@ -81,11 +81,15 @@ class ConsumeQueue:
         self._recover_min_logic_offset()
 
     def _truncate_positions(self, logical_end: int) -> None:
-        """truncateDirtyFiles on the queue; units past the end are zeroed (see docs/decisions)."""
+        """truncateDirtyFiles on the queue, and the units past the new end are zeroed.
+
+        RocketMQ leaves them in place for later appends to overwrite; if fewer units follow before
+        the next restart, its recovery would read the stale ones as valid. Zeroing them keeps a
+        later recovery from resurrecting units a truncation removed; the live units are the same.
+        """
         self.files.truncate_to(logical_end)
         if self.files.files:
             last = self.files.files[-1]
-            # Zeroing keeps a later recovery from resurrecting units a truncation removed.
             self.files.zero_range(logical_end, last.end)
 
     def _recover_min_logic_offset(self) -> None:

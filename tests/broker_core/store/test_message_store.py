@@ -266,3 +266,48 @@ def test_delay_level_parser_reads_the_default_table():
     levels = parse_delay_levels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")
     assert len(levels) == 18 and levels[0] == 1000 and levels[2] == 10_000 and levels[-1] == 7_200_000
     assert parse_delay_levels("1d") == [86_400_000]
+
+
+@pytest.mark.parametrize("born_host, store_host", [
+    ("10.0.0.2:50000", "192.168.0.1:10911"),
+    ("[2001:db8::10]:50000", "192.168.0.1:10911"),
+    ("10.0.0.2:50000", "[2001:db8::1]:10911"),
+    ("[::1]:1", "[2001:db8::1]:10911"),
+])
+def test_put_path_bytes_equal_the_codec_encoding(tmp_path, born_host, store_host):
+    """The bytes put_message writes equal codec.encode_record of the same fields, IPv6 hosts included."""
+    clock = Clock(1_234_567)
+    store = open_store(tmp_path / "s", clock)
+    store.start()
+    store.put_message(MessageInner("T", 0, b"first", {}))
+    props = {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "AB" * 16, "ÜNI": "ключ"}
+    msg = MessageInner("T", 2, "body ✓".encode(), props, flag=7, sys_flag=0x1, born_ts=99,
+                       born_host=born_host, store_host=store_host, reconsume_times=3,
+                       prepared_tx_offset=5)
+    result = store.put_message(msg)
+    raw = store.commit_log.files.read(result.phys_offset, result.total_size)
+    expected = codec.encode_record(codec.Record(
+        "T", 2, 7, 0, result.phys_offset, 0x1, 99, born_host, 1_234_567, store_host, 3, 5,
+        msg.body, props))
+    assert raw == expected
+    decoded = codec.decode_record(raw, 0)
+    assert (decoded.born_host, decoded.store_host, decoded.properties) == (born_host, store_host, props)
+    assert result.msg_id == create_message_id(store_host, result.phys_offset)
+    store.shutdown()
+
+
+def test_get_messages_reads_unflushed_and_flushed_records_alike(tmp_path):
+    """A record is readable right after its put, before and after a flush, and after a restart."""
+    store = open_store(tmp_path / "s")
+    store.start()
+    for i in range(5):
+        store.put_message(MessageInner("Q", 0, f"m{i}".encode(), {}))
+    assert [r.body for r in store.get_messages("Q", 0, 0, 10)] == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+    store.flush()
+    assert store.flushed_offset == store.max_phys_offset
+    store.put_message(MessageInner("Q", 0, b"m5", {}))
+    assert [r.queue_offset for r in store.get_messages("Q", 0, 3, 10)] == [3, 4, 5]
+    store.shutdown()
+    again = open_store(tmp_path / "s")
+    assert [r.body for r in again.get_messages("Q", 0, 4, 2)] == [b"m4", b"m5"]
+    assert again.get_messages("Q", 0, 6, 10) == [] and again.get_messages("missing", 0, 0, 1) == []

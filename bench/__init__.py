@@ -1,0 +1,1 @@
+"""Benchmarks: each module prints a table and writes bench/results/<name>.md."""
