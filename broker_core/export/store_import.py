@@ -24,6 +24,7 @@ from broker_core.codec import Record
 from broker_core.errors import BadInputError, CorruptStoreError
 from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.schema import RAW_TABLES
+from broker_core.message import create_message_id
 from broker_core.store.config_files import CONSUMER_OFFSET_FILE, split_topic_group
 from broker_core.store.reader import CONFIG_DIR_NAME, Problem, ScanProgress, StoreReader
 
@@ -72,6 +73,21 @@ class ImportSummary:
 
 
 _magic_names: dict[int, str] = {}
+_msg_id_prefixes: dict[str, str] = {}
+_MSG_ID_PREFIXES_MAX = 1024  # distinct store hosts in one store: a handful
+_MSG_ID_OFFSET_HEX_CHARS = 16  # the int64 physical offset at the end of an offset msgId
+
+
+def _msg_id(record: Record) -> str:
+    """``record.msg_id`` with the host part computed once per store host (the hot path of an import)."""
+    if record.phys_offset < 0:
+        return record.msg_id
+    prefix = _msg_id_prefixes.get(record.store_host)
+    if prefix is None:
+        prefix = create_message_id(record.store_host, 0)[:-_MSG_ID_OFFSET_HEX_CHARS]
+        if len(_msg_id_prefixes) < _MSG_ID_PREFIXES_MAX:
+            _msg_id_prefixes[record.store_host] = prefix
+    return f"{prefix}{record.phys_offset:016X}"
 
 
 def _magic_name(magic: int) -> str:
@@ -94,7 +110,7 @@ def record_to_row(record: Record, run_id: str, broker: str, file_name: str) -> d
         "topic": record.topic,
         "queue_id": record.queue_id,
         "queue_offset": record.queue_offset,
-        "msg_id": record.msg_id,
+        "msg_id": _msg_id(record),
         "uniq_key": record.uniq_key,
         "origin_msg_id": record.origin_msg_id,
         "real_topic": record.real_topic,
