@@ -113,3 +113,89 @@ def build_warehouse(run_dirs: Sequence[str | Path], db_path: str | Path, *,
         raise
     return WarehouseSummary(db_path=db_path, run_ids=run_ids, rows=rows,
                             seconds=time.perf_counter() - started)
+
+
+TABLE_DESCRIPTIONS = {
+    "commitlog": "Every commit-log record of every run (physical-offset order), properties as a map.",
+    "consume_attempts": "Every delivery of a message to a listener, with its status and outcome (simulations).",
+    "schedule_deliveries": "Every delayed message moved out of SCHEDULE_TOPIC_XXXX, with its lateness.",
+    "consumer_offsets": "Consumer offset events (UPDATE, PERSIST, RESTORE) per group, topic and queue.",
+    "faults": "Faults injected into a simulated run (crashes, send-back and put failures, ...).",
+    "runs": "One row per run: scenario, seed, simulated start and end, source (simulation or import).",
+    "produced": "Every message a producer tried to send, with its send status (simulations).",
+    "delay_offsets": "Delay-level offsets of the schedule service (config/delayOffset.json).",
+    "store_problems": "Damage found while reading an imported store.",
+    "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
+    "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
+    "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",
+    "run_groups": "A simulated run's consumer groups from run.json (model, mode, max reconsume times).",
+    "dlq_messages": "One row per DLQ record: origin topic and msgId, uniq key, group, retries, all "
+                    "properties and the last failed delivery.",
+    "delay_accuracy": "Per run and delay level: deliveries, expected delay, lateness p50/p99/max, early count.",
+    "retry_funnel": "Per run, group and origin topic: messages reaching each attempt, succeeding there, "
+                    "going to the DLQ after it.",
+    "delivery_accounting": "Per run and group, the OpenChaos queue checker's fields: enqueue_invoke, "
+                           "enqueue_success, dequeue_success, lost, duplicated, at_least_once, exactly_once.",
+    "group_health": "Per run and group: messages, consumed, DLQ, retrying, retry rate, end-to-end p50/p99.",
+    "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, STORE_DAMAGE.",
+}
+assert set(TABLE_DESCRIPTIONS) == set(WAREHOUSE_TABLES), "every warehouse table needs a description"
+
+
+def audit_assets(partitions_def) -> list:
+    """The ``audit/<table>`` assets: one DuckDB build step for the whole warehouse, per run partition.
+
+    Materializing a run's partition rebuilds the warehouse from every run directory that has its
+    lineage (so runs stay side by side) and swaps the file in; the drift checks (WARN) judge the
+    partition's run.
+    """
+    import dagster as dg
+
+    from assets.checks import DRIFTS, run_checks
+    from assets.raw import LINEAGE_KEYS, RAW_RUN_KEY, check_result
+    from assets.warehouse import open_read_only, run_id_of
+
+    keys = {t: dg.AssetKey(["audit", t]) for t in WAREHOUSE_TABLES}
+    specs = [dg.AssetSpec(keys[t], deps=[RAW_RUN_KEY, *LINEAGE_KEYS.values()], group_name="audit",
+                          kinds={"duckdb"}, description=TABLE_DESCRIPTIONS[t]) for t in WAREHOUSE_TABLES]
+    check_specs = [dg.AssetCheckSpec(c.name, asset=dg.AssetKey(c.asset.split("/")),
+                                     description=c.description, blocking=False) for c in DRIFTS]
+
+    @dg.multi_asset(specs=specs, check_specs=check_specs, partitions_def=partitions_def, name="audit",
+                    required_resource_keys={"home", "warehouse"})
+    def audit(context):
+        home, warehouse = context.resources.home, context.resources.warehouse
+        run_dir = home.run_dir(context.partition_key)
+        run_id = run_id_of(run_dir)
+        run_dirs = home.lineage_run_dirs()
+        summary = build_warehouse(run_dirs, warehouse.path, progress=context.log.info)
+        con = open_read_only(warehouse.path)
+        try:
+            counts = table_counts(con, run_id)
+            outcomes = run_checks(con, DRIFTS, run_id)
+            plots = _plots(con, run_id, context.log)
+        finally:
+            con.close()
+        for table, key in keys.items():
+            meta = {"dagster/row_count": counts[table], "rows_all_runs": summary.rows[table],
+                    "runs_in_warehouse": len(summary.run_ids),
+                    "warehouse": dg.MetadataValue.path(str(summary.db_path))}
+            if table in plots:
+                meta["plot"] = dg.MetadataValue.md(plots[table])
+            yield dg.MaterializeResult(asset_key=key, metadata=meta)
+        for outcome in outcomes:
+            yield check_result(outcome)
+
+    return [audit]
+
+
+def _plots(con, run_id: str, log) -> dict[str, str]:
+    """Markdown images for the tables that have a plot; a plot that fails is logged, not fatal."""
+    try:
+        from assets.plots import lateness_plot, retry_funnel_plot
+
+        return {"retry_funnel": retry_funnel_plot(con, run_id).markdown(),
+                "delay_accuracy": lateness_plot(con, run_id).markdown()}
+    except Exception as exc:  # noqa: BLE001 - pictures are a courtesy; the tables are the product
+        log.warning(f"plots skipped: {type(exc).__name__}: {exc}")
+        return {}

@@ -1,0 +1,126 @@
+"""A run's own data as Dagster assets: ``raw/run`` (its Parquet) and its Spark lineage.
+
+``raw/run`` simulates the partition's scenario, or imports its store, into
+``<data home>/runs/<partition>/``. ``lineage/message_hops`` and ``lineage/message_lineage`` are one
+Spark step (``assets.lineage.run_lineage``), guarded by the blocking invariant checks of
+``assets.checks``: they run on the run's own Parquet through an in-memory DuckDB, so a broken
+lineage stops the warehouse from being built on it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import dagster as dg
+import pyarrow.parquet as pq
+
+from assets.checks import INVARIANTS, CheckOutcome, run_checks
+from assets.warehouse import parquet_files, run_id_of, run_views
+from broker_core.export.schema import LINEAGE_TABLES, RAW_TABLES
+
+RAW_RUN_KEY = dg.AssetKey(["raw", "run"])
+LINEAGE_KEYS = {name: dg.AssetKey(["lineage", name]) for name in LINEAGE_TABLES}
+LINEAGE_DESCRIPTIONS = {
+    "message_hops": "One row per commit-log record in a message's journey (PUBLISH, SCHEDULE, DELIVER, "
+                    "RETRY, DLQ), ordered per message and group, with the dwell time to the next hop.",
+    "message_lineage": "One row per (message, consumer group): the path through the topics, retries, "
+                       "origin topic and message id, and the final state (CONSUMED, DLQ, RETRYING, "
+                       "UNCONSUMED, LOST).",
+}
+
+
+def table_rows(run_dir: Path, tables) -> dict[str, int]:
+    """Rows per table, read from the Parquet footers (no data is scanned)."""
+    return {t: sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(run_dir, t)) for t in tables}
+
+
+def materialize_run(source, run_dir: Path, log=None) -> dict:
+    """Simulate or import the partition's run into ``run_dir``; return metadata describing it."""
+    from orchestration.partitions import IMPORTED, SCENARIO, STORE
+
+    started = time.perf_counter()
+    meta: dict = {"source": source.kind, "source_path": dg.MetadataValue.path(str(source.path))}
+    if source.kind == SCENARIO:
+        from broker_core.sim.run import simulate
+
+        summary = simulate(source.path, run_dir)
+        meta.update(seed=summary.seed, end_reason=summary.end_reason, produced=summary.produced,
+                    consumed=summary.consumed, dlq_records=summary.dlq, in_flight=summary.in_flight,
+                    reproduce=f"retry-audit simulate {source.path} --out {run_dir} --seed {summary.seed}")
+    elif source.kind == STORE:
+        from broker_core.export.store_import import import_store
+
+        summary = import_store(source.path, run_dir, name=source.name)
+        meta.update(records=summary.records, problems=len(summary.problems))
+    else:
+        assert source.kind == IMPORTED, f"unknown run source {source.kind!r}"
+        if log:
+            log.info(f"{run_dir} was imported with `retry-audit import-store`; taken as it is")
+    meta["seconds"] = round(time.perf_counter() - started, 3)
+    return meta
+
+
+def raw_assets(partitions_def: dg.PartitionsDefinition) -> list:
+    """``raw/run`` and the lineage multi-asset, partitioned by run."""
+
+    @dg.asset(key=RAW_RUN_KEY, partitions_def=partitions_def, group_name="raw", kinds={"parquet"},
+              description="A run's Parquet tables (commitlog, consume_attempts, schedule_deliveries, "
+                          "consumer_offsets, faults, runs, produced, ...): the scenario simulated on the "
+                          "broker model, or the RocketMQ store imported, into <data home>/runs/<run>/.",
+              required_resource_keys={"home"})
+    def raw_run(context) -> dg.MaterializeResult:
+        home = context.resources.home
+        name = context.partition_key
+        run_dir = home.run_dir(name)
+        meta = materialize_run(home.source(name), run_dir, context.log)
+        rows = table_rows(run_dir, RAW_TABLES)
+        meta.update({f"rows_{t}": n for t, n in rows.items()})
+        meta["dagster/row_count"] = rows["commitlog"]
+        meta["run_dir"] = dg.MetadataValue.path(str(run_dir))
+        return dg.MaterializeResult(metadata=meta)
+
+    check_specs = [dg.AssetCheckSpec(c.name, asset=dg.AssetKey(c.asset.split("/")), description=c.description,
+                                     blocking=True) for c in INVARIANTS]
+
+    @dg.multi_asset(
+        specs=[dg.AssetSpec(key, deps=[RAW_RUN_KEY], group_name="lineage", kinds={"spark", "parquet"},
+                            description=LINEAGE_DESCRIPTIONS[name]) for name, key in LINEAGE_KEYS.items()],
+        check_specs=check_specs, partitions_def=partitions_def, name="lineage",
+        required_resource_keys={"home", "spark"})
+    def lineage(context):
+        from assets.lineage import run_lineage
+
+        home, spark = context.resources.home, context.resources.spark
+        run_dir = home.run_dir(context.partition_key)
+        started = time.perf_counter()
+        counts = run_lineage(run_dir, spark.session(), progress=context.log.info)
+        seconds = time.perf_counter() - started
+        records = table_rows(run_dir, ["commitlog"])["commitlog"]
+        for name, key in LINEAGE_KEYS.items():
+            yield dg.MaterializeResult(asset_key=key, metadata={
+                "dagster/row_count": counts[name], "seconds": round(seconds, 3),
+                "records_per_second": round(records / seconds, 1) if seconds > 0 else 0.0,
+                "path": dg.MetadataValue.path(str(run_dir / "lineage" / name))})
+        con = run_views(run_dir)
+        try:
+            outcomes = run_checks(con, INVARIANTS, run_id_of(run_dir))
+        finally:
+            con.close()
+        for outcome in outcomes:
+            yield check_result(outcome)
+
+    return [raw_run, lineage]
+
+
+def check_result(outcome: CheckOutcome) -> dg.AssetCheckResult:
+    """A check's verdict as Dagster sees it, with its evidence as metadata."""
+    meta = outcome.metadata()
+    return dg.AssetCheckResult(
+        check_name=outcome.check.name, asset_key=dg.AssetKey(outcome.check.asset.split("/")),
+        passed=outcome.passed,
+        severity=dg.AssetCheckSeverity.ERROR if outcome.blocking else dg.AssetCheckSeverity.WARN,
+        metadata={"violations": meta["violations"],
+                  "first_offending_keys": meta["first_offending_keys"],
+                  "evidence": dg.MetadataValue.md("\n".join(f"- {line}" for line in meta["evidence"])
+                                                  or "(none)")})

@@ -1,0 +1,333 @@
+"""The pipeline commands: ``lineage``, ``warehouse``, ``trace``, ``resend-plan`` and ``sql``.
+
+They call the same functions the Dagster assets call (``assets.lineage.run_lineage``,
+``assets.audit.build_warehouse``) and read the warehouse through read-only connections with
+parameterized queries only: a key or group name is never pasted into SQL.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+
+from assets.warehouse import open_read_only
+from broker_core.errors import BadInputError, RetryAuditError
+
+# Rows fetched from DuckDB at a time when printing a query's result: bounded memory for any size.
+FETCH_ROWS_BATCH = 10_000
+# Properties the broker and clients set for routing, retries and bookkeeping. A resend from the
+# DLQ drops them (the producer and broker set fresh ones); every other property, TAGS and KEYS
+# included, is the user's and is kept.
+RESEND_DROPPED_PROPERTIES = frozenset({
+    "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "ORIGIN_MESSAGE_ID", "RECONSUME_TIME",
+    "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "MIN_OFFSET", "MAX_OFFSET", "UNIQ_KEY", "WAIT",
+    "PGROUP", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET", "TRANSACTION_CHECK_TIMES", "CLUSTER",
+    "__STARTDELIVERTIME", "MSG_REGION", "TRACE_ON",
+})
+
+
+def _say(args, text: str) -> None:
+    if not getattr(args, "quiet", False):
+        print(text, file=sys.stderr, flush=True)
+
+
+# --- lineage --------------------------------------------------------------------------------------
+
+def lineage(args) -> int:
+    """``retry-audit lineage RUN_DIR``: build message_hops and message_lineage with Spark."""
+    from assets.lineage import run_lineage
+    from assets.raw import table_rows
+    from assets.spark import get_spark, stop_spark
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "parquet" / "commitlog").is_dir():
+        raise BadInputError("not a run directory (no parquet/commitlog inside)", where=str(run_dir),
+                            hint="create one with `retry-audit simulate` or `retry-audit import-store`")
+    records = table_rows(run_dir, ["commitlog"])["commitlog"]
+    spark = get_spark(args.spark_master)
+    try:
+        started = time.perf_counter()
+        counts = run_lineage(run_dir, spark, progress=lambda m: _say(args, m))
+        seconds = time.perf_counter() - started
+    finally:
+        stop_spark()
+    rate = records / seconds if seconds > 0 else 0.0
+    print(f"lineage {run_dir}: message_hops {counts['message_hops']:,} rows, message_lineage "
+          f"{counts['message_lineage']:,} rows; {records:,} commit-log records in {seconds:.1f} s "
+          f"({rate:,.0f} records/s)")
+    return 0
+
+
+# --- warehouse ------------------------------------------------------------------------------------
+
+def warehouse(args) -> int:
+    """``retry-audit warehouse RUN_DIR... --db FILE``: build the audit warehouse and swap it in."""
+    from assets.audit import build_warehouse
+
+    summary = build_warehouse(args.run_dirs, args.db, progress=lambda m: _say(args, m))
+    print(f"warehouse {summary.db_path}: {len(summary.run_ids)} run(s) "
+          f"({', '.join(summary.run_ids)}) in {summary.seconds:.1f} s")
+    width = max(len(t) for t in summary.rows)
+    for table, rows in summary.rows.items():
+        print(f"  {table:<{width}}  {rows:>12,}")
+    return 0
+
+
+# --- trace ----------------------------------------------------------------------------------------
+
+_FIND_MESSAGES = """
+SELECT DISTINCT run_id, message_key FROM message_hops WHERE message_key = $key OR msg_id = $key
+UNION
+SELECT DISTINCT h.run_id, h.message_key
+FROM commitlog c JOIN message_hops h ON h.run_id = c.run_id AND h.phys_offset = c.phys_offset
+WHERE c.uniq_key = $key OR c.origin_msg_id = $key OR c.msg_id = $key
+UNION
+SELECT DISTINCT run_id, message_key FROM message_lineage WHERE message_key = $key OR origin_msg_id = $key
+ORDER BY 1, 2
+"""
+_HOPS = """
+SELECT "group", hop_index, hop_kind, topic, queue_id, delay_level, reconsume_times, store_ts, dwell_ms,
+       msg_id, phys_offset
+FROM message_hops WHERE run_id = $run AND message_key = $key
+ORDER BY "group" NULLS FIRST, hop_index
+"""
+_CHAINS = """
+SELECT "group", final_state, retries, hops, path, origin_topic, origin_msg_id, total_delay_ms
+FROM message_lineage WHERE run_id = $run AND message_key = $key
+ORDER BY "group" NULLS FIRST
+"""
+_CONSUMES = """
+SELECT a.start_ts, a.consumer_id, a.queue_topic, a.queue_id, a.queue_offset, a.reconsume_times,
+       a.status, a.outcome
+FROM consume_attempts a
+WHERE a.run_id = $run AND a."group" IS NOT DISTINCT FROM $group
+  AND (a.uniq_key = $key OR a.msg_id IN (SELECT msg_id FROM message_hops
+                                         WHERE run_id = $run AND message_key = $key))
+ORDER BY a.start_ts, a.consumer_id
+"""
+
+
+def _rows(con, query: str, params: dict) -> list[dict]:
+    cur = con.execute(query, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def trace_messages(con: duckdb.DuckDBPyConnection, key: str) -> list[dict]:
+    """Every message a key names (UNIQ_KEY, offset msgId or ORIGIN_MESSAGE_ID), with hops and chains."""
+    found = con.execute(_FIND_MESSAGES, {"key": key}).fetchall()
+    messages = []
+    for run_id, message_key in found:
+        params = {"run": run_id, "key": message_key}
+        hops = _rows(con, _HOPS, params)
+        chains = _rows(con, _CHAINS, params)
+        for chain in chains:
+            chain["consumes"] = _rows(con, _CONSUMES, {**params, "group": chain["group"]})
+        messages.append({"run_id": run_id, "message_key": message_key, "hops": hops, "groups": chains})
+    return messages
+
+
+def _ts(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return str(value)
+
+
+def _duration(ms) -> str:
+    if ms is None:
+        return "-"
+    ms = int(ms)
+    if ms < 1000:
+        return f"{ms} ms"
+    seconds = ms / 1000
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    minutes, sec = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{sec:02d}s" if hours else f"{minutes}m{sec:02d}s"
+
+
+def _hop_line(hop: dict) -> str:
+    topic = f"{hop['topic']}[{hop['queue_id']}]"
+    if hop["hop_kind"] == "SCHEDULE":
+        topic += f" level {hop['delay_level']}"
+    return (f"  {hop['hop_index']:>3}  {hop['hop_kind']:<8}  {topic:<36}  {_ts(hop['store_ts'])}  "
+            f"{_duration(hop['dwell_ms']):>10}  {hop['reconsume_times']:>9}  {hop['msg_id']}")
+
+
+def format_trace(messages: Sequence[dict]) -> str:
+    """The readable timeline: hops, then per group the final state and the consume outcomes."""
+    lines: list[str] = []
+    header = (f"  {'#':>3}  {'hop':<8}  {'topic[queue]':<36}  {'stored (UTC)':<23}  {'dwell':>10}  "
+              f"{'reconsume':>9}  msgId")
+    for m in messages:
+        lines.append(f"message {m['message_key']}  (run {m['run_id']})")
+        shared = [h for h in m["hops"] if h["group"] is None]
+        lines.append(header)
+        lines.extend(_hop_line(h) for h in shared)
+        for chain in m["groups"]:
+            group = chain["group"]
+            own = [h for h in m["hops"] if h["group"] == group and group is not None]
+            lines.append("")
+            lines.append(f"group {group if group is not None else '(no subscriber)'}: {chain['final_state']}"
+                         f" after {chain['retries']} retries, {chain['hops']} hops, "
+                         f"{_duration(chain['total_delay_ms'])} end to end")
+            lines.append(f"  path: {chain['path']}")
+            lines.append(f"  origin: {chain['origin_topic']} {chain['origin_msg_id'] or ''}".rstrip())
+            if own:
+                lines.extend(_hop_line(h) for h in own)
+            if chain["consumes"]:
+                lines.append(f"  consumes ({len(chain['consumes'])}):")
+                for a in chain["consumes"]:
+                    lines.append(f"    {_ts(a['start_ts'])}  {a['consumer_id']:<24}  "
+                                 f"{a['queue_topic']}[{a['queue_id']}]@{a['queue_offset']}  "
+                                 f"reconsume {a['reconsume_times']}  {a['status']} -> {a['outcome']}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def trace(args) -> int:
+    """``retry-audit trace KEY --db FILE``: one message's journey as a timeline (or --json)."""
+    con = open_read_only(args.db)
+    try:
+        messages = trace_messages(con, args.key)
+    finally:
+        con.close()
+    if not messages:
+        raise RetryAuditError(f"no message has UNIQ_KEY, msgId or ORIGIN_MESSAGE_ID {args.key!r}",
+                              where=str(args.db),
+                              hint="list some with: retry-audit sql \"select message_key from "
+                                   "message_lineage limit 5\"")
+    if args.json:
+        print(json.dumps({"key": args.key, "messages": messages}, default=_json_value, indent=2))
+    else:
+        sys.stdout.write(format_trace(messages))
+    return 0
+
+
+# --- resend-plan ----------------------------------------------------------------------------------
+
+_RESEND = """
+SELECT run_id, "group", message_key, dlq_msg_id, origin_topic AS resend_topic, origin_msg_id, retries,
+       tags, keys, properties, dlq_store_ts, last_failure
+FROM dlq_messages
+WHERE "group" = $group AND ($topic IS NULL OR origin_topic = $topic)
+ORDER BY run_id, dlq_store_ts, dlq_phys_offset
+"""
+RESEND_COLUMNS = ("run_id", "group", "message_key", "dlq_msg_id", "resend_topic", "origin_msg_id",
+                  "retries", "tags", "keys", "user_properties", "dlq_store_ts", "last_failure")
+
+
+def resend_plan_rows(con: duckdb.DuckDBPyConnection, group: str, origin_topic: str | None) -> list[dict]:
+    """DLQ messages of ``group`` to resend to their RETRY_TOPIC, with every user property kept."""
+    rows = _rows(con, _RESEND, {"group": group, "topic": origin_topic})
+    for row in rows:
+        props = row.pop("properties") or {}
+        row["user_properties"] = {k: v for k, v in sorted(props.items()) if k not in RESEND_DROPPED_PROPERTIES}
+    if not rows:
+        known = [g for (g,) in con.execute(
+            'SELECT DISTINCT "group" FROM message_lineage WHERE "group" IS NOT NULL ORDER BY 1').fetchall()]
+        if group not in known:
+            raise BadInputError(f"no group {group!r} in the warehouse",
+                                hint="groups: " + (", ".join(known) if known else "(none)"))
+    return [{c: row[c] for c in RESEND_COLUMNS} for row in rows]
+
+
+def resend_plan(args) -> int:
+    """``retry-audit resend-plan --db FILE --group G``: CSV (or --json) of DLQ messages to resend."""
+    con = open_read_only(args.db)
+    try:
+        rows = resend_plan_rows(con, args.group, args.origin_topic)
+    finally:
+        con.close()
+    if args.json:
+        print(json.dumps(rows, default=_json_value, indent=2))
+    else:
+        _write_csv(RESEND_COLUMNS, ([r[c] for c in RESEND_COLUMNS] for r in rows))
+    _say(args, f"resend-plan: {len(rows)} DLQ message(s) of group {args.group}")
+    return 0
+
+
+# --- sql ------------------------------------------------------------------------------------------
+
+def sql(args) -> int:
+    """``retry-audit sql "QUERY" --db FILE``: a query on a read-only connection, as CSV or --json."""
+    con = open_read_only(args.db)
+    try:
+        try:
+            cur = con.execute(args.query)
+        except duckdb.Error as exc:
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BadInputError(f"query failed: {first_line}", where="sql",
+                                hint="the warehouse is opened read-only; tables: select table_name "
+                                     "from information_schema.tables") from exc
+        if cur.description is None:
+            return 0
+        names = [d[0] for d in cur.description]
+        batches = _batches(cur)
+        if args.json:
+            _write_json_rows(names, batches)
+        else:
+            _write_csv(names, (row for batch in batches for row in batch))
+    finally:
+        con.close()
+    return 0
+
+
+def _batches(cur) -> Iterable[list[tuple]]:
+    while True:
+        batch = cur.fetchmany(FETCH_ROWS_BATCH)
+        if not batch:
+            return
+        yield batch
+
+
+def _json_value(value):
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    return str(value)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, default=_json_value, sort_keys=isinstance(value, dict))
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _write_csv(names: Sequence[str], rows: Iterable[Sequence]) -> None:
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(names)
+    for row in rows:
+        writer.writerow([_cell(v) for v in row])
+
+
+def _write_json_rows(names: Sequence[str], batches: Iterable[list[tuple]]) -> None:
+    out = sys.stdout
+    out.write("[")
+    first = True
+    for batch in batches:
+        for row in batch:
+            out.write("\n  " if first else ",\n  ")
+            out.write(json.dumps(dict(zip(names, row, strict=True)), default=_json_value))
+            first = False
+    out.write("\n]\n" if not first else "]\n")

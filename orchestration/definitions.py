@@ -1,0 +1,29 @@
+"""The Dagster definitions: ``dagster dev -w workspace.yaml`` loads ``defs`` from here.
+
+Kept thin: ``build_definitions()`` finds the runs on disk (scenario files, stores, imports) and
+wires the assets, checks and resources; it reads the environment only when called.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from assets.audit import audit_assets
+from assets.raw import raw_assets
+from orchestration.partitions import data_home, discover_runs, run_partitions, scenarios_dir
+from orchestration.resources import default_resources
+
+
+def build_definitions(home: Path | None = None, scenarios: Path | None = None,
+                      spark_master: str | None = None) -> dg.Definitions:
+    """Definitions for the runs found under ``home`` (default RETRY_AUDIT_HOME or ./var)."""
+    home = Path(home).absolute() if home is not None else data_home()
+    scenarios = Path(scenarios).absolute() if scenarios is not None else scenarios_dir()
+    partitions = run_partitions(discover_runs(home, scenarios))
+    return dg.Definitions(assets=[*raw_assets(partitions), *audit_assets(partitions)],
+                          resources=default_resources(home, scenarios, spark_master))
+
+
+defs = build_definitions()
