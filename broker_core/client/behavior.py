@@ -18,8 +18,9 @@ EXCEPTION = "EXCEPTION"  # the listener threw: RocketMQ treats it as RECONSUME_L
 RETURN_NULL = "RETURN_NULL"  # the listener returned null: also RECONSUME_LATER
 FAILED_STATUSES = frozenset({RECONSUME_LATER, EXCEPTION, RETURN_NULL})
 
-# A hanging listener runs this many consume timeouts: long enough that at least one
-# cleanExpiredMsg pass (every consume timeout) finds it expired whatever its start phase.
+# A hanging listener runs this many consume timeouts (plus its normal consume time): long enough
+# that a cleanExpiredMsg pass (every consume timeout) finds it expired whatever its start phase,
+# even one that starts exactly on a pass (expiry needs strictly more than the timeout).
 HANG_CONSUME_TIMEOUTS = 2
 POISON_HASH_SCALE = 2**64  # the poison hash is a 64-bit value mapped onto [0, 1)
 
@@ -82,7 +83,8 @@ class Listener:
         u_hang, u_exc, u_null, u_fail = (self.rng.random(), self.rng.random(),
                                          self.rng.random(), self.rng.random())
         if u_hang < b.hang_probability:
-            return Verdict(CONSUME_SUCCESS, HANG_CONSUME_TIMEOUTS * self.consume_timeout_ms, True)
+            hang_ms = HANG_CONSUME_TIMEOUTS * self.consume_timeout_ms + b.consume_time_ms
+            return Verdict(CONSUME_SUCCESS, hang_ms, True)
         duration = b.consume_time_ms
         if any(is_poison(key, b.poison_fraction) for key in message_keys):
             return Verdict(RECONSUME_LATER, duration)

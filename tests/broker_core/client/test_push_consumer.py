@@ -1,0 +1,153 @@
+"""Push consumer: acks, send-back and its fallbacks, local retries, broadcasting, DLQ, timeouts."""
+
+from broker_core.client.behavior import Behavior
+from broker_core.client.push_consumer import LONG_POLL_SUSPEND_MS
+from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, SEND_BACK_LOCAL_RETRY_MS
+
+BODY = b"payload"
+SETTLE_MS = 30_000  # enough virtual time for pulls, consumes and offset persists to settle
+LEVEL_3_DELAY_MS = 10_000  # the first retry's delay (level 3 = 10 s)
+
+
+def _by_key(rows, key):
+    return sorted((r for r in rows if r["uniq_key"] == key), key=lambda r: r["start_ts"])
+
+
+def test_every_message_is_acked_once(rig):
+    """A healthy group consumes every message exactly once and commits each queue to its end."""
+    g = rig.group(consumers=2)
+    p = rig.producer()
+    keys = [p.send("T", BODY) for _ in range(40)]
+    rig.run_for(SETTLE_MS)
+    rows = rig.recorder.attempts(group="G")
+    assert sorted(r["uniq_key"] for r in rows) == sorted(keys)
+    assert {r["outcome"] for r in rows} == {"ACKED"} and {r["status"] for r in rows} == {"CONSUME_SUCCESS"}
+    assert g.idle()
+    for q in range(4):
+        assert rig.broker.query_consumer_offset("G", "T", q) == len(rig.records("T", q))
+
+
+def test_idle_consumer_does_not_busy_poll(rig):
+    """With nothing to read a consumer's pulls are held by the broker: one pull per queue per 15 s."""
+    g = rig.group(consumers=1)
+    rig.run_for(LONG_POLL_SUSPEND_MS * 4)
+    events_per_minute = rig.sim.events_run
+    queues = len(g.consumers[0].assigned())  # 4 + the retry queue
+    # Pulls (1 + 4 per queue), persist ticks (11), rebalance ticks (3): far below a busy loop.
+    assert events_per_minute < queues * 6 + 20
+
+
+def test_failure_is_sent_back_and_redelivered_from_the_retry_topic(rig):
+    """RECONSUME_LATER sends the message back; it returns 10 s later via %RETRY%G with reconsume 1."""
+    g = rig.group(behavior=Behavior(fail_probability=1.0))
+    key = rig.producer().send("T", BODY)
+    rig.run_for(LEVEL_3_DELAY_MS - 2000)  # the first attempt failed, the copy is still delayed
+    g.behavior.fail_probability = 0.0
+    rig.run_for(SETTLE_MS)
+    rows = _by_key(rig.recorder.attempts(group="G"), key)
+    assert [(r["queue_topic"], r["topic"], r["reconsume_times"], r["outcome"]) for r in rows] == [
+        ("T", "T", 0, "SENT_BACK"), ("%RETRY%G", "T", 1, "ACKED")]
+    assert rows[1]["start_ts"] - rows[0]["end_ts"] >= LEVEL_3_DELAY_MS
+    assert g.idle()
+
+
+def test_send_back_failure_falls_back_to_the_client_send(rig):
+    """When CONSUMER_SEND_MSG_BACK fails the client itself sends the copy to %RETRY%G."""
+    g = rig.group(behavior=Behavior(fail_probability=1.0))
+    g.send_back_failure_probability = 1.0
+    key = rig.producer().send("T", BODY)
+    rig.run_for(1000)
+    g.behavior.fail_probability = 0.0
+    rig.run_for(SETTLE_MS)
+    rows = _by_key(rig.recorder.attempts(group="G"), key)
+    assert [(r["reconsume_times"], r["outcome"]) for r in rows] == [
+        (0, "SENT_BACK_BY_CLIENT"), (1, "ACKED")]
+    retry = [r for r in rig.records("%RETRY%G") if r.uniq_key == key]
+    assert len(retry) == 1
+    props = retry[0].properties
+    assert props["RETRY_TOPIC"] == "T" and props["RECONSUME_TIME"] == "1"
+    assert props["MAX_RECONSUME_TIMES"] == str(RETRY_MAX_TIMES_DEFAULT)
+    assert props["ORIGIN_MESSAGE_ID"] == key and retry[0].reconsume_times == 1
+
+
+def test_both_send_backs_failing_retry_locally_after_5s(rig):
+    """Send-back and fallback both failing: LOCAL_RETRY, re-run 5 s later with reconsume_times + 1."""
+    g = rig.group(behavior=Behavior(fail_probability=1.0))
+    g.send_back_failure_probability = 1.0
+    g.fallback_failure_probability = 1.0
+    key = rig.producer().send("T", BODY)
+    rig.run_for(SEND_BACK_LOCAL_RETRY_MS * 2 + 1000)
+    rows = _by_key(rig.recorder.attempts(group="G"), key)
+    assert [(r["reconsume_times"], r["outcome"], r["queue_topic"]) for r in rows] == [
+        (0, "LOCAL_RETRY", "T"), (1, "LOCAL_RETRY", "T"), (2, "LOCAL_RETRY", "T")]
+    assert rows[1]["start_ts"] - rows[0]["end_ts"] == SEND_BACK_LOCAL_RETRY_MS
+    assert not g.idle()  # the message still holds its queue's offset
+    g.behavior.fail_probability = 0.0
+    rig.run_for(SETTLE_MS)
+    assert _by_key(rig.recorder.attempts(group="G"), key)[-1]["outcome"] == "ACKED"
+    assert rig.records("%RETRY%G") == []
+    assert g.idle()
+
+
+def test_broadcasting_drops_failures(rig):
+    """Broadcasting: every consumer gets every message once, and a failure is dropped, not retried."""
+    g = rig.group(model="BROADCASTING", consumers=2, behavior=Behavior(fail_probability=1.0))
+    keys = [rig.producer().send("T", BODY) for _ in range(6)]
+    rig.run_for(SETTLE_MS)
+    rows = rig.recorder.attempts(group="G")
+    assert sorted((r["consumer_id"], r["uniq_key"]) for r in rows) == sorted(
+        (c, k) for c in ("G-c0", "G-c1") for k in keys)
+    assert {r["outcome"] for r in rows} == {"DROPPED"}
+    assert {r["model"] for r in rows} == {"BROADCASTING"}
+    assert rig.broker.topic_queue_count("%RETRY%G") == 0
+    assert g.idle()
+
+
+def test_always_failing_message_goes_through_16_retries_to_the_dlq(rig):
+    """A message that always fails is delivered 17 times (reconsume 0..16), then lands in %DLQ%G."""
+    g = rig.group(behavior=Behavior(fail_probability=1.0))
+    key = rig.producer().send("T", BODY)
+    rig.run_for(5 * 3600_000)
+    rows = _by_key(rig.recorder.attempts(group="G"), key)
+    assert [r["reconsume_times"] for r in rows] == list(range(RETRY_MAX_TIMES_DEFAULT + 1))
+    assert {r["outcome"] for r in rows} == {"SENT_BACK"}
+    assert [r["queue_topic"] for r in rows] == ["T"] + ["%RETRY%G"] * RETRY_MAX_TIMES_DEFAULT
+    dlq = rig.records("%DLQ%G")
+    assert [r.uniq_key for r in dlq] == [key] and dlq[0].reconsume_times == 17
+    # Each retry waits its level (3 + reconsume times): 10 s for the first, 2 h for the last.
+    gaps = [b["start_ts"] - a["end_ts"] for a, b in zip(rows, rows[1:])]
+    assert gaps[0] >= 10_000 and gaps[-1] >= 7_200_000
+    assert g.idle()
+
+
+def test_consume_timeout_sends_the_message_back_and_frees_the_offset(rig):
+    """A hung delivery is sent back at level 3 by cleanExpiredMsg (EXPIRED) and its offset moves on."""
+    timeout = 60_000
+    g = rig.group(behavior=Behavior(hang_probability=1.0), consume_timeout_ms=timeout)
+    p = rig.producer()
+    key = p.send("T", BODY)
+    rig.run_for(1000)
+    g.behavior.hang_probability = 0.0
+    rig.run_for(4 * timeout)
+    rows = _by_key(rig.recorder.attempts(group="G"), key)
+    assert rows[0]["outcome"] == "EXPIRED" and rows[0]["end_ts"] - rows[0]["start_ts"] > 2 * timeout
+    assert [(r["queue_topic"], r["reconsume_times"], r["outcome"]) for r in rows[1:]] == [
+        ("%RETRY%G", 1, "ACKED")]
+    assert g.idle()
+
+
+def test_thread_pool_bounds_concurrent_deliveries(rig):
+    """At most consume_thread_max deliveries of one consumer overlap in time."""
+    rig.group(behavior=Behavior(consume_time_ms=100), consume_thread_max=3)
+    p = rig.producer()
+    for _ in range(20):
+        p.send("T", BODY)
+    rig.run_for(SETTLE_MS)
+    rows = rig.recorder.attempts(group="G")
+    assert len(rows) == 20
+    points = sorted([(r["start_ts"], 1) for r in rows] + [(r["end_ts"], -1) for r in rows])
+    running = peak = 0
+    for _, step in points:
+        running += step
+        peak = max(peak, running)
+    assert peak == 3
