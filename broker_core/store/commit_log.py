@@ -352,6 +352,12 @@ class CommitLog:
             return None
         return _INT64.unpack_from(head, pos)[0]
 
+    def check(self) -> list[Problem]:
+        """Every damaged record, and unreadable bytes before the write position, without raising."""
+        from broker_core.store.store_check import check_store  # store_check builds on this module
+
+        return check_store(self, [])
+
     # --- flush, truncation, teardown ----------------------------------------------------------
 
     def flush(self) -> int:

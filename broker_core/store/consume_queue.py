@@ -13,6 +13,7 @@ from pathlib import Path
 
 from broker_core import names
 from broker_core.constants import CQ_UNIT_SIZE_BYTES, RECOVER_NORMAL_FILES_FROM_END
+from broker_core.errors import InvalidNameError
 from broker_core.store.mapped_file import MappedFileQueue
 
 CQ_UNIT = struct.Struct(">qiq")  # physOffset, size, tagsCode
@@ -227,8 +228,12 @@ class ConsumeQueue:
         self.files.close()
 
 
-def list_consume_queues(root: Path) -> list[tuple[str, int]]:
-    """Every (topic, queue id) with a directory under ``<root>/consumequeue``, sorted."""
+def list_consume_queues(root: Path, skipped: list[str] | None = None) -> list[tuple[str, int]]:
+    """Every (topic, queue id) with a directory under ``<root>/consumequeue``, sorted.
+
+    A directory whose name is not a valid topic (RocketMQ never writes one) is not a queue: it is
+    left alone and its name is added to ``skipped`` when a list is given.
+    """
     base = Path(root) / CONSUME_QUEUE_DIR_NAME
     found: list[tuple[str, int]] = []
     if not base.is_dir():
@@ -236,7 +241,12 @@ def list_consume_queues(root: Path) -> list[tuple[str, int]]:
     for topic_dir in sorted(base.iterdir(), key=lambda p: p.name):
         if not topic_dir.is_dir():
             continue
-        names.validate_topic(topic_dir.name)
+        try:
+            names.validate_topic(topic_dir.name)
+        except InvalidNameError:
+            if skipped is not None:
+                skipped.append(topic_dir.name)
+            continue
         for queue_dir in sorted(topic_dir.iterdir(), key=lambda p: p.name):
             if queue_dir.is_dir() and queue_dir.name.isdigit():
                 found.append((topic_dir.name, int(queue_dir.name)))

@@ -203,13 +203,16 @@ class MessageStore:
         try:
             self.commit_log.load()
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
-            for topic, queue_id in list_consume_queues(self.root):
+            skipped: list[str] = []
+            for topic, queue_id in list_consume_queues(self.root, skipped):
                 cq = self._new_queue(topic, queue_id)
                 cq.load()
         except CorruptStoreError as exc:
             self.load_error = exc
             return False
         self._recover(last_exit_ok)
+        self.recovery_report.notes.extend(
+            f"consumequeue/{name} is not a valid topic name; not loaded" for name in skipped)
         self._loaded = True
         return True
 
@@ -465,6 +468,19 @@ class MessageStore:
                 cp.logics_msg_timestamp = self._last_dispatch_ts
             cp.flush()
         return flushed
+
+    def rebuild_consume_queues(self) -> int:
+        """Throw every consume queue away and build them again from the commit log.
+
+        A repair for a store whose queues were lost or damaged (RocketMQ's equivalent is deleting
+        ``consumequeue/`` and restarting). Returns the number of records dispatched.
+        """
+        assert not self._running, "rebuild the consume queues of a stopped store"
+        count = recovery.rebuild_consume_queues(self.commit_log, self.queues, self._dispatch)
+        self._route.clear()
+        recovery.rebuild_topic_queue_table(self.commit_log, list(self.queues.values()))
+        self.flush()
+        return count
 
     def check(self) -> list[Problem]:
         """Post-mortem: every damaged record or queue unit that disagrees with the commit log."""

@@ -117,3 +117,29 @@ def test_hostile_topics_never_become_paths(tmp_path, topic):
     with pytest.raises(InvalidNameError):
         consume_queue_dir(tmp_path / "root", topic, 0)
     assert not (tmp_path / "root").exists()
+
+
+def test_rebuild_from_the_commit_log_gives_back_the_fixture_queues(writable_store_copy):
+    """Deleting every consume queue and rebuilding from the commit log reproduces the 4.9.4 CQ files."""
+    from broker_core.store.message_store import MessageStore, StoreConfig
+
+    manifest = json.loads((STORE_DIR / "manifest.json").read_text())
+    root = writable_store_copy("store-clean")
+    config = StoreConfig(commitlog_file_size_bytes=16384, cq_units_per_file=1000,
+                         message_delay_level=manifest["storeConfig"]["messageDelayLevel"])
+    store = MessageStore(root, config, lambda: 0)
+    assert store.load()
+    assert store.rebuild_consume_queues() == 112
+    store.shutdown()
+    for entry in manifest["consumeQueues"]:
+        assert (root / entry["file"]).read_bytes() == (STORE_DIR / "store-clean" / entry["file"]).read_bytes()
+    assert store.check() == []
+
+
+def test_a_directory_that_is_not_a_topic_is_not_loaded(tmp_path):
+    """consumequeue/<not a topic name>/ is skipped, not opened as a queue."""
+    (tmp_path / "consumequeue" / "lost+found" / "0").mkdir(parents=True)
+    (tmp_path / "consumequeue" / "Good" / "0").mkdir(parents=True)
+    skipped = []
+    assert list_consume_queues(tmp_path, skipped) == [("Good", 0)]
+    assert skipped == ["lost+found"]
