@@ -354,7 +354,7 @@ class CommitLog:
 
     def check(self) -> list[Problem]:
         """Every damaged record, and unreadable bytes before the write position, without raising."""
-        from broker_core.store.store_check import check_store  # store_check builds on this module
+        from broker_core.store.recovery import check_store  # recovery builds on this module
 
         return check_store(self, [])
 

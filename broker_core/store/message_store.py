@@ -67,7 +67,6 @@ from broker_core.store.commit_log import (
     record_tags_code,
 )
 from broker_core.store.consume_queue import ConsumeQueue, list_consume_queues
-from broker_core.store.store_check import check_store
 
 FLUSH_SYNC = "sync"
 FLUSH_ASYNC = "async"
@@ -484,4 +483,4 @@ class MessageStore:
 
     def check(self) -> list[Problem]:
         """Post-mortem: every damaged record or queue unit that disagrees with the commit log."""
-        return check_store(self.commit_log, list(self.queues.values()))
+        return recovery.check_store(self.commit_log, list(self.queues.values()))

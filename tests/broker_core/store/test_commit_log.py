@@ -9,7 +9,7 @@ from broker_core import codec
 from broker_core.constants import BLANK_MAGIC_CODE
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.store.commit_log import CommitLog, java_parse_int, record_tags_code
-from broker_core.store.store_check import CORRUPT_RECORD, DATA_ENDS_EARLY
+from broker_core.store.recovery import CORRUPT_RECORD, DATA_ENDS_EARLY
 
 LEVELS = parse_delay_levels("1s 2s 3s")
 STORE_DIR = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4"
@@ -90,7 +90,6 @@ def test_schedule_records_carry_their_deliver_time_as_tags_code():
 
 def test_check_reports_a_damaged_record_without_raising(tmp_path):
     """check() names the file and offset of a record with a bad body CRC, and the unreadable rest."""
-    from broker_core.store.store_check import check_store
 
     log = CommitLog(tmp_path, 4096, LEVELS)
     log.append(record(b"good"), "t-0", True, 1)
@@ -101,7 +100,7 @@ def test_check_reports_a_damaged_record_without_raising(tmp_path):
     data = bytearray(path.read_bytes())
     data[phys + 84 + 4] ^= 0xFF  # first body byte
     path.write_bytes(bytes(data))
-    problems = check_store(log, [])
+    problems = log.check()
     assert [p.kind for p in problems] == [CORRUPT_RECORD, DATA_ENDS_EARLY]
     assert problems[0].offset == phys and problems[0].file == "commitlog/00000000000000000000"
     assert "CRC" in problems[0].detail
