@@ -64,6 +64,9 @@ _KEPT_NOTE = ("; this file is before the part recovery checks, so RocketMQ keeps
 # Consume-queue files are read in pieces of this many bytes (a whole number of units), and the
 # zero check after the end of data looks at this much at a time: memory stays bounded.
 READ_CHUNK_BYTES = CQ_UNIT_SIZE_BYTES * 64 * 1024
+# A scan hands the pages it has read back to the OS this often, so a 1 GiB mapped file does not
+# stay resident while it is walked (records hold copies of their bytes, never views).
+RELEASE_MAPPED_EVERY_BYTES = 32 * 1024 * 1024
 # How often a long scan reports progress, in records.
 PROGRESS_EVERY_RECORDS = 50_000
 
@@ -334,8 +337,11 @@ class StoreReader:
 
     def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int, lenient: bool):
         pos = 0
+        released = 0
         rel = self._rel(cf.path)
         while pos < limit:
+            if pos - released >= RELEASE_MAPPED_EVERY_BYTES:
+                released = _release_pages(buf, released, pos)
             try:
                 item = decode_record(buf, pos, check_crc=self.check_crc, limit=limit)
             except CorruptRecordError as exc:
@@ -565,6 +571,15 @@ class StoreReader:
 
     def subscription_groups(self) -> dict[str, config_files.SubscriptionGroupConfig]:
         return self._load_config(config_files.SUBSCRIPTION_GROUP_FILE).value or {}
+
+
+def _release_pages(buf, start: int, pos: int) -> int:
+    """Drop the already-read pages [start, pos) of a read-only mapping; returns the new start."""
+    aligned = pos - pos % mmap.PAGESIZE
+    if hasattr(buf, "madvise") and hasattr(mmap, "MADV_DONTNEED") and aligned > start:
+        buf.madvise(mmap.MADV_DONTNEED, start, aligned - start)
+        return aligned
+    return start
 
 
 def file_name_of(phys_offset: int, file_size: int) -> str:
