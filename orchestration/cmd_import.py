@@ -47,6 +47,12 @@ def format_summary(summary: ImportSummary) -> str:
         f"  commit log: {summary.commitlog_files} file(s) of {summary.commitlog_file_size_bytes} bytes, "
         f"{summary.records} records, {summary.blanks} blanks, valid data ends at {summary.valid_end}",
     ]
+    if summary.checkpoint is not None:
+        cp = summary.checkpoint
+        lines.append(f"  checkpoint: physicMsgTimestamp {cp.physic_msg_timestamp}, logicsMsgTimestamp "
+                     f"{cp.logics_msg_timestamp}, indexMsgTimestamp {cp.index_msg_timestamp}")
+    lines.append(f"  last shutdown: {'abnormal (abort file present)' if summary.abort_file_present else 'clean'}"
+                 f"; recovery would check from file {summary.recovery_start_file}")
     width = max((len(t) for t in summary.records_by_topic), default=0)
     for topic, count in summary.records_by_topic.items():
         lines.append(f"    {topic:<{width}}  {count}")

@@ -13,6 +13,7 @@ turns any error-level problem into :class:`CorruptStoreError` and leaves no outp
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.schema import RAW_TABLES
 from broker_core.message import create_message_id
 from broker_core.store.config_files import CONSUMER_OFFSET_FILE, split_topic_group
-from broker_core.store.reader import CONFIG_DIR_NAME, Problem, ScanProgress, StoreReader
+from broker_core.store.reader import CONFIG_DIR_NAME, Checkpoint, Problem, ScanProgress, StoreReader
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 RUN_SOURCE_IMPORT = "import"
@@ -53,6 +54,8 @@ class ImportSummary:
     rows_by_table: dict[str, int] = field(default_factory=dict)
     abort_file_present: bool = False
     wall_seconds: float | None = None
+    checkpoint: Checkpoint | None = None
+    recovery_start_file: str | None = None  # the first file RocketMQ's recovery would check
 
     @property
     def errors(self) -> list[Problem]:
@@ -69,6 +72,8 @@ class ImportSummary:
             "problems": [{"file": p.file, "offset": p.offset, "kind": p.kind, "reason": p.reason,
                           "severity": p.severity} for p in self.problems],
             "rows_by_table": self.rows_by_table, "wall_seconds": self.wall_seconds,
+            "checkpoint": dataclasses.asdict(self.checkpoint) if self.checkpoint else None,
+            "recovery_start_file": self.recovery_start_file,
         }
 
 
@@ -245,4 +250,5 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         records=reader.record_count, blanks=reader.blank_count, valid_end=reader.valid_end or 0,
         records_by_topic=dict(sorted(by_topic.items())), problems=reader.problems,
         rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
-        wall_seconds=wall)
+        wall_seconds=wall, checkpoint=reader.checkpoint,
+        recovery_start_file=(reader.files[reader.recovery_start_index()].name if reader.files else None))
