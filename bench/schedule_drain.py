@@ -1,0 +1,198 @@
+"""P2: the schedule drain -- due messages moved from SCHEDULE_TOPIC_XXXX to their real topics.
+
+A broker on a real store (a temp directory, the scenarios' 64 MiB commit-log files) is filled with
+N delayed messages spread over the first delay levels, all sent at one simulated instant; that
+fill is not timed. The timed part is the virtual clock running until every level has delivered:
+each delivery reads the unit from the level's consume queue, looks the record up in the commit
+log, rebuilds it (``messageTimeup``) and puts it back through the broker's single put door into
+its real topic (commit log append + consume-queue dispatch), then records the delivery row.
+
+Target: >= 300k deliveries/s. Run: ``python -m bench.schedule_drain [--quick] [--messages N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import RESULTS, Stats, load_note, write_result
+from broker_core.broker.broker import Broker, BrokerConfig
+from broker_core.broker.send import SendRequest
+from broker_core.clock import Simulator
+from broker_core.rng import Streams
+
+TARGET_DELIVERIES_PER_S = 300_000
+SIM_START_MS = 1_795_305_600_000  # 2026-11-22 00:00:00 UTC, a whole second
+BENCH_COMMITLOG_FILE_BYTES = 64 * 1024 * 1024  # the scenarios' size; 1 GiB files only cost disk
+BENCH_TOPIC = "BenchTopic"
+BENCH_QUEUES = 4
+BENCH_LEVELS = (1, 2, 3, 4)  # 1s 5s 10s 30s: every message is due within 31 s of simulated time
+DRAIN_MARGIN_MS = 2_000  # the first poll is 1 s after start, then every 100 ms
+BODY_SIZE_BYTES = 256
+MESSAGES_FULL = 100_000
+MESSAGES_QUICK = 20_000
+RUNS_FULL = 3
+RUNS_QUICK = 2
+# A 256 B body with this benchmark's topic and properties makes a record of about this size.
+FLOOR_RECORD_BYTES = 420
+
+
+class CountingRecorder:
+    """Counts emitted rows per table; the drain's output without the Parquet writer's cost."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def emit(self, table: str, row: dict) -> None:
+        self.counts[table] = self.counts.get(table, 0) + 1
+
+
+class FilledBroker:
+    """A started broker whose schedule topic holds ``messages`` delayed messages, none due yet."""
+
+    def __init__(self, root: Path, messages: int):
+        self.sim = Simulator(SIM_START_MS)
+        self.recorder = CountingRecorder()
+        cfg = BrokerConfig(commitlog_file_size_bytes=BENCH_COMMITLOG_FILE_BYTES)
+        self.broker = Broker(root, cfg, self.sim, Streams(7), self.recorder)
+        self.broker.start()
+        self.broker.create_topic(BENCH_TOPIC, BENCH_QUEUES)
+        body = b"x" * BODY_SIZE_BYTES
+        now = self.sim.now()
+        for i in range(messages):
+            level = BENCH_LEVELS[i % len(BENCH_LEVELS)]
+            props = {"TAGS": "bench", "KEYS": f"k{i}", "WAIT": "true", "DELAY": str(level),
+                     "UNIQ_KEY": f"AC11000100002A9F0000{i:012X}"}
+            resp = self.broker.send_message(SendRequest(
+                BENCH_TOPIC, i % BENCH_QUEUES, body, props, born_ts=now, born_host="10.0.0.2:50000"))
+            assert resp.ok, f"fill send {i} failed: {resp}"
+        self.messages = messages
+        self.due_by_ms = now + max(self.broker.levels_ms[lv - 1] for lv in BENCH_LEVELS) + DRAIN_MARGIN_MS
+
+    def drain(self) -> int:
+        """Run the clock until every message is due and delivered; the number of deliveries."""
+        self.sim.run(until_ms=self.due_by_ms)
+        delivered = self.recorder.counts.get("schedule_deliveries", 0)
+        assert delivered == self.messages, f"delivered {delivered} of {self.messages}"
+        return delivered
+
+    def close(self) -> None:
+        self.broker.shutdown()
+
+
+def copy_floor(root: Path, messages: int, record_bytes: int) -> None:
+    """The least a delivery can cost in CPython: read one record's bytes, append them elsewhere.
+
+    No decoding, no property map, no consume-queue unit: one pread and one write per message.
+    """
+    src = root / "floor-src"
+    src.write_bytes(b"r" * (record_bytes * messages))
+    fd_in = os.open(src, os.O_RDONLY)
+    fd_out = os.open(root / "floor-dst", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        for i in range(messages):
+            os.write(fd_out, os.pread(fd_in, record_bytes, i * record_bytes))
+    finally:
+        os.close(fd_in)
+        os.close(fd_out)
+
+
+def profile_drain(messages: int, top: int) -> str:
+    """cProfile of one extra drain (not counted in the timings): the top functions by own time."""
+    root = Path(tempfile.mkdtemp(prefix="bench-schedule-"))
+    try:
+        filled = FilledBroker(root / "broker", messages)
+        prof = cProfile.Profile()
+        prof.runcall(filled.drain)
+        filled.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def measure(messages: int, runs: int, profile_top: int = 0) -> dict[str, tuple[Stats, Stats] | str]:
+    """Wall and CPU seconds of the drain, the fill and the copy floor over ``runs`` fresh brokers."""
+    samples: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("drain", "fill", "floor")}
+
+    def timed(key: str, fn) -> object:
+        w0, c0 = time.perf_counter(), time.process_time()
+        out = fn()
+        samples[key][1].append(time.process_time() - c0)
+        samples[key][0].append(time.perf_counter() - w0)
+        return out
+
+    for _ in range(runs):
+        root = Path(tempfile.mkdtemp(prefix="bench-schedule-"))
+        try:
+            filled = timed("fill", lambda r=root: FilledBroker(r / "broker", messages))
+            timed("drain", filled.drain)
+            filled.close()
+            timed("floor", lambda r=root: copy_floor(r, messages, FLOOR_RECORD_BYTES))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    profile_text = profile_drain(messages, profile_top) if profile_top else ""
+    result: dict[str, tuple[Stats, Stats] | str] = {
+        k: (Stats(w), Stats(c)) for k, (w, c) in samples.items()}
+    result["profile"] = profile_text
+    return result
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer messages and runs")
+    parser.add_argument("--messages", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="print the top N functions (tottime) of the last drain")
+    args = parser.parse_args(argv)
+    messages = args.messages or (MESSAGES_QUICK if args.quick else MESSAGES_FULL)
+    runs = args.runs or (RUNS_QUICK if args.quick else RUNS_FULL)
+    m = measure(messages, runs, args.profile)
+    profile_text = m.pop("profile")
+    rows = []
+    labels = {"drain": "drain (timed)", "fill": "fill: delayed sends (context)",
+              "floor": "floor: pread + write per record (context)"}
+    for key, label in labels.items():
+        wall, cpu = m[key]
+        rows.append([label, f"{cpu.median:.3f}", f"{cpu.p90:.3f}", f"{cpu.max:.3f}",
+                     f"{wall.median:.3f}", f"{messages / cpu.median:,.0f}",
+                     f"{messages / wall.median:,.0f}",
+                     f"{messages / cpu.median / TARGET_DELIVERIES_PER_S:.3f}"])
+    drain_cpu = m["drain"][1].median
+    floor_cpu = m["floor"][1].median
+    met = messages / drain_cpu >= TARGET_DELIVERIES_PER_S
+    notes = (f"{messages:,} delayed messages ({BODY_SIZE_BYTES} B bodies, levels {list(BENCH_LEVELS)}, "
+             f"{BENCH_QUEUES} queues), {runs} runs, each on a fresh broker and store in a temp dir; "
+             f"{load_note()} when the table was written. Rates use CPU seconds of the benchmark "
+             "process (single-threaded Python: its CPU time is what the code costs; wall time also "
+             "counts other processes on this shared machine).\n\n"
+             f"Target >= {TARGET_DELIVERIES_PER_S:,} deliveries/s: {'met' if met else 'MISSED'} "
+             f"({messages / drain_cpu:,.0f}/s). A delivery costs {drain_cpu / messages * 1e6:.1f} us of "
+             f"CPU; the floor (no decoding at all, one pread + one write of a {FLOOR_RECORD_BYTES} B "
+             f"record) costs {floor_cpu / messages * 1e6:.2f} us, i.e. the drain is "
+             f"{drain_cpu / floor_cpu:.0f}x the floor. No baseline is defined for P2; the fill "
+             "(sending the same messages into SCHEDULE_TOPIC_XXXX) is shown for scale.")
+    if profile_text:
+        print(profile_text)
+    name = "schedule_drain"
+    if args.quick:  # quick tables never overwrite the committed full-size ones
+        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+        name = "quick/schedule_drain"
+    return write_result(name, "P2 schedule drain (SCHEDULE_TOPIC_XXXX -> real topics)",
+                        ["phase", "CPU median s", "CPU p90 s", "CPU max s", "wall median s",
+                         "msgs/s (CPU median)", "msgs/s (wall median)", "CPU rate / target"],
+                        rows, notes)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
