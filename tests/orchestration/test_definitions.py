@@ -1,0 +1,82 @@
+"""The Dagster definitions: they load, find runs on disk, and keep the reviewed asset graph."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from orchestration.definitions import build_definitions
+from orchestration.partitions import discover_runs, scenarios_dir
+
+GRAPH_GOLDEN = Path(__file__).parent / "asset_graph.txt"
+STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
+
+
+def graph_lines(defs: dg.Definitions) -> list[str]:
+    """One line per asset (key <- deps) and per check (asset:check), sorted."""
+    graph = defs.resolve_asset_graph()
+    lines = []
+    for key in graph.get_all_asset_keys():
+        deps = ", ".join(sorted(k.to_user_string() for k in graph.get(key).parent_keys))
+        lines.append(f"asset {key.to_user_string()} <- {deps}")
+    for check in graph.asset_check_keys:
+        lines.append(f"check {check.asset_key.to_user_string()}:{check.name}")
+    return sorted(lines)
+
+
+def test_definitions_load_and_validate(tmp_path):
+    """The definitions build and pass Dagster's own validation."""
+    defs = build_definitions(tmp_path / "home", scenarios_dir())
+    dg.Definitions.validate_loadable(defs)
+    assert {"home", "spark", "warehouse"} <= set(defs.resources)
+
+
+def test_asset_graph_matches_the_reviewed_snapshot(tmp_path):
+    """Asset keys, their dependencies and the check names match the committed snapshot."""
+    lines = graph_lines(build_definitions(tmp_path / "home", scenarios_dir()))
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        GRAPH_GOLDEN.write_text("\n".join(lines) + "\n")
+    assert lines == GRAPH_GOLDEN.read_text().splitlines()
+
+
+def test_partitions_come_from_scenarios_stores_and_imports(tmp_path):
+    """Scenario files, store directories and imported runs each become a partition, without code changes."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "alpha.yaml").write_text("name: alpha\n")
+    (scenarios / "not a name.yaml").write_text("name: x\n")
+    home = tmp_path / "home"
+    (home / "stores" / "broker-b" / "commitlog").mkdir(parents=True)
+    (home / "stores" / "not-a-store").mkdir(parents=True)
+    found = discover_runs(home, scenarios)
+    assert {n: s.kind for n, s in found.items()} == {"alpha": "scenario", "broker-b": "store"}
+    defs = build_definitions(home, scenarios)
+    partitions = defs.resolve_asset_graph().get(dg.AssetKey(["raw", "run"])).partitions_def
+    assert partitions.get_partition_keys() == ["alpha", "broker-b"]
+
+
+def test_an_imported_run_is_a_partition(tmp_path):
+    """A run directory imported with import-store (source "import") is found as a partition."""
+    from broker_core.export.store_import import import_store
+
+    home = tmp_path / "home"
+    import_store(STORE_FIXTURE, home / "runs" / "prod-a", name="prod-a")
+    found = discover_runs(home, tmp_path / "no-scenarios")
+    assert [(n, s.kind) for n, s in found.items()] == [("prod-a", "imported")]
+
+
+def test_explicit_home_wins_over_the_environment(tmp_path, monkeypatch):
+    """Explicit arguments win over RETRY_AUDIT_HOME, so tests and the UI can point anywhere."""
+    monkeypatch.setenv("RETRY_AUDIT_HOME", str(tmp_path / "elsewhere"))
+    defs = build_definitions(tmp_path / "home", scenarios_dir())
+    assert defs.resources["home"].path == str((tmp_path / "home").absolute())
+
+
+@pytest.mark.parametrize("name", ["default", "small"])
+def test_embedded_scenarios_are_partitions(tmp_path, name):
+    """The embedded scenarios are partitions of every asset."""
+    found = discover_runs(tmp_path, scenarios_dir())
+    assert found[name].kind == "scenario"
