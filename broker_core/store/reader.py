@@ -15,6 +15,7 @@ position); every other file's problems carry the byte position inside that file.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import mmap
 import re
 import struct
@@ -588,15 +589,14 @@ def file_name_of(phys_offset: int, file_size: int) -> str:
     return str(phys_offset - phys_offset % file_size).zfill(FILE_NAME_DIGITS)
 
 
-def tree_digest(root: Path) -> dict[str, tuple[int, int]]:
-    """(size, CRC-32) of every file under ``root``: lets a caller prove a scan changed nothing."""
+def tree_digest(root: Path) -> dict[str, tuple[int, str]]:
+    """(size, SHA-256) of every file under ``root``: lets a caller prove a scan changed nothing."""
     result = {}
     for path in sorted(Path(root).rglob("*")):
         if path.is_file():
-            crc = 0
+            digest = hashlib.sha256()
             with open(path, "rb") as fh:
                 while chunk := fh.read(READ_CHUNK_BYTES):
-                    crc = zlib.crc32(chunk, crc)
-            result[path.relative_to(root).as_posix()] = (path.stat().st_size, crc)
+                    digest.update(chunk)
+            result[path.relative_to(root).as_posix()] = (path.stat().st_size, digest.hexdigest())
     return result
-

@@ -209,3 +209,11 @@ def test_bad_run_id_and_output_inside_store(store_fixtures, writable_store_copy,
     with pytest.raises(BadInputError, match="inside the store"):
         import_store(store, store / "out")
     assert not (store / "out").exists()
+
+
+def test_progress_reports_every_file(store_fixtures, tmp_path):
+    """The progress callback hears about each commit-log file in order, with the records so far."""
+    seen = []
+    import_store(store_fixtures / "store-clean", tmp_path / "p", progress=seen.append)
+    assert [(p.file_index, p.file_count) for p in seen] == [(0, 4), (1, 4), (2, 4), (3, 4)]
+    assert [p.records for p in seen] == sorted(p.records for p in seen) and seen[0].records == 0
