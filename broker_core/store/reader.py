@@ -143,9 +143,15 @@ class ScanProgress:
 class StoreReader:
     """Read-only scan of a RocketMQ store root (the directory holding ``commitlog/``)."""
 
-    def __init__(self, root: Path | str, *, check_crc: bool = True):
+    def __init__(self, root: Path | str, *, check_crc: bool = True,
+                 commitlog_file_size_bytes: int | None = None):
+        """``commitlog_file_size_bytes``: the broker's mappedFileSizeCommitLog when known; by
+        default it is taken from the files themselves."""
+        assert commitlog_file_size_bytes is None or commitlog_file_size_bytes > 0, \
+            f"commit-log file size must be positive, got {commitlog_file_size_bytes}"
         self.root = Path(root)
         self.check_crc = check_crc
+        self._expected_file_size = commitlog_file_size_bytes
         if not self.root.is_dir():
             raise BadInputError("store directory does not exist" if not self.root.exists()
                                 else "not a directory", where=str(self.root),
@@ -207,18 +213,31 @@ class StoreReader:
                     self._rel(path), 0, "bad-file-name",
                     f"not a commit-log file name ({FILE_NAME_DIGITS} digits); ignored"))
                 continue
-            found.append(CommitLogFile(path.name, path, int(path.name), path.stat().st_size))
+            try:
+                length = path.stat().st_size
+            except OSError as exc:
+                self._file_problems.append(Problem(self._rel(path), int(path.name), "unreadable-file",
+                                                   str(exc)))
+                continue
+            found.append(CommitLogFile(path.name, path, int(path.name), length))
         # The size every file is created at is taken from the files themselves: the most common
         # size (ties: the largest), since a torn or foreign file is the exception.
         sizes = Counter(f.length for f in found)
-        if sizes:
+        if self._expected_file_size is not None:
+            self.file_size = self._expected_file_size
+        elif sizes:
             self.file_size = max(sizes, key=lambda s: (sizes[s], s))
         for f in found:
             if f.length != self.file_size:
                 self._file_problems.append(Problem(
                     self._rel(f.path), f.start + min(f.length, self.file_size), "wrong-size-file",
-                    f"file is {f.length} bytes, the other commit-log files are {self.file_size}: "
+                    f"file is {f.length} bytes, commit-log files are {self.file_size}: "
                     "RocketMQ refuses to load such a store"))
+            elif f.start % self.file_size:
+                # Every file starts at a multiple of the size (MappedFileQueue.getLastMappedFile).
+                self._file_problems.append(Problem(
+                    self._rel(f.path), f.start, "misaligned-file-name",
+                    f"start offset {f.start} is not a multiple of the file size {self.file_size}"))
         self.files = found
 
     def _read_checkpoint(self) -> Checkpoint | None:
@@ -480,10 +499,8 @@ class StoreReader:
             return []
         queues = []
         for topic_dir in sorted(p for p in base.iterdir() if p.is_dir()):
-            for queue_dir in sorted((p for p in topic_dir.iterdir() if p.is_dir()),
-                                    key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name)):
-                if not queue_dir.name.isdigit():
-                    continue
+            queue_dirs = [p for p in topic_dir.iterdir() if p.is_dir() and p.name.isdigit()]
+            for queue_dir in sorted(queue_dirs, key=lambda p: int(p.name)):
                 files = sorted(p for p in queue_dir.iterdir() if p.is_file() and _FILE_NAME.fullmatch(p.name))
                 queues.append((topic_dir.name, int(queue_dir.name), files))
         return queues

@@ -240,3 +240,13 @@ def test_invalid_config_falls_back_to_bak(writable_store_copy, manifest_data):
     reader.check()
     problem = next(p for p in reader.problems if p.kind == "bad-config-file")
     assert "delayOffset.json.bak was read instead" in problem.reason
+
+
+def test_known_file_size_flags_a_lone_short_file(writable_store_copy):
+    """Given the broker's file size, even a store whose files all share a wrong size is flagged."""
+    store = writable_store_copy("store-clean")
+    reader = StoreReader(store, commitlog_file_size_bytes=32768)
+    wrong = [p for p in reader.errors if p.kind == "wrong-size-file"]
+    assert [p.file for p in wrong] == [f"commitlog/{n}" for n in
+                                        ("00000000000000000000", "00000000000000016384",
+                                         "00000000000000032768", "00000000000000049152")]
