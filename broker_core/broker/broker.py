@@ -178,6 +178,19 @@ class Broker:
         self.flusher.stop()
         self.store.crash()
 
+    def on_clock_jump(self, delta_ms: int) -> None:
+        """Tell the broker's periodic tasks the wall clock was moved (call after ``sim.jump``).
+
+        Java's timers wait on monotonic time while deliver times are wall-clock, so a jump moves
+        every poll grid by ``delta_ms`` and makes the scheduler re-check its heads at once.
+        """
+        if not self.running:
+            return
+        assert self.schedule is not None and self.flusher is not None
+        self.schedule.on_clock_jump(delta_ms)
+        self.offsets.on_clock_jump(delta_ms)
+        self.flusher.on_clock_jump(delta_ms)
+
     def _require_running(self) -> None:
         if not self.running:
             raise StoreStateError(f"broker {self.config.name} is not running", where=str(self.root))

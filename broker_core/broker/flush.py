@@ -38,6 +38,15 @@ class FlushService:
             self._timer.cancel()
             self._timer = None
 
+    def on_clock_jump(self, delta_ms: int) -> None:
+        """The flush thread waits on monotonic time: its grid and deadline move with the clock."""
+        self._origin_ms += delta_ms
+        self._last_thorough_ms += delta_ms
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self.after_put()
+
     def after_put(self) -> None:
         """Make sure a flush is due at the right tick for what is now unflushed."""
         if not self.enabled:

@@ -66,6 +66,14 @@ class ConsumerOffsets:
             self._timer.cancel()
             self._timer = None
 
+    def on_clock_jump(self, delta_ms: int) -> None:
+        """The persist task runs on monotonic time: its grid moves with a wall-clock jump."""
+        self._grid_origin_ms += delta_ms
+        if self._timer is not None:
+            self._timer.cancel()
+            when = grid_at_or_after(self._grid_origin_ms, OFFSET_PERSIST_INTERVAL_MS, self.sim.now() + 1)
+            self._timer = self.sim.at(when, self._on_timer)
+
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """commitOffset: the client's new next-offset for a queue (kept in memory until persisted)."""
         key = topic + TOPIC_GROUP_SEPARATOR + group

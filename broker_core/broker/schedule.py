@@ -188,6 +188,28 @@ class ScheduleService:
         if state is not None and self.started and state.handle is None and not self._running:
             self._arm(state)
 
+    def on_clock_jump(self, delta_ms: int) -> None:
+        """The wall clock moved by ``delta_ms``: the poll grid (monotonic in Java) moves with it,
+        and every waiting level re-checks its head at the next poll. After a backward jump a head
+        now more than one level delay away is delivered at once (correctDeliverTimestamp), as a
+        real broker does; otherwise it waits for its due time on the new clock."""
+        self._origin_ms += delta_ms
+        self._persist_origin_ms += delta_ms
+        if self._persist_timer is not None:
+            self._persist_timer.cancel()
+            self._persist_timer = None
+            self._dirty = True
+            self._persist_timer = self.sim.at(
+                grid_at_or_after(self._persist_origin_ms, DELAY_OFFSET_FLUSH_INTERVAL_MS,
+                                 self.sim.now() + 1), self._on_persist_timer)
+        if not self.started:
+            return
+        for state in self._levels.values():
+            if state.handle is not None:
+                state.handle.cancel()
+                state.handle = None
+                self._arm(state)
+
     def pending_levels(self) -> list[int]:
         return [lv for lv, st in self._levels.items() if st.handle is not None]
 
