@@ -148,3 +148,14 @@ def test_message_arrival_listeners(make_broker):
     broker.send_message(_req(DELAY="1"))
     sim.run(until_ms=sim.now() + 5000)
     assert heard == [("T", 0), (SCHEDULE_TOPIC, 0), ("T", 0)]
+
+
+def test_oversized_body_is_message_illegal(make_broker):
+    """A body over maxMessageSize (4 MiB) is refused by the store and answered MESSAGE_ILLEGAL (13)."""
+    broker, _sim, _ = make_broker(commitlog_file_size_bytes=16 * 1024 * 1024)
+    broker.create_topic("T", 1)
+    req = _req()
+    req.body = b"x" * (4 * 1024 * 1024 + 1)
+    resp = broker.send_message(req)
+    assert resp.code == codes.MESSAGE_ILLEGAL and resp.msg_id is None
+    assert broker.store.max_phys_offset == 0
