@@ -86,6 +86,8 @@ def swarm(args) -> int:
     else:
         for item in report["failures"]:
             print(f"SEED={item['seed']} {item['summary']}")
+            if item.get("detail"):
+                print(item["detail"])
             print(f"reproduce: {item['reproduce']}")
         print(f"swarm: {report['runs']} runs, {len(report['failures'])} failed")
     return 0 if not report["failures"] else 1
