@@ -11,7 +11,6 @@ world's put-failure knob applies and consumers waiting on a queue are told a mes
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from broker_core.broker.flush import FlushService
 from broker_core.broker.groups import GroupTable
 from broker_core.broker.offsets import ConsumerOffsets
 from broker_core.broker.schedule import ScheduleService
-from broker_core.broker.semantics import Semantics, semantics_for
+from broker_core.broker.semantics import RandomSource, Semantics, semantics_for
 from broker_core.broker.send import SendRequest, SendResponse, send_message
 from broker_core.broker.send_back import consumer_send_msg_back
 from broker_core.broker.topics import TopicTable
@@ -121,7 +120,8 @@ class Broker:
         if self.recorder is not None:
             self.recorder.emit(table, row)
 
-    def rng(self, name: str) -> random.Random:
+    def rng(self, name: str) -> RandomSource:
+        """The broker's seeded stream ``name`` (e.g. broker.put_failure, broker.send_back)."""
         return self.streams.stream(name)
 
     def store_config(self) -> StoreConfig:

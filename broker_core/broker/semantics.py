@@ -7,8 +7,8 @@ implemented; asking for another version is a clear operating error.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
+from typing import Protocol
 
 from broker_core.constants import DLQ_PERM
 from broker_core.errors import BadInputError
@@ -19,6 +19,14 @@ RETRY_QUEUE_RANDOM_BOUND = 99_999_999
 
 # MQVersion.Version.V3_4_9.ordinal(): clients at or above it may override maxReconsumeTimes.
 CLIENT_VERSION_MAX_RECONSUME_HEADER = 121
+
+
+class RandomSource(Protocol):
+    """The part of a seeded ``random.Random`` stream the broker draws from."""
+
+    def randrange(self, stop: int) -> int: ...
+
+    def random(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,7 @@ class Semantics:
         """A normal send to %RETRY%group goes to the DLQ (§5.3): 4.9.4 compares with >=."""
         return reconsume_times >= max_reconsume_times
 
-    def retry_queue_id(self, rng: random.Random, retry_queue_nums: int) -> int:
+    def retry_queue_id(self, rng: RandomSource, retry_queue_nums: int) -> int:
         """The retry queue of a send-back (§5.2 step 3): ``nextInt(99999999) % n`` in 4.9.4."""
         assert retry_queue_nums > 0, f"retry_queue_nums must be positive, got {retry_queue_nums}"
         return rng.randrange(RETRY_QUEUE_RANDOM_BOUND) % retry_queue_nums
