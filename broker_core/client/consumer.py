@@ -188,21 +188,26 @@ class ConsumerGroup:
         for cid in ids:
             self._members[cid].acquire_queues(assignment[cid])
 
+    def balanced(self) -> bool:
+        """Every running member holds exactly the queues the allocation gives it."""
+        ids = self.running_ids()
+        queues = self.queues_by_topic()
+        assign = assign_clustering if self.settings.model == CLUSTERING else assign_broadcasting
+        wanted = assign(ids, queues)
+        return all(wanted[cid] == self._members[cid].assigned() for cid in ids)
+
     def _rebalance_tick(self) -> None:
+        """RebalanceService: every 20 s, pick up new queues and queues that were let go."""
         if self._quiet:
             return
-        ids = self.running_ids()
-        if ids:
-            queues = self.queues_by_topic()
-            assign = assign_clustering if self.settings.model == CLUSTERING else assign_broadcasting
-            wanted = assign(ids, queues)
-            if any(wanted[cid] != self._members[cid].assigned() for cid in ids):
-                self.rebalance()
+        if not self.balanced():
+            self.rebalance()
         self.sim.after(REBALANCE_INTERVAL_MS, self._rebalance_tick)
 
     def _on_arrival(self, topic: str, queue_id: int) -> None:
-        for cid in self.running_ids():
-            self._members[cid].on_arrival(topic, queue_id)
+        for member in self._members.values():
+            if member.state == RUNNING:
+                member.on_arrival(topic, queue_id)
 
     # --- faults and state -------------------------------------------------------------------------
 
@@ -214,4 +219,4 @@ class ConsumerGroup:
         """Some member runs and none has work: nothing in flight, no local retries pending,
         every assigned queue drained with its committed offset at the end."""
         ids = self.running_ids()
-        return bool(ids) and all(self._members[cid].idle() for cid in ids)
+        return bool(ids) and all(self._members[cid].idle() for cid in ids) and self.balanced()

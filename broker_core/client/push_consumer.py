@@ -60,6 +60,7 @@ CONSUME_CONCURRENTLY_MAX_SPAN = 2000  # consumeConcurrentlyMaxSpan
 PULL_THRESHOLD_SIZE_FOR_QUEUE_BYTES = 100 * 1024 * 1024  # pullThresholdSizeForQueue (100 MiB)
 ORDERLY_CONSUME_CONTINUOUSLY_MS_MAX = 60_000  # rocketmq.client.maxTimeConsumeContinuously
 ORDERLY_RESUBMIT_DELAY_MS = 10  # submitConsumeRequestLater after a full continuous slot
+OFFSET_ILLEGAL_FIX_DELAY_MS = 10_000  # executeTaskLater(..., 10000) on OFFSET_ILLEGAL
 
 
 @dataclass
@@ -306,13 +307,28 @@ class PushConsumer:
                 self.waiting[mq] = self.sim.after(LONG_POLL_SUSPEND_MS, self._long_poll_timeout,
                                                   mq, epoch)
         else:
-            # OFFSET_ILLEGAL: move to the broker's suggested offset and commit it right away.
-            moved = result.next_begin_offset != offset
+            # OFFSET_ILLEGAL (e.g. the broker lost its tail in a crash): the process queue is
+            # dropped at once (running results are discarded); 10 s later the suggested offset
+            # is committed and persisted and the queue removed, and the next rebalance takes it
+            # up again from there. With a minimum offset of 0 the broker suggests 0: the whole
+            # queue is consumed again, as a 4.9.4 client does.
             self.next_offset[mq] = result.next_begin_offset
-            self.offset_store.update_offset(mq, result.next_begin_offset, increase_only=False)
-            if self.clustering and self._broker_up():
-                self.offset_store.persist(mq)
-            self._schedule_pull(mq, 0 if moved else PULL_DELAY_EXCEPTION_MS)
+            pq.dropped = True
+            self._resubmit_later(OFFSET_ILLEGAL_FIX_DELAY_MS, self._fix_illegal_offset, mq, pq,
+                                 result.next_begin_offset)
+
+    def _fix_illegal_offset(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        if self.pqs.get(mq) is not pq:
+            return  # rebalanced away meanwhile
+        self.offset_store.update_offset(mq, offset, increase_only=False)
+        if not self.clustering or self._broker_up():
+            self.offset_store.persist(mq)
+        del self.pqs[mq]
+        self.next_offset.pop(mq, None)
+        for table in (self.pull_events, self.waiting):
+            handle = table.pop(mq, None)
+            if handle is not None:
+                handle.cancel()
 
     def _correct_tags_offset(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         """correctTagsOffset: with nothing cached, the next offset is as good as committed."""

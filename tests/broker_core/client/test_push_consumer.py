@@ -151,3 +151,21 @@ def test_thread_pool_bounds_concurrent_deliveries(rig):
         running += step
         peak = max(peak, running)
     assert peak == 3
+
+
+def test_offset_beyond_the_queue_end_is_corrected_after_10s(rig):
+    """A committed offset past the queue's end (a lost tail) is reset to the broker's suggestion 10 s later."""
+    p = rig.producer()
+    keys = [p.send_properties("T", BODY, {"UNIQ_KEY": f"K{i}"}) for i in range(3)]
+    queue = keys[0].queue_id
+    rig.broker.update_consumer_offset("G", "T", queue, 50)
+    start = rig.sim.now()
+    g = rig.group()
+    rig.run_for(SETTLE_MS + 20_000)
+    rows = rig.recorder.attempts(group="G", queue_id=queue)
+    assert len(rows) == 1 and rows[0]["start_ts"] >= start + 10_000
+    restores = [r["offset"] for r in rig.recorder.rows["consumer_offsets"]
+                if r["event"] == "RESTORE" and r["topic"] == "T" and r["queue_id"] == queue]
+    assert restores == [50, 0]
+    assert rig.broker.query_consumer_offset("G", "T", queue) == 1
+    assert g.idle()
