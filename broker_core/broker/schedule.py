@@ -40,10 +40,12 @@ from broker_core.message import (
     PROP_REAL_QID,
     PROP_REAL_TOPIC,
     PROP_UNIQ_KEY,
+    PROP_WAIT,
     JavaHashMap,
     properties_to_string,
 )
 from broker_core.names import TRANS_HALF_TOPIC
+from broker_core.store.commit_log import java_parse_int
 from broker_core.store.config_files import load_delay_offsets, save_delay_offsets
 
 Emit = Callable[[str, dict], None]
@@ -64,13 +66,14 @@ def message_timeup(record) -> dict:
     """
     props = JavaHashMap.from_items(record.properties.items())
     stored = properties_to_string(props)
-    props.put("WAIT", "false")  # setWaitStoreMsgOK(false): the map only, after the string
+    props.put(PROP_WAIT, "false")  # setWaitStoreMsgOK(false): the map only, after the string
     props.remove(PROP_DELAY)
     real_topic = props.get(PROP_REAL_TOPIC)
-    real_qid = props.get(PROP_REAL_QID)
-    if real_topic is None or real_qid is None or not real_qid.lstrip("-").isdigit():
+    qid_text = props.get(PROP_REAL_QID)
+    real_qid = None if qid_text is None else java_parse_int(qid_text)  # Integer.parseInt
+    if real_topic is None or real_qid is None:
         raise ValueError(f"schedule record at {record.phys_offset} has no usable REAL_TOPIC/REAL_QID")
-    return dict(topic=real_topic, queue_id=int(real_qid), body=record.body, properties=props,
+    return dict(topic=real_topic, queue_id=real_qid, body=record.body, properties=props,
                 properties_string=stored, flag=record.flag, sys_flag=record.sys_flag,
                 born_ts=record.born_ts, born_host=record.born_host, store_host=record.store_host,
                 reconsume_times=record.reconsume_times,
@@ -84,7 +87,7 @@ class _Level:
     level: int
     offset: int = 0  # where the next run starts (DeliverDelayedMessageTimerTask.offset)
     handle: EventHandle | None = None
-    attempts: int = 0  # failed puts of the unit at ``offset``
+    attempts: int = 0  # puts tried so far for the unit at ``offset`` (retried until one succeeds)
 
 
 class ScheduleService:

@@ -17,9 +17,6 @@ from broker_core.errors import BadInputError
 # (SendMessageProcessor.asyncConsumerSendMsgBack); the bound is RocketMQ's, not ours.
 RETRY_QUEUE_RANDOM_BOUND = 99_999_999
 
-# MQVersion.Version.V3_4_9.ordinal(): clients at or above it may override maxReconsumeTimes.
-CLIENT_VERSION_MAX_RECONSUME_HEADER = 121
-
 
 class RandomSource(Protocol):
     """The part of a seeded ``random.Random`` stream the broker draws from."""
