@@ -59,6 +59,11 @@ class ConsumeQueue:
         if not files:
             return
         index = max(0, len(files) - RECOVER_NORMAL_FILES_FROM_END)
+        # RocketMQ trusts every file before the third-last. Here a crash loses unflushed units,
+        # so the last files may hold none at all: step back to a file whose first unit is valid,
+        # so that the scan finds the true end of the queue.
+        while index > 0 and not self._first_unit_valid(files[index]):
+            index -= 1
         valid_end = files[index].start
         max_physic = -1
         for mapped in files[index:]:
@@ -77,9 +82,18 @@ class ConsumeQueue:
             valid_end = mapped.start + pos
             if ended:
                 break
-        self.max_physic_offset = max_physic
         self._truncate_positions(valid_end)
         self._recover_min_logic_offset()
+        if max_physic < 0:
+            # The scanned files held no unit (empty files left by a crash). RocketMQ would leave
+            # the guard at -1 and dispatch every record again as a duplicate unit; the guard is
+            # the end of the last unit before them.
+            max_physic = self._unit_end_before(valid_end)
+        self.max_physic_offset = max_physic
+
+    def _first_unit_valid(self, mapped) -> bool:
+        offset, size, _tags = CQ_UNIT.unpack(self.files.read(mapped.start, CQ_UNIT_SIZE_BYTES))
+        return offset >= 0 and size > 0
 
     def _truncate_positions(self, logical_end: int) -> None:
         """truncateDirtyFiles on the queue, and the units past the new end are zeroed.
@@ -194,6 +208,13 @@ class ConsumeQueue:
             if offset >= phys_offset and size > 0:
                 files.delete_last_file()
                 continue
+            if not (offset >= 0 and size > 0):
+                # An empty file (created, then a crash before its first unit reached disk).
+                # RocketMQ would keep its zero first unit as a unit and then skip the real one
+                # as "built repeatedly"; an empty file simply ends the queue at its start.
+                self._truncate_positions(last.start)
+                self.max_physic_offset = self._unit_end_before(last.start)
+                break
             keep = CQ_UNIT_SIZE_BYTES
             # RocketMQ would take a pre-blank filler's 0 + Integer.MAX_VALUE here and then skip
             # every later dispatch below 2 GiB; the filler carries no position, so ignore it.
@@ -212,6 +233,16 @@ class ConsumeQueue:
             files.wrote_offset = files.flushed_offset = 0
             self.min_logic_offset = 0
             self.max_physic_offset = -1
+
+    def _unit_end_before(self, logical: int) -> int:
+        """offset + size of the unit just before logical byte ``logical``, or -1."""
+        if logical <= self.min_logic_offset:
+            return -1
+        data = self.files.read(logical - CQ_UNIT_SIZE_BYTES, CQ_UNIT_SIZE_BYTES)
+        if len(data) < CQ_UNIT_SIZE_BYTES:
+            return -1
+        offset, size, _tags = CQ_UNIT.unpack(data)
+        return offset + size if size != PRE_BLANK_UNIT_SIZE else -1
 
     def flush(self) -> int:
         return self.files.flush()

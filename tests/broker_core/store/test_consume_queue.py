@@ -143,3 +143,25 @@ def test_a_directory_that_is_not_a_topic_is_not_loaded(tmp_path):
     skipped = []
     assert list_consume_queues(tmp_path, skipped) == [("Good", 0)]
     assert skipped == ["lost+found"]
+
+
+def test_empty_trailing_files_after_a_crash_end_the_queue_and_keep_the_guard(tmp_path):
+    """Files created but never flushed before kill -9 hold no units: the queue ends before them and re-dispatch skips old units."""
+    cq = ConsumeQueue(tmp_path, "T", 0, 2)
+    for i in range(3):
+        cq.put(100 * i, 100, 0, i)
+    cq.flush()
+    for i in range(3, 9):
+        cq.put(100 * i, 100, 0, i)  # units 3-8 fill files 40..160, never flushed
+    cq.crash()
+    cq.close()
+    again = ConsumeQueue(tmp_path, "T", 0, 2)
+    again.load()
+    assert len(again.files.files) == 5
+    again.recover()
+    assert (again.max_offset, again.max_physic_offset) == (3, 300)
+    assert again.put(0, 100, 0, 0) is True and again.max_offset == 3  # an old record: skipped
+    again.truncate_dirty(10_000)
+    assert again.max_offset == 3 and again.max_physic_offset == 300
+    again.put(300, 100, 0, 3)
+    assert again.unit(3) == (300, 100, 0)

@@ -195,3 +195,68 @@ def test_lost_consume_queues_are_rebuilt_by_abnormal_recovery(tmp_path):
     assert again.recovery_report.scan_start_offset == 0
     assert queue_total(again) == 200
     assert again.check() == []
+
+
+def test_random_crash_points_keep_exactly_the_flushed_records(tmp_path, seed):
+    """Across files and flushes, kill -9 at random points keeps exactly the flushed records, and puts continue."""
+    import random
+
+    rng = random.Random(seed)
+    clock = Clock()
+    root = tmp_path / "s"
+    config = dict(commitlog_file_size_bytes=2048, cq_units_per_file=8, flush="async")
+    durable: list[bytes] = []
+    for round_no in range(6):
+        store = new_store(root, clock, **config)
+        assert store.check() == [], f"SEED={seed} round {round_no}"
+        got = [r.body for q in store.queue_ids("R") for r in store.get_messages("R", q, 0, 10_000)]
+        assert sorted(got) == sorted(durable), f"SEED={seed} round {round_no}"
+        store.start()
+        pending = []
+        for i in range(rng.randrange(5, 60)):
+            body = f"r{round_no}-{i}-".encode() * rng.randrange(1, 8)
+            assert store.put_message(MessageInner("R", rng.randrange(3), body, {"TAGS": "t"})).ok
+            pending.append(body)
+            if rng.random() < 0.1:
+                store.flush()
+                durable.extend(pending)
+                pending = []
+        store.crash()
+
+
+def test_a_store_can_be_started_only_once_at_a_time(tmp_path):
+    """The lock file refuses a second running store on the same directory."""
+    import pytest
+
+    from broker_core.errors import StoreStateError
+
+    first = new_store(tmp_path / "s")
+    first.start()
+    second = new_store(tmp_path / "s")
+    with pytest.raises(StoreStateError, match="Lock failed"):
+        second.start()
+    first.shutdown()
+    second.start()
+    second.shutdown()
+    assert not (tmp_path / "s" / "abort").exists()
+
+
+def test_load_fails_on_a_commit_log_file_of_the_wrong_size(tmp_path):
+    """A commit-log file whose length is not the configured size makes load() return False with the reason."""
+    store = new_store(tmp_path / "s")
+    store.start()
+    put_many(store, 3)
+    store.shutdown()
+    store = MessageStore(tmp_path / "s", StoreConfig(commitlog_file_size_bytes=4096), Clock())
+    assert store.load() is False
+    assert "does not match the configured size" in str(store.load_error)
+
+
+def test_sync_flush_makes_every_put_durable_at_once(tmp_path):
+    """With sync flush the flushed offset equals the write position after every put."""
+    store = new_store(tmp_path / "s", flush="sync", commitlog_file_size_bytes=1024)
+    store.start()
+    for result in put_many(store, 30):
+        assert result.ok
+        assert store.flushed_offset == store.max_phys_offset
+    store.shutdown()
