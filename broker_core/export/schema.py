@@ -136,6 +136,7 @@ STORE_PROBLEMS = pa.schema([
     ("offset", pa.int64()),
     ("kind", pa.string()),
     ("detail", pa.string()),
+    ("severity", pa.string()),  # error | warning
 ])
 
 MESSAGE_HOPS = pa.schema([

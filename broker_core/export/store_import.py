@@ -228,7 +228,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         writer = TableWriter(parquet, "store_problems")
         for p in reader.problems:
             writer.write({"run_id": run_id, "file_name": p.file, "offset": p.offset, "kind": p.kind,
-                          "detail": f"{p.severity}: {p.reason}"})
+                          "detail": p.reason, "severity": p.severity})
         rows_by_table["store_problems"] = writer.close()
 
         wall = (wall_clock() - started) if wall_clock is not None else None

@@ -76,7 +76,7 @@ def test_crashed_store_exports_valid_prefix(store_fixtures, tmp_path):
     assert summary.records == read_table(tmp_path / "crashed", "commitlog").num_rows == 111
     problems = read_table(tmp_path / "crashed", "store_problems").to_pylist()
     torn = [p for p in problems if p["file_name"] == "commitlog/00000000000000049152"]
-    assert len(torn) == 1 and torn[0]["offset"] == 54903 and torn[0]["detail"].startswith("error:")
+    assert len(torn) == 1 and torn[0]["offset"] == 54903 and torn[0]["severity"] == "error"
 
 
 def test_strict_crashed_leaves_no_output(store_fixtures, tmp_path):
