@@ -35,7 +35,8 @@ from broker_core.constants import (
     SCHEDULE_TOPIC,
 )
 from broker_core.delay_levels import parse_delay_levels
-from broker_core.errors import StoreStateError
+from broker_core.errors import BadInputError, StoreStateError
+from broker_core.names import validate_topic
 from broker_core.rng import Streams
 from broker_core.store.message_store import MessageInner, MessageStore, StoreConfig
 
@@ -92,7 +93,9 @@ class Broker:
 
     def __init__(self, root: Path, config: BrokerConfig, sim: Simulator, streams: Streams,
                  recorder=None):
-        assert not config.schedule_async_deliver, "only the default sync schedule delivery is modelled"
+        if config.schedule_async_deliver:
+            raise BadInputError("enableScheduleAsyncDeliver is not modelled; only the default "
+                                "sync delivery is", where="broker.schedule_async_deliver")
         self.root = Path(root)
         self.config = config
         self.sim = sim
@@ -198,7 +201,8 @@ class Broker:
     # -- topics and groups -----------------------------------------------------------------------
 
     def create_topic(self, name: str, queues: int = 4, perm: int = PERM_READ | PERM_WRITE):
-        """Admin create/update of a topic (written to topics.json)."""
+        """Admin create/update of a topic (written to topics.json); the name must be valid."""
+        validate_topic(name)
         return self.topics.create(name, queues, perm)
 
     def topic_queue_count(self, topic: str) -> int:
