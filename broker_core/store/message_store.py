@@ -16,7 +16,7 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -420,6 +420,17 @@ class MessageStore:
             if record is not None:
                 records.append(record)
         return records
+
+    def iter_records(self, start: int | None = None) -> Iterator[codec.Record]:
+        """Every valid record in physical order from ``start`` (default: the first), BLANKs skipped."""
+        if not self.commit_log.files.files:
+            return
+        begin = self.commit_log.min_offset if start is None else start
+        for step in self.commit_log.scan(begin):
+            if step.record is None:
+                return
+            if not isinstance(step.record, codec.Blank):
+                yield step.record
 
     def get_units(self, topic: str, queue_id: int, offset: int, max_n: int) -> list[tuple[int, int, int]]:
         """Up to ``max_n`` consume-queue units (phys_offset, size, tags_code) from ``offset``."""

@@ -311,3 +311,10 @@ def test_get_messages_reads_unflushed_and_flushed_records_alike(tmp_path):
     again = open_store(tmp_path / "s")
     assert [r.body for r in again.get_messages("Q", 0, 4, 2)] == [b"m4", b"m5"]
     assert again.get_messages("Q", 0, 6, 10) == [] and again.get_messages("missing", 0, 0, 1) == []
+
+
+def test_iter_records_walks_the_fixture_in_physical_order(writable_store_copy):
+    """iter_records yields the 112 fixture records in the manifest's physical order, BLANKs skipped."""
+    store = open_store(writable_store_copy("store-clean"))
+    assert [r.phys_offset for r in store.iter_records()] == [e["physicalOffset"] for e in messages()]
+    assert [r.phys_offset for r in store.iter_records(49152)][:1] == [49152]
