@@ -47,7 +47,20 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors")
+    # The same two flags are accepted after the subcommand too; SUPPRESS keeps a flag given before
+    # the subcommand from being reset by the subparser's default.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks on errors")
+    common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
+                        help="print only errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add = sub.add_parser
+
+    def add_parser(name, **kwargs):
+        return _add(name, parents=[common], **kwargs)
+
+    sub.add_parser = add_parser
 
     p = sub.add_parser("simulate", help="run a scenario on the broker model into RUN_DIR")
     p.add_argument("scenario", help="scenario YAML file")
