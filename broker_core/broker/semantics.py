@@ -55,16 +55,14 @@ class Semantics:
         return True
 
     def dlq_send_keeps_client_delay(self) -> bool:
-        """4.9.4 handleRetryAndDLQ clears DELAY on a map that is then replaced (§5.3): it survives."""
+        """4.9.4 handleRetryAndDLQ clears DELAY on a map that is then replaced (§5.3): it survives.
+
+        (5.x stores DELAY=-1 instead, so its DLQ copy is never delayed.)"""
         return True
 
     def send_back_store_host_from_message(self) -> bool:
         """4.9.4 copies the looked-up message's storeHost into the send-back copy (§5.2 step 9)."""
         return True
-
-    def dlq_delay_property(self) -> str:
-        """The DELAY value written on a DLQ send-back: ``setDelayTimeLevel(0)`` in 4.9.4."""
-        return "0"
 
 
 SEMANTICS_4_9 = Semantics(version="4.9")

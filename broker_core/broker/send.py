@@ -19,10 +19,11 @@ from broker_core.constants import (
     TOPIC_QUEUES_DEFAULT,
 )
 from broker_core.errors import InvalidNameError
-from broker_core.message import JavaHashMap, broker_receive_properties
+from broker_core.message import PROP_DELAY, JavaHashMap, broker_receive_properties
 from broker_core.names import dlq_topic, group_of, is_not_allowed_send_topic, is_retry_topic, validate_topic
 
 TOPIC_FILTER_MULTI_TAG = "MULTI_TAG"
+NOT_DELAYED_DELAY = "-1"  # a DELAY the store never schedules (what 5.x writes on a DLQ send)
 
 
 @dataclass
@@ -90,6 +91,7 @@ def send_message(broker, req: SendRequest) -> SendResponse:
                             f"request queueId[{req.queue_id}] is illegal, {topic_cfg} "
                             f"Producer: {req.born_host}")
     topic, queue_id = req.topic, req.queue_id
+    diverted_to_dlq = False
     if queue_id < 0:
         queue_id = broker.rng("broker.queue_select").randrange(RETRY_QUEUE_RANDOM_BOUND) \
             % topic_cfg.write_queue_nums
@@ -105,6 +107,7 @@ def send_message(broker, req: SendRequest) -> SendResponse:
                      else group_cfg.retry_max_times)
         if broker.semantics.dlq_on_retry_topic_send(req.reconsume_times, max_times):
             topic = dlq_topic(group)
+            diverted_to_dlq = True
             queue_id = 0  # nextInt(99999999) % DLQ_NUMS_PER_GROUP, always 0
             topic_cfg = topics.create_in_send_back(topic, DLQ_QUEUES, broker.semantics.dlq_perm())
             # 4.9.4 writes DELAY=0 into a map that the client's properties then replace, so a
@@ -116,6 +119,9 @@ def send_message(broker, req: SendRequest) -> SendResponse:
     wire = client_wire_properties(req.properties)
     stored, props = broker_receive_properties(wire, broker.config.cluster)
     if not broker.semantics.strip_wait_from_stored_properties():
+        stored = props.to_properties_string()
+    if diverted_to_dlq and not broker.semantics.dlq_send_keeps_client_delay():
+        props.put(PROP_DELAY, NOT_DELAYED_DELAY)
         stored = props.to_properties_string()
     result = broker.put(dict(
         topic=topic, queue_id=queue_id, body=req.body, properties=props, properties_string=stored,
