@@ -46,8 +46,10 @@ _HOP_LETTERS = ("CASE h.hop_kind WHEN 'PUBLISH' THEN 'P' WHEN 'SCHEDULE' THEN 'S
                 "WHEN 'DELIVER' THEN 'D' WHEN 'RETRY' THEN 'R' WHEN 'DLQ' THEN 'Q' ELSE '?' END")
 # real -> (SCHEDULE -> RETRY)* -> (SCHEDULE | DLQ)?, where "real" is a PUBLISH (repeated when a
 # producer's retried send was stored twice) or a delayed publish's SCHEDULE -> DELIVER; a delayed
-# publish still waiting in the schedule is a lone SCHEDULE.
-HOP_GRAMMAR_REGEX = r"^(P+|SD)(SR)*(S|Q)?$|^S$"
+# publish still waiting in the schedule is a lone SCHEDULE. A DLQ may come through the schedule:
+# in 4.9.4 a client-side send to %RETRY% that the broker turns into a DLQ keeps its DELAY
+# (handleRetryAndDLQ, ROCKETMQ_SPEC.md section 5.3), so the chain ends SCHEDULE -> DLQ.
+HOP_GRAMMAR_REGEX = r"^(P+|SD)(SR)*(S|S?Q)?$|^S$"
 
 # A kill -9 (broker_crash, torn_write) loses the unflushed tail of the commit log under async
 # flush; under sync flush a SEND_OK message was on disk before the ack. A crash the injector
@@ -114,7 +116,9 @@ WHERE NOT EXISTS (SELECT 1 FROM crashes c WHERE c.run_id = m.run_id AND c.ts >= 
 """
 
 # The broker sends a message to the DLQ when the failed delivery's reconsume times reached the
-# group's maximum; the DLQ record carries that count + 1. The maximum is, in order: the record's
+# group's maximum. On the send-back path the DLQ record carries that count + 1; on a client's
+# send to %RETRY% (handleRetryAndDLQ) the count travels in the RECONSUME_TIME property, which the
+# stored record keeps, and the binary field is not incremented. The maximum is, in order: the record's
 # MAX_RECONSUME_TIMES property; the group's configuration in the run manifest (-1 = 16 when
 # consuming concurrently, unlimited when orderly); the largest MAX_RECONSUME_TIMES the group's
 # other records carry; and for an imported store with none of these, the largest count any of the
@@ -122,7 +126,8 @@ WHERE NOT EXISTS (SELECT 1 FROM crashes c WHERE c.run_id = m.run_id AND c.ts >= 
 ORDERLY_MAX_RECONSUME_TIMES = 2**31 - 1
 DLQ_AFTER_MAX_RETRIES_SQL = f"""
 WITH dlq_records AS (
-    SELECT h.run_id, h.message_key, h."group", c.reconsume_times, c.max_reconsume_times
+    SELECT h.run_id, h.message_key, h."group", c.max_reconsume_times,
+           coalesce(TRY_CAST(c.properties['RECONSUME_TIME'] AS INTEGER), c.reconsume_times - 1) AS reconsumes
     FROM message_hops h
     JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
     WHERE h.hop_kind = 'DLQ'
@@ -142,7 +147,7 @@ carried AS (
     GROUP BY h.run_id, h."group"
 ),
 observed AS (
-    SELECT run_id, "group", max(reconsume_times) - 1 AS max_times
+    SELECT run_id, "group", max(reconsumes) AS max_times
     FROM dlq_records
     GROUP BY run_id, "group"
 ),
@@ -159,10 +164,10 @@ dlq AS (
     LEFT JOIN observed o ON o.run_id = d.run_id AND o."group" = d."group"
 )
 SELECT run_id, message_key, "group",
-       'in the DLQ after ' || CAST(reconsume_times - 1 AS VARCHAR) || ' reconsumes ('
+       'in the DLQ after ' || CAST(reconsumes AS VARCHAR) || ' reconsumes ('
        || CAST(retries AS VARCHAR) || ' retry hops); the maximum is ' || CAST(max_times AS VARCHAR) AS detail
 FROM dlq
-WHERE reconsume_times - 1 < max_times
+WHERE reconsumes < max_times
 """
 
 NO_EARLY_DELIVERY_SQL = """

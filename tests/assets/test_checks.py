@@ -56,6 +56,33 @@ def test_hop_grammar_fails_on_retry_before_schedule(tmp_path):
     assert "PUBLISH > RETRY > SCHEDULE > DLQ" in result.examples[0]["detail"]
 
 
+def test_hop_grammar_accepts_a_dlq_through_the_schedule(tmp_path):
+    """A client-side DLQ send keeps its DELAY in 4.9.4, so SCHEDULE -> DLQ ends a valid chain."""
+    def via_schedule(tables):
+        hops = [h for h in tables["message_hops"] if h["message_key"] == "UB" and h["group"]]
+        hops[1]["hop_kind"], hops[1]["topic"] = "SCHEDULE", "SCHEDULE_TOPIC_XXXX"
+        tables["message_hops"].remove(hops[0])
+        for h in hops[1:]:
+            h["hop_index"] -= 1
+        tables["commitlog"] = [r for r in tables["commitlog"] if r["phys_offset"] != hops[0]["phys_offset"]]
+    assert c.HOP_GRAMMAR not in failing(tmp_path, via_schedule)
+
+
+def test_dlq_after_a_client_send_counts_the_reconsume_time_property(tmp_path):
+    """On a client's send to %RETRY%, RECONSUME_TIME (not the binary count - 1) is the reconsume count."""
+    def client_send(tables):
+        dlq = next(r for r in tables["commitlog"] if r["topic"] == DLQ)
+        dlq["reconsume_times"] = 1
+        dlq["properties"] = [*dlq["properties"], ("RECONSUME_TIME", "1")]
+    assert c.DLQ_AFTER_MAX_RETRIES not in failing(tmp_path, client_send)
+
+    def too_early(tables):
+        client_send(tables)
+        dlq = next(r for r in tables["commitlog"] if r["topic"] == DLQ)
+        dlq["properties"] = [*dlq["properties"][:-1], ("RECONSUME_TIME", "0")]
+    assert c.DLQ_AFTER_MAX_RETRIES in failing(tmp_path, too_early)
+
+
 def test_hop_grammar_fails_on_a_gap_in_hop_index(tmp_path):
     """hop_index must count 0..n-1 along a chain."""
     def gap(tables):
