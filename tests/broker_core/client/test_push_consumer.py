@@ -169,3 +169,38 @@ def test_offset_beyond_the_queue_end_is_corrected_after_10s(rig):
     assert restores == [50, 0]
     assert rig.broker.query_consumer_offset("G", "T", queue) == 1
     assert g.idle()
+
+
+def test_clean_removal_hands_over_without_duplicate_acks(rig):
+    """remove_consumer persists offsets first, so the next owner acks nothing twice."""
+    g = rig.group(consumers=2, commit_offset_on_pull=False, behavior=Behavior(consume_time_ms=50))
+    p = rig.producer()
+    start = rig.sim.now()
+    for i in range(200):
+        rig.sim.at(start + i * 20, p.send, "T", BODY)
+    rig.sim.at(start + 2_013, g.remove_consumer, "G-c1")
+    rig.run_for(4_000 + SETTLE_MS)
+    rows = rig.recorder.attempts(group="G")
+    acked = [r["uniq_key"] for r in rows if r["outcome"] == "ACKED"]
+    assert len(acked) == 200 and len(set(acked)) == 200
+    # The leaver's running deliveries end DROPPED (results discarded) and are redone by G-c0.
+    dropped = [r["uniq_key"] for r in rows if r["outcome"] == "DROPPED"]
+    assert dropped and {r["consumer_id"] for r in rows if r["outcome"] == "DROPPED"} == {"G-c1"}
+    assert [c.consumer_id for c in g.consumers] == ["G-c0"]
+    assert g.consumers[0].assigned() == [("%RETRY%G", 0)] + [("T", q) for q in range(4)]
+    assert g.idle()
+
+
+def test_exception_and_null_are_failures_with_their_own_status(rig):
+    """An exception or a null return is recorded as such and handled like RECONSUME_LATER."""
+    g = rig.group(behavior=Behavior(exception_probability=1.0))
+    k1 = rig.producer().send("T", BODY)
+    rig.run_for(1000)
+    g.behavior.exception_probability = 0.0
+    g.behavior.return_null_probability = 1.0
+    rig.run_for(LEVEL_3_DELAY_MS + 2000)
+    g.behavior.return_null_probability = 0.0
+    rig.run_for(SETTLE_MS)
+    rows = _by_key(rig.recorder.attempts(group="G"), k1)
+    assert [(r["status"], r["outcome"]) for r in rows] == [
+        ("EXCEPTION", "SENT_BACK"), ("RETURN_NULL", "SENT_BACK"), ("CONSUME_SUCCESS", "ACKED")]
