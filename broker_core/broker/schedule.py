@@ -115,7 +115,7 @@ class ScheduleService:
         self._dirty = False
         self.started = False
         self.runs = 0  # level-task executions, for the idle-cost property
-        self._running = False  # a put made while a level runs must not arm it a second time
+        self._running_level: int | None = None  # a put into the level being run must not arm it twice
         self.persist_count = 0
 
     @property
@@ -188,7 +188,8 @@ class ScheduleService:
     def on_put(self, queue_id: int) -> None:
         """A unit was added to SCHEDULE_TOPIC_XXXX/queue_id: wake that level if it is idle."""
         state = self._levels.get(queue_id_to_delay_level(queue_id))
-        if state is not None and self.started and state.handle is None and not self._running:
+        if (state is not None and self.started and state.handle is None
+                and state.level != self._running_level):
             self._arm(state)
 
     def on_clock_jump(self, delta_ms: int) -> None:
@@ -262,11 +263,11 @@ class ScheduleService:
         if not self.started:
             return
         self.runs += 1
-        self._running = True
+        self._running_level = state.level
         try:
             self._deliver_due(state)
         finally:
-            self._running = False
+            self._running_level = None
         if state.handle is None and self.started:
             self._arm(state)  # idle unless a unit arrived meanwhile (_arm checks)
 

@@ -248,3 +248,24 @@ def test_small_backward_clock_jump_waits_for_the_due_time(make_broker):
     sim.run(until_ms=sim.now() + 120_000)
     (row,) = rows_of(rows, "schedule_deliveries")
     assert row["delivered_ts"] >= row["due_ts"] and row["lateness_ms"] < SCHEDULE_DELAY_FOR_A_WHILE_MS
+
+
+def test_puts_made_during_a_delivery_wake_their_level(make_broker):
+    """A send-back made synchronously while a level delivers is still delivered, on its own or the same level."""
+    broker, sim, rows = make_broker()
+    broker.create_topic("T", 1)
+
+    def send_back_on_arrival(topic: str, queue_id: int) -> None:
+        if topic == "T":
+            offset = broker.store.max_offset("T", 0) - 1
+            record = broker.pull_message("g", "T", 0, offset, 1).records[0]
+            level = 2 if record.properties["KEYS"] == "other-level" else 1
+            assert broker.consumer_send_msg_back(record.phys_offset, "g", level).ok
+
+    broker.on_message_arrival(send_back_on_arrival)
+    _send(broker, sim, topic="T", level=1, key="other-level")
+    _send(broker, sim, topic="T", level=1, key="same-level")
+    sim.run(until_ms=sim.now() + HOUR_MS)
+    retried = broker.pull_message("g", "%RETRY%g", 0, 0, 32).records
+    assert sorted(r.properties["KEYS"] for r in retried) == ["other-level", "same-level"]
+    assert len(rows_of(rows, "schedule_deliveries")) == 4
