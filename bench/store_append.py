@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import machine, write_result
+from bench.common import load_note, machine, write_result
 from broker_core.message import JavaHashMap
 from broker_core.store.message_store import MessageInner, MessageStore, StoreConfig
 
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
              f"files. Rates are records/s; 'p90' is the rate 90% of runs reached (the 10th percentile "
              f"of rates, i.e. the p90 of times); 'CPU' divides by process CPU time, which other "
              f"processes on the shared machine do not inflate. Target: "
-             f"{TARGET_RECORDS_PER_S:,} records/s at 256 B.")
+             f"{TARGET_RECORDS_PER_S:,} records/s at 256 B. At the end of the runs: {load_note()}.")
     print(machine())
     write_result("store_append", "Store append: records/s through put_message vs raw write()",
                  ["body", "path", "median rec/s", "p90 rec/s", "max rec/s", "CPU rec/s",
