@@ -134,8 +134,7 @@ class ConsumerGroup:
     def remove_consumer(self, consumer_id: str) -> None:
         """Clean shutdown of one consumer (offsets persisted); the others take its queues."""
         consumer = self._members.pop(consumer_id)
-        consumer.shutdown()
-        self.member_changed()
+        consumer.shutdown()  # persists, then the remaining members rebalance
 
     def crash_consumer(self, consumer_id: str) -> None:
         """kill -9 of one consumer: no offsets persisted, in-flight deliveries lost."""

@@ -100,7 +100,9 @@ class PushConsumer:
         if self.clustering:
             self.offset_store = RemoteBrokerOffsetStore(self.broker, s.group)
         else:
-            self.offset_store = LocalOffsetStore(on_persist=self._on_local_persist)
+            # Broadcasting offsets live in each consumer's own file; the consumer_offsets table
+            # has no consumer column, so their persists are not recorded there.
+            self.offset_store = LocalOffsetStore()
         self.inner_producer = Producer(self.sim, self.broker,
                                        group.streams.fork(f"consumer.{consumer_id}.inner"),
                                        producer_group=INNER_PRODUCER_GROUP, born_host=born_host,
@@ -116,7 +118,6 @@ class PushConsumer:
         self.busy = 0
         self.backlog: deque = deque()
         self._seq = 0
-        self._last_local_persist: dict[MessageQueue, int] = {}
         self.deliveries = 0
 
     # --- settings-derived values --------------------------------------------------------------
@@ -527,15 +528,6 @@ class PushConsumer:
         if not self.clustering or self._broker_up():
             self.offset_store.persist_all(sorted(self.pqs))
         self.sim.after(OFFSET_PERSIST_INTERVAL_MS, self._persist_tick, epoch)
-
-    def _on_local_persist(self, mq: MessageQueue, offset: int) -> None:
-        """A broadcasting consumer wrote its offsets file: one PERSIST row per changed queue."""
-        if self._last_local_persist.get(mq) == offset:
-            return
-        self._last_local_persist[mq] = offset
-        self.recorder.emit("consumer_offsets", {
-            "group": self.settings.group, "topic": mq[0], "queue_id": mq[1], "offset": offset,
-            "ts": self.sim.now(), "event": "PERSIST"})
 
     def _emit_attempt(self, d: Delivery, msg: PulledMessage, reconsume_times: int, status: str,
                       outcome: str, end_ts: int) -> None:
