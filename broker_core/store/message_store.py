@@ -110,7 +110,9 @@ class MessageInner:
     ``properties`` is the in-memory map (a JavaHashMap keeps Java's order for re-serialization);
     ``properties_string`` is the string to store (None: serialize ``properties``). ``delay_level``
     None means "read DELAY from properties"; the schedule service passes 0 on its re-put because
-    RocketMQ clears DELAY in the map but keeps it in the stored string (§4.4).
+    RocketMQ clears DELAY in the map but keeps it in the stored string (§4.4). On the delay
+    rewrite a JavaHashMap is changed in place (DELAY clamped, REAL_TOPIC and REAL_QID added), as
+    the broker's map is; a plain dict is copied into a JavaHashMap first and left alone.
     """
 
     topic: str
