@@ -16,7 +16,8 @@ Rules (RocketMQ 4.9.4, ROCKETMQ_SPEC.md §4-§6):
 * stable pointers: ORIGIN_MESSAGE_ID and RETRY_TOPIC do not change along a message's chain (a
   chain starts at a failed delivery of a real-topic record; a redelivery after a crash starts
   another);
-* dense offsets: each consume queue's offsets, in commit-log order, are 0, 1, 2, ... without gaps.
+* dense offsets: each consume queue's offsets, in commit-log order, are 0, 1, 2, ... without gaps;
+* broadcasting: a broadcasting group's failures are dropped, never sent back.
 
 Faults that RocketMQ itself answers with loss or early delivery (a kill -9 with async flush, a
 backward clock jump) relax exactly the rule they break, and nothing else.
@@ -285,8 +286,25 @@ def check_dense_offsets(run: RunData) -> list[Violation]:
     return out
 
 
+def check_broadcasting(run: RunData) -> list[Violation]:
+    """A broadcasting group never retries: failures are dropped, no %RETRY%/%DLQ% record exists."""
+    out = []
+    broadcasting = {g["name"] for g in run.groups if g.get("model") == "broadcasting"}
+    if not broadcasting:
+        return out
+    for topic, key in zip(run.commitlog["topic"], run.commitlog["uniq_key"], strict=True):
+        if names.group_of(topic) in broadcasting:
+            out.append(Violation("broadcasting group retried a message", key, f"record in {topic}"))
+    a = run.attempts
+    for group, key, status, outcome in zip(a["group"], a["uniq_key"], a["status"], a["outcome"], strict=True):
+        if group in broadcasting and status != "CONSUME_SUCCESS" and outcome not in ("DROPPED", "LOST_IN_CRASH"):
+            out.append(Violation("broadcasting failure not dropped", key,
+                                 f"group {group}: {status} ended {outcome}"))
+    return out
+
+
 CHECKERS = (check_terminal, check_hop_grammar, check_delivery_times, check_stable_pointers,
-            check_dense_offsets)
+            check_dense_offsets, check_broadcasting)
 
 
 def check_run(run_dir: str | Path) -> list[Violation]:

@@ -141,3 +141,14 @@ def test_consume_queue_offsets_are_dense(small_copy):
     found = checkers.check_dense_offsets(RunData(small_copy))
     assert found and found[0].message == "consume-queue offsets not dense"
     assert found[0].key.startswith("OrderTopic/")
+
+
+def test_broadcasting_failures_are_dropped(small_copy):
+    """A broadcasting consumer's failed delivery that was sent back instead of dropped is reported."""
+    def change(rows):
+        i = first_index(rows, lambda r: r["group"] == "audit-broadcast" and r["status"] != "CONSUME_SUCCESS")
+        rows[i]["outcome"] = "SENT_BACK"
+        return rows
+    rewrite(small_copy, "consume_attempts", change)
+    found = messages_of(checkers.check_broadcasting(RunData(small_copy)))
+    assert found == {"broadcasting failure not dropped"}
