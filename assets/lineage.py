@@ -79,14 +79,19 @@ def spark_schema(schema: pa.Schema) -> T.StructType:
 
 
 def conform(df: DataFrame, schema: pa.Schema) -> DataFrame:
-    """Select exactly the contract's columns, in order and type; absent columns become nulls."""
+    """Select exactly the contract's columns, in order and type, all nullable; absent columns
+    become nulls."""
     present = set(df.columns)
     cols = []
     for field in schema:
         target = spark_type(field.type)
         source = F.col(field.name) if field.name in present else F.lit(None)
         cols.append(source.cast(target).alias(field.name))
-    return df.select(*cols)
+    # Spark writes a column it proves non-null (row_number, a literal) as a Parquet "required"
+    # field, which readers then see as `not null` - not the contract's type. A union with an empty
+    # frame of the nullable schema makes every output column nullable; it costs no data movement.
+    empty = df.sparkSession.createDataFrame([], spark_schema(schema))
+    return df.select(*cols).unionByName(empty)
 
 
 # --- hop classification ------------------------------------------------------------------------

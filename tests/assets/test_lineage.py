@@ -1,0 +1,409 @@
+"""The lineage rules on hand-built commit logs and on the real RocketMQ 4.9.4 fixture store.
+
+Every input row is written out here and every expected hop and lineage row is written out by hand
+from the rules in docs/lineage.md; nothing is compared against output of the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pyarrow.parquet as pq
+import pytest
+
+from assets.lineage import (
+    build_message_hops,
+    build_message_lineage,
+    classify_hops,
+    run_lineage,
+    spark_schema,
+)
+from broker_core.export.parquet import write_rows
+from broker_core.export.schema import (
+    COMMITLOG,
+    CONSUME_ATTEMPTS,
+    CONSUMER_OFFSETS,
+    MESSAGE_HOPS,
+    MESSAGE_LINEAGE,
+    PRODUCED,
+)
+from tests.conftest import STORE_FIXTURES
+
+RUN = "r1"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SCHED = "SCHEDULE_TOPIC_XXXX"
+
+
+def ts(ms: int) -> datetime:
+    """A store time ``ms`` milliseconds after the test epoch."""
+    return T0 + timedelta(milliseconds=ms)
+
+
+def rec(phys: int, topic: str, at: int, *, uniq: str | None = None, origin: str | None = None,
+        real_topic: str | None = None, retry_topic: str | None = None, delay: int = 0,
+        queue_id: int = 0, queue_offset: int = 0, reconsume: int = 0, born_at: int = 0,
+        born_host: str = "10.0.0.9:5000", crc: int = 77, run: str = RUN) -> dict:
+    """One commit-log row in contract shape; properties carry what the broker would put there."""
+    props = {}
+    for name, value in (("UNIQ_KEY", uniq), ("ORIGIN_MESSAGE_ID", origin), ("REAL_TOPIC", real_topic),
+                        ("RETRY_TOPIC", retry_topic), ("DELAY", str(delay) if delay else None)):
+        if value is not None:
+            props[name] = value
+    return {
+        "run_id": run, "broker": "broker-a", "phys_offset": phys, "total_size": 100, "topic": topic,
+        "queue_id": queue_id, "queue_offset": queue_offset, "msg_id": f"M{phys:04d}",
+        "uniq_key": uniq, "origin_msg_id": origin, "real_topic": real_topic, "real_queue_id": None,
+        "retry_topic": retry_topic, "delay_level": delay, "reconsume_times": reconsume,
+        "max_reconsume_times": None, "tags": None, "keys": None, "body_size": 10, "body_crc": crc,
+        "sys_flag": 0, "born_ts": ts(born_at), "born_host": born_host, "store_ts": ts(at),
+        "store_host": "10.0.0.1:10911", "properties": props, "magic": None, "file_name": None,
+    }
+
+
+def ms(value: datetime | None) -> int | None:
+    """Milliseconds after the test epoch of a time Spark returned (naive datetimes are local time,
+    as PySpark's collect() makes them)."""
+    if value is None:
+        return None
+    return round(value.timestamp() * 1000) - round(T0.timestamp() * 1000)
+
+
+def attempt(group: str, queue_topic: str, phys: int, outcome: str, *, topic: str | None = None,
+            run: str = RUN) -> dict:
+    return {"run_id": run, "group": group, "consumer_id": "c1", "model": "CLUSTERING",
+            "queue_topic": queue_topic, "queue_id": 0, "queue_offset": 0, "msg_id": f"M{phys:04d}",
+            "uniq_key": None, "topic": topic or queue_topic, "reconsume_times": 0,
+            "start_ts": ts(0), "end_ts": ts(0), "status": "CONSUME_SUCCESS", "outcome": outcome,
+            "phys_offset": phys}
+
+
+def offset(group: str, topic: str, queue_id: int, value: int, at: int, run: str = RUN) -> dict:
+    return {"run_id": run, "group": group, "topic": topic, "queue_id": queue_id, "offset": value,
+            "ts": ts(at), "event": "PERSIST"}
+
+
+def produced(uniq: str, topic: str, status: str = "SEND_OK", run: str = RUN) -> dict:
+    return {"run_id": run, "uniq_key": uniq, "topic": topic, "queue_id": 0, "delay_level": 0,
+            "send_ts": ts(0), "status": status, "msg_id": None, "phys_offset": None, "attempts": 1}
+
+
+def frame(spark, rows, schema):
+    return spark.createDataFrame(rows, spark_schema(schema))
+
+
+def lineage_of(spark, commitlog, attempts=(), offsets=(), produced_rows=()):
+    """Build hops and lineage; return (hops by (key, group, index), lineage by (key, group))."""
+    cl = frame(spark, list(commitlog), COMMITLOG)
+    hops = build_message_hops(cl)
+    lineage = build_message_lineage(hops, cl, frame(spark, list(attempts), CONSUME_ATTEMPTS),
+                                    frame(spark, list(offsets), CONSUMER_OFFSETS),
+                                    frame(spark, list(produced_rows), PRODUCED))
+    hop_rows = {(r.message_key, r.group, r.hop_index): r for r in hops.collect()}
+    lineage_rows = {(r.message_key, r.group): r for r in lineage.collect()}
+    return hop_rows, lineage_rows
+
+
+def chain(hop_rows, key, group):
+    """(hop_index, hop_kind, topic) of a message's chain for a group: shared hops then its own."""
+    return sorted((i, r.hop_kind, r.topic) for (k, g, i), r in hop_rows.items()
+                  if k == key and (g is None or g == group))
+
+
+# --- a plain message, and a delayed publish shared by two groups ------------------------------
+
+PLAIN = [rec(0, "OrderTopic", 100, uniq="U1")]
+
+# U2 is published with delay level 3. GroupA consumes the delivered record; GroupB fails it twice
+# (retry at level 3, then 4) and the third failure sends it to %DLQ%GroupB.
+DELAYED = [
+    rec(100, SCHED, 1000, uniq="U2", real_topic="OrderTopic", delay=3, queue_id=2),
+    rec(200, "OrderTopic", 11000, uniq="U2", real_topic="OrderTopic", delay=3, queue_offset=5),
+    rec(300, SCHED, 11500, uniq="U2", real_topic="%RETRY%GroupB", retry_topic="OrderTopic",
+        origin="M0200", delay=3, queue_id=2, reconsume=1),
+    rec(400, "%RETRY%GroupB", 21500, uniq="U2", real_topic="%RETRY%GroupB", retry_topic="OrderTopic",
+        origin="M0200", delay=3, reconsume=1),
+    rec(500, SCHED, 22000, uniq="U2", real_topic="%RETRY%GroupB", retry_topic="OrderTopic",
+        origin="M0200", delay=4, queue_id=3, reconsume=2),
+    rec(600, "%RETRY%GroupB", 52000, uniq="U2", real_topic="%RETRY%GroupB", retry_topic="OrderTopic",
+        origin="M0200", delay=4, queue_offset=1, reconsume=2),
+    rec(700, "%DLQ%GroupB", 52100, uniq="U2", real_topic="%RETRY%GroupB", retry_topic="OrderTopic",
+        origin="M0200", reconsume=3),
+]
+DELAYED_ATTEMPTS = [
+    attempt("GroupA", "OrderTopic", 0, "ACKED"),
+    attempt("GroupA", "OrderTopic", 200, "ACKED"),
+    attempt("GroupB", "OrderTopic", 0, "ACKED"),
+    attempt("GroupB", "OrderTopic", 200, "SENT_BACK"),
+    attempt("GroupB", "%RETRY%GroupB", 400, "SENT_BACK", topic="OrderTopic"),
+    attempt("GroupB", "%RETRY%GroupB", 600, "SENT_BACK", topic="OrderTopic"),
+]
+
+
+def test_plain_message_is_one_shared_publish_hop_consumed_by_each_group(spark):
+    """A message stored once in its real topic is one shared PUBLISH hop and CONSUMED by every
+    group that acknowledged it."""
+    hops, lineage = lineage_of(spark, PLAIN + DELAYED, DELAYED_ATTEMPTS)
+    hop = hops[("U1", None, 0)]
+    assert (hop.hop_kind, hop.topic, hop.phys_offset, hop.msg_id) == ("PUBLISH", "OrderTopic", 0, "M0000")
+    assert hop.next_store_ts is None and hop.dwell_ms is None
+    assert [k for k in hops if k[0] == "U1"] == [("U1", None, 0)]
+    for group in ("GroupA", "GroupB"):
+        row = lineage[("U1", group)]
+        assert (row.origin_topic, row.origin_msg_id, row.hops, row.retries, row.path,
+                row.final_topic, row.final_state) == (
+            "OrderTopic", "M0000", 1, 0, "OrderTopic", "OrderTopic", "CONSUMED")
+        assert ms(row.first_store_ts) == ms(row.last_store_ts) == 100 and row.total_delay_ms == 0
+
+
+def test_delayed_publish_shares_schedule_and_deliver_and_one_group_retries_into_the_dlq(spark):
+    """SCHEDULE and DELIVER of a delayed publish are shared (group null, indexes 0-1); a group's
+    retries continue the numbering, and its chain ends in the DLQ after two retries."""
+    hops, lineage = lineage_of(spark, PLAIN + DELAYED, DELAYED_ATTEMPTS)
+    assert chain(hops, "U2", "GroupA") == [(0, "SCHEDULE", SCHED), (1, "DELIVER", "OrderTopic")]
+    assert chain(hops, "U2", "GroupB") == [
+        (0, "SCHEDULE", SCHED), (1, "DELIVER", "OrderTopic"), (2, "SCHEDULE", SCHED),
+        (3, "RETRY", "%RETRY%GroupB"), (4, "SCHEDULE", SCHED), (5, "RETRY", "%RETRY%GroupB"),
+        (6, "DLQ", "%DLQ%GroupB")]
+    assert {g for (k, g, _i) in hops if k == "U2"} == {None, "GroupB"}
+    # Dwell: shared hops chain among themselves; the last shared hop has no next.
+    assert hops[("U2", None, 0)].dwell_ms == 10000
+    assert hops[("U2", None, 1)].next_store_ts is None
+    assert [hops[("U2", "GroupB", i)].dwell_ms for i in range(2, 7)] == [10000, 500, 30000, 100, None]
+    assert ms(hops[("U2", "GroupB", 5)].next_store_ts) == 52100
+
+    a, b = lineage[("U2", "GroupA")], lineage[("U2", "GroupB")]
+    assert (a.path, a.hops, a.retries, a.final_topic, a.final_state) == (
+        "SCHEDULE_TOPIC_XXXX[3] > OrderTopic", 2, 0, "OrderTopic", "CONSUMED")
+    assert (ms(a.first_store_ts), ms(a.last_store_ts), a.total_delay_ms) == (1000, 11000, 10000)
+    assert b.path == ("SCHEDULE_TOPIC_XXXX[3] > OrderTopic > SCHEDULE_TOPIC_XXXX[3] > %RETRY%GroupB"
+                      " > SCHEDULE_TOPIC_XXXX[4] > %RETRY%GroupB > %DLQ%GroupB")
+    assert (b.hops, b.retries, b.final_topic, b.final_state, b.total_delay_ms) == (
+        7, 2, "%DLQ%GroupB", "DLQ", 51100)
+    # origin: RETRY_TOPIC of the retries, and the ORIGIN_MESSAGE_ID they carry (the delivered record).
+    assert {(r.origin_topic, r.origin_msg_id) for r in (a, b)} == {("OrderTopic", "M0200")}
+
+
+# --- two groups retrying independently ---------------------------------------------------------
+
+TWO_GROUPS = [
+    rec(10, "PayTopic", 0, uniq="U3"),
+    rec(20, SCHED, 50, uniq="U3", real_topic="%RETRY%G1", retry_topic="PayTopic", origin="M0010",
+        delay=3, queue_id=2, reconsume=1),
+    rec(30, SCHED, 60, uniq="U3", real_topic="%RETRY%G2", retry_topic="PayTopic", origin="M0010",
+        delay=3, queue_id=2, reconsume=1),
+    rec(40, "%RETRY%G2", 10060, uniq="U3", real_topic="%RETRY%G2", retry_topic="PayTopic",
+        origin="M0010", delay=3, reconsume=1),
+    rec(50, "%RETRY%G1", 10050, uniq="U3", real_topic="%RETRY%G1", retry_topic="PayTopic",
+        origin="M0010", delay=3, reconsume=1),
+    rec(60, SCHED, 10100, uniq="U3", real_topic="%RETRY%G2", retry_topic="PayTopic", origin="M0010",
+        delay=4, queue_id=3, reconsume=2),
+]
+TWO_GROUPS_ATTEMPTS = [
+    attempt("G1", "PayTopic", 10, "SENT_BACK"),
+    attempt("G2", "PayTopic", 10, "SENT_BACK"),
+    attempt("G1", "%RETRY%G1", 50, "ACKED", topic="PayTopic"),
+    attempt("G2", "%RETRY%G2", 40, "SENT_BACK", topic="PayTopic"),
+]
+
+
+def test_two_groups_retry_independently_each_with_its_own_chain(spark):
+    """Each group's retries form their own chain after the shared PUBLISH: G1 is consumed on its
+    first retry while G2 waits in the schedule (RETRYING)."""
+    hops, lineage = lineage_of(spark, TWO_GROUPS, TWO_GROUPS_ATTEMPTS)
+    assert chain(hops, "U3", "G1") == [(0, "PUBLISH", "PayTopic"), (1, "SCHEDULE", SCHED),
+                                       (2, "RETRY", "%RETRY%G1")]
+    assert chain(hops, "U3", "G2") == [(0, "PUBLISH", "PayTopic"), (1, "SCHEDULE", SCHED),
+                                       (2, "RETRY", "%RETRY%G2"), (3, "SCHEDULE", SCHED)]
+    assert hops[("U3", "G1", 1)].phys_offset == 20 and hops[("U3", "G2", 1)].phys_offset == 30
+    assert hops[("U3", "G1", 1)].dwell_ms == 10000 and hops[("U3", "G2", 2)].dwell_ms == 40
+    g1, g2 = lineage[("U3", "G1")], lineage[("U3", "G2")]
+    assert (g1.path, g1.retries, g1.final_state) == (
+        "PayTopic > SCHEDULE_TOPIC_XXXX[3] > %RETRY%G1", 1, "CONSUMED")
+    assert (g2.path, g2.retries, g2.final_state, g2.final_topic) == (
+        "PayTopic > SCHEDULE_TOPIC_XXXX[3] > %RETRY%G2 > SCHEDULE_TOPIC_XXXX[4]", 1, "RETRYING", SCHED)
+    assert g1.origin_msg_id == g2.origin_msg_id == "M0010"
+    assert (ms(g2.first_store_ts), ms(g2.last_store_ts), g2.total_delay_ms) == (0, 10100, 10100)
+
+
+def test_hop_kinds_and_groups_follow_the_topic(spark):
+    """SCHEDULE takes the group of its %RETRY% REAL_TOPIC, a delayed publish's SCHEDULE/DELIVER
+    have none, RETRY/DLQ take the group of their topic, a plain record is a PUBLISH."""
+    rows = classify_hops(frame(spark, TWO_GROUPS + DELAYED, COMMITLOG)).collect()
+    kinds = {r.phys_offset: (r.hop_kind, r.group, r.message_key) for r in rows}
+    assert kinds == {
+        10: ("PUBLISH", None, "U3"), 20: ("SCHEDULE", "G1", "U3"), 30: ("SCHEDULE", "G2", "U3"),
+        40: ("RETRY", "G2", "U3"), 50: ("RETRY", "G1", "U3"), 60: ("SCHEDULE", "G2", "U3"),
+        100: ("SCHEDULE", None, "U2"), 200: ("DELIVER", None, "U2"), 300: ("SCHEDULE", "GroupB", "U2"),
+        400: ("RETRY", "GroupB", "U2"), 500: ("SCHEDULE", "GroupB", "U2"),
+        600: ("RETRY", "GroupB", "U2"), 700: ("DLQ", "GroupB", "U2")}
+
+
+# --- records without UNIQ_KEY ------------------------------------------------------------------
+
+NO_UNIQ = [
+    # An old client's message M0001 fails once for G9: its retries carry ORIGIN_MESSAGE_ID=M0001.
+    rec(1, "OldTopic", 0, born_at=-5, crc=11),
+    rec(2, SCHED, 10, origin="M0001", real_topic="%RETRY%G9", retry_topic="OldTopic", delay=3,
+        queue_id=2, born_at=-5, crc=11),
+    rec(3, "%RETRY%G9", 10010, origin="M0001", real_topic="%RETRY%G9", retry_topic="OldTopic",
+        delay=3, born_at=-5, crc=11),
+    # Another old-client message, delayed, never retried: only born host, time and CRC join it.
+    rec(4, SCHED, 20, real_topic="OldTopic", delay=2, queue_id=1, born_at=15, crc=22),
+    rec(5, "OldTopic", 5020, real_topic="OldTopic", delay=2, born_at=15, crc=22),
+]
+
+
+def test_records_without_uniq_key_are_keyed_by_origin_message_id_then_born_fields(spark):
+    """Without UNIQ_KEY the key is ORIGIN_MESSAGE_ID (the original record joins its retries
+    through the born fields they share), else born_host|born_ts|body_crc."""
+    hops, lineage = lineage_of(spark, NO_UNIQ, [attempt("G9", "%RETRY%G9", 3, "ACKED", topic="OldTopic")])
+    assert chain(hops, "M0001", "G9") == [(0, "PUBLISH", "OldTopic"), (1, "SCHEDULE", SCHED),
+                                          (2, "RETRY", "%RETRY%G9")]
+    fallback = "10.0.0.9:5000|" + str(int(ts(15).timestamp() * 1000)) + "|22"
+    assert chain(hops, fallback, "G9") == [(0, "SCHEDULE", SCHED), (1, "DELIVER", "OldTopic")]
+    assert {k for (k, _g, _i) in hops} == {"M0001", fallback}
+    assert lineage[("M0001", "G9")].final_state == "CONSUMED"
+    row = lineage[(fallback, "G9")]
+    assert (row.path, row.origin_msg_id, row.final_state) == (
+        "SCHEDULE_TOPIC_XXXX[2] > OldTopic", "M0004", "UNCONSUMED")
+
+
+# --- final states ------------------------------------------------------------------------------
+
+STATES = [
+    rec(1000, "Shop", 0, uniq="UC"),                                       # consumed
+    rec(1001, "Shop", 1, uniq="UU", queue_offset=1),                       # never consumed
+    rec(1002, "Shop", 2, uniq="UR", queue_offset=2),                       # retry record waiting
+    rec(1003, "%RETRY%Gs", 20002, uniq="UR", real_topic="%RETRY%Gs", retry_topic="Shop",
+        origin="M1002", delay=3, reconsume=1),
+    rec(1004, "Nobody", 5, uniq="UN"),                                     # no subscriber at all
+]
+STATES_ATTEMPTS = [attempt("Gs", "Shop", 1000, "ACKED"), attempt("Gs", "Shop", 1002, "SENT_BACK")]
+STATES_PRODUCED = [produced("UC", "Shop"), produced("UL", "Shop"), produced("UF", "Shop", "FAILED"),
+                   produced("UL2", "Nobody2")]
+
+
+def test_final_states_consumed_unconsumed_retrying_lost_and_group_null(spark):
+    """CONSUMED needs an ACKED delivery, an unconsumed PUBLISH is UNCONSUMED, an unconsumed RETRY
+    is RETRYING, a SEND_OK key with no record is LOST (hops 0), an unsubscribed topic gets group null."""
+    _hops, lineage = lineage_of(spark, STATES, STATES_ATTEMPTS, produced_rows=STATES_PRODUCED)
+    states = {key: (row.final_state, row.hops) for key, row in lineage.items()}
+    assert states == {
+        ("UC", "Gs"): ("CONSUMED", 1), ("UU", "Gs"): ("UNCONSUMED", 1),
+        ("UR", "Gs"): ("RETRYING", 2), ("UN", None): ("UNCONSUMED", 1),
+        ("UL", "Gs"): ("LOST", 0), ("UL2", None): ("LOST", 0)}
+    lost = lineage[("UL", "Gs")]
+    assert (lost.origin_topic, lost.retries, lost.path, lost.first_store_ts) == ("Shop", 0, None, None)
+
+
+def test_imported_store_consumed_state_comes_from_the_last_committed_offset(spark):
+    """Without delivery rows, a record is CONSUMED when the group's last committed offset of its
+    queue is past the record's queue offset."""
+    commitlog = [rec(1, "Imp", 0, uniq="K0", queue_id=1, queue_offset=0),
+                 rec(2, "Imp", 1, uniq="K1", queue_id=1, queue_offset=1),
+                 rec(3, "Imp", 2, uniq="K2", queue_id=2, queue_offset=0)]
+    # Queue 1: committed 5 then 1 later (a reset): the last event (1) counts. Queue 2: nothing.
+    offsets = [offset("Gi", "Imp", 1, 5, 10), offset("Gi", "Imp", 1, 1, 20)]
+    _hops, lineage = lineage_of(spark, commitlog, offsets=offsets)
+    assert {k: r.final_state for k, r in lineage.items()} == {
+        ("K0", "Gi"): "CONSUMED", ("K1", "Gi"): "UNCONSUMED", ("K2", "Gi"): "UNCONSUMED"}
+
+
+# --- the real RocketMQ 4.9.4 store --------------------------------------------------------------
+
+def manifest_commitlog() -> list[dict]:
+    """Commit-log rows in contract shape from the fixture manifest's decoded records."""
+    manifest = json.loads((STORE_FIXTURES / "manifest.json").read_text())
+    rows = []
+    for r in manifest["commitLog"]:
+        if r["kind"] != "MESSAGE":
+            continue
+        props = r["properties"]
+        rows.append({
+            "run_id": "fixture", "broker": "broker-a", "phys_offset": r["physicalOffset"],
+            "total_size": r["size"], "topic": r["topic"], "queue_id": r["queueId"],
+            "queue_offset": r["queueOffset"], "msg_id": r["offsetMsgId"],
+            "uniq_key": props.get("UNIQ_KEY"), "origin_msg_id": props.get("ORIGIN_MESSAGE_ID"),
+            "real_topic": props.get("REAL_TOPIC"),
+            "real_queue_id": int(props["REAL_QID"]) if "REAL_QID" in props else None,
+            "retry_topic": props.get("RETRY_TOPIC"), "delay_level": int(props.get("DELAY", 0)),
+            "reconsume_times": r["reconsumeTimes"], "max_reconsume_times": None,
+            "tags": props.get("TAGS"), "keys": props.get("KEYS"), "body_size": r["bodyLength"],
+            "body_crc": r["bodyCRC"], "sys_flag": r["sysFlag"],
+            "born_ts": datetime.fromtimestamp(r["bornTimestamp"] / 1000, UTC),
+            "born_host": r["bornHost"],
+            "store_ts": datetime.fromtimestamp(r["storeTimestamp"] / 1000, UTC),
+            "store_host": r["storeHost"], "properties": props, "magic": r["magic"],
+            "file_name": r["file"],
+        })
+    return rows
+
+
+def test_fixture_store_hops_match_the_manifest_for_every_message(spark):
+    """For each of the 54 UNIQ_KEYs of the real 4.9.4 store, the hop topics in hop order equal the
+    manifest's expectedHops, and the records are exactly the manifest's."""
+    manifest = json.loads((STORE_FIXTURES / "manifest.json").read_text())
+    expected = manifest["uniqKeys"]
+    assert len(expected) == 54
+    hops = build_message_hops(frame(spark, manifest_commitlog(), COMMITLOG)).collect()
+    found: dict[str, list] = {}
+    for row in sorted(hops, key=lambda r: (r.message_key, r.hop_index)):
+        found.setdefault(row.message_key, []).append((row.topic, row.phys_offset))
+    assert set(found) == set(expected)
+    for key, spec in expected.items():
+        assert [t for t, _p in found[key]] == spec["expectedHops"], key
+        assert [p for _t, p in found[key]] == spec["records"], key
+
+
+def test_fixture_store_lineage_finds_groups_from_retry_topics_and_the_dlq(spark):
+    """In an imported store the groups come from %RETRY%/%DLQ% records: GroupA's eight messages
+    end in its DLQ after two retries; GroupB's four wait in its retry topic."""
+    commitlog = frame(spark, manifest_commitlog(), COMMITLOG)
+    hops = build_message_hops(commitlog)
+    empty = {s: frame(spark, [], s) for s in (CONSUME_ATTEMPTS, CONSUMER_OFFSETS, PRODUCED)}
+    rows = build_message_lineage(hops, commitlog, empty[CONSUME_ATTEMPTS], empty[CONSUMER_OFFSETS],
+                                 empty[PRODUCED]).collect()
+    assert len(rows) == 54  # OrderTopic messages x GroupA, PayTopic messages x GroupB
+    by_state: dict[tuple, int] = {}
+    for r in rows:
+        by_state[(r.group, r.origin_topic, r.final_state, r.retries)] = (
+            by_state.get((r.group, r.origin_topic, r.final_state, r.retries), 0) + 1)
+    assert by_state == {("GroupA", "OrderTopic", "DLQ", 2): 8,
+                        ("GroupA", "OrderTopic", "UNCONSUMED", 0): 42,
+                        ("GroupB", "PayTopic", "RETRYING", 1): 4}
+    dlq = next(r for r in rows if r.message_key == "C00002027C225FFD2B276D1F615F0001")
+    assert dlq.path == ("OrderTopic > SCHEDULE_TOPIC_XXXX[3] > %RETRY%GroupA > "
+                        "SCHEDULE_TOPIC_XXXX[4] > %RETRY%GroupA > %DLQ%GroupA")
+    assert dlq.origin_msg_id == "C0A8000100002A9F000000000000016B"
+
+
+# --- run directories ---------------------------------------------------------------------------
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A run directory holding the hand-built tables above as Parquet."""
+    parquet = tmp_path / "run" / "parquet"
+    write_rows(parquet, "commitlog", PLAIN + DELAYED + STATES)
+    write_rows(parquet, "consume_attempts", DELAYED_ATTEMPTS + STATES_ATTEMPTS)
+    write_rows(parquet, "consumer_offsets", [])
+    write_rows(parquet, "produced", STATES_PRODUCED)
+    return tmp_path / "run"
+
+
+def test_run_lineage_writes_contract_schemas_and_replaces_output_whole(spark, run_dir):
+    """run_lineage writes lineage/<table>/ Parquet with exactly the contract schemas, returns the row
+    counts, and a second run replaces the directory leaving no temporary siblings."""
+    messages: list[str] = []
+    counts = run_lineage(run_dir, spark, progress=messages.append)
+    # Hops: U1 1 + U2 7 + STATES 5. Lineage: U1 x2, U2 x2, UC/UU/UR x Gs, UN x null, UL x Gs, UL2.
+    assert counts == {"message_hops": 13, "message_lineage": 10}
+    assert any("message_hops 13 rows" in m for m in messages)
+    for table, schema in (("message_hops", MESSAGE_HOPS), ("message_lineage", MESSAGE_LINEAGE)):
+        written = pq.read_table(run_dir / "lineage" / table)
+        assert written.schema.equals(schema, check_metadata=False), (table, written.schema)
+        assert written.num_rows == counts[table]
+    first = pq.read_table(run_dir / "lineage" / "message_lineage").sort_by("message_key")
+    assert run_lineage(run_dir, spark) == counts
+    assert pq.read_table(run_dir / "lineage" / "message_lineage").sort_by("message_key").equals(first)
+    assert sorted(p.name for p in run_dir.iterdir()) == ["lineage", "parquet"]
