@@ -69,9 +69,7 @@ class SendBack:
             return None
         props = retry_properties(msg, reconsume_time=msg.reconsume_times + 1,
                                  max_reconsume_times=max_reconsume_times)
-        outcome = self.consumer.inner_producer.send_properties(
-            names.retry_topic(self.settings.group), msg.body, props, mode="sync", flag=msg.flag)
-        if outcome.ok:
+        if self._client_send(msg, props):
             return SENT_BACK_BY_CLIENT
         self.fallback_failures += 1
         return None
@@ -86,10 +84,20 @@ class SendBack:
         # 4.9.4 writes RECONSUME_TIME = reconsumeTimes (5.1.1+ adds one).
         props = retry_properties(msg, reconsume_time=msg.reconsume_times,
                                  max_reconsume_times=max_reconsume_times)
-        outcome = self.consumer.inner_producer.send_properties(
-            names.retry_topic(self.settings.group), msg.body, props, mode="sync", flag=msg.flag)
-        if not outcome.ok:
+        ok = self._client_send(msg, props)
+        if not ok:
             self.fallback_failures += 1
+        return ok
+
+    def _client_send(self, msg, props: dict[str, str]) -> bool:
+        """The inner producer's sync send to %RETRY%group; a client-side check failing (e.g. an
+        empty body) is an exception the caller logs, i.e. a failed send."""
+        try:
+            outcome = self.consumer.inner_producer.send_properties(
+                names.retry_topic(self.settings.group), msg.body, props, mode="sync",
+                flag=msg.flag)
+        except RetryAuditError:
+            return False
         return outcome.ok
 
     def _broker_send_back(self, msg, delay_level: int, max_reconsume_times: int) -> bool:
