@@ -122,7 +122,7 @@ class ProcessQueue:
                 bisect.insort(self._keys, off)
                 self.msg_count += 1
                 self.msg_size += len(msg.body)
-            self.queue_offset_max = off
+                self.queue_offset_max = off  # only a newly cached offset moves the max
         dispatch = False
         if self._msgs and not self.consuming:
             dispatch = True

@@ -204,3 +204,21 @@ def test_exception_and_null_are_failures_with_their_own_status(rig):
     rows = _by_key(rig.recorder.attempts(group="G"), k1)
     assert [(r["status"], r["outcome"]) for r in rows] == [
         ("EXCEPTION", "SENT_BACK"), ("RETURN_NULL", "SENT_BACK"), ("CONSUME_SUCCESS", "ACKED")]
+
+
+def test_a_timeout_pass_sends_back_at_most_16_messages(rig):
+    """cleanExpiredMsg looks at no more than 16 heads per pass: of 20 hung messages 16 expire at once."""
+    timeout = 60_000
+    rig.broker.create_topic("H", 1)
+    g = rig.group(subscribe=("H",), behavior=Behavior(hang_probability=1.0),
+                  consume_timeout_ms=timeout)
+    p = rig.producer()
+    keys = [p.send("H", BODY) for _ in range(20)]
+    rig.run_for(1000)
+    g.behavior.hang_probability = 0.0
+    rig.run_for(4 * timeout)
+    first = [_by_key(rig.recorder.attempts(group="G"), k)[0] for k in keys]
+    assert [r["outcome"] for r in first] == ["EXPIRED"] * 16 + ["ACKED"] * 4  # heads in offset order
+    retried = rig.recorder.attempts(group="G", queue_topic="%RETRY%G")
+    assert sorted(r["uniq_key"] for r in retried) == sorted(keys[:16])
+    assert g.idle()
