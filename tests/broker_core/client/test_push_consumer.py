@@ -222,3 +222,20 @@ def test_a_timeout_pass_sends_back_at_most_16_messages(rig):
     retried = rig.recorder.attempts(group="G", queue_topic="%RETRY%G")
     assert sorted(r["uniq_key"] for r in retried) == sorted(keys[:16])
     assert g.idle()
+
+
+def test_pull_stops_at_the_queue_threshold(rig):
+    """A consumer caches no more than pull_threshold_for_queue plus one pull batch per queue."""
+    rig.broker.create_topic("F", 1)
+    g = rig.group(subscribe=("F",), behavior=Behavior(consume_time_ms=100), consume_thread_max=1,
+                  pull_threshold_for_queue=50)
+    p = rig.producer()
+    for _ in range(300):
+        p.send("F", BODY)
+    cached = []
+    for _ in range(20):
+        rig.run_for(500)
+        cached.append(g.consumers[0].pqs[("F", 0)].msg_count)
+    assert max(cached) <= 50 + 32 and max(cached) > 50
+    rig.run_for(SETTLE_MS + 10_000)
+    assert len(rig.recorder.attempts(group="G")) == 300 and g.idle()
