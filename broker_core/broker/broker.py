@@ -182,7 +182,7 @@ class Broker:
         self.store.crash()
 
     def on_clock_jump(self, delta_ms: int) -> None:
-        """Tell the broker's periodic tasks the wall clock was moved (call after ``sim.jump``).
+        """Tell the broker's periodic timers the wall clock was moved (call after ``sim.jump``).
 
         Java's timers wait on monotonic time while deliver times are wall-clock, so a jump moves
         every poll grid by ``delta_ms`` and makes the scheduler re-check its heads at once.

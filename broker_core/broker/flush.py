@@ -5,7 +5,7 @@ every 500 ms once at least 4 pages (16 KiB) are dirty, and everything at least e
 kill -9 loses what was not flushed. With ``flush: sync`` the store flushes inside each put and
 this service does nothing.
 
-Like the other periodic tasks here, the timer only exists while something is unflushed: it is
+Like the other periodic timers here, the timer only exists while something is unflushed: it is
 set for the first 500 ms grid point where the Java thread would flush (the next tick once 16 KiB
 are dirty, else the tick that reaches the 10 s thorough-flush deadline).
 """

@@ -3,7 +3,7 @@
 Clients commit offsets into memory; the broker writes ``consumerOffset.json`` every 5 s after a
 10 s initial delay and on a clean shutdown, so a crash loses the commits since the last write.
 
-The timer runs on a fixed grid (start + 10 s + k * 5 s) like BrokerController's scheduled task,
+The timer runs on a fixed grid (start + 10 s + k * 5 s) like BrokerController's scheduled executor,
 but only when something changed since the last write: an idle broker schedules no events, and
 skipping a write that would not change the file is unobservable.
 """
@@ -67,7 +67,7 @@ class ConsumerOffsets:
             self._timer = None
 
     def on_clock_jump(self, delta_ms: int) -> None:
-        """The persist task runs on monotonic time: its grid moves with a wall-clock jump."""
+        """The persist timer runs on monotonic time: its grid moves with a wall-clock jump."""
         self._grid_origin_ms += delta_ms
         if self._timer is not None:
             self._timer.cancel()

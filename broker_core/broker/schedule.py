@@ -1,11 +1,11 @@
 """The delay-level scheduler (ScheduleMessageService 4.9.4, sync delivery) on the virtual clock.
 
 Each delay level ``L`` has a consume queue ``SCHEDULE_TOPIC_XXXX/L-1`` whose units carry the
-deliver timestamp as tagsCode. In RocketMQ one timer task per level starts ``FIRST_DELAY_TIME``
+deliver timestamp as tagsCode. In RocketMQ one timer per level starts ``FIRST_DELAY_TIME``
 after start and then re-runs every ``DELAY_FOR_A_WHILE`` (100 ms); each run delivers every due
 unit from the level's offset, re-putting the message to its real topic (``messageTimeup``).
 
-Here a level runs only when it has work, at the point of that same poll grid where the Java task
+Here a level runs only when it has work, at the point of that same poll grid where the Java timer
 would first find its head unit due: ``origin + k * 100 ms`` with ``origin = start + 1000 ms``.
 Skipping the empty polls in between changes nothing observable (a poll that finds nothing due
 does nothing), so a 6 h run with one delayed message costs a handful of events, not 216 000.
@@ -82,7 +82,7 @@ def message_timeup(record) -> dict:
 
 @dataclass
 class _Level:
-    """One level's timer-task state: the task's offset, its pending run, failed puts so far."""
+    """One level's timer state: its offset, its pending run, failed puts so far."""
 
     level: int
     offset: int = 0  # where the next run starts (DeliverDelayedMessageTimerTask.offset)
@@ -114,7 +114,7 @@ class ScheduleService:
         self._persist_timer: EventHandle | None = None
         self._dirty = False
         self.started = False
-        self.runs = 0  # level-task executions, for the idle-cost property
+        self.runs = 0  # level runs, for the idle-cost property
         self._running_level: int | None = None  # a put into the level being run must not arm it twice
         self.persist_count = 0
 
@@ -164,7 +164,7 @@ class ScheduleService:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start every level's task FIRST_DELAY_TIME from now at its stored offset."""
+        """Start every level's timer FIRST_DELAY_TIME from now at its stored offset."""
         now = self.sim.now()
         self._origin_ms = now + SCHEDULE_FIRST_DELAY_MS
         self._persist_origin_ms = now + DELAY_OFFSET_FLUSH_INTERVAL_MS
@@ -217,7 +217,7 @@ class ScheduleService:
     def pending_levels(self) -> list[int]:
         return [lv for lv, st in self._levels.items() if st.handle is not None]
 
-    # -- the level task --------------------------------------------------------------------------
+    # -- a level's run ----------------------------------------------------------------------------
 
     def _has_cq(self, level: int) -> bool:
         return (SCHEDULE_TOPIC, delay_level_to_queue_id(level)) in self.store.queues
