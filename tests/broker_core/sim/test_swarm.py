@@ -8,7 +8,7 @@ from broker_core.errors import BadInputError
 from broker_core.sim.scenario import load_scenario_text
 from broker_core.sim.swarm import parse_seed_range, random_scenario_yaml, run_swarm
 
-SEEDS_CHECKED_FOR_VALIDITY = range(1, 201)
+SEEDS_CHECKED_FOR_VALIDITY = range(1, 101)
 
 
 def test_seed_ranges():
