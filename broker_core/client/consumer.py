@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker_core import names
+from broker_core.client.behavior import Behavior
+from broker_core.client.push_consumer import BROADCASTING, CLUSTERING, RUNNING, PushConsumer
+from broker_core.client.rebalance import assign_broadcasting, assign_clustering
 from broker_core.constants import (
     CONSUME_MESSAGE_BATCH_MAX_SIZE_DEFAULT,
     CONSUME_TIMEOUT_MS_DEFAULT,
@@ -20,9 +23,6 @@ from broker_core.constants import (
     RETRY_QUEUES_DEFAULT,
     SUSPEND_CURRENT_QUEUE_MS_DEFAULT,
 )
-from broker_core.client.behavior import Behavior
-from broker_core.client.push_consumer import BROADCASTING, CLUSTERING, RUNNING, PushConsumer
-from broker_core.client.rebalance import assign_broadcasting, assign_clustering
 
 __all__ = ["Behavior", "ConsumerGroup", "ConsumerSettings", "PushConsumer"]
 

@@ -18,6 +18,16 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from broker_core.client.behavior import CONSUME_SUCCESS, Listener, Verdict
+from broker_core.client.offset_store import (
+    READ_FROM_STORE,
+    LocalOffsetStore,
+    MessageQueue,
+    RemoteBrokerOffsetStore,
+)
+from broker_core.client.process_queue import ProcessQueue, PulledMessage
+from broker_core.client.producer import INNER_PRODUCER_GROUP, Producer
+from broker_core.client.send_back import SENT_BACK_BY_CLIENT, SendBack
 from broker_core.constants import (
     CLEAN_EXPIRED_DELAY_LEVEL,
     CLEAN_EXPIRED_MSGS_PER_PASS_MAX,
@@ -31,16 +41,6 @@ from broker_core.constants import (
 )
 from broker_core.errors import RetryAuditError
 from broker_core.message import PROP_CONSUME_START_TIME, PROP_RECONSUME_TIME
-from broker_core.client.behavior import CONSUME_SUCCESS, Listener, Verdict
-from broker_core.client.offset_store import (
-    READ_FROM_STORE,
-    LocalOffsetStore,
-    MessageQueue,
-    RemoteBrokerOffsetStore,
-)
-from broker_core.client.process_queue import ProcessQueue, PulledMessage
-from broker_core.client.producer import INNER_PRODUCER_GROUP, Producer
-from broker_core.client.send_back import SENT_BACK_BY_CLIENT, SendBack
 
 CREATED, RUNNING, SHUT_DOWN, CRASHED = "CREATED", "RUNNING", "SHUT_DOWN", "CRASHED"
 CLUSTERING, BROADCASTING = "CLUSTERING", "BROADCASTING"
@@ -175,7 +175,7 @@ class PushConsumer:
         for seq in sorted(self.in_flight):
             d = self.in_flight[seq]
             d.handle.cancel()
-            for msg, times in zip(d.msgs, d.reconsume_at_start):
+            for msg, times in zip(d.msgs, d.reconsume_at_start, strict=True):
                 self._emit_attempt(d, msg, times, d.verdict.status, LOST_IN_CRASH, now)
         self.in_flight.clear()
         for pq in self.pqs.values():
@@ -413,7 +413,7 @@ class PushConsumer:
                     outcomes.append(LOCAL_RETRY)
                 else:
                     outcomes.append(how)
-        for msg, times, outcome in zip(d.msgs, d.reconsume_at_start, outcomes):
+        for msg, times, outcome in zip(d.msgs, d.reconsume_at_start, outcomes, strict=True):
             self._emit_attempt(d, msg, times, status, EXPIRED if msg.expired else outcome, now)
         if not d.pq.dropped:
             for msg in local:
@@ -479,7 +479,7 @@ class PushConsumer:
             return
         now, status, pq = self.sim.now(), d.verdict.status, d.pq
         if pq.dropped:
-            for msg, times in zip(d.msgs, d.reconsume_at_start):
+            for msg, times in zip(d.msgs, d.reconsume_at_start, strict=True):
                 self._emit_attempt(d, msg, times, status, DROPPED, now)
             self._release()
             return
@@ -498,7 +498,7 @@ class PushConsumer:
                 suspend = True
                 msg.reconsume_times += 1
                 outcomes.append(LOCAL_RETRY)
-        for msg, times, outcome in zip(d.msgs, d.reconsume_at_start, outcomes):
+        for msg, times, outcome in zip(d.msgs, d.reconsume_at_start, outcomes, strict=True):
             self._emit_attempt(d, msg, times, status, outcome, now)
         if suspend:
             pq.make_message_to_consume_again(d.msgs)

@@ -10,8 +10,8 @@ directly and the broker's ``handleRetryAndDLQ`` routes the copy to ``%DLQ%<group
 from __future__ import annotations
 
 from broker_core import names
-from broker_core.constants import RETRY_DELAY_LEVEL_BASE
 from broker_core.client.producer import SUCCESS
+from broker_core.constants import RETRY_DELAY_LEVEL_BASE
 from broker_core.errors import RetryAuditError
 from broker_core.message import (
     PROP_DELAY,

@@ -1,5 +1,7 @@
 """Orderly consumption: a failing message suspends its queue for 1 s, then goes to the DLQ at the max."""
 
+from itertools import pairwise
+
 from broker_core.client.behavior import Behavior
 from broker_core.constants import SUSPEND_CURRENT_QUEUE_MS_DEFAULT
 
@@ -23,7 +25,7 @@ def test_failure_suspends_the_queue_and_keeps_order(rig):
     rows = rig.recorder.attempts(group="G")
     assert [(r["uniq_key"], r["reconsume_times"], r["outcome"]) for r in rows] == [
         (keys[0], n, "LOCAL_RETRY") for n in range(4)]
-    gaps = [b["start_ts"] - a["end_ts"] for a, b in zip(rows, rows[1:])]
+    gaps = [b["start_ts"] - a["end_ts"] for a, b in pairwise(rows)]
     assert gaps == [SUSPEND_CURRENT_QUEUE_MS_DEFAULT] * 3
     assert g.consumer("G-c0").offset_store.read_memory(("O", 0)) in (-1, 0)  # nothing committed
     g.behavior.fail_probability = 0.0

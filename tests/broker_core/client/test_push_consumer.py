@@ -1,5 +1,7 @@
 """Push consumer: acks, send-back and its fallbacks, local retries, broadcasting, DLQ, timeouts."""
 
+from itertools import pairwise
+
 from broker_core.client.behavior import Behavior
 from broker_core.client.push_consumer import LONG_POLL_SUSPEND_MS
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, SEND_BACK_LOCAL_RETRY_MS
@@ -115,7 +117,7 @@ def test_always_failing_message_goes_through_16_retries_to_the_dlq(rig):
     dlq = rig.records("%DLQ%G")
     assert [r.uniq_key for r in dlq] == [key] and dlq[0].reconsume_times == 17
     # Each retry waits its level (3 + reconsume times): 10 s for the first, 2 h for the last.
-    gaps = [b["start_ts"] - a["end_ts"] for a, b in zip(rows, rows[1:])]
+    gaps = [b["start_ts"] - a["end_ts"] for a, b in pairwise(rows)]
     assert gaps[0] >= 10_000 and gaps[-1] >= 7_200_000
     assert g.idle()
 
