@@ -46,7 +46,8 @@ def format_summary(summary: RunSummary) -> str:
         f"  simulated {_format_sim_ms(s.sim_end_ms - s.sim_start_ms)}, ended: {s.end_reason}",
         f"  produced {s.produced:,}  send failed {s.send_failed:,}",
         f"  consumed {s.consumed:,}  retried {s.retried:,}  DLQ {s.dlq:,}  in flight {s.in_flight:,}",
-        f"  records {s.records_written:,} in {s.wall_seconds:.1f} s ({s.records_per_second:,.0f} records/s)",
+        f"  records {s.records_written:,} in {s.wall_seconds:.1f} s ({s.records_per_second:,.0f} records/s; "
+        f"CPU {s.cpu_seconds:.1f} s, {s.records_per_cpu_second:,.0f} records/CPU-s)",
     ]
     return "\n".join(lines)
 
