@@ -35,6 +35,25 @@ def table_rows(run_dir: Path, tables) -> dict[str, int]:
     return {t: sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(run_dir, t)) for t in tables}
 
 
+# Progress lines of a long simulation are at least this far apart.
+PROGRESS_INTERVAL_S = 5.0
+
+
+def _sim_progress(log):
+    """A simulate() progress callback that logs simulated time and records, a few lines a minute."""
+    if log is None:
+        return None
+    last = [time.monotonic()]
+
+    def report(sim_ms: int, records: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_INTERVAL_S:
+            last[0] = now
+            log.info(f"simulated {sim_ms / 1000:,.0f} s, {records:,} records")
+
+    return report
+
+
 def materialize_run(source, run_dir: Path, log=None) -> dict:
     """Simulate or import the partition's run into ``run_dir``; return metadata describing it."""
     from orchestration.partitions import IMPORTED, SCENARIO, STORE
@@ -44,7 +63,7 @@ def materialize_run(source, run_dir: Path, log=None) -> dict:
     if source.kind == SCENARIO:
         from broker_core.sim.run import simulate
 
-        summary = simulate(source.path, run_dir)
+        summary = simulate(source.path, run_dir, progress=_sim_progress(log))
         meta.update(seed=summary.seed, end_reason=summary.end_reason, produced=summary.produced,
                     consumed=summary.consumed, dlq_records=summary.dlq, in_flight=summary.in_flight,
                     reproduce=f"retry-audit simulate {source.path} --out {run_dir} --seed {summary.seed}")
