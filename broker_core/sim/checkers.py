@@ -17,7 +17,8 @@ Rules (RocketMQ 4.9.4, ROCKETMQ_SPEC.md §4-§6):
   chain starts at a failed delivery of a real-topic record; a redelivery after a crash starts
   another);
 * dense offsets: each consume queue's offsets, in commit-log order, are 0, 1, 2, ... without gaps;
-* broadcasting: a broadcasting group's failures are dropped, never sent back.
+* broadcasting: a broadcasting group's failures are dropped, never sent back;
+* orderly: an orderly group delivers a queue's offset n+1 only after offset n is done.
 
 Faults that RocketMQ itself answers with loss or early delivery (a kill -9 with async flush, a
 backward clock jump) relax exactly the rule they break, and nothing else.
@@ -79,7 +80,7 @@ class RunData:
             "real_topic", "retry_topic", "delay_level", "reconsume_times", "store_ts"])
         self.attempts = self._columns("consume_attempts", [
             "group", "consumer_id", "queue_topic", "queue_id", "queue_offset", "msg_id", "uniq_key",
-            "status", "outcome", "start_ts"])
+            "status", "outcome", "start_ts", "end_ts"])
         self.deliveries = self._columns("schedule_deliveries", [
             "delay_level", "schedule_msg_id", "delivered_msg_id", "real_topic", "scheduled_store_ts",
             "due_ts", "delivered_ts"])
@@ -303,8 +304,41 @@ def check_broadcasting(run: RunData) -> list[Violation]:
     return out
 
 
+ORDERLY_DONE_OUTCOMES = ("ACKED", "SENT_BACK", "SENT_BACK_BY_CLIENT")
+
+
+def check_orderly(run: RunData) -> list[Violation]:
+    """An orderly group takes a queue's messages in offset order: offset n+1 is first delivered only
+    after offset n was consumed or handed to the retry/DLQ path."""
+    orderly = {g["name"] for g in run.groups
+               if g.get("mode") == "orderly" and g.get("model", "clustering") == "clustering"}
+    if not orderly:
+        return []
+    a = run.attempts
+    by_queue: dict[tuple[str, str, int], list[int]] = defaultdict(list)
+    for i, group in enumerate(a["group"]):
+        if group in orderly:
+            by_queue[(group, a["queue_topic"][i], a["queue_id"][i])].append(i)
+    out = []
+    for (group, topic, qid), rows in by_queue.items():
+        done_at: dict[int, int] = {}
+        for i in rows:
+            if a["outcome"][i] in ORDERLY_DONE_OUTCOMES:
+                off = a["queue_offset"][i]
+                done_at[off] = min(done_at.get(off, a["start_ts"][i]), a["start_ts"][i])
+        offsets = {a["queue_offset"][i] for i in rows}
+        for i in rows:
+            off = a["queue_offset"][i]
+            prev = off - 1
+            if prev in offsets and (prev not in done_at or done_at[prev] > a["start_ts"][i]):
+                out.append(Violation("orderly delivery out of order", a["uniq_key"][i],
+                                     f"group {group} {topic}/{qid}: offset {off} delivered at "
+                                     f"{a['start_ts'][i]} before offset {prev} was done"))
+    return out
+
+
 CHECKERS = (check_terminal, check_hop_grammar, check_delivery_times, check_stable_pointers,
-            check_dense_offsets, check_broadcasting)
+            check_dense_offsets, check_broadcasting, check_orderly)
 
 
 def check_run(run_dir: str | Path) -> list[Violation]:

@@ -152,3 +152,19 @@ def test_broadcasting_failures_are_dropped(small_copy):
     rewrite(small_copy, "consume_attempts", change)
     found = messages_of(checkers.check_broadcasting(RunData(small_copy)))
     assert found == {"broadcasting failure not dropped"}
+
+
+def test_orderly_queue_is_consumed_in_offset_order(small_copy):
+    """An orderly delivery of offset n+1 that starts before offset n was done is reported."""
+    def change(rows):
+        seq = [r for r in rows if r["group"] == "seq-service"]
+        done = {(r["queue_topic"], r["queue_id"], r["queue_offset"]): r["start_ts"] for r in seq
+                if r["outcome"] == "ACKED"}
+        i = first_index(rows, lambda r: r["group"] == "seq-service"
+                        and (r["queue_topic"], r["queue_id"], r["queue_offset"] - 1) in done)
+        prev = done[(rows[i]["queue_topic"], rows[i]["queue_id"], rows[i]["queue_offset"] - 1)]
+        rows[i]["start_ts"] = prev - timedelta(seconds=1)
+        return rows
+    rewrite(small_copy, "consume_attempts", change)
+    found = messages_of(checkers.check_orderly(RunData(small_copy)))
+    assert found == {"orderly delivery out of order"}
