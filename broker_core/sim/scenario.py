@@ -4,7 +4,15 @@ The YAML is composed into nodes (not loaded into plain dicts) so that every valu
 source mark: an error names the key path, the offending value, the file and the line. Every field
 has a default; unknown keys, wrong types and out-of-range values are :class:`ScenarioError`.
 PyYAML's safe loader is the only non-standard import of the broker model: scenario files are
-inputs, and parsing them precisely is worth the dependency (see ``docs/faults.md``).
+inputs, and parsing them precisely is worth the dependency.
+
+The format is DESIGN.md's, plus a few fields with defaults: ``broker.cluster``,
+``broker.cq_units_per_file`` (small values make consume-queue files roll in short runs),
+``producers[].group`` (producer group) and ``producers[].start`` (when it begins sending), and the
+per-kind fault fields documented in ``docs/faults.md`` (``pause``, ``consumer``, ``delta``,
+``topic``/``messages``/``rate`` for a burst). Values: durations ``1h10m``/``30s``/``5ms``/``2d``
+(largest unit first, each once), sizes ``64MiB`` or bytes, rates ``1000/s`` (also ``/ms``, ``/m``,
+``/h``), ``delay_level`` a level or a weight table ``{0: 0.9, 3: 0.1}``.
 """
 
 from __future__ import annotations
