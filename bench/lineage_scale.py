@@ -45,20 +45,22 @@ SPARK_MASTER_BENCH = "local[2]"
 BASE_MESSAGES_FULL = 50_000  # about 100k commit-log records with this scenario
 BASE_MESSAGES_QUICK = 1_000
 SIZES_FULL = (1_000_000, 10_000_000, 50_000_000)
-SIZES_QUICK = (20_000,)
+SIZES_QUICK = ()  # quick: the simulated base run only
 COPIES_PER_FILE = 8  # replicated tables are written a few copies per file, in copy order
-RUNS_BY_SIZE = ((2_000_000, 3), (20_000_000, 2), (10**12, 1))  # repeats, fewer for big inputs
+RUNS_BY_SIZE = ((200_000, 3), (2_000_000, 2), (10**12, 1))  # repeats, fewer for big inputs
 MSG_ID_HOST_HEX_CHARS = 16  # an offset msgId: 8 hex IPv4 + 8 hex port, then 16 hex offset
 DUCKDB_THREADS = 2  # the same two cores Spark local[2] gets
 
 # Columns holding an offset msg id / UNIQ_KEY / physical or queue offset, per table.
 MSG_ID_COLUMNS = {"commitlog": ("msg_id", "origin_msg_id"), "consume_attempts": ("msg_id",),
                   "produced": ("msg_id",),
-                  "schedule_deliveries": ("schedule_msg_id", "delivered_msg_id")}
+                  "schedule_deliveries": ("schedule_msg_id", "delivered_msg_id"),
+                  "message_hops": ("msg_id",), "message_lineage": ("origin_msg_id",)}
 UNIQ_KEY_COLUMNS = {"commitlog": ("uniq_key",), "consume_attempts": ("uniq_key",),
-                    "produced": ("uniq_key",), "schedule_deliveries": ("uniq_key",)}
+                    "produced": ("uniq_key",), "schedule_deliveries": ("uniq_key",),
+                    "message_hops": ("message_key",), "message_lineage": ("message_key",)}
 PHYS_OFFSET_COLUMNS = {"commitlog": ("phys_offset",), "consume_attempts": ("phys_offset",),
-                       "produced": ("phys_offset",)}
+                       "produced": ("phys_offset",), "message_hops": ("phys_offset",)}
 QUEUE_OFFSET_COLUMNS = {"commitlog": ("queue_offset",), "consume_attempts": ("queue_offset",),
                         "consumer_offsets": ("offset",),
                         "schedule_deliveries": ("schedule_queue_offset",)}
@@ -94,8 +96,16 @@ def base_run(data_dir: Path, messages: int) -> Path:
     return out
 
 
-def commitlog_rows(run_dir: Path) -> int:
+def _duck() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB on the two cores Spark gets, without a progress bar in the logs."""
     con = duckdb.connect()
+    con.execute(f"SET threads = {DUCKDB_THREADS}")
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def commitlog_rows(run_dir: Path) -> int:
+    con = _duck()
     try:
         return con.execute(f"SELECT count(*) FROM read_parquet('{run_dir}/parquet/commitlog/*.parquet')"
                            ).fetchone()[0]
@@ -124,6 +134,56 @@ def _rekey_select(table: str, columns: list[str], span: int, queue_span: int) ->
     return ", ".join(parts)
 
 
+def _copy_table(con, table: str, src: Path, dst: Path, copies: int, span: int, queue_span: int) -> None:
+    """Write ``copies`` re-keyed copies of the Parquet table in ``src`` into ``dst``."""
+    columns = [r[0] for r in con.execute(
+        f"DESCRIBE SELECT * FROM read_parquet('{src}/*.parquet')").fetchall()]
+    select = _rekey_select(table, columns, span, queue_span)
+    order = {"commitlog": "c, phys_offset", "message_hops": "c, message_key, hop_index",
+             "message_lineage": "c, message_key"}.get(table, "c")
+    for first in range(0, copies, COPIES_PER_FILE):
+        last = min(copies, first + COPIES_PER_FILE)
+        con.execute(
+            f"COPY (SELECT {select} FROM range({first}, {last}) t(c), "
+            f"read_parquet('{src}/*.parquet') ORDER BY {order}) "
+            f"TO '{dst}/part-{first:05d}.parquet' (FORMAT parquet, COMPRESSION zstd)")
+
+
+def ensure_lineage(run_dir: Path) -> None:
+    """Give ``run_dir`` its lineage tables: Spark on a simulated run, re-keyed copies of the
+    base run's lineage on a replicated one (what Spark computes there, copy by copy)."""
+    from assets.lineage import LINEAGE_DIR
+    from broker_core.export.schema import LINEAGE_TABLES
+
+    if all(any((run_dir / LINEAGE_DIR / t).glob("*.parquet")) for t in LINEAGE_TABLES):
+        return
+    manifest = json.loads((run_dir / "run.json").read_text())
+    rep = manifest.get("replicated")
+    if rep is None:
+        from assets.lineage import run_lineage
+        from assets.spark import get_spark
+
+        say(f"building the lineage of {run_dir} with Spark")
+        run_lineage(run_dir, get_spark(SPARK_MASTER_BENCH, app_name="retry-audit-bench"))
+        return
+    base = Path(rep["from"])
+    ensure_lineage(base)
+    say(f"replicating the lineage of {base.name} x{rep['copies']} into {run_dir}")
+    tmp = run_dir / (LINEAGE_DIR + ".building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    con = _duck()
+    try:
+        for table in LINEAGE_TABLES:
+            dst = tmp / table
+            dst.mkdir(parents=True)
+            _copy_table(con, table, base / LINEAGE_DIR / table, dst, rep["copies"],
+                        rep["phys_offset_span"], rep["queue_offset_span"])
+    finally:
+        con.close()
+    shutil.rmtree(run_dir / LINEAGE_DIR, ignore_errors=True)
+    os.replace(tmp, run_dir / LINEAGE_DIR)
+
+
 def replicated_run(base: Path, data_dir: Path, records: int) -> Path:
     """A run directory with about ``records`` commit-log rows made of re-keyed copies of ``base``."""
     base_rows = commitlog_rows(base)
@@ -136,8 +196,7 @@ def replicated_run(base: Path, data_dir: Path, records: int) -> Path:
     tmp = out.with_name(out.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
     say(f"replicating {base.name} ({base_rows:,} records) x{copies} into {out}")
-    con = duckdb.connect()
-    con.execute(f"SET threads = {DUCKDB_THREADS}")
+    con = _duck()
     cl = f"read_parquet('{base}/parquet/commitlog/*.parquet')"
     span = con.execute(f"SELECT max(phys_offset + total_size) FROM {cl}").fetchone()[0]
     queue_span = 1 + max(
@@ -154,16 +213,7 @@ def replicated_run(base: Path, data_dir: Path, records: int) -> Path:
                 for f in files:
                     shutil.copy2(f, dst / f.name)
                 continue
-            columns = [r[0] for r in con.execute(
-                f"DESCRIBE SELECT * FROM read_parquet('{src}/*.parquet')").fetchall()]
-            select = _rekey_select(table, columns, span, queue_span)
-            order = "c, phys_offset" if table == "commitlog" else "c"
-            for first in range(0, copies, COPIES_PER_FILE):
-                last = min(copies, first + COPIES_PER_FILE)
-                con.execute(
-                    f"COPY (SELECT {select} FROM range({first}, {last}) t(c), "
-                    f"read_parquet('{src}/*.parquet') ORDER BY {order}) "
-                    f"TO '{dst}/part-{first:05d}.parquet' (FORMAT parquet, COMPRESSION zstd)")
+            _copy_table(con, table, src, dst, copies, span, queue_span)
         manifest = json.loads((base / "run.json").read_text())
         manifest["replicated"] = {"from": str(base), "copies": copies, "phys_offset_span": span,
                                   "queue_offset_span": queue_span}
@@ -226,9 +276,8 @@ def duckdb_lineage(run_dir: Path, out: Path) -> None:
     """The same grouping as the Spark lineage, in DuckDB, written as Parquet into ``out``."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    con = duckdb.connect()
+    con = _duck()
     try:
-        con.execute(f"SET threads = {DUCKDB_THREADS}")
         con.execute(f"SET temp_directory = '{out}/.tmp'")
         con.execute(DUCKDB_HOPS_SQL.format(commitlog=f"{run_dir}/parquet/commitlog/*.parquet", out=out))
         con.execute(DUCKDB_LINEAGE_SQL.format(out=out))
@@ -244,7 +293,8 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def measure(runs_dirs: list[tuple[str, Path, int]], data_dir: Path) -> tuple[float, list[dict]]:
+def measure(runs_dirs: list[tuple[str, Path, int]], data_dir: Path,
+            quick: bool = False) -> tuple[float, list[dict]]:
     """(Spark session start seconds, one row of timings per input)."""
     from assets.lineage import run_lineage
     from assets.spark import get_spark, stop_spark
@@ -256,7 +306,7 @@ def measure(runs_dirs: list[tuple[str, Path, int]], data_dir: Path) -> tuple[flo
     out = []
     try:
         for label, run_dir, records in runs_dirs:
-            runs = runs_for(records)
+            runs = 1 if quick else runs_for(records)
             say(f"{label}: {records:,} records, {runs} runs")
             duck = Stats([timed(lambda d=run_dir: duckdb_lineage(d, data_dir / "duckdb-lineage"))
                           for _ in range(runs)])
@@ -291,7 +341,7 @@ def main(argv: list[str] | None = None) -> Path:
         if run_dir != base:
             copies = round(size / base_rows)
             inputs.append((f"replicated x{copies}", run_dir, base_rows * copies))
-    jvm_s, results = measure(inputs, data_dir)
+    jvm_s, results = measure(inputs, data_dir, args.quick)
     rows = []
     for r in results:
         sp, dk = r["spark"], r["duckdb"]

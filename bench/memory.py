@@ -1,0 +1,214 @@
+"""P5: peak memory of simulate, import-store and the lineage against run size.
+
+Each measurement is one fresh subprocess (``python -m bench.memory --child KIND ...``); its peak
+resident set is ``ru_maxrss`` from ``os.wait4`` on that process. For the lineage the work happens
+in the JVM that PySpark starts as a child of that process, so the child also reports the JVM's
+own peak (``VmHWM`` from /proc, read just before Spark stops): the table shows both.
+
+Sizes: simulate and import run on ``bench/scenarios/retry-heavy.yaml`` with a growing message
+count (simulated, so every size is real data); the lineage runs on the P4 inputs (the simulated
+base run and its re-keyed replicas, see ``bench/lineage_scale.py``). The target -- flat
+(streamed), <= 2 GiB at 10M records -- is judged from the trend where 10M records cannot be
+simulated here; the notes say which.
+
+Run: ``python -m bench.memory [--quick] [--messages 5000,20000] [--lineage-records 1000000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from bench.common import RESULTS, load_note, write_result
+from bench.lineage_scale import (
+    BASE_MESSAGES_FULL,
+    BENCH_SCENARIO,
+    DATA_DIR_DEFAULT,
+    SPARK_MASTER_BENCH,
+    base_run,
+    commitlog_rows,
+    replicated_run,
+    say,
+)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+TARGET_PEAK_BYTES = 2 * 1024**3
+TARGET_RECORDS = 10_000_000
+MESSAGES_FULL = (5_000, 25_000)
+MESSAGES_QUICK = (500, 1_000)
+LINEAGE_RECORDS_FULL = (1_000_000,)  # plus the simulated base run
+LINEAGE_RECORDS_QUICK = ()
+KIB = 1024
+
+
+# --- the child side ----------------------------------------------------------------------------
+
+def _descendants(root_pid: int) -> list[int]:
+    """Every live process below ``root_pid`` (from /proc's parent links)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # The command name may hold spaces: the parent pid follows the last ')'.
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [root_pid]
+    while frontier:
+        pid = frontier.pop()
+        kids = [p for p, pp in parents.items() if pp == pid]
+        found += kids
+        frontier += kids
+    return found
+
+
+def _peak_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def child(kind: str, arg: str, out: str) -> dict:
+    """Do one measured piece of work in this process; return facts for the parent."""
+    facts: dict = {"kind": kind}
+    if kind == "simulate":
+        from broker_core.sim.run import simulate
+        from broker_core.sim.scenario import load_scenario
+
+        scenario = load_scenario(BENCH_SCENARIO)
+        scenario = replace(scenario, producers=tuple(replace(p, messages=int(arg))
+                                                     for p in scenario.producers))
+        summary = simulate(BENCH_SCENARIO, out, scenario=scenario)
+        facts["records"] = summary.tables.get("commitlog", 0)
+    elif kind == "import":
+        from broker_core.export.store_import import import_store
+
+        import_store(Path(arg) / "store", out)
+        facts["records"] = commitlog_rows(Path(out))
+    elif kind == "lineage":
+        from assets.lineage import run_lineage
+        from assets.spark import get_spark, stop_spark
+
+        spark = get_spark(SPARK_MASTER_BENCH, app_name="retry-audit-bench-memory")
+        counts = run_lineage(arg, spark)
+        facts["records"] = counts["message_hops"]
+        facts["jvm_peak_kib"] = max((_peak_kib(p) for p in _descendants(os.getpid())), default=0)
+        stop_spark()
+    else:
+        raise SystemExit(f"unknown kind {kind!r}")
+    return facts
+
+
+# --- the parent side ---------------------------------------------------------------------------
+
+def measure(kind: str, arg: str, out: Path) -> dict:
+    """Run one child; its facts plus ``peak_kib`` (ru_maxrss) and wall seconds."""
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "bench.memory", "--child", kind, arg, str(out)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
+    stdout = proc.stdout.read() if proc.stdout else ""
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed with exit {proc.returncode}")
+    facts = json.loads(stdout.strip().splitlines()[-1])
+    facts["peak_kib"] = usage.ru_maxrss  # KiB on Linux
+    facts["seconds"] = time.perf_counter() - start
+    return facts
+
+
+def _fmt_mib(kib: int) -> str:
+    return f"{kib / KIB:,.0f}"
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, no Spark")
+    parser.add_argument("--messages", default=None, help="comma-separated simulate sizes")
+    parser.add_argument("--lineage-records", default=None, help="comma-separated lineage sizes")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR_DEFAULT)
+    parser.add_argument("--child", nargs=3, metavar=("KIND", "ARG", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return Path(args.child[2])
+    messages = ([int(m) for m in args.messages.split(",")] if args.messages
+                else list(MESSAGES_QUICK if args.quick else MESSAGES_FULL))
+    lineage_sizes = ([int(m) for m in args.lineage_records.split(",")] if args.lineage_records
+                     else list(LINEAGE_RECORDS_QUICK if args.quick else LINEAGE_RECORDS_FULL))
+    data_dir = args.data_dir / ("quick" if args.quick else "full")
+    work = data_dir / "memory"
+    work.mkdir(parents=True, exist_ok=True)
+    rows, points = [], {"simulate": [], "import": [], "lineage": []}
+    try:
+        for n in messages:
+            say(f"simulate {n:,} messages")
+            sim = measure("simulate", str(n), work / f"sim-{n}")
+            say(f"import the store of {n:,} messages")
+            imp = measure("import", str(work / f"sim-{n}"), work / f"imp-{n}")
+            for kind, facts in (("simulate", sim), ("import", imp)):
+                points[kind].append((facts["records"], facts["peak_kib"]))
+                rows.append([kind, f"{n:,} messages (simulated)", f"{facts['records']:,}",
+                             _fmt_mib(facts["peak_kib"]), "-", f"{facts['seconds']:.0f}"])
+            shutil.rmtree(work / f"imp-{n}", ignore_errors=True)
+        # Quick mode leaves Spark out: a JVM start alone takes longer than the quick budget here.
+        lineage_inputs = []
+        if not args.quick:
+            base = base_run(data_dir, BASE_MESSAGES_FULL)
+            lineage_inputs.append(("simulated", base))
+            lineage_inputs += [(f"replicated to ~{n:,}", replicated_run(base, data_dir, n))
+                               for n in lineage_sizes]
+        for label, run_dir in lineage_inputs:
+            say(f"lineage of {run_dir.name}")
+            facts = measure("lineage", str(run_dir), work / "unused")
+            peak = max(facts["peak_kib"], facts.get("jvm_peak_kib", 0))
+            points["lineage"].append((facts["records"], peak))
+            rows.append(["lineage (Spark local[2])", f"{run_dir.name} ({label})",
+                         f"{facts['records']:,}", _fmt_mib(facts["peak_kib"]),
+                         _fmt_mib(facts.get("jvm_peak_kib", 0)), f"{facts['seconds']:.0f}"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    verdicts = []
+    for kind, pts in points.items():
+        if len(pts) < 2:
+            continue
+        (r0, m0), (r1, m1) = pts[0], pts[-1]
+        slope = (m1 - m0) * KIB / max(1, r1 - r0)  # bytes per extra record
+        at_target = m1 * KIB + slope * max(0, TARGET_RECORDS - r1)
+        verdicts.append(
+            f"{kind}: {_fmt_mib(m0)} MiB at {r0:,} records -> {_fmt_mib(m1)} MiB at {r1:,}; "
+            f"{slope:,.0f} B per extra record; straight-line extrapolation to {TARGET_RECORDS:,} "
+            f"records: {at_target / 1024**3:.2f} GiB "
+            f"({'within' if at_target <= TARGET_PEAK_BYTES else 'OVER'} the 2 GiB target)")
+    notes = (
+        "Peak RSS in MiB: `ru_maxrss` of the measuring subprocess (os.wait4); for the lineage also "
+        "the JVM's VmHWM (Spark's driver+executor, capped by spark.driver.memory 1g heap plus "
+        f"off-heap). {load_note()} when the table was written.\n\n"
+        + "\n\n".join(verdicts)
+        + "\n\nSimulate and import sizes are real simulations; 10M records cannot be simulated on "
+          "this machine in a benchmark's time, so the 10M verdict is the extrapolation above.")
+    name = "memory"
+    if args.quick:  # quick tables never overwrite the committed full-size ones
+        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+        name = "quick/memory"
+    return write_result(name, "P5 peak memory vs run size",
+                        ["step", "input", "commit-log records", "peak RSS MiB (process)",
+                         "JVM peak MiB", "wall s"], rows, notes)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

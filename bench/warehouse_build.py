@@ -1,0 +1,118 @@
+"""P6: the DuckDB audit warehouse build plus every check, on a 10M-record run.
+
+The input is the P4 input of the same size (``bench.lineage_scale``: a simulated base run of
+``bench/scenarios/retry-heavy.yaml`` and re-keyed copies of it; the result table says which).
+Its lineage tables come from Spark for the simulated run and, for a replicated run, are the
+base lineage re-keyed copy by copy (exactly what Spark computes for each copy), so this
+benchmark needs no 10M-record Spark job of its own.
+
+Timed: ``assets.audit.build_warehouse`` (load every contract table, build the audit tables, swap
+the file into place) and then ``assets.checks.run_checks`` with every check on the built file.
+Target: build + checks <= 30 s at 10M records.
+
+Run: ``python -m bench.warehouse_build [--quick] [--records N] [--data-dir DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from bench.common import RESULTS, Stats, load_note, write_result
+from bench.lineage_scale import (
+    BASE_MESSAGES_FULL,
+    BASE_MESSAGES_QUICK,
+    DATA_DIR_DEFAULT,
+    base_run,
+    commitlog_rows,
+    ensure_lineage,
+    replicated_run,
+)
+
+TARGET_SECONDS = 30.0
+RECORDS_FULL = 10_000_000
+RECORDS_QUICK = 20_000
+RUNS_FULL = 3
+RUNS_QUICK = 2
+
+
+def build_and_check(run_dir: Path, db_path: Path) -> tuple[float, float, dict[str, int], list]:
+    """(build seconds, checks seconds, rows per table, check outcomes) of one fresh build."""
+    from assets.audit import build_warehouse
+    from assets.checks import ALL_CHECKS, run_checks
+    from assets.warehouse import open_read_only
+
+    for stale in db_path.parent.glob(db_path.name + "*"):
+        stale.unlink()
+    start = time.perf_counter()
+    summary = build_warehouse([run_dir], db_path)
+    built = time.perf_counter()
+    con = open_read_only(db_path)
+    try:
+        outcomes = run_checks(con, ALL_CHECKS)
+    finally:
+        con.close()
+    return built - start, time.perf_counter() - built, summary.rows, outcomes
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small run, fewer repeats")
+    parser.add_argument("--records", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR_DEFAULT)
+    args = parser.parse_args(argv)
+    records = args.records or (RECORDS_QUICK if args.quick else RECORDS_FULL)
+    runs = args.runs or (RUNS_QUICK if args.quick else RUNS_FULL)
+    data_dir = args.data_dir / ("quick" if args.quick else "full")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    base = base_run(data_dir, BASE_MESSAGES_QUICK if args.quick else BASE_MESSAGES_FULL)
+    run_dir = replicated_run(base, data_dir, records)
+    ensure_lineage(run_dir)
+    rows_in = commitlog_rows(run_dir)
+    db_dir = data_dir / "warehouse"
+    db_dir.mkdir(exist_ok=True)
+    builds, checks, totals = [], [], []
+    rows, outcomes = {}, []
+    for _ in range(runs):
+        b, c, rows, outcomes = build_and_check(run_dir, db_dir / "bench.duckdb")
+        builds.append(b)
+        checks.append(c)
+        totals.append(b + c)
+    shutil.rmtree(db_dir, ignore_errors=True)
+    table = []
+    for label, samples in (("build_warehouse", builds), ("run_checks (all)", checks),
+                           ("build + checks", totals)):
+        st = Stats(samples)
+        table.append([label, f"{st.median:.2f}", f"{st.p90:.2f}", f"{st.max:.2f}",
+                      f"{rows_in / st.median:,.0f}"])
+    total = Stats(totals)
+    met = total.median <= TARGET_SECONDS
+    failing = [f"{o.check.name} ({o.violations:,})" for o in outcomes if o.violations]
+    replicated = run_dir != base
+    notes = (
+        f"Input: {run_dir.name}, {rows_in:,} commit-log records"
+        + (f" (re-keyed copies of the simulated run {base.name}; see bench/lineage_scale.py)"
+           if replicated else " (simulated)")
+        + f"; {runs} builds, each into a fresh file. Warehouse rows: "
+        + ", ".join(f"{k} {v:,}" for k, v in sorted(rows.items()))
+        + f". {load_note()} when the table was written (wall times; the machine is shared).\n\n"
+        f"Target: build + checks <= {TARGET_SECONDS:.0f} s at {RECORDS_FULL:,} records: "
+        f"{'met' if met else 'MISSED'} ({total.median:.1f} s median). Checks with violations: "
+        + (", ".join(failing) if failing else "none")
+        + (" (replicated copies repeat queue offsets and property maps, so offset- and "
+           "property-based checks may flag them; the timing is what this table is for)"
+           if replicated and failing else "") + ".")
+    name = "warehouse_build"
+    if args.quick:  # quick tables never overwrite the committed full-size ones
+        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+        name = "quick/warehouse_build"
+    return write_result(name, "P6 warehouse build + all checks", ["step", "median s", "p90 s",
+                        "max s", "commit-log records/s at median"], table, notes)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
