@@ -320,12 +320,13 @@ CHECKS_BY_NAME = {c.name: c for c in ALL_CHECKS}
 
 def run_check(con: duckdb.DuckDBPyConnection, check: Check, run_id: str | None = None) -> CheckOutcome:
     """Run one check on a connection holding the warehouse tables, for one run or all of them."""
-    query = (f"SELECT run_id, message_key, \"group\", detail FROM ({check.sql}) AS v "
-             "WHERE ?::VARCHAR IS NULL OR run_id = ?::VARCHAR")
-    params = [run_id, run_id]
-    violations = con.execute(f"SELECT count(*) FROM ({query})", params).fetchone()[0]
-    rows = con.execute(f"{query} ORDER BY run_id, message_key NULLS LAST, \"group\" NULLS FIRST, detail "
-                       f"LIMIT {EVIDENCE_ROWS_MAX}", params).fetchall()
+    # One pass: the window count carries the total on each of the first rows.
+    query = (f"SELECT run_id, message_key, \"group\", detail, count(*) OVER () AS violations "
+             f"FROM ({check.sql}) AS v WHERE ?::VARCHAR IS NULL OR run_id = ?::VARCHAR "
+             f"ORDER BY run_id, message_key NULLS LAST, \"group\" NULLS FIRST, detail "
+             f"LIMIT {EVIDENCE_ROWS_MAX}")
+    rows = con.execute(query, [run_id, run_id]).fetchall()
+    violations = rows[0][4] if rows else 0
     examples = tuple({"run_id": r[0], "message_key": r[1], "group": r[2], "detail": r[3]} for r in rows)
     return CheckOutcome(check, violations, examples)
 

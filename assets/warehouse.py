@@ -61,6 +61,12 @@ CONTRACT: dict[str, pa.Schema] = {**RAW_TABLES, **LINEAGE_TABLES}
 LOADED: dict[str, pa.Schema] = {**CONTRACT, **MANIFEST_TABLES}
 
 
+def quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """No progress bar: long queries would otherwise draw one into the CLI's and Dagster's output."""
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def quote_ident(name: str) -> str:
     """A DuckDB identifier, quoted (``group`` is a keyword; quoting every name keeps it simple)."""
     return '"' + name.replace('"', '""') + '"'
@@ -196,7 +202,7 @@ def run_views(run_dir: Path, con: duckdb.DuckDBPyConnection | None = None) -> du
 
     The checks run on this before the warehouse exists (they guard the lineage assets).
     """
-    con = con or duckdb.connect()
+    con = con or quiet(duckdb.connect())
     create_empty_tables(con)
     load_run(con, Path(run_dir), run_id_of(run_dir))
     return con
@@ -232,7 +238,7 @@ def attach_for_build(db_path: Path) -> tuple[duckdb.DuckDBPyConnection, Path]:
     db_path.parent.mkdir(parents=True, exist_ok=True)
     built = build_path(db_path)
     remove_db_file(built)
-    con = duckdb.connect()
+    con = quiet(duckdb.connect())
     con.execute(f"ATTACH {quote_literal(str(built))} AS wh (STORAGE_VERSION '{STORAGE_VERSION}')")
     con.execute("USE wh")
     return con, built
@@ -255,7 +261,7 @@ def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
                             hint="build it with `make demo` or `retry-audit warehouse RUN_DIR --db "
                                  f"{path}`")
     try:
-        return duckdb.connect(str(path), read_only=True)
+        return quiet(duckdb.connect(str(path), read_only=True))
     except duckdb.Error as exc:
         raise BadInputError(f"cannot open the warehouse read-only: {exc}", where=str(path)) from exc
 

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 DEMO_PARTITION = "default"
+# Dagster's console logger prints every engine event at DEBUG; the demo shows progress and problems.
+DEMO_LOG_LEVEL = "INFO"
 EXAMPLE_QUERIES = (
     'retry-audit sql "select \\"group\\", final_state, count(*) from message_lineage group by all order by all"',
     'retry-audit sql "select \\"group\\", origin_topic, retries, last_failure from dlq_messages limit 5"',
@@ -48,7 +50,8 @@ def materialize_partition(partition: str, home: Path, scenarios: Path | None = N
         raise BadInputError(f"no run named {partition!r}", where=str(home),
                             hint="runs: " + (", ".join(keys) if keys else "(none: add scenarios/*.yaml)"))
     result = dg.materialize(list(defs.assets), partition_key=partition, resources=defs.resources,
-                            instance=dg.DagsterInstance.get(), raise_on_error=False)
+                            instance=dg.DagsterInstance.get(), raise_on_error=False,
+                            run_config={"loggers": {"console": {"config": {"log_level": DEMO_LOG_LEVEL}}}})
     return result, defs
 
 
