@@ -1,0 +1,45 @@
+"""Fixtures for the failure stories: the one Spark session of the test run, and the story warehouse.
+
+The ``spark`` fixture is the one ``tests/assets/conftest.py`` defines (re-exported here, so every
+package shares one JVM); ``story_warehouse`` runs every ``scenarios/story-*.yaml`` through the same
+functions the CLI calls (simulate -> lineage -> warehouse) once per test session.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_ASSETS_CONFTEST = Path(__file__).parents[1] / "assets" / "conftest.py"
+_spec = importlib.util.spec_from_file_location("tests_assets_conftest", _ASSETS_CONFTEST)
+_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_module)
+spark = _module.spark  # the session-scoped fixture, registered here under its own name
+
+SCENARIOS = Path(__file__).parents[2] / "scenarios"
+STORIES = ("story-delay-offset-not-persisted", "story-long-consume", "story-consumer-restarts",
+           "story-orderly-small-max", "story-dlq-via-schedule")
+
+
+@pytest.fixture(scope="session")
+def story_warehouse(spark, tmp_path_factory):
+    """A read-only DuckDB connection to one warehouse holding every story run."""
+    from assets.audit import build_warehouse
+    from assets.lineage import run_lineage
+    from assets.warehouse import open_read_only
+    from broker_core.sim.run import simulate
+
+    root = tmp_path_factory.mktemp("stories")
+    run_dirs = []
+    for name in STORIES:
+        run_dir = root / "runs" / name
+        simulate(SCENARIOS / f"{name}.yaml", run_dir)
+        run_lineage(run_dir, spark)
+        run_dirs.append(run_dir)
+    db = root / "stories.duckdb"
+    build_warehouse(run_dirs, db)
+    con = open_read_only(db)
+    yield con
+    con.close()
