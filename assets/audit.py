@@ -152,7 +152,7 @@ def audit_assets(partitions_def) -> list:
     import dagster as dg
 
     from assets.checks import DRIFTS, run_checks
-    from assets.raw import LINEAGE_KEYS, RAW_RUN_KEY, check_result
+    from assets.raw import LINEAGE_KEYS, RAW_RUN_KEY, check_result, failed_blocking_checks
     from assets.warehouse import open_read_only, run_id_of
 
     keys = {t: dg.AssetKey(["audit", t]) for t in WAREHOUSE_TABLES}
@@ -167,7 +167,13 @@ def audit_assets(partitions_def) -> list:
         home, warehouse = context.resources.home, context.resources.warehouse
         run_dir = home.run_dir(context.partition_key)
         run_id = run_id_of(run_dir)
-        run_dirs = home.lineage_run_dirs()
+        run_dirs = []
+        for d in home.lineage_run_dirs():
+            failed = failed_blocking_checks(d)
+            if failed:
+                context.log.warning(f"left out of the warehouse: {d.name} failed {', '.join(failed)}")
+            else:
+                run_dirs.append(d)
         summary = build_warehouse(run_dirs, warehouse.path, progress=context.log.info)
         con = open_read_only(warehouse.path)
         try:

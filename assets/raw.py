@@ -9,6 +9,7 @@ lineage stops the warehouse from being built on it.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -126,10 +127,36 @@ def raw_assets(partitions_def: dg.PartitionsDefinition) -> list:
             outcomes = run_checks(con, INVARIANTS, run_id_of(run_dir))
         finally:
             con.close()
+        write_check_verdicts(run_dir, outcomes)
         for outcome in outcomes:
             yield check_result(outcome)
 
     return [raw_run, lineage]
+
+
+# Beside a run's lineage: the verdicts of its invariant checks, so a warehouse build that loads
+# every run can leave out one whose lineage broke an invariant.
+CHECK_VERDICTS_FILE = "checks.json"
+
+
+def write_check_verdicts(run_dir: Path, outcomes: list[CheckOutcome]) -> None:
+    doc = [{"check": o.check.name, "severity": o.check.severity, "passed": o.passed,
+            "violations": o.violations} for o in outcomes]
+    tmp = run_dir / f".{CHECK_VERDICTS_FILE}.tmp"
+    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(run_dir / CHECK_VERDICTS_FILE)
+
+
+def failed_blocking_checks(run_dir: Path) -> list[str]:
+    """Names of the blocking checks a run's lineage failed (none when it was never checked)."""
+    path = Path(run_dir) / CHECK_VERDICTS_FILE
+    if not path.is_file():
+        return []
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return ["(unreadable checks.json)"]
+    return [v["check"] for v in doc if not v.get("passed") and v.get("severity") == "ERROR"]
 
 
 def check_result(outcome: CheckOutcome) -> dg.AssetCheckResult:

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.checks import ALL_CHECKS, INVARIANTS, NO_EARLY_DELIVERY
+from assets.raw import failed_blocking_checks
 from assets.warehouse import open_read_only
 from broker_core.export.parquet import write_rows
 from broker_core.export.schema import SCHEDULE_DELIVERIES
@@ -71,3 +72,4 @@ def test_a_blocking_check_stops_the_warehouse(tmp_path):
     assert [e.check_name for e in failed] == [NO_EARLY_DELIVERY]
     assert failed[0].metadata["first_offending_keys"].value == "EARLY"
     assert not (home / "warehouse.duckdb").exists()
+    assert failed_blocking_checks(home / "runs" / "broken") == [NO_EARLY_DELIVERY]
