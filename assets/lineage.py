@@ -182,48 +182,43 @@ def _first_by(value: Column, order: Column) -> Column:
     return F.min_by(value, F.when(value.isNotNull(), order))
 
 
-def _message_facts(hops: DataFrame) -> DataFrame:
-    """Per message: origin_topic and origin_msg_id (the same for every group of the message)."""
-    order = F.struct("store_ts", "phys_offset")
-    shared_schedule = (F.col("hop_kind") == "SCHEDULE") & F.col("group").isNull()
-    delayed_real_topic = F.when(shared_schedule, _present(F.col("real_topic")))
-    published_topic = F.when(F.col("hop_kind").isin("PUBLISH", "DELIVER"), F.col("topic"))
-    return (hops.groupBy("run_id", "message_key").agg(
-        F.coalesce(_first_by(_present(F.col("retry_topic")), order),
-                   _first_by(delayed_real_topic, order),
-                   _first_by(published_topic, order)).alias("origin_topic"),
-        F.coalesce(_first_by(_present(F.col("rec_origin_msg_id")), order),
-                   F.min_by(F.col("msg_id"), order)).alias("origin_msg_id")))
-
-
 def _is_plain_topic(topic: Column) -> Column:
     return ~(topic.startswith(RETRY_GROUP_TOPIC_PREFIX) | topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
              | (topic == SCHEDULE_TOPIC))
 
 
-def _subscriptions(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame) -> DataFrame:
-    """(run_id, group, topic) a group is known to consume, from deliveries and committed offsets."""
+def _with_message_facts(hops: DataFrame) -> DataFrame:
+    """Add per-message columns (the same on every hop of a message): origin_topic, origin_msg_id
+    and _hop_groups (the groups holding a hop of it), as window aggregates over one partitioning."""
+    message = Window.partitionBy("run_id", "message_key")
+    order = F.struct("store_ts", "phys_offset")
+    shared_schedule = (F.col("hop_kind") == "SCHEDULE") & F.col("group").isNull()
+    delayed_real_topic = F.when(shared_schedule, _present(F.col("real_topic")))
+    published_topic = F.when(F.col("hop_kind").isin("PUBLISH", "DELIVER"), F.col("topic"))
+    origin_topic = F.coalesce(_first_by(_present(F.col("retry_topic")), order).over(message),
+                              _first_by(delayed_real_topic, order).over(message),
+                              _first_by(published_topic, order).over(message))
+    origin_msg_id = F.coalesce(_first_by(_present(F.col("rec_origin_msg_id")), order).over(message),
+                               F.min_by(F.col("msg_id"), order).over(message))
+    return (hops.withColumn("origin_topic", origin_topic)
+            .withColumn("origin_msg_id", origin_msg_id)
+            .withColumn("_hop_groups", F.collect_set("group").over(message)))
+
+
+def _subscriptions(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
+                   commitlog_df: DataFrame) -> DataFrame:
+    """(run_id, group, topic) a group is known to consume: from deliveries, committed offsets, and
+    the RETRY_TOPIC (origin topic) of the group's %RETRY%/%DLQ% records."""
     attempts = consume_attempts_df.select("run_id", "group", "topic").unionByName(
         consume_attempts_df.select("run_id", "group", F.col("queue_topic").alias("topic")))
     offsets = consumer_offsets_df.select("run_id", "group", "topic")
-    subs = attempts.unionByName(offsets)
+    # Read straight from the commit log (a filter, no join) so the hops are not computed twice.
+    from_records = (commitlog_df.select("run_id", _group_of(F.col("topic")).alias("group"),
+                                        _present(F.col("retry_topic")).alias("topic")))
+    subs = attempts.unionByName(offsets).unionByName(from_records)
     return (subs.where(F.col("group").isNotNull() & F.col("topic").isNotNull()
                        & _is_plain_topic(F.col("topic")))
             .distinct())
-
-
-def _consumed_records(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame):
-    """Evidence that a group consumed a record: ACKED deliveries by phys_offset, and (for runs
-    without any delivery rows, i.e. imported stores) each queue's last committed offset."""
-    acked = (consume_attempts_df.where(F.col("outcome") == ACKED)
-             .select("run_id", "group", "phys_offset").distinct()
-             .withColumn("_acked", F.lit(True)))
-    runs_with_attempts = consume_attempts_df.select("run_id").distinct()
-    committed = (consumer_offsets_df
-                 .join(runs_with_attempts, "run_id", "left_anti")
-                 .groupBy("run_id", "group", "topic", "queue_id")
-                 .agg(F.max_by("offset", F.struct("ts", "offset")).alias("_committed")))
-    return acked, committed
 
 
 def _hop_label() -> Column:
@@ -234,41 +229,73 @@ def _hop_label() -> Column:
                   ).otherwise(F.col("topic"))
 
 
+def _chains(hops: DataFrame, subs: DataFrame) -> DataFrame:
+    """One row per (hop, group whose chain holds it): a shared hop is repeated for every group of
+    its message (the subscribers of its origin topic and the groups with hops of it), or kept once
+    with group null when the message has no group at all."""
+    groups_by_topic = (subs.groupBy("run_id", F.col("topic").alias("origin_topic"))
+                       .agg(F.collect_set("group").alias("_sub_groups")))
+    # The subscription table is small (groups x topics): broadcast it rather than shuffle the hops.
+    with_groups = hops.join(F.broadcast(groups_by_topic), ["run_id", "origin_topic"], "left")
+    every_group = F.array_union(F.coalesce(F.col("_sub_groups"), F.array().cast("array<string>")),
+                                F.col("_hop_groups"))
+    own_groups = F.when(F.col("group").isNull(), every_group).otherwise(F.array(F.col("group")))
+    return (with_groups
+            .withColumn("group", F.explode_outer(own_groups))
+            .drop("_sub_groups", "_hop_groups"))
+
+
+def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
+                 per_chain: DataFrame) -> DataFrame:
+    """Add final_state to per-chain rows holding _last (kind of the last hop) and _consumable
+    (the last PUBLISH/DELIVER/RETRY record: phys_offset, topic, queue_id, queue_offset)."""
+    acked = (consume_attempts_df.where(F.col("outcome") == ACKED)
+             .select("run_id", "group", F.col("phys_offset").alias("_c_phys")).distinct()
+             .withColumn("_acked", F.lit(True)))
+    # Committed offsets witness consumption only in runs without delivery rows (imported stores).
+    runs_with_attempts = consume_attempts_df.select("run_id").distinct()
+    committed = (consumer_offsets_df
+                 .join(F.broadcast(runs_with_attempts), "run_id", "left_anti")
+                 .groupBy("run_id", "group", F.col("topic").alias("_c_topic"),
+                          F.col("queue_id").alias("_c_queue"))
+                 .agg(F.max_by("offset", F.struct("ts", "offset")).alias("_committed")))
+    rows = (per_chain
+            .withColumn("_c_phys", F.col("_consumable.phys_offset"))
+            .withColumn("_c_topic", F.col("_consumable.topic"))
+            .withColumn("_c_queue", F.col("_consumable.queue_id"))
+            .join(acked, ["run_id", "group", "_c_phys"], "left")
+            .join(committed, ["run_id", "group", "_c_topic", "_c_queue"], "left"))
+    consumed = (F.coalesce(F.col("_acked"), F.lit(False))
+                | F.coalesce(F.col("_committed") > F.col("_consumable.queue_offset"), F.lit(False)))
+    last_kind = F.col("_last.hop_kind")
+    # The chain's end decides first: a record sent back to the schedule was delivered (offsets
+    # move past it) but not consumed, so "waiting in the schedule" outranks offset evidence.
+    final_state = (F.when(last_kind == "DLQ", "DLQ")
+                   .when(last_kind == "SCHEDULE", "RETRYING")
+                   .when(consumed, "CONSUMED")
+                   .when(last_kind == "RETRY", "RETRYING")
+                   .otherwise("UNCONSUMED"))
+    return rows.withColumn("final_state", final_state)
+
+
 def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
                           consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
                           produced_df: DataFrame) -> DataFrame:
-    """message_lineage: one row per (message, subscribing group) with its path and final state."""
+    """message_lineage: one row per (message, subscribing group) with its path and final state.
+
+    The hops are partitioned once by (run_id, message_key); the per-message facts (window
+    aggregates), the fan-out of shared hops to groups (a broadcast join) and the per-chain
+    aggregation all reuse that partitioning.
+    """
     record_facts = commitlog_df.select(
         "run_id", "phys_offset", "queue_offset", "retry_topic", "real_topic",
         F.col("origin_msg_id").alias("rec_origin_msg_id"))
-    hops = hops_df.join(record_facts, ["run_id", "phys_offset"], "left")
-    facts = _message_facts(hops)
+    hops = (hops_df.join(record_facts, ["run_id", "phys_offset"], "left")
+            .repartition("run_id", "message_key"))
+    hops = _with_message_facts(hops)
+    subs = _subscriptions(consume_attempts_df, consumer_offsets_df, commitlog_df)
+    chain = _chains(hops, subs).withColumn("_label", _hop_label())
 
-    # Which groups each message concerns: groups subscribing to its origin topic, plus any group
-    # that holds a hop of it; a message nobody subscribes to keeps one row with group null.
-    subs = _subscriptions(consume_attempts_df, consumer_offsets_df)
-    subs = subs.unionByName(
-        hops.where(F.col("group").isNotNull()).select("run_id", "message_key", "group")
-        .join(facts, ["run_id", "message_key"])
-        .select("run_id", "group", F.col("origin_topic").alias("topic"))
-        .where(F.col("topic").isNotNull())).distinct()
-    by_subscription = (facts.join(subs, (facts.run_id == subs.run_id)
-                                  & (facts.origin_topic == subs.topic))
-                       .select(facts.run_id, facts.message_key, subs.group))
-    by_hop = hops.where(F.col("group").isNotNull()).select("run_id", "message_key", "group")
-    pairs = by_subscription.unionByName(by_hop).distinct()
-    orphans = (facts.select("run_id", "message_key")
-               .join(pairs, ["run_id", "message_key"], "left_anti")
-               .withColumn("group", F.lit(None).cast("string")))
-    pairs = pairs.unionByName(orphans)
-
-    # A group's chain is the shared hops of its message followed by its own hops.
-    shared = hops.where(F.col("group").isNull()).drop("group")
-    chain = (pairs.join(shared, ["run_id", "message_key"])
-             .unionByName(hops.where(F.col("group").isNotNull())
-                          .join(pairs, ["run_id", "message_key", "group"]),
-                          allowMissingColumns=False)
-             .withColumn("_label", _hop_label()))
     consumable = F.col("hop_kind").isin(*CONSUMABLE_KINDS)
     last = F.struct("hop_kind", "topic", "store_ts")
     last_consumable = F.struct("phys_offset", "topic", "queue_id", "queue_offset")
@@ -280,31 +307,11 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
         F.max_by(last, F.col("hop_index")).alias("_last"),
         F.min_by(F.col("store_ts"), F.col("hop_index")).alias("first_store_ts"),
         F.max_by(last_consumable, F.when(consumable, F.col("hop_index"))).alias("_consumable"),
+        F.max("origin_topic").alias("origin_topic"),
+        F.max("origin_msg_id").alias("origin_msg_id"),
     )
-
-    acked, committed = _consumed_records(consume_attempts_df, consumer_offsets_df)
-    per_chain = (per_chain
-                 .withColumn("_c_phys", F.col("_consumable.phys_offset"))
-                 .withColumn("_c_topic", F.col("_consumable.topic"))
-                 .withColumn("_c_queue", F.col("_consumable.queue_id")))
-    per_chain = per_chain.join(
-        acked.withColumnRenamed("phys_offset", "_c_phys"), ["run_id", "group", "_c_phys"], "left")
-    per_chain = per_chain.join(
-        committed.withColumnRenamed("topic", "_c_topic").withColumnRenamed("queue_id", "_c_queue"),
-        ["run_id", "group", "_c_topic", "_c_queue"], "left")
-    consumed = (F.coalesce(F.col("_acked"), F.lit(False))
-                | F.coalesce(F.col("_committed") > F.col("_consumable.queue_offset"), F.lit(False)))
-    last_kind = F.col("_last.hop_kind")
-    # The chain's end decides first: a record sent back to the schedule was delivered (offsets
-    # move past it) but not consumed, so "waiting in the schedule" outranks offset evidence.
-    final_state = (F.when(last_kind == "DLQ", "DLQ")
-                   .when(last_kind == "SCHEDULE", "RETRYING")
-                   .when(consumed, "CONSUMED")
-                   .when(last_kind == "RETRY", "RETRYING")
-                   .otherwise("UNCONSUMED"))
-    stored = (per_chain.join(facts, ["run_id", "message_key"])
+    stored = (_final_state(consume_attempts_df, consumer_offsets_df, per_chain)
               .withColumn("final_topic", F.col("_last.topic"))
-              .withColumn("final_state", final_state)
               .withColumn("last_store_ts", F.col("_last.store_ts"))
               .withColumn("total_delay_ms",
                           F.unix_millis("last_store_ts") - F.unix_millis("first_store_ts")))
@@ -320,7 +327,8 @@ def _lost_messages(commitlog_df: DataFrame, produced_df: DataFrame, subs: DataFr
                 .groupBy("run_id", "uniq_key")
                 .agg(F.min("topic").alias("origin_topic"), F.min("msg_id").alias("origin_msg_id")))
     lost = accepted.join(stored_keys, ["run_id", "uniq_key"], "left_anti")
-    with_groups = (lost.join(subs, (lost.run_id == subs.run_id) & (lost.origin_topic == subs.topic),
+    with_groups = (lost.join(F.broadcast(subs),
+                             (lost.run_id == subs.run_id) & (lost.origin_topic == subs.topic),
                              "left")
                    .select(lost["*"], subs.group))
     rows = (with_groups

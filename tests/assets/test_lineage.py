@@ -7,8 +7,11 @@ from the rules in docs/lineage.md; nothing is compared against output of the cod
 from __future__ import annotations
 
 import json
+import tempfile
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -16,8 +19,8 @@ from assets.lineage import (
     build_message_hops,
     build_message_lineage,
     classify_hops,
+    conform,
     run_lineage,
-    spark_schema,
 )
 from broker_core.export.parquet import write_rows
 from broker_core.export.schema import (
@@ -33,6 +36,9 @@ from tests.conftest import STORE_FIXTURES
 RUN = "r1"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SCHED = "SCHEDULE_TOPIC_XXXX"
+# Inputs are written as Parquet (a DataFrame made from Python rows would run Python workers on
+# every scan); one directory for the module, removed with the interpreter's temp files.
+INPUT_DIR = tempfile.mkdtemp(prefix="retry-audit-lineage-tests-")
 
 
 def ts(ms: int) -> datetime:
@@ -89,19 +95,25 @@ def produced(uniq: str, topic: str, status: str = "SEND_OK", run: str = RUN) -> 
 
 
 def frame(spark, rows, schema):
-    return spark.createDataFrame(rows, spark_schema(schema))
+    """A DataFrame of ``rows`` read from a Parquet file, as the lineage reads a run directory."""
+    folder = Path(tempfile.mkdtemp(prefix="lineage-input-", dir=INPUT_DIR))
+    pq.write_table(pa.Table.from_pylist(list(rows), schema=schema), folder / "part-0.parquet")
+    return conform(spark.read.parquet(str(folder)), schema)
 
 
 def lineage_of(spark, commitlog, attempts=(), offsets=(), produced_rows=()):
-    """Build hops and lineage; return (hops by (key, group, index), lineage by (key, group))."""
+    """Build hops and lineage; per run: (hops by (key, group, index), lineage by (key, group))."""
     cl = frame(spark, list(commitlog), COMMITLOG)
     hops = build_message_hops(cl)
     lineage = build_message_lineage(hops, cl, frame(spark, list(attempts), CONSUME_ATTEMPTS),
                                     frame(spark, list(offsets), CONSUMER_OFFSETS),
                                     frame(spark, list(produced_rows), PRODUCED))
-    hop_rows = {(r.message_key, r.group, r.hop_index): r for r in hops.collect()}
-    lineage_rows = {(r.message_key, r.group): r for r in lineage.collect()}
-    return hop_rows, lineage_rows
+    runs: dict[str, tuple[dict, dict]] = {}
+    for r in hops.collect():
+        runs.setdefault(r.run_id, ({}, {}))[0][(r.message_key, r.group, r.hop_index)] = r
+    for r in lineage.collect():
+        runs.setdefault(r.run_id, ({}, {}))[1][(r.message_key, r.group)] = r
+    return runs
 
 
 def chain(hop_rows, key, group):
@@ -140,10 +152,10 @@ DELAYED_ATTEMPTS = [
 ]
 
 
-def test_plain_message_is_one_shared_publish_hop_consumed_by_each_group(spark):
+def test_plain_message_is_one_shared_publish_hop_consumed_by_each_group(built):
     """A message stored once in its real topic is one shared PUBLISH hop and CONSUMED by every
     group that acknowledged it."""
-    hops, lineage = lineage_of(spark, PLAIN + DELAYED, DELAYED_ATTEMPTS)
+    hops, lineage = built[RUN]
     hop = hops[("U1", None, 0)]
     assert (hop.hop_kind, hop.topic, hop.phys_offset, hop.msg_id) == ("PUBLISH", "OrderTopic", 0, "M0000")
     assert hop.next_store_ts is None and hop.dwell_ms is None
@@ -156,10 +168,10 @@ def test_plain_message_is_one_shared_publish_hop_consumed_by_each_group(spark):
         assert ms(row.first_store_ts) == ms(row.last_store_ts) == 100 and row.total_delay_ms == 0
 
 
-def test_delayed_publish_shares_schedule_and_deliver_and_one_group_retries_into_the_dlq(spark):
+def test_delayed_publish_shares_schedule_and_deliver_and_one_group_retries_into_the_dlq(built):
     """SCHEDULE and DELIVER of a delayed publish are shared (group null, indexes 0-1); a group's
     retries continue the numbering, and its chain ends in the DLQ after two retries."""
-    hops, lineage = lineage_of(spark, PLAIN + DELAYED, DELAYED_ATTEMPTS)
+    hops, lineage = built[RUN]
     assert chain(hops, "U2", "GroupA") == [(0, "SCHEDULE", SCHED), (1, "DELIVER", "OrderTopic")]
     assert chain(hops, "U2", "GroupB") == [
         (0, "SCHEDULE", SCHED), (1, "DELIVER", "OrderTopic"), (2, "SCHEDULE", SCHED),
@@ -207,10 +219,10 @@ TWO_GROUPS_ATTEMPTS = [
 ]
 
 
-def test_two_groups_retry_independently_each_with_its_own_chain(spark):
+def test_two_groups_retry_independently_each_with_its_own_chain(built):
     """Each group's retries form their own chain after the shared PUBLISH: G1 is consumed on its
     first retry while G2 waits in the schedule (RETRYING)."""
-    hops, lineage = lineage_of(spark, TWO_GROUPS, TWO_GROUPS_ATTEMPTS)
+    hops, lineage = built[RUN]
     assert chain(hops, "U3", "G1") == [(0, "PUBLISH", "PayTopic"), (1, "SCHEDULE", SCHED),
                                        (2, "RETRY", "%RETRY%G1")]
     assert chain(hops, "U3", "G2") == [(0, "PUBLISH", "PayTopic"), (1, "SCHEDULE", SCHED),
@@ -241,6 +253,7 @@ def test_hop_kinds_and_groups_follow_the_topic(spark):
 
 # --- records without UNIQ_KEY ------------------------------------------------------------------
 
+NO_UNIQ_ATTEMPTS = [attempt("G9", "%RETRY%G9", 3, "ACKED", topic="OldTopic")]
 NO_UNIQ = [
     # An old client's message M0001 fails once for G9: its retries carry ORIGIN_MESSAGE_ID=M0001.
     rec(1, "OldTopic", 0, born_at=-5, crc=11),
@@ -254,15 +267,16 @@ NO_UNIQ = [
 ]
 
 
-def test_records_without_uniq_key_are_keyed_by_origin_message_id_then_born_fields(spark):
+def test_records_without_uniq_key_are_keyed_by_origin_message_id_then_born_fields(built):
     """Without UNIQ_KEY the key is ORIGIN_MESSAGE_ID (the original record joins its retries
     through the born fields they share), else born_host|born_ts|body_crc."""
-    hops, lineage = lineage_of(spark, NO_UNIQ, [attempt("G9", "%RETRY%G9", 3, "ACKED", topic="OldTopic")])
+    hops, lineage = built[RUN]
     assert chain(hops, "M0001", "G9") == [(0, "PUBLISH", "OldTopic"), (1, "SCHEDULE", SCHED),
                                           (2, "RETRY", "%RETRY%G9")]
     fallback = "10.0.0.9:5000|" + str(int(ts(15).timestamp() * 1000)) + "|22"
     assert chain(hops, fallback, "G9") == [(0, "SCHEDULE", SCHED), (1, "DELIVER", "OldTopic")]
-    assert {k for (k, _g, _i) in hops} == {"M0001", fallback}
+    keys = {r.phys_offset: k for (k, _g, _i), r in hops.items() if r.phys_offset in range(1, 6)}
+    assert keys == {1: "M0001", 2: "M0001", 3: "M0001", 4: fallback, 5: fallback}
     assert lineage[("M0001", "G9")].final_state == "CONSUMED"
     row = lineage[(fallback, "G9")]
     assert (row.path, row.origin_msg_id, row.final_state) == (
@@ -284,10 +298,11 @@ STATES_PRODUCED = [produced("UC", "Shop"), produced("UL", "Shop"), produced("UF"
                    produced("UL2", "Nobody2")]
 
 
-def test_final_states_consumed_unconsumed_retrying_lost_and_group_null(spark):
+def test_final_states_consumed_unconsumed_retrying_lost_and_group_null(built):
     """CONSUMED needs an ACKED delivery, an unconsumed PUBLISH is UNCONSUMED, an unconsumed RETRY
     is RETRYING, a SEND_OK key with no record is LOST (hops 0), an unsubscribed topic gets group null."""
-    _hops, lineage = lineage_of(spark, STATES, STATES_ATTEMPTS, produced_rows=STATES_PRODUCED)
+    _hops, lineage = built[RUN]
+    lineage = {k: r for k, r in lineage.items() if k[0] in {"UC", "UU", "UR", "UN", "UL", "UL2"}}
     states = {key: (row.final_state, row.hops) for key, row in lineage.items()}
     assert states == {
         ("UC", "Gs"): ("CONSUMED", 1), ("UU", "Gs"): ("UNCONSUMED", 1),
@@ -297,15 +312,19 @@ def test_final_states_consumed_unconsumed_retrying_lost_and_group_null(spark):
     assert (lost.origin_topic, lost.retries, lost.path, lost.first_store_ts) == ("Shop", 0, None, None)
 
 
-def test_imported_store_consumed_state_comes_from_the_last_committed_offset(spark):
+IMPORT_RUN = "r2"  # an import: no delivery rows, so committed offsets decide consumption
+IMPORTED = [rec(1, "Imp", 0, uniq="K0", queue_id=1, queue_offset=0, run=IMPORT_RUN),
+            rec(2, "Imp", 1, uniq="K1", queue_id=1, queue_offset=1, run=IMPORT_RUN),
+            rec(3, "Imp", 2, uniq="K2", queue_id=2, queue_offset=0, run=IMPORT_RUN)]
+# Queue 1: committed 5 then 1 later (a reset): the last event (1) counts. Queue 2: nothing.
+IMPORTED_OFFSETS = [offset("Gi", "Imp", 1, 5, 10, run=IMPORT_RUN),
+                    offset("Gi", "Imp", 1, 1, 20, run=IMPORT_RUN)]
+
+
+def test_imported_store_consumed_state_comes_from_the_last_committed_offset(built):
     """Without delivery rows, a record is CONSUMED when the group's last committed offset of its
     queue is past the record's queue offset."""
-    commitlog = [rec(1, "Imp", 0, uniq="K0", queue_id=1, queue_offset=0),
-                 rec(2, "Imp", 1, uniq="K1", queue_id=1, queue_offset=1),
-                 rec(3, "Imp", 2, uniq="K2", queue_id=2, queue_offset=0)]
-    # Queue 1: committed 5 then 1 later (a reset): the last event (1) counts. Queue 2: nothing.
-    offsets = [offset("Gi", "Imp", 1, 5, 10), offset("Gi", "Imp", 1, 1, 20)]
-    _hops, lineage = lineage_of(spark, commitlog, offsets=offsets)
+    _hops, lineage = built[IMPORT_RUN]
     assert {k: r.final_state for k, r in lineage.items()} == {
         ("K0", "Gi"): "CONSUMED", ("K1", "Gi"): "UNCONSUMED", ("K2", "Gi"): "UNCONSUMED"}
 
@@ -321,7 +340,7 @@ def manifest_commitlog() -> list[dict]:
             continue
         props = r["properties"]
         rows.append({
-            "run_id": "fixture", "broker": "broker-a", "phys_offset": r["physicalOffset"],
+            "run_id": FIXTURE_RUN, "broker": "broker-a", "phys_offset": r["physicalOffset"],
             "total_size": r["size"], "topic": r["topic"], "queue_id": r["queueId"],
             "queue_offset": r["queueOffset"], "msg_id": r["offsetMsgId"],
             "uniq_key": props.get("UNIQ_KEY"), "origin_msg_id": props.get("ORIGIN_MESSAGE_ID"),
@@ -340,30 +359,30 @@ def manifest_commitlog() -> list[dict]:
     return rows
 
 
-def test_fixture_store_hops_match_the_manifest_for_every_message(spark):
+FIXTURE_RUN = "fixture"
+
+
+def test_fixture_store_hops_match_the_manifest_for_every_message(built):
     """For each of the 54 UNIQ_KEYs of the real 4.9.4 store, the hop topics in hop order equal the
     manifest's expectedHops, and the records are exactly the manifest's."""
     manifest = json.loads((STORE_FIXTURES / "manifest.json").read_text())
     expected = manifest["uniqKeys"]
     assert len(expected) == 54
-    hops = build_message_hops(frame(spark, manifest_commitlog(), COMMITLOG)).collect()
+    hops, _lineage = built[FIXTURE_RUN]
     found: dict[str, list] = {}
-    for row in sorted(hops, key=lambda r: (r.message_key, r.hop_index)):
-        found.setdefault(row.message_key, []).append((row.topic, row.phys_offset))
+    for (key, _group, _index), row in sorted(hops.items(), key=lambda item: (item[0][0], item[0][2])):
+        found.setdefault(key, []).append((row.topic, row.phys_offset))
     assert set(found) == set(expected)
     for key, spec in expected.items():
         assert [t for t, _p in found[key]] == spec["expectedHops"], key
         assert [p for _t, p in found[key]] == spec["records"], key
 
 
-def test_fixture_store_lineage_finds_groups_from_retry_topics_and_the_dlq(spark):
+def test_fixture_store_lineage_finds_groups_from_retry_topics_and_the_dlq(built):
     """In an imported store the groups come from %RETRY%/%DLQ% records: GroupA's eight messages
     end in its DLQ after two retries; GroupB's four wait in its retry topic."""
-    commitlog = frame(spark, manifest_commitlog(), COMMITLOG)
-    hops = build_message_hops(commitlog)
-    empty = {s: frame(spark, [], s) for s in (CONSUME_ATTEMPTS, CONSUMER_OFFSETS, PRODUCED)}
-    rows = build_message_lineage(hops, commitlog, empty[CONSUME_ATTEMPTS], empty[CONSUMER_OFFSETS],
-                                 empty[PRODUCED]).collect()
+    _hops, lineage = built[FIXTURE_RUN]
+    rows = list(lineage.values())
     assert len(rows) == 54  # OrderTopic messages x GroupA, PayTopic messages x GroupB
     by_state: dict[tuple, int] = {}
     for r in rows:
@@ -372,10 +391,22 @@ def test_fixture_store_lineage_finds_groups_from_retry_topics_and_the_dlq(spark)
     assert by_state == {("GroupA", "OrderTopic", "DLQ", 2): 8,
                         ("GroupA", "OrderTopic", "UNCONSUMED", 0): 42,
                         ("GroupB", "PayTopic", "RETRYING", 1): 4}
-    dlq = next(r for r in rows if r.message_key == "C00002027C225FFD2B276D1F615F0001")
+    dlq = lineage[("C00002027C225FFD2B276D1F615F0001", "GroupA")]
     assert dlq.path == ("OrderTopic > SCHEDULE_TOPIC_XXXX[3] > %RETRY%GroupA > "
                         "SCHEDULE_TOPIC_XXXX[4] > %RETRY%GroupA > %DLQ%GroupA")
     assert dlq.origin_msg_id == "C0A8000100002A9F000000000000016B"
+
+
+# --- every journey above, built once (each Spark build costs seconds) ----------------------------
+
+@pytest.fixture(scope="module")
+def built(spark):
+    """Hops and lineage of the hand-built run, the import-style run and the fixture store, by run."""
+    return lineage_of(
+        spark,
+        PLAIN + DELAYED + TWO_GROUPS + NO_UNIQ + STATES + IMPORTED + manifest_commitlog(),
+        DELAYED_ATTEMPTS + TWO_GROUPS_ATTEMPTS + NO_UNIQ_ATTEMPTS + STATES_ATTEMPTS,
+        IMPORTED_OFFSETS, STATES_PRODUCED)
 
 
 # --- run directories ---------------------------------------------------------------------------
