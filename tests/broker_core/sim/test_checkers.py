@@ -168,3 +168,13 @@ def test_orderly_queue_is_consumed_in_offset_order(small_copy):
     rewrite(small_copy, "consume_attempts", change)
     found = messages_of(checkers.check_orderly(RunData(small_copy)))
     assert found == {"orderly delivery out of order"}
+
+
+def test_deliveries_name_stored_records(small_copy):
+    """A delivery whose queue slot holds another record (or none) is reported."""
+    def change(rows):
+        rows[0]["queue_offset"] = 10_000
+        return rows
+    rewrite(small_copy, "consume_attempts", change)
+    found = messages_of(checkers.check_deliveries_match_store(RunData(small_copy)))
+    assert found == {"delivery of a record the store does not hold"}
