@@ -34,7 +34,8 @@ from pathlib import Path
 
 import duckdb
 
-from bench.common import RESULTS, Stats, load_note, write_result
+from bench import common
+from bench.common import Stats, load_note, write_result
 from broker_core.export.schema import RAW_TABLES
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -293,9 +294,10 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def measure(runs_dirs: list[tuple[str, Path, int]], data_dir: Path,
-            quick: bool = False) -> tuple[float, list[dict]]:
-    """(Spark session start seconds, one row of timings per input)."""
+def measure(runs_dirs: list[tuple[str, Path, int]], data_dir: Path, quick: bool = False,
+            done=None) -> tuple[float, list[dict]]:
+    """(Spark session start seconds, one row of timings per input); ``done(jvm_s, rows)`` is
+    called after each input, so a long run leaves a table even if it is stopped early."""
     from assets.lineage import run_lineage
     from assets.spark import get_spark, stop_spark
 
@@ -314,11 +316,165 @@ def measure(runs_dirs: list[tuple[str, Path, int]], data_dir: Path,
             spark_t = Stats([timed(lambda d=run_dir: run_lineage(d, spark)) for _ in range(runs)])
             say(f"  spark median {spark_t.median:.1f} s")
             out.append({"label": label, "records": records, "runs": runs, "spark": spark_t,
-                        "duckdb": duck})
+                        "duckdb": duck, "files": lineage_files(run_dir)})
+            if done is not None:
+                done(jvm_s, out)
     finally:
         stop_spark()
         shutil.rmtree(data_dir / "duckdb-lineage", ignore_errors=True)
     return jvm_s, out
+
+
+def lineage_files(run_dir: Path) -> str:
+    """What the lineage wrote: Parquet part files and their sizes per table."""
+    from assets.lineage import LINEAGE_DIR
+    from broker_core.export.schema import LINEAGE_TABLES
+
+    parts = []
+    for table in LINEAGE_TABLES:
+        sizes = [f.stat().st_size for f in (run_dir / LINEAGE_DIR / table).glob("*.parquet")]
+        if sizes:
+            parts.append(f"{table}: {len(sizes)} files, {sum(sizes) / 2**20:,.1f} MiB "
+                         f"(largest {max(sizes) / 2**20:,.1f} MiB)")
+    return "; ".join(parts)
+
+
+# --- a standalone cluster on loopback ----------------------------------------------------------
+
+CLUSTER_WORKER_CORES = 1  # one core per worker: 1 vs 2 workers is 1 vs 2 cores on this machine
+CLUSTER_WORKER_MEMORY = "2g"  # holds one 1g executor (assets.spark.EXECUTOR_MEMORY) and overhead
+CLUSTER_READY_TIMEOUT_S = 240  # the notes measured ~7 s idle; a busy machine needs far longer
+CLUSTER_STOP_TIMEOUT_S = 30
+MASTER_READY = "I have been elected leader! New state: ALIVE"
+WORKER_READY = "Successfully registered with master"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for(log: Path, marker: str, proc) -> None:
+    deadline = time.monotonic() + CLUSTER_READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if log.is_file() and marker in log.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"{log.name}: process exited ({proc.returncode}) before {marker!r}")
+        time.sleep(0.5)
+    raise RuntimeError(f"{log.name}: no {marker!r} within {CLUSTER_READY_TIMEOUT_S} s")
+
+
+class LoopbackCluster:
+    """A Spark standalone master and ``workers`` workers on 127.0.0.1, from pyspark's spark-class.
+
+    Work and log directories live under ``root``; ``stop()`` sends SIGTERM to each process by PID
+    (spark-class execs the JVM, so the PID is the JVM's).
+    """
+
+    def __init__(self, root: Path, workers: int):
+        import subprocess
+
+        import pyspark
+
+        self.root = root
+        self.procs: list = []
+        spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(root / "logs"),
+                   SPARK_WORKER_DIR=str(root / "work"))
+        root.mkdir(parents=True, exist_ok=True)
+        port = _free_port()
+        self.url = f"spark://127.0.0.1:{port}"
+
+        def launch(name: str, args: list[str]):
+            log = root / f"{name}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen([str(spark_class), *args], stdout=out, stderr=subprocess.STDOUT,
+                                        env=env, cwd=root, start_new_session=True)
+            self.procs.append(proc)
+            return proc, log
+
+        try:
+            proc, log = launch("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                          "--port", str(port), "--webui-port", str(_free_port())])
+            _wait_for(log, MASTER_READY, proc)
+            for i in range(workers):
+                work = root / f"worker-{i}"
+                work.mkdir(exist_ok=True)
+                proc, log = launch(f"worker-{i}", [
+                    "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                    "--cores", str(CLUSTER_WORKER_CORES), "--memory", CLUSTER_WORKER_MEMORY,
+                    "--work-dir", str(work), "--webui-port", str(_free_port())])
+                _wait_for(log, WORKER_READY, proc)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        import signal
+        import subprocess
+
+        for proc in reversed(self.procs):  # workers first, then the master
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=CLUSTER_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs = []
+
+
+def cluster_child(master: str, run_dir: str, runs: int) -> dict:
+    """In a fresh process: session start and ``runs`` lineage runs against ``master``."""
+    from assets.lineage import run_lineage
+    from assets.spark import get_spark, stop_spark
+
+    start = time.perf_counter()
+    spark = get_spark(master, app_name="retry-audit-bench-cluster")
+    spark.range(1).count()
+    facts = {"start_s": time.perf_counter() - start, "lineage_s": []}
+    try:
+        for _ in range(runs):
+            facts["lineage_s"].append(timed(lambda: run_lineage(run_dir, spark)))
+    finally:
+        stop_spark()
+    facts["files"] = lineage_files(Path(run_dir))
+    return facts
+
+
+def measure_cluster(inputs: list[tuple[str, Path, int]], workers_list: list[int], root: Path,
+                    runs: int) -> list[list[str]]:
+    """Table rows: per worker count and input, session start and lineage seconds on the cluster."""
+    import subprocess
+
+    rows = []
+    for workers in workers_list:
+        say(f"starting a loopback cluster with {workers} worker(s)")
+        cluster = LoopbackCluster(root / f"cluster-{workers}", workers)
+        try:
+            for label, run_dir, records in inputs:
+                say(f"  {label}: {records:,} records on {workers} worker(s)")
+                proc = subprocess.run(
+                    [sys.executable, "-m", "bench.lineage_scale", "--cluster-child", cluster.url,
+                     str(run_dir), str(runs)], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                    env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable))
+                if proc.returncode != 0:
+                    raise RuntimeError(f"cluster lineage failed: {proc.stderr[-3000:]}")
+                facts = json.loads(proc.stdout.strip().splitlines()[-1])
+                st = Stats(facts["lineage_s"])
+                rows.append([str(workers), f"{workers * CLUSTER_WORKER_CORES}", label, f"{records:,}",
+                             str(len(st.samples)), f"{facts['start_s']:.1f}", f"{st.median:.2f}",
+                             f"{st.max:.2f}", f"{st.median / records * 1e6:.2f}", facts["files"]])
+                say(f"    median {st.median:.1f} s")
+        finally:
+            cluster.stop()
+            shutil.rmtree(root / f"cluster-{workers}", ignore_errors=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -327,7 +483,14 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--sizes", default=None, help="comma-separated commit-log record counts")
     parser.add_argument("--base-messages", type=int, default=None)
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR_DEFAULT)
+    parser.add_argument("--cluster-workers", default=None, metavar="1,2",
+                        help="instead of local[2]: a loopback standalone cluster per worker count")
+    parser.add_argument("--cluster-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.cluster_child:
+        master, run_dir, runs = args.cluster_child
+        print(json.dumps(cluster_child(master, run_dir, int(runs))))
+        return Path(run_dir)
     sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes
              else list(SIZES_QUICK if args.quick else SIZES_FULL))
     messages = args.base_messages or (BASE_MESSAGES_QUICK if args.quick else BASE_MESSAGES_FULL)
@@ -341,36 +504,60 @@ def main(argv: list[str] | None = None) -> Path:
         if run_dir != base:
             copies = round(size / base_rows)
             inputs.append((f"replicated x{copies}", run_dir, base_rows * copies))
-    jvm_s, results = measure(inputs, data_dir, args.quick)
-    rows = []
-    for r in results:
-        sp, dk = r["spark"], r["duckdb"]
-        rows.append([r["label"], f"{r['records']:,}", str(r["runs"]),
-                     f"{sp.median:.2f}", f"{sp.p90:.2f}", f"{sp.max:.2f}",
-                     f"{dk.median:.2f}", f"{dk.max:.2f}", f"{sp.median / dk.median:.1f}x",
-                     f"{sp.median / r['records'] * 1e6:.2f}", f"{dk.median / r['records'] * 1e6:.2f}"])
-    worst = max(r["spark"].median / r["duckdb"].median for r in results)
-    per_rec = [r["spark"].median / r["records"] for r in results]
-    notes = (
-        f"Spark {SPARK_MASTER_BENCH}, session start (JVM + first job) {jvm_s:.1f} s, excluded from "
-        f"the table. DuckDB with {DUCKDB_THREADS} threads. {load_note()} when the table was written "
-        "(wall times: the machine is shared).\n\n"
-        f"Target: Spark <= {TARGET_RATIO_TO_DUCKDB:.0f}x DuckDB's time -- worst ratio "
-        f"{worst:.1f}x: {'met' if worst <= TARGET_RATIO_TO_DUCKDB else 'MISSED'}; cost per record "
-        f"flat across sizes -- Spark us/record from {per_rec[0] * 1e6:.2f} (smallest) to "
-        f"{per_rec[-1] * 1e6:.2f} (largest).\n\n"
-        f"Inputs: the first row is a simulated run of {BENCH_SCENARIO.relative_to(PROJECT_ROOT)}; the "
-        "`replicated xN` rows are N re-keyed copies of it (phys offsets and msg ids shifted per copy, "
-        "UNIQ_KEY suffixed, timestamps kept; see the module docstring). They have real retry chains "
-        "but repeat the same chains; they are not independent simulations.")
-    name = "lineage_scale"
-    if args.quick:  # quick tables never overwrite the committed full-size ones
-        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-        name = "quick/lineage_scale"
-    return write_result(name, "P4 lineage scale: Spark local[2] vs the same grouping in DuckDB",
-                        ["input", "commit-log records", "runs", "Spark median s", "Spark p90 s",
-                         "Spark max s", "DuckDB median s", "DuckDB max s", "Spark / DuckDB",
-                         "Spark us/record", "DuckDB us/record"], rows, notes)
+    if args.cluster_workers:
+        workers = [int(w) for w in args.cluster_workers.split(",")]
+        rows = measure_cluster(inputs, workers, data_dir, 1 if args.quick else 2)
+        notes = (f"Standalone master + N workers on 127.0.0.1 from pyspark's spark-class, each worker "
+                 f"--cores {CLUSTER_WORKER_CORES} --memory {CLUSTER_WORKER_MEMORY}, work dirs in a temp "
+                 "dir, stopped by PID with SIGTERM. The driver runs in the benchmark's subprocess "
+                 f"(client mode). {load_note()} when the table was written (wall times; shared machine).")
+        name = "quick/lineage_cluster" if args.quick else "lineage_cluster"
+        if args.quick:
+            (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+        return write_result(name, "Lineage on a loopback standalone cluster: 1 vs 2 workers",
+                            ["workers", "cores", "input", "commit-log records", "runs",
+                             "session start s", "lineage median s", "lineage max s", "us/record",
+                             "files written"], rows, notes)
+    planned = len(inputs)
+
+    def report(jvm_s: float, results: list[dict]) -> Path:
+        rows = []
+        for r in results:
+            sp, dk = r["spark"], r["duckdb"]
+            rows.append([r["label"], f"{r['records']:,}", str(r["runs"]),
+                         f"{sp.median:.2f}", f"{sp.p90:.2f}", f"{sp.max:.2f}",
+                         f"{dk.median:.2f}", f"{dk.max:.2f}", f"{sp.median / dk.median:.1f}x",
+                         f"{sp.median / r['records'] * 1e6:.2f}", f"{dk.median / r['records'] * 1e6:.2f}"])
+        worst = max(r["spark"].median / r["duckdb"].median for r in results)
+        per_rec = [r["spark"].median / r["records"] for r in results]
+        notes = (
+            f"Spark {SPARK_MASTER_BENCH}, session start (JVM + first job) {jvm_s:.1f} s, excluded from "
+            f"the table. DuckDB with {DUCKDB_THREADS} threads. {load_note()} when the table was written "
+            "(wall times: the machine is shared).\n\n"
+            f"Target: Spark <= {TARGET_RATIO_TO_DUCKDB:.0f}x DuckDB's time -- worst ratio "
+            f"{worst:.1f}x: {'met' if worst <= TARGET_RATIO_TO_DUCKDB else 'MISSED'}; cost per record "
+            f"flat across sizes -- Spark us/record from {per_rec[0] * 1e6:.2f} (smallest) to "
+            f"{per_rec[-1] * 1e6:.2f} (largest).\n\n"
+            f"Inputs: the first row is a simulated run of {BENCH_SCENARIO.relative_to(PROJECT_ROOT)}; the "
+            "`replicated xN` rows are N re-keyed copies of it (phys offsets and msg ids shifted per copy, "
+            "UNIQ_KEY suffixed, timestamps kept; see the module docstring). They have real retry chains "
+            "but repeat the same chains; they are not independent simulations.\n\n"
+            + (f"Measured {len(results)} of {planned} planned inputs so far.\n\n"
+               if len(results) < planned else "")
+            + "Files the lineage wrote (last run of each size): "
+            + " | ".join(f"{r['records']:,} records -> {r['files']}" for r in results))
+        name = "lineage_scale"
+        if args.quick:  # quick tables never overwrite the committed full-size ones
+            (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+            name = "quick/lineage_scale"
+        return write_result(name, "P4 lineage scale: Spark local[2] vs the same grouping in DuckDB",
+                            ["input", "commit-log records", "runs", "Spark median s", "Spark p90 s",
+                             "Spark max s", "DuckDB median s", "DuckDB max s", "Spark / DuckDB",
+                             "Spark us/record", "DuckDB us/record"], rows, notes)
+
+    paths = []
+    measure(inputs, data_dir, args.quick, done=lambda j, r: paths.append(report(j, r)))
+    return paths[-1]
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from bench.common import RESULTS, load_note, write_result
+from bench import common
+from bench.common import load_note, write_result
 from bench.lineage_scale import (
     BASE_MESSAGES_FULL,
     BENCH_SCENARIO,
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> Path:
           "this machine in a benchmark's time, so the 10M verdict is the extrapolation above.")
     name = "memory"
     if args.quick:  # quick tables never overwrite the committed full-size ones
-        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
         name = "quick/memory"
     return write_result(name, "P5 peak memory vs run size",
                         ["step", "input", "commit-log records", "peak RSS MiB (process)",

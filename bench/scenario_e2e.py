@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import RESULTS, Stats, load_note, write_result
+from bench import common
+from bench.common import Stats, load_note, write_result
 from broker_core.sim.run import RunSummary, simulate
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> Path:
         print(profile_run(scenario, args.profile))
     name = "scenario_e2e"
     if args.quick:  # quick tables never overwrite the committed full-size ones
-        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
         name = "quick/scenario_e2e"
     return write_result(name, "P3 default scenario end to end (simulate + Parquet)",
                         ["clock", "median s", "p90 s", "max s", "speed-up at median",

@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import RESULTS, Stats, load_note, write_result
+from bench import common
+from bench.common import Stats, load_note, write_result
 from broker_core.broker.broker import Broker, BrokerConfig
 from broker_core.broker.send import SendRequest
 from broker_core.clock import Simulator
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> Path:
         print(profile_text)
     name = "schedule_drain"
     if args.quick:  # quick tables never overwrite the committed full-size ones
-        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
         name = "quick/schedule_drain"
     return write_result(name, "P2 schedule drain (SCHEDULE_TOPIC_XXXX -> real topics)",
                         ["phase", "CPU median s", "CPU p90 s", "CPU max s", "wall median s",

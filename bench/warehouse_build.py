@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import RESULTS, Stats, load_note, write_result
+from bench import common
+from bench.common import Stats, load_note, write_result
 from bench.lineage_scale import (
     BASE_MESSAGES_FULL,
     BASE_MESSAGES_QUICK,
@@ -63,13 +64,15 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--quick", action="store_true", help="a small run, fewer repeats")
     parser.add_argument("--records", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("--base-messages", type=int, default=None)
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR_DEFAULT)
     args = parser.parse_args(argv)
     records = args.records or (RECORDS_QUICK if args.quick else RECORDS_FULL)
     runs = args.runs or (RUNS_QUICK if args.quick else RUNS_FULL)
     data_dir = args.data_dir / ("quick" if args.quick else "full")
     data_dir.mkdir(parents=True, exist_ok=True)
-    base = base_run(data_dir, BASE_MESSAGES_QUICK if args.quick else BASE_MESSAGES_FULL)
+    base = base_run(data_dir, args.base_messages
+                    or (BASE_MESSAGES_QUICK if args.quick else BASE_MESSAGES_FULL))
     run_dir = replicated_run(base, data_dir, records)
     ensure_lineage(run_dir)
     rows_in = commitlog_rows(run_dir)
@@ -108,7 +111,7 @@ def main(argv: list[str] | None = None) -> Path:
            if replicated and failing else "") + ".")
     name = "warehouse_build"
     if args.quick:  # quick tables never overwrite the committed full-size ones
-        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
         name = "quick/warehouse_build"
     return write_result(name, "P6 warehouse build + all checks", ["step", "median s", "p90 s",
                         "max s", "commit-log records/s at median"], table, notes)

@@ -1,0 +1,96 @@
+"""Each benchmark runs in its quick mode at a tiny size and writes its result table.
+
+No timing is asserted: benchmarks measure speed, tests only check that they still run. Each one
+runs in its own interpreter (as ``bench.run_all`` runs them) with the results directory pointed
+at a temp dir, so the committed tables under bench/results/ are never touched and a benchmark's
+Spark session never meets the test suite's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+BENCH_TIMEOUT_S = 900  # a Spark start on a busy two-core machine can take minutes
+
+# Run a benchmark's main() with bench.common.RESULTS replaced by argv[1].
+RUNNER = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from bench import common\n"
+    "common.RESULTS = Path(sys.argv[1])\n"
+    "module = __import__('bench.' + sys.argv[2], fromlist=['main'])\n"
+    "module.main(sys.argv[3:])\n"
+)
+
+
+def run_bench(module: str, results: Path, *args: str) -> str:
+    """Run ``bench.<module>`` with ``args``; return the text of the table it wrote."""
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    proc = subprocess.run([sys.executable, "-c", RUNNER, str(results), module, *args],
+                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                          timeout=BENCH_TIMEOUT_S)
+    assert proc.returncode == 0, f"bench.{module} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    tables = list((results / "quick").glob(f"{module}.md"))
+    assert tables, f"bench.{module} wrote no table under {results / 'quick'}"
+    return tables[0].read_text()
+
+
+def assert_table(text: str, title: str, columns: list[str], rows_min: int) -> None:
+    lines = text.splitlines()
+    assert lines[0].startswith("# " + title), lines[0]
+    assert any(line.startswith("Machine: cores ") for line in lines), "no machine line"
+    header = next(line for line in lines if line.startswith("| "))
+    for column in columns:
+        assert f" {column} " in header, f"column {column!r} missing from {header}"
+    body = [line for line in lines if line.startswith("| ") and line != header]
+    assert len(body) >= rows_min, f"expected >= {rows_min} table rows, got {body}"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("bench-results")
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("bench-data")
+
+
+def test_schedule_drain_writes_its_table(results):
+    """The schedule-drain benchmark writes the drain, fill and floor rows with CPU and wall columns."""
+    text = run_bench("schedule_drain", results, "--quick", "--messages", "200", "--runs", "1")
+    assert_table(text, "P2 schedule drain", ["CPU median s", "wall median s", "msgs/s (CPU median)"], 3)
+
+
+def test_scenario_e2e_writes_its_table(results):
+    """The end-to-end benchmark writes wall and CPU rows with the speed-up over simulated time."""
+    text = run_bench("scenario_e2e", results, "--quick", "--runs", "1")
+    assert_table(text, "P3 default scenario end to end", ["speed-up at median", "rows/s at median"], 2)
+
+
+def test_memory_writes_its_table(results, data_dir):
+    """The memory benchmark writes one peak-RSS row per simulate and import size."""
+    text = run_bench("memory", results, "--quick", "--messages", "100,200", "--data-dir", str(data_dir))
+    assert_table(text, "P5 peak memory vs run size", ["peak RSS MiB (process)", "commit-log records"], 4)
+
+
+def test_lineage_scale_writes_its_table(results, data_dir):
+    """The lineage benchmark writes Spark and DuckDB timings for the simulated base run."""
+    text = run_bench("lineage_scale", results, "--quick", "--base-messages", "100",
+                     "--data-dir", str(data_dir))
+    assert_table(text, "P4 lineage scale", ["Spark median s", "DuckDB median s", "Spark / DuckDB"], 1)
+
+
+def test_warehouse_build_writes_its_table(results, data_dir):
+    """The warehouse benchmark writes build, checks and total rows (after the lineage test's Spark run)."""
+    # --records 1 keeps the simulated base run itself (no replicas); its lineage exists when the
+    # lineage test ran first, else ensure_lineage builds it with Spark.
+    text = run_bench("warehouse_build", results, "--quick", "--records", "1", "--runs", "1",
+                     "--base-messages", "100", "--data-dir", str(data_dir))
+    assert_table(text, "P6 warehouse build + all checks", ["median s", "commit-log records/s at median"], 3)
