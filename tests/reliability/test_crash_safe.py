@@ -1,0 +1,305 @@
+"""Crash-safe pipeline: a command killed with SIGKILL at any point, then run again, gives the output
+of an uninterrupted run, and a half-written output is never visible under its final name.
+
+Each command runs as a real ``retry-audit`` subprocess (in its own process group, so a kill takes
+the Spark JVM with it). A watcher polls every few milliseconds: it kills the command when a marker
+appears (the hidden temporary directory, a table inside it, the warehouse build file) or after a
+wall-clock delay, and every time the final path exists it checks that it looks complete. After the
+kills the same command runs to the end, and its tables are compared with a reference run's, rows
+sorted, so a duplicate or missing row shows as a difference.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from assets.audit import WAREHOUSE_TABLES
+from broker_core.export.schema import RAW_TABLES
+
+ROOT = Path(__file__).parents[2]
+SCRIPT = Path(sys.executable).parent / "retry-audit"
+POLL_S = 0.002  # the watcher's poll period: short enough to see a marker before the next write
+COMMAND_TIMEOUT_S = 900  # a lineage run starts a JVM; on a loaded 2-core machine that takes minutes
+# Columns measured on the wall clock: the only values two runs of one input may differ in.
+VOLATILE_COLUMNS = {"wall_seconds"}
+# small.yaml with more messages: a run of a few seconds, long enough to be killed at several points.
+CRASH_SCENARIO = (ROOT / "scenarios" / "small.yaml").read_text().replace(
+    "name: small", "name: crash").replace("messages: 250", "messages: 1500").replace(
+    "messages: 150", "messages: 600")
+
+
+# --- running and killing --------------------------------------------------------------------------
+
+@dataclass
+class Kill:
+    """Kill the command when ``marker(cwd)`` is true, or ``after_s`` seconds after its start."""
+
+    label: str
+    marker: Callable[[Path], bool] | None = None
+    after_s: float | None = None
+
+
+@dataclass
+class Outcome:
+    killed: bool
+    returncode: int | None
+    seen_final: int = 0  # polls that found the final path
+    incomplete: list[str] = field(default_factory=list)  # what a poll found wrong under the final name
+
+
+def _hidden(cwd: Path, prefix: str) -> bool:
+    return any(p.name.startswith(prefix) for p in cwd.iterdir())
+
+
+def _inside_hidden(cwd: Path, prefix: str, relative: str) -> bool:
+    return any((p / relative).exists() for p in cwd.iterdir() if p.name.startswith(prefix))
+
+
+def run_watched(argv: list[str], cwd: Path, final: Path, looks_complete: Callable[[Path], str | None],
+                kill: Kill | None = None) -> Outcome:
+    """Run ``retry-audit argv`` in ``cwd``; kill it as ``kill`` says; check ``final`` on every poll."""
+    env = {**os.environ, "RETRY_AUDIT_SPARK_MASTER": "local[2]"}
+    proc = subprocess.Popen([str(SCRIPT), "-q", *argv], cwd=cwd, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    started = time.monotonic()
+    outcome = Outcome(killed=False, returncode=None)
+    try:
+        while True:
+            done = proc.poll() is not None
+            if final.exists():
+                outcome.seen_final += 1
+                problem = looks_complete(final)
+                if problem:
+                    outcome.incomplete.append(problem)
+            if done:
+                break
+            if kill is not None:
+                due = (kill.marker is not None and kill.marker(cwd)) or (
+                    kill.after_s is not None and time.monotonic() - started >= kill.after_s)
+                if due:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    outcome.killed = True
+                    break
+            assert time.monotonic() - started < COMMAND_TIMEOUT_S, f"{argv} ran past {COMMAND_TIMEOUT_S} s"
+            time.sleep(POLL_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        stderr = proc.stderr.read().decode(errors="replace")
+        proc.stderr.close()
+    outcome.returncode = proc.returncode
+    if final.exists():
+        problem = looks_complete(final)
+        if problem:
+            outcome.incomplete.append(problem)
+    if not outcome.killed:
+        assert proc.returncode == 0, f"{argv} failed: {stderr}"
+    return outcome
+
+
+def killed_then_rerun(argv: list[str], cwd: Path, final: Path, looks_complete, kills: list[Kill]) -> list[str]:
+    """Kill the command at each point in turn, then run it to the end; return the kill points reached."""
+    reached = []
+    for kill in kills:
+        outcome = run_watched(argv, cwd, final, looks_complete, kill)
+        assert not outcome.incomplete, (kill.label, outcome.incomplete[:3])
+        if outcome.killed:
+            reached.append(kill.label)
+    print(f"{argv[0]}: killed at {reached}")
+    outcome = run_watched(argv, cwd, final, looks_complete)
+    assert not outcome.incomplete, outcome.incomplete[:3]
+    assert final.exists()
+    return reached
+
+
+# --- completeness and comparison ------------------------------------------------------------------
+
+def run_dir_complete(path: Path) -> str | None:
+    """A run directory looks complete when every raw table has a part file."""
+    try:
+        tables = {p.name for p in (path / "parquet").iterdir()}
+    except FileNotFoundError:
+        return f"{path}: no parquet/"
+    missing = set(RAW_TABLES) - tables
+    if missing:
+        return f"{path}: tables missing: {sorted(missing)}"
+    empty = [t for t in RAW_TABLES if not any((path / "parquet" / t).glob("*.parquet"))]
+    if empty:
+        return f"{path}: tables without a part file: {empty}"
+    return None
+
+
+def lineage_complete(path: Path) -> str | None:
+    for table in ("message_hops", "message_lineage"):
+        if not any((path / table).glob("*.parquet")):
+            return f"{path}/{table}: no part file"
+    return None
+
+
+def warehouse_complete(path: Path) -> str | None:
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        return f"{path}: does not open: {exc}"
+    try:
+        names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    finally:
+        con.close()
+    missing = set(WAREHOUSE_TABLES) - names
+    return f"{path}: tables missing: {sorted(missing)}" if missing else None
+
+
+def sorted_rows(table) -> list[tuple]:
+    table = table.drop_columns([c for c in table.column_names if c in VOLATILE_COLUMNS])
+    rows = [tuple(repr(v) for v in row.values()) for row in table.to_pylist()]
+    return sorted(rows)
+
+
+def parquet_tables(directory: Path) -> dict[str, list[tuple]]:
+    return {p.name: sorted_rows(pq.read_table(p)) for p in sorted(directory.iterdir()) if p.is_dir()}
+
+
+def assert_same_tables(got: dict[str, list[tuple]], want: dict[str, list[tuple]]) -> None:
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert len(got[name]) == len(want[name]), (name, len(got[name]), len(want[name]))
+        assert got[name] == want[name], name
+
+
+def warehouse_tables(path: Path) -> dict[str, list[tuple]]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        out = {}
+        for table in WAREHOUSE_TABLES:
+            cur = con.execute(f'SELECT * FROM "{table}"')
+            names = [d[0] for d in cur.description]
+            keep = [i for i, n in enumerate(names) if n not in VOLATILE_COLUMNS]
+            out[table] = sorted(tuple(repr(row[i]) for i in keep) for row in cur.fetchall())
+        return out
+    finally:
+        con.close()
+
+
+def no_leftovers(cwd: Path, prefix: str) -> list[str]:
+    return [p.name for p in cwd.iterdir() if p.name.startswith(prefix)]
+
+
+# --- the commands ---------------------------------------------------------------------------------
+
+def _workdirs(tmp_path: Path) -> tuple[Path, Path]:
+    ref, test = tmp_path / "ref", tmp_path / "test"
+    for d in (ref, test):
+        d.mkdir()
+        (d / "crash.yaml").write_text(CRASH_SCENARIO)
+    return ref, test
+
+
+SIM_KILLS = [
+    Kill("0.5 s after start", after_s=0.5),
+    Kill("temporary run directory created", marker=lambda cwd: _hidden(cwd, ".sim.tmp-")),
+    Kill("commit log being written", marker=lambda cwd: _inside_hidden(cwd, ".sim.tmp-",
+                                                                        "store/commitlog/00000000000000000000")),
+    Kill("commitlog table being written", marker=lambda cwd: _inside_hidden(cwd, ".sim.tmp-", "parquet/commitlog")),
+    Kill("run.json written", marker=lambda cwd: _inside_hidden(cwd, ".sim.tmp-", "run.json")),
+]
+
+
+def test_simulate_killed_anywhere_then_rerun_matches(tmp_path):
+    """A simulate killed at any point leaves no run dir under its name; the rerun equals an uninterrupted run."""
+    ref, test = _workdirs(tmp_path)
+    argv = ["simulate", "crash.yaml", "--out", "sim"]
+    assert run_watched(argv, ref, ref / "sim", run_dir_complete).returncode == 0
+    reached = killed_then_rerun(argv, test, test / "sim", run_dir_complete, SIM_KILLS)
+    assert len(reached) >= 3, reached
+    assert_same_tables(parquet_tables(test / "sim" / "parquet"), parquet_tables(ref / "sim" / "parquet"))
+    assert (test / "sim" / "run.json").read_text() == (ref / "sim" / "run.json").read_text()
+    assert no_leftovers(test, ".sim.") == []
+    # Killed while replacing a complete run: the complete one stays (or the new one is complete).
+    outcome = run_watched(argv, test, test / "sim", run_dir_complete,
+                          Kill("rerun over a complete run", marker=lambda cwd: _inside_hidden(
+                              cwd, ".sim.tmp-", "parquet/commitlog")))
+    assert not outcome.incomplete and (test / "sim").exists()
+    assert_same_tables(parquet_tables(test / "sim" / "parquet"), parquet_tables(ref / "sim" / "parquet"))
+
+
+IMPORT_KILLS = [
+    Kill("0.5 s after start", after_s=0.5),
+    Kill("temporary run directory created", marker=lambda cwd: _hidden(cwd, ".imp.tmp-")),
+    Kill("commitlog table being written", marker=lambda cwd: _inside_hidden(cwd, ".imp.tmp-", "parquet/commitlog")),
+    Kill("store_problems written", marker=lambda cwd: _inside_hidden(cwd, ".imp.tmp-", "parquet/store_problems")),
+]
+
+
+def test_import_store_killed_anywhere_then_rerun_matches(tmp_path):
+    """An import-store killed at any point leaves no run dir under its name; the rerun equals an uninterrupted one."""
+    ref, test = _workdirs(tmp_path)
+    assert run_watched(["simulate", "crash.yaml", "--out", "sim"], ref, ref / "sim",
+                       run_dir_complete).returncode == 0
+    store = ref / "sim" / "store"
+    argv = ["import-store", str(store), "--out", "imp"]
+    assert run_watched(argv, ref, ref / "imp", run_dir_complete).returncode == 0
+    reached = killed_then_rerun(argv, test, test / "imp", run_dir_complete, IMPORT_KILLS)
+    assert len(reached) >= 2, reached
+    assert_same_tables(parquet_tables(test / "imp" / "parquet"), parquet_tables(ref / "imp" / "parquet"))
+    assert no_leftovers(test, ".imp.") == []
+
+
+LINEAGE_KILLS = [
+    Kill("3 s after start (Spark starting)", after_s=3.0),
+    Kill("message_hops being written", marker=lambda cwd: _inside_hidden(cwd / "run", ".lineage.tmp-",
+                                                                          "message_hops")),
+    Kill("message_lineage being written", marker=lambda cwd: _inside_hidden(cwd / "run", ".lineage.tmp-",
+                                                                             "message_lineage")),
+]
+
+
+def _small_run(where: Path) -> None:
+    shutil.copy(ROOT / "scenarios" / "small.yaml", where / "small.yaml")
+    assert run_watched(["simulate", "small.yaml", "--out", "run"], where, where / "run",
+                       run_dir_complete).returncode == 0
+
+
+def test_lineage_and_warehouse_killed_anywhere_then_rerun_match(tmp_path):
+    """lineage and warehouse killed at any point never show half an output; their reruns equal uninterrupted runs."""
+    ref, test = _workdirs(tmp_path)
+    _small_run(ref)
+    shutil.copytree(ref / "run", test / "run")
+    shutil.copy(ref / "small.yaml", test / "small.yaml")
+
+    argv = ["lineage", "run"]
+    assert run_watched(argv, ref, ref / "run" / "lineage", lineage_complete).returncode == 0
+    reached = killed_then_rerun(argv, test, test / "run" / "lineage", lineage_complete, LINEAGE_KILLS)
+    assert reached, "no lineage kill point was reached"
+    assert_same_tables(parquet_tables(test / "run" / "lineage"), parquet_tables(ref / "run" / "lineage"))
+    assert no_leftovers(test / "run", ".lineage.") == []
+
+    argv = ["warehouse", "run", "--db", "w.duckdb"]
+    warehouse_kills = [
+        Kill("0.5 s after start", after_s=0.5),
+        Kill("build file created", marker=lambda cwd: _hidden(cwd, ".w.duckdb.building")),
+        Kill("build file past 1 MiB", marker=lambda cwd: any(
+            p.stat().st_size > 1 << 20 for p in cwd.iterdir() if p.name.startswith(".w.duckdb.building"))),
+    ]
+    assert run_watched(argv, ref, ref / "w.duckdb", warehouse_complete).returncode == 0
+    reached = killed_then_rerun(argv, test, test / "w.duckdb", warehouse_complete, warehouse_kills)
+    assert len(reached) >= 2, reached
+    assert warehouse_tables(test / "w.duckdb") == warehouse_tables(ref / "w.duckdb")
+    # Killed while replacing a complete warehouse: readers still find a complete one.
+    outcome = run_watched(argv, test, test / "w.duckdb", warehouse_complete,
+                          Kill("rebuild over a complete warehouse",
+                               marker=lambda cwd: _hidden(cwd, ".w.duckdb.building")))
+    assert not outcome.incomplete and outcome.seen_final > 0
+    assert warehouse_tables(test / "w.duckdb") == warehouse_tables(ref / "w.duckdb")
