@@ -1,0 +1,137 @@
+"""The lineage on a real Spark standalone cluster (one master, one worker on 127.0.0.1).
+
+A process holds one SparkContext, and this test run's is local: the cluster lineage runs in a
+subprocess (`python -m assets.lineage RUN_DIR --master spark://...`) and its Parquet output is
+compared with the local session's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pyspark
+import pytest
+
+from assets.lineage import run_lineage
+from broker_core.export.parquet import write_rows
+from tests.assets.test_lineage import (
+    DELAYED,
+    DELAYED_ATTEMPTS,
+    NO_UNIQ,
+    NO_UNIQ_ATTEMPTS,
+    PLAIN,
+    STATES,
+    STATES_ATTEMPTS,
+    STATES_PRODUCED,
+    TWO_GROUPS,
+    TWO_GROUPS_ATTEMPTS,
+)
+
+PROJECT = Path(__file__).resolve().parents[2]
+SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
+READY_WAIT_S = 180  # master/worker JVM start: ~7 s on an idle 2-core machine, far more when busy
+LINEAGE_WAIT_S = 600  # the cluster lineage job, driver and executor JVM starts included
+STOP_WAIT_S = 30
+WORKER_CORES = 2
+WORKER_MEMORY = "2g"  # holds one 1 GiB executor (assets.spark.EXECUTOR_MEMORY)
+MASTER_READY = "I have been elected leader! New state: ALIVE"
+WORKER_READY = "Successfully registered with master"
+
+pytestmark = pytest.mark.slow  # measured well over 60 s on a shared 2-core machine (JVM starts)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(args: list[str], log: Path, env: dict) -> subprocess.Popen:
+    """Start a Spark daemon in the foreground (spark-class execs the JVM, so the PID is the JVM's)."""
+    with open(log, "wb") as out:
+        return subprocess.Popen([str(SPARK_CLASS), *args], stdout=out, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+
+
+def wait_for(marker: str, log: Path, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + READY_WAIT_S
+    while time.monotonic() < deadline:
+        if marker in log.read_text(errors="replace"):
+            return
+        assert proc.poll() is None, f"{log.name} exited early:\n{log.read_text(errors='replace')[-3000:]}"
+        time.sleep(0.5)
+    raise AssertionError(f"no {marker!r} in {log} after {READY_WAIT_S} s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def make_run_dir(root: Path) -> Path:
+    parquet = root / "parquet"
+    write_rows(parquet, "commitlog", PLAIN + DELAYED + TWO_GROUPS + NO_UNIQ + STATES)
+    write_rows(parquet, "consume_attempts",
+               DELAYED_ATTEMPTS + TWO_GROUPS_ATTEMPTS + NO_UNIQ_ATTEMPTS + STATES_ATTEMPTS)
+    write_rows(parquet, "consumer_offsets", [])
+    write_rows(parquet, "produced", STATES_PRODUCED)
+    return root
+
+
+def test_lineage_on_a_standalone_cluster_equals_local_mode(spark, tmp_path):
+    """The lineage built by executors of a standalone Spark cluster is row for row the one built in
+    local mode."""
+    local_run = make_run_dir(tmp_path / "local-run")
+    cluster_run = make_run_dir(tmp_path / "cluster-run")
+    local_counts = run_lineage(local_run, spark)
+
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               SPARK_LOG_DIR=str(tmp_path / "logs"), SPARK_WORKER_DIR=str(tmp_path / "work"))
+    env.pop("RETRY_AUDIT_SPARK_MASTER", None)
+    port = free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    work_dir = tmp_path / "work"
+    work_dir.mkdir()
+    master_log, worker_log = tmp_path / "master.log", tmp_path / "worker.log"
+    master = start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                    "--webui-port", str(free_port())], master_log, env)
+    worker = None
+    try:
+        wait_for(MASTER_READY, master_log, master)
+        worker = start(["org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
+                        "--port", str(free_port()), "--webui-port", str(free_port()),
+                        "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY,
+                        "--work-dir", str(work_dir)], worker_log, env)
+        wait_for(WORKER_READY, worker_log, worker)
+        done = subprocess.run([sys.executable, "-m", "assets.lineage", str(cluster_run),
+                               "--master", master_url], cwd=PROJECT, env=env, capture_output=True,
+                              text=True, timeout=LINEAGE_WAIT_S)
+        assert done.returncode == 0, done.stderr[-5000:]
+    finally:
+        if worker is not None:
+            stop(worker)
+        stop(master)
+
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == local_counts
+    # The work was done by an executor the worker launched, not by a local fallback.
+    assert list(work_dir.glob("app-*/*/stderr")), "no executor ran on the worker"
+    for table, keys in (("message_hops", ["message_key", "group", "hop_index"]),
+                        ("message_lineage", ["message_key", "group"])):
+        local = pq.read_table(local_run / "lineage" / table)
+        cluster = pq.read_table(cluster_run / "lineage" / table)
+        assert cluster.schema.equals(local.schema, check_metadata=False), table
+        order = [(k, "ascending") for k in keys]
+        assert cluster.sort_by(order).equals(local.sort_by(order)), table
