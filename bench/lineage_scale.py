@@ -48,7 +48,7 @@ BASE_MESSAGES_QUICK = 1_000
 SIZES_FULL = (1_000_000, 10_000_000, 50_000_000)
 SIZES_QUICK = ()  # quick: the simulated base run only
 COPIES_PER_FILE = 8  # replicated tables are written a few copies per file, in copy order
-RUNS_BY_SIZE = ((200_000, 3), (2_000_000, 2), (10**12, 1))  # repeats, fewer for big inputs
+RUNS_BY_SIZE = ((200_000, 2), (10**12, 1))  # repeats, fewer for big inputs
 MSG_ID_HOST_HEX_CHARS = 16  # an offset msgId: 8 hex IPv4 + 8 hex port, then 16 hex offset
 DUCKDB_THREADS = 2  # the same two cores Spark local[2] gets
 

@@ -173,9 +173,14 @@ def main(argv: list[str] | None = None) -> Path:
             lineage_inputs.append(("simulated", base))
             lineage_inputs += [(f"replicated to ~{n:,}", replicated_run(base, data_dir, n))
                                for n in lineage_sizes]
-        for label, run_dir in lineage_inputs:
+        for label, shared_dir in lineage_inputs:
+            # A private copy: the lineage benchmark may be writing the shared run's lineage/.
+            run_dir = work / shared_dir.name
+            shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.copytree(shared_dir, run_dir, ignore=shutil.ignore_patterns("lineage*", "store"))
             say(f"lineage of {run_dir.name}")
             facts = measure("lineage", str(run_dir), work / "unused")
+            shutil.rmtree(run_dir, ignore_errors=True)
             peak = max(facts["peak_kib"], facts.get("jvm_peak_kib", 0))
             points["lineage"].append((facts["records"], peak))
             rows.append(["lineage (Spark local[2])", f"{run_dir.name} ({label})",
