@@ -348,3 +348,15 @@ def test_import_store_refuses_an_output_inside_the_input(tmp_path, capsys):
     assert main(["import-store", str(src), "--out", str(src / "config" / "run"), "-q"]) == 2
     capsys.readouterr()
     assert _fingerprint(src) == before
+
+
+def test_store_reader_opens_files_read_only():
+    """The store reader opens every file in binary read mode and maps it ACCESS_READ, never for writing."""
+    source = "\n".join(code_lines(ROOT / "broker_core" / "store" / "reader.py"))
+    text = (ROOT / "broker_core" / "store" / "reader.py").read_text()
+    opens = re.findall(r"(?<![.\w])open\(([^)]*)\)", text)
+    assert opens, "the reader opens no file?"
+    assert all(re.search(r"""["']rb["']""", args) for args in opens), opens
+    assert "ACCESS_WRITE" not in source and "ACCESS_COPY" not in source
+    assert all("ACCESS_READ" in line for line in source.splitlines() if "mmap.mmap(" in line)
+    assert not re.search(r"\.(write_bytes|write_text|unlink|rename|replace|truncate|chmod)\(", source)
