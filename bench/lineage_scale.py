@@ -448,7 +448,7 @@ def cluster_child(master: str, run_dir: str, runs: int) -> dict:
 
 
 def measure_cluster(inputs: list[tuple[str, Path, int]], workers_list: list[int], root: Path,
-                    runs: int) -> list[list[str]]:
+                    quick: bool) -> list[list[str]]:
     """Table rows: per worker count and input, session start and lineage seconds on the cluster."""
     import subprocess
 
@@ -457,11 +457,14 @@ def measure_cluster(inputs: list[tuple[str, Path, int]], workers_list: list[int]
         say(f"starting a loopback cluster with {workers} worker(s)")
         cluster = LoopbackCluster(root / f"cluster-{workers}", workers)
         try:
-            for label, run_dir, records in inputs:
+            for label, shared_dir, records in inputs:
+                # A private copy: the local[2] measurement may be rewriting the shared lineage/.
+                run_dir = root / f"cluster-{workers}" / "input" / shared_dir.name
+                shutil.copytree(shared_dir, run_dir, ignore=shutil.ignore_patterns("lineage*", "store"))
                 say(f"  {label}: {records:,} records on {workers} worker(s)")
                 proc = subprocess.run(
                     [sys.executable, "-m", "bench.lineage_scale", "--cluster-child", cluster.url,
-                     str(run_dir), str(runs)], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                     str(run_dir), str(1 if quick else runs_for(records))], cwd=PROJECT_ROOT, capture_output=True, text=True,
                     env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable))
                 if proc.returncode != 0:
                     raise RuntimeError(f"cluster lineage failed: {proc.stderr[-3000:]}")
@@ -506,7 +509,7 @@ def main(argv: list[str] | None = None) -> Path:
             inputs.append((f"replicated x{copies}", run_dir, base_rows * copies))
     if args.cluster_workers:
         workers = [int(w) for w in args.cluster_workers.split(",")]
-        rows = measure_cluster(inputs, workers, data_dir, 1 if args.quick else 2)
+        rows = measure_cluster(inputs, workers, data_dir, args.quick)
         notes = (f"Standalone master + N workers on 127.0.0.1 from pyspark's spark-class, each worker "
                  f"--cores {CLUSTER_WORKER_CORES} --memory {CLUSTER_WORKER_MEMORY}, work dirs in a temp "
                  "dir, stopped by PID with SIGTERM. The driver runs in the benchmark's subprocess "
