@@ -37,3 +37,15 @@ def test_swarm_runs_and_cleans_up(tmp_path):
         f"SEED={f['seed']} {f['summary']}\n{f.get('detail', '')}\nreproduce: {f['reproduce']}"
         for f in report["failures"])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_swarm_reports_json(tmp_path, monkeypatch, capsys):
+    """retry-audit swarm --json reports the runs and failures and exits 0 when all pass."""
+    import json
+
+    from orchestration.cli import main as cli_main
+
+    monkeypatch.setenv("RETRY_AUDIT_HOME", str(tmp_path))
+    code = cli_main(["--quiet", "swarm", "--seeds", "3", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["runs"] == 1 and report["failures"] == []
