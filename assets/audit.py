@@ -129,6 +129,7 @@ TABLE_DESCRIPTIONS = {
     "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
     "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",
     "run_groups": "A simulated run's consumer groups from run.json (model, mode, max reconsume times).",
+    "delay_levels": "A simulated run's delay-level table (level -> ms) from run.json.",
     "dlq_messages": "One row per DLQ record: origin topic and msgId, uniq key, group, retries, all "
                     "properties and the last failed delivery.",
     "delay_accuracy": "Per run and delay level: deliveries, expected delay, lateness p50/p99/max, early count.",

@@ -51,7 +51,16 @@ RUN_GROUPS = pa.schema([
     ("max_reconsume_times", pa.int32()),  # as configured: -1 = 16 (concurrently), unlimited (orderly)
     ("subscribe", pa.list_(pa.string())),
 ])
-MANIFEST_TABLES: dict[str, pa.Schema] = {"run_manifest": RUN_MANIFEST, "run_groups": RUN_GROUPS}
+# The broker's delay-level table per run (level 1 is the first entry), from the run manifest. An
+# imported store does not record its broker's messageDelayLevel (it lives in broker.conf), so an
+# import has no rows here rather than a guessed default.
+DELAY_LEVELS = pa.schema([
+    ("run_id", pa.string()),
+    ("delay_level", pa.int32()),
+    ("delay_ms", pa.int64()),
+])
+MANIFEST_TABLES: dict[str, pa.Schema] = {"run_manifest": RUN_MANIFEST, "run_groups": RUN_GROUPS,
+                                         "delay_levels": DELAY_LEVELS}
 
 # Where each contract table lives inside a run directory.
 TABLE_DIRS: dict[str, str] = {**{name: "parquet" for name in RAW_TABLES},
@@ -173,7 +182,7 @@ def manifest_rows(run_dir: Path, run_id: str) -> dict[str, list[dict]]:
     """The run_manifest and run_groups rows of a run's run.json (none for an imported store)."""
     path = Path(run_dir) / MANIFEST_NAME
     if not path.is_file():
-        return {"run_manifest": [], "run_groups": []}
+        return {"run_manifest": [], "run_groups": [], "delay_levels": []}
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -184,7 +193,9 @@ def manifest_rows(run_dir: Path, run_id: str) -> dict[str, list[dict]]:
                "consumers": g.get("consumers"), "max_reconsume_times": g.get("max_reconsume_times"),
                "subscribe": list(g.get("subscribe") or [])}
               for g in doc.get("groups") or []]
-    return {"run_manifest": manifest, "run_groups": groups}
+    return {"run_manifest": manifest, "run_groups": groups,
+            "delay_levels": [{"run_id": run_id, "delay_level": i + 1, "delay_ms": int(ms)}
+                             for i, ms in enumerate(doc.get("delay_levels_ms") or [])]}
 
 
 def load_manifest(con: duckdb.DuckDBPyConnection, run_dir: Path, run_id: str) -> dict[str, int]:

@@ -152,3 +152,45 @@ def test_audit_tables_build_on_empty_runs(tmp_path):
         row = con.execute("SELECT enqueue_success, dequeue_success, duplicated, counted_from "
                           "FROM delivery_accounting").fetchone()
     assert row == (3, 2, None, "lineage")
+
+
+def _build(tmp_path, change):
+    run = write_tiny_run(tmp_path / "run", change)
+    build_warehouse([run], tmp_path / "w.duckdb")
+    return open_read_only(tmp_path / "w.duckdb")
+
+
+def test_delay_accuracy_of_an_import_is_measured_from_the_commit_log(tmp_path):
+    """Without recorded deliveries, lateness is a SCHEDULE hop's dwell minus its level's delay."""
+    def no_deliveries(tables):
+        tables["schedule_deliveries"].clear()
+        tables["message_hops"][2]["dwell_ms"] += 40  # UB's SCHEDULE hop left 40 ms late
+    with _build(tmp_path, no_deliveries) as con:
+        rows = con.execute("SELECT delay_level, expected_delay_ms, lateness_max_ms, measured_from "
+                           "FROM delay_accuracy ORDER BY 1").fetchall()
+    assert rows == [(2, 5_000, 0, "commitlog"), (3, 10_000, 40, "commitlog")]
+
+
+def test_delay_accuracy_without_a_level_table_estimates_the_delay(tmp_path):
+    """A store does not record its delay levels: the shortest dwell stands in for the delay."""
+    def imported(tables):
+        tables["schedule_deliveries"].clear()
+        tables["run.json"] = None
+    with _build(tmp_path, imported) as con:
+        rows = con.execute("SELECT delay_level, expected_delay_ms, lateness_max_ms, measured_from "
+                           "FROM delay_accuracy ORDER BY 1").fetchall()
+    estimated = "commitlog, delay estimated as the shortest dwell"
+    assert rows == [(2, 5_000, 0, estimated), (3, 10_000, 0, estimated)]
+
+
+def test_store_damage_and_late_delivery_are_anomalies(tmp_path):
+    """Damage found in an imported store and a delivery seconds late are listed as anomalies."""
+    def damage(tables):
+        tables["store_problems"].append({"run_id": "tiny", "file_name": "00000000000000000000",
+                                         "offset": 4096, "kind": "TORN_RECORD", "detail": "CRC mismatch"})
+        tables["schedule_deliveries"][0]["lateness_ms"] = 60_000
+    with _build(tmp_path, damage) as con:
+        rows = con.execute("SELECT kind, message_key, \"group\", detail FROM anomalies "
+                           "WHERE kind IN ('STORE_DAMAGE', 'LATE_DELIVERY') ORDER BY kind").fetchall()
+    assert rows[0][:3] == ("LATE_DELIVERY", "UB", "g1") and "60000 ms" in rows[0][3]
+    assert rows[1][0] == "STORE_DAMAGE" and "TORN_RECORD" in rows[1][3] and "4096" in rows[1][3]

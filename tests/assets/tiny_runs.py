@@ -164,7 +164,7 @@ def tiny_tables() -> dict:
         "message_lineage": lineage,
         # The run manifest a simulation writes beside its Parquet (run.json).
         "run.json": {"run_id": RUN, "flush": "async", "semantics": "4.9", "end_reason": "terminal",
-                     "horizon_ms": 20_000,
+                     "horizon_ms": 20_000, "delay_levels_ms": [1_000, 5_000, 10_000],
                      "groups": [{"name": GROUP, "subscribe": [TOPIC], "model": "clustering",
                                  "mode": "concurrently", "consumers": 2, "max_reconsume_times": 1}]},
     }
