@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -341,31 +342,93 @@ def _lost_messages(commitlog_df: DataFrame, produced_df: DataFrame, subs: DataFr
 
 # --- run directories ---------------------------------------------------------------------------
 
+def is_uri(run_dir: str | Path) -> bool:
+    """True for a run directory given as a URI (hdfs://, s3a://, file://...) rather than a path."""
+    return "://" in str(run_dir)
+
+
+class _HadoopFiles:
+    """File operations on a URI through the session's Hadoop file system (HDFS, object stores)."""
+
+    def __init__(self, spark: SparkSession, uri: str):
+        context = spark.sparkContext
+        self._path = context._jvm.org.apache.hadoop.fs.Path
+        self._fs = self._path(uri).getFileSystem(context._jsc.hadoopConfiguration())
+
+    def has_parquet(self, uri: str) -> bool:
+        path = self._path(uri)
+        if not self._fs.exists(path) or not self._fs.getFileStatus(path).isDirectory():
+            return False
+        return any(status.getPath().getName().endswith(".parquet")
+                   for status in self._fs.listStatus(path))
+
+    def delete(self, uri: str) -> None:
+        self._fs.delete(self._path(uri), True)
+
+    def replace(self, tmp: str, final: str) -> None:
+        # Object stores have no atomic directory rename: the old lineage is removed first, so a
+        # reader may briefly see none, but never a mix of two runs' files.
+        self.delete(final)
+        if not self._fs.rename(self._path(tmp), self._path(final)):
+            raise BadInputError(f"could not rename {tmp} to {final}", where=final)
+
+
+def _has_parquet(spark: SparkSession, location: str) -> bool:
+    if is_uri(location):
+        return _HadoopFiles(spark, location).has_parquet(location)
+    path = Path(location)
+    return path.is_dir() and any(path.glob("*.parquet"))
+
+
 def read_run_tables(spark: SparkSession, run_dir: str | Path) -> dict[str, DataFrame]:
-    """The input tables of a run directory as DataFrames in contract shape (empty if absent)."""
-    parquet = Path(run_dir) / "parquet"
-    if not (parquet / "commitlog").is_dir():
+    """The input tables of a run directory as DataFrames in contract shape (empty if absent).
+
+    ``run_dir`` is a local path or a URI Spark can read (``hdfs://``, ``s3a://``...).
+    """
+    parquet = f"{str(run_dir).rstrip('/')}/parquet"
+    if not (is_uri(run_dir) or (Path(parquet) / "commitlog").is_dir()):
         raise BadInputError("no parquet/commitlog table: not a run directory",
                             where=str(run_dir), hint="run `retry-audit simulate` or `import-store` first")
     tables = {}
     for name in INPUT_TABLES:
-        path = parquet / name
+        location = f"{parquet}/{name}"
         schema = RAW_TABLES[name]
-        if path.is_dir() and any(path.glob("*.parquet")):
-            tables[name] = conform(spark.read.parquet(str(path)), schema)
+        if _has_parquet(spark, location):
+            tables[name] = conform(spark.read.parquet(location), schema)
+        elif name == "commitlog" and is_uri(run_dir):
+            raise BadInputError("no parquet/commitlog table: not a run directory", where=str(run_dir))
         else:
             tables[name] = spark.createDataFrame([], spark_schema(schema))
     return tables
 
 
-def _write(df: DataFrame, path: Path, sort_keys: list[str]) -> int:
+def _write(df: DataFrame, location: str, sort_keys: list[str]) -> int:
     # A global sort makes the part files' content independent of where Spark ran.
-    df.orderBy(*sort_keys).write.mode("error").parquet(str(path))
-    for marker in path.glob("*.crc"):
-        marker.unlink()
-    for marker in path.glob(".*.crc"):
-        marker.unlink()
-    return df.sparkSession.read.parquet(str(path)).count()
+    df.orderBy(*sort_keys).write.mode("error").parquet(location)
+    if not is_uri(location):
+        # Hadoop's local checksum files are noise beside Parquet's own checksums.
+        for marker in Path(location).glob(".*.crc"):
+            marker.unlink()
+    return df.sparkSession.read.parquet(location).count()
+
+
+def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
+                say: Progress) -> dict[str, int]:
+    """Write both lineage tables under the directory ``out``; return their row counts."""
+    counts: dict[str, int] = {}
+    hops = build_message_hops(tables["commitlog"])
+    counts["message_hops"] = _write(hops, f"{out}/message_hops",
+                                    ["run_id", "message_key", "hop_index", "group"])
+    say(f"lineage: message_hops {counts['message_hops']} rows")
+    # The lineage reads the hops back from their Parquet files rather than recomputing them.
+    written_hops = spark.read.parquet(f"{out}/message_hops")
+    lineage = build_message_lineage(written_hops, tables["commitlog"], tables["consume_attempts"],
+                                    tables["consumer_offsets"], tables["produced"])
+    counts["message_lineage"] = _write(lineage, f"{out}/message_lineage",
+                                       ["run_id", "message_key", "group"])
+    say(f"lineage: message_lineage {counts['message_lineage']} rows")
+    assert set(counts) == set(LINEAGE_TABLES), counts
+    return counts
 
 
 def run_lineage(run_dir: str | Path, spark: SparkSession,
@@ -373,27 +436,25 @@ def run_lineage(run_dir: str | Path, spark: SparkSession,
     """Build RUN_DIR/lineage/{message_hops,message_lineage}/ from RUN_DIR/parquet/; return row counts.
 
     The lineage directory is replaced whole: it is written beside its final place and renamed in,
-    so a reader sees the previous lineage or the new one, never half of one.
+    so a reader sees the previous lineage or the new one, never half of one. ``run_dir`` is a local
+    path or, for a cluster, a URI every worker can reach (``hdfs://...``, ``s3a://...``).
     """
     say = progress or (lambda _message: None)
-    run_dir = Path(run_dir)
     tables = read_run_tables(spark, run_dir)
-    say(f"lineage: reading {run_dir / 'parquet'}")
-    hops = build_message_hops(tables["commitlog"])
-    counts: dict[str, int] = {}
-    with atomic_dir(run_dir / LINEAGE_DIR) as tmp:
-        counts["message_hops"] = _write(hops, tmp / "message_hops",
-                                        ["run_id", "message_key", "hop_index", "group"])
-        say(f"lineage: message_hops {counts['message_hops']} rows")
-        # The lineage reads the hops back from their Parquet files rather than recomputing them.
-        written_hops = spark.read.parquet(str(tmp / "message_hops"))
-        lineage = build_message_lineage(written_hops, tables["commitlog"],
-                                        tables["consume_attempts"],
-                                        tables["consumer_offsets"], tables["produced"])
-        counts["message_lineage"] = _write(lineage, tmp / "message_lineage",
-                                           ["run_id", "message_key", "group"])
-        say(f"lineage: message_lineage {counts['message_lineage']} rows")
-    assert set(counts) == set(LINEAGE_TABLES), counts
+    say(f"lineage: reading {str(run_dir).rstrip('/')}/parquet")
+    if not is_uri(run_dir):
+        with atomic_dir(Path(run_dir) / LINEAGE_DIR) as tmp:
+            return _build_into(spark, tables, str(tmp), say)
+    base = str(run_dir).rstrip("/")
+    final, tmp = f"{base}/{LINEAGE_DIR}", f"{base}/.{LINEAGE_DIR}.tmp-{os.getpid()}"
+    files = _HadoopFiles(spark, base)
+    files.delete(tmp)
+    try:
+        counts = _build_into(spark, tables, tmp, say)
+    except BaseException:
+        files.delete(tmp)
+        raise
+    files.replace(tmp, final)
     return counts
 
 

@@ -423,8 +423,8 @@ def run_dir(tmp_path):
 
 
 def test_run_lineage_writes_contract_schemas_and_replaces_output_whole(spark, run_dir):
-    """run_lineage writes lineage/<table>/ Parquet with exactly the contract schemas, returns the row
-    counts, and a second run replaces the directory leaving no temporary siblings."""
+    """run_lineage writes lineage/<table>/ Parquet with exactly the contract schemas and returns the
+    row counts; a second run (given a URI) replaces the directory, leaving no temporary siblings."""
     messages: list[str] = []
     counts = run_lineage(run_dir, spark, progress=messages.append)
     # Hops: U1 1 + U2 7 + STATES 5. Lineage: U1 x2, U2 x2, UC/UU/UR x Gs, UN x null, UL x Gs, UL2.
@@ -434,7 +434,9 @@ def test_run_lineage_writes_contract_schemas_and_replaces_output_whole(spark, ru
         written = pq.read_table(run_dir / "lineage" / table)
         assert written.schema.equals(schema, check_metadata=False), (table, written.schema)
         assert written.num_rows == counts[table]
-    first = pq.read_table(run_dir / "lineage" / "message_lineage").sort_by("message_key")
-    assert run_lineage(run_dir, spark) == counts
-    assert pq.read_table(run_dir / "lineage" / "message_lineage").sort_by("message_key").equals(first)
+    first = {t: pq.read_table(run_dir / "lineage" / t) for t in ("message_hops", "message_lineage")}
+    # Again, through the Hadoop file system a cluster would use (a URI instead of a path).
+    assert run_lineage(run_dir.as_uri(), spark) == counts
+    for table, rows in first.items():
+        assert pq.read_table(run_dir / "lineage" / table).equals(rows), table
     assert sorted(p.name for p in run_dir.iterdir()) == ["lineage", "parquet"]
