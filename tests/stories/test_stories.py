@@ -7,10 +7,6 @@ would. docs/failure-stories.md tells each story and names the query that finds i
 
 from __future__ import annotations
 
-import pytest
-
-pytestmark = pytest.mark.usefixtures("story_warehouse")
-
 
 def rows(con, query: str, params: dict | None = None) -> list[tuple]:
     return con.execute(query, params or {}).fetchall()
@@ -142,10 +138,10 @@ def test_consumer_restarts_each_add_duplicates(story_warehouse):
         WHERE second_ts < (SELECT min(ts) FROM faults WHERE run_id = $run AND kind = 'consumer_crash')""",
                        {"run": RESTARTS_RUN})
     assert before_first == 0, "no duplicate before the first restart"
-    cumulative = 0
-    for _, n in per_crash:
-        assert cumulative + n > cumulative
-        cumulative += n
+    # The duplicated count after k restarts is the running sum: it grows with every restart.
+    after_restarts = [sum(n for _, n in per_crash[:k]) for k in range(len(per_crash) + 1)]
+    assert after_restarts == sorted(set(after_restarts)), after_restarts
+    cumulative = after_restarts[-1]
     duplicated, lost = rows(con, """
         SELECT duplicated, lost FROM delivery_accounting WHERE run_id = $run AND "group" = 'order-service'""",
                             {"run": RESTARTS_RUN})[0]
