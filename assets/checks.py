@@ -44,12 +44,27 @@ LATENESS_P99 = "delay_lateness_p99_below_max"
 # Hop kinds as one letter each, so a chain becomes a string a regular expression can judge.
 _HOP_LETTERS = ("CASE h.hop_kind WHEN 'PUBLISH' THEN 'P' WHEN 'SCHEDULE' THEN 'S' "
                 "WHEN 'DELIVER' THEN 'D' WHEN 'RETRY' THEN 'R' WHEN 'DLQ' THEN 'Q' ELSE '?' END")
-# real -> (SCHEDULE -> RETRY)* -> (SCHEDULE | DLQ)?, where "real" is a PUBLISH (repeated when a
-# producer's retried send was stored twice) or a delayed publish's SCHEDULE -> DELIVER; a delayed
-# publish still waiting in the schedule is a lone SCHEDULE. A DLQ may come through the schedule:
-# in 4.9.4 a client-side send to %RETRY% that the broker turns into a DLQ keeps its DELAY
-# (handleRetryAndDLQ, ROCKETMQ_SPEC.md section 5.3), so the chain ends SCHEDULE -> DLQ.
-HOP_GRAMMAR_REGEX = r"^(P+|SD)(SR)*(S|S?Q)?$|^S$"
+# The grammar of a journey, judged in two parts.
+# Shared hops: a PUBLISH (repeated when a producer's retried send was stored twice), or a delayed
+# publish's SCHEDULE -> DELIVER (a lone SCHEDULE while it waits).
+# A group's hops: real -> (SCHEDULE -> RETRY)* -> (SCHEDULE | DLQ)?, per branch. A message
+# delivered twice to a group (a consumer crash or rebalance before the offset was committed, a
+# schedule re-delivery after a broker crash) may fail twice and start two retry branches; the
+# broker stamps each branch with ORIGIN_MESSAGE_ID (the record it was sent back from, or the
+# UNIQ_KEY on a client's fallback send), so a branch is the group's hops sharing one.
+# A DLQ may come through the schedule: in 4.9.4 a client's send to %RETRY% that the broker turns
+# into a DLQ keeps its DELAY (handleRetryAndDLQ, ROCKETMQ_SPEC.md section 5.3).
+SHARED_GRAMMAR_REGEX = r"^(P+|SD?)$"
+BRANCH_GRAMMAR_REGEX = r"^(SR)*(S|S?Q)?$"
+# After a kill -9 the schedule service resumes from its last flushed delay offsets and puts some
+# records again, so a crashed run may repeat a DELIVER hop.
+SHARED_GRAMMAR_AFTER_CRASH_REGEX = r"^(P+|SD*)$"
+# A message delivered twice from one record (a crash before the offset was committed) fails and is
+# sent back twice, with the same ORIGIN_MESSAGE_ID: two retry sequences interleave in one branch.
+# Where that can happen (the run crashed, or the group was delivered one record more than once)
+# a branch need only be an interleaving of valid sequences: it starts with SCHEDULE or DLQ and
+# never holds more RETRY hops than SCHEDULE hops before them.
+CRASH_FAULT_KINDS = ("broker_crash", "torn_write")
 
 # A kill -9 (broker_crash, torn_write) loses the unflushed tail of the commit log under async
 # flush; under sync flush a SEND_OK message was on disk before the ack. A crash the injector
@@ -72,13 +87,54 @@ _CHAIN_HOPS = """
 """
 
 HOP_GRAMMAR_SQL = f"""
-WITH chains AS (
-    SELECT l.run_id, l.message_key, l."group",
-           coalesce(string_agg({_HOP_LETTERS}, '' ORDER BY h.hop_index, h.store_ts, h.phys_offset), '')
-               AS letters,
-           coalesce(string_agg(h.hop_kind, ' > ' ORDER BY h.hop_index, h.store_ts, h.phys_offset), '')
-               AS kinds,
-           count(h.hop_index) AS n, min(h.hop_index) AS first_index, max(h.hop_index) AS last_index
+WITH crashed AS (
+    SELECT DISTINCT run_id FROM faults WHERE kind IN {CRASH_FAULT_KINDS!r}
+),
+redelivered AS (
+    SELECT DISTINCT run_id, "group", uniq_key
+    FROM consume_attempts
+    GROUP BY run_id, "group", uniq_key, queue_topic, queue_id, queue_offset, consumer_id
+    HAVING count(*) FILTER (WHERE outcome NOT IN ('LOCAL_RETRY')) > 1
+),
+hops AS (
+    SELECT h.*, coalesce(c.origin_msg_id, '') AS branch, {_HOP_LETTERS} AS letter
+    FROM message_hops h
+    LEFT JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+),
+shared AS (
+    SELECT run_id, message_key,
+           string_agg(letter, '' ORDER BY hop_index, store_ts, phys_offset) AS letters,
+           string_agg(hop_kind, ' > ' ORDER BY hop_index, store_ts, phys_offset) AS kinds
+    FROM hops WHERE "group" IS NULL
+    GROUP BY run_id, message_key
+),
+branch_steps AS (
+    SELECT run_id, message_key, "group", branch, hop_index, store_ts, phys_offset, letter, hop_kind,
+           sum(CASE WHEN letter = 'R' THEN 1 ELSE 0 END) OVER w
+               - sum(CASE WHEN letter = 'S' THEN 1 ELSE 0 END) OVER w AS retries_ahead
+    FROM hops WHERE "group" IS NOT NULL
+    WINDOW w AS (PARTITION BY run_id, message_key, "group", branch
+                 ORDER BY hop_index, store_ts, phys_offset ROWS UNBOUNDED PRECEDING)
+),
+branches AS (
+    SELECT run_id, message_key, "group", branch,
+           string_agg(letter, '' ORDER BY hop_index, store_ts, phys_offset) AS letters,
+           string_agg(hop_kind, ' > ' ORDER BY hop_index, store_ts, phys_offset) AS kinds,
+           max(retries_ahead) AS retries_ahead
+    FROM branch_steps
+    GROUP BY run_id, message_key, "group", branch
+),
+judged AS (
+    SELECT b.*,
+           b.run_id IN (SELECT run_id FROM crashed)
+           OR EXISTS (SELECT 1 FROM redelivered r WHERE r.run_id = b.run_id AND r."group" = b."group"
+                                                    AND r.uniq_key = b.message_key) AS interleaving_allowed
+    FROM branches b
+    WHERE NOT regexp_full_match(b.letters, '{BRANCH_GRAMMAR_REGEX}')
+),
+chains AS (
+    SELECT l.run_id, l.message_key, l."group", count(h.hop_index) AS n,
+           min(h.hop_index) AS first_index, max(h.hop_index) AS last_index
     FROM message_lineage l
     LEFT JOIN message_hops h
       ON h.run_id = l.run_id AND h.message_key = l.message_key
@@ -86,16 +142,30 @@ WITH chains AS (
     WHERE l.final_state <> 'LOST'
     GROUP BY l.run_id, l.message_key, l."group"
 )
+SELECT s.run_id, s.message_key, NULL AS "group",
+       'shared hops ' || s.kinds || ' are not PUBLISH or SCHEDULE -> DELIVER' AS detail
+FROM shared s
+WHERE NOT regexp_full_match(s.letters, CASE WHEN s.run_id IN (SELECT run_id FROM crashed)
+                                            THEN '{SHARED_GRAMMAR_AFTER_CRASH_REGEX}'
+                                            ELSE '{SHARED_GRAMMAR_REGEX}' END)
+UNION ALL
+SELECT run_id, message_key, "group",
+       'branch ' || CASE WHEN branch = '' THEN '(no ORIGIN_MESSAGE_ID)' ELSE branch END || ': '
+       || kinds || ' is not (SCHEDULE -> RETRY)* -> DLQ?'
+       || CASE WHEN interleaving_allowed THEN ' nor an interleaving of such sequences' ELSE '' END
+FROM judged
+WHERE NOT interleaving_allowed OR retries_ahead > 0 OR letters[1] NOT IN ('S', 'Q')
+UNION ALL
+SELECT b.run_id, b.message_key, b."group", 'group hops without a real record before them'
+FROM (SELECT DISTINCT run_id, message_key, "group" FROM branches) b
+WHERE NOT EXISTS (SELECT 1 FROM shared s WHERE s.run_id = b.run_id AND s.message_key = b.message_key)
+UNION ALL
 SELECT run_id, message_key, "group",
        CASE WHEN n = 0 THEN 'no hops'
-            WHEN NOT regexp_full_match(letters, '{HOP_GRAMMAR_REGEX}')
-                THEN 'chain ' || kinds || ' is not real -> (SCHEDULE -> RETRY)* -> DLQ?'
             ELSE 'hop_index runs ' || CAST(first_index AS VARCHAR) || '..' || CAST(last_index AS VARCHAR)
-                 || ' over ' || CAST(n AS VARCHAR) || ' hops'
-       END AS detail
+                 || ' over ' || CAST(n AS VARCHAR) || ' hops' END
 FROM chains
-WHERE n = 0 OR NOT regexp_full_match(letters, '{HOP_GRAMMAR_REGEX}')
-   OR first_index <> 0 OR last_index <> n - 1
+WHERE n = 0 OR first_index <> 0 OR last_index <> n - 1
 """
 
 # Counted from the producers' ground truth and the commit log, not from the lineage's LOST rows.
@@ -118,7 +188,9 @@ WHERE NOT EXISTS (SELECT 1 FROM crashes c WHERE c.run_id = m.run_id AND c.ts >= 
 # The broker sends a message to the DLQ when the failed delivery's reconsume times reached the
 # group's maximum. On the send-back path the DLQ record carries that count + 1; on a client's
 # send to %RETRY% (handleRetryAndDLQ) the count travels in the RECONSUME_TIME property, which the
-# stored record keeps, and the binary field is not incremented. The maximum is, in order: the record's
+# stored record keeps, and the binary field is not incremented. Send-backs copy every property, so
+# a RECONSUME_TIME from an earlier client send may ride along stale; it is never larger than the
+# true count, so the larger of the two readings is the count. The maximum is, in order: the record's
 # MAX_RECONSUME_TIMES property; the group's configuration in the run manifest (-1 = 16 when
 # consuming concurrently, unlimited when orderly); the largest MAX_RECONSUME_TIMES the group's
 # other records carry; and for an imported store with none of these, the largest count any of the
@@ -127,7 +199,8 @@ ORDERLY_MAX_RECONSUME_TIMES = 2**31 - 1
 DLQ_AFTER_MAX_RETRIES_SQL = f"""
 WITH dlq_records AS (
     SELECT h.run_id, h.message_key, h."group", c.max_reconsume_times,
-           coalesce(TRY_CAST(c.properties['RECONSUME_TIME'] AS INTEGER), c.reconsume_times - 1) AS reconsumes
+           greatest(c.reconsume_times - 1, coalesce(TRY_CAST(c.properties['RECONSUME_TIME'] AS INTEGER), 0))
+               AS reconsumes
     FROM message_hops h
     JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
     WHERE h.hop_kind = 'DLQ'
@@ -178,22 +251,40 @@ FROM schedule_deliveries
 WHERE lateness_ms < 0 OR delivered_ts < due_ts
 """
 
+# RETRY_TOPIC is set once, at the first send-back, and copied onwards: one value per chain.
+# ORIGIN_MESSAGE_ID is set once per branch and names the message itself: its UNIQ_KEY (a client's
+# fallback send) or the offset msgId of one of its real records (PUBLISH or DELIVER) that was sent back.
 ORIGIN_STABLE_SQL = f"""
 WITH chain AS ({_CHAIN_HOPS}),
-props AS (
-    SELECT ch.run_id, ch.message_key, ch."group",
-           count(DISTINCT c.origin_msg_id) AS origins, count(DISTINCT c.retry_topic) AS retry_topics,
-           string_agg(DISTINCT c.origin_msg_id, ',') AS origin_ids,
-           string_agg(DISTINCT c.retry_topic, ',') AS topics
+records AS (
+    SELECT ch.run_id, ch.message_key, ch."group", ch.hop_kind, c.msg_id, c.uniq_key, c.origin_msg_id,
+           c.retry_topic
     FROM chain ch
     JOIN commitlog c ON c.run_id = ch.run_id AND c.phys_offset = ch.phys_offset
-    GROUP BY ch.run_id, ch.message_key, ch."group"
+),
+topics AS (
+    SELECT run_id, message_key, "group", string_agg(DISTINCT retry_topic, ',') AS topics
+    FROM records
+    GROUP BY run_id, message_key, "group"
+    HAVING count(DISTINCT retry_topic) > 1
+),
+foreign_origins AS (
+    SELECT r.run_id, r.message_key, r."group", string_agg(DISTINCT r.origin_msg_id, ',') AS origins
+    FROM records r
+    WHERE r.origin_msg_id IS NOT NULL
+      AND r.origin_msg_id IS DISTINCT FROM r.uniq_key
+      AND NOT EXISTS (SELECT 1 FROM records o
+                      WHERE o.run_id = r.run_id AND o.message_key = r.message_key
+                        AND o."group" IS NOT DISTINCT FROM r."group"
+                        AND o.hop_kind IN ('PUBLISH', 'DELIVER') AND o.msg_id = r.origin_msg_id)
+    GROUP BY r.run_id, r.message_key, r."group"
 )
+SELECT run_id, message_key, "group", 'RETRY_TOPIC changes along the chain: ' || topics AS detail
+FROM topics
+UNION ALL
 SELECT run_id, message_key, "group",
-       'ORIGIN_MESSAGE_ID [' || coalesce(origin_ids, '') || '], RETRY_TOPIC [' || coalesce(topics, '')
-       || '] change along the chain' AS detail
-FROM props
-WHERE origins > 1 OR retry_topics > 1
+       'ORIGIN_MESSAGE_ID ' || origins || ' is neither the UNIQ_KEY nor a real record of the message'
+FROM foreign_origins
 """
 
 LINEAGE_MATCHES_COMMITLOG_SQL = """
