@@ -45,7 +45,7 @@ acked AS (
 dequeued AS (
     SELECT run_id, "group",
            sum(n) AS dequeue_success,
-           count(*) FILTER (WHERE n > 1) AS duplicated
+           count(DISTINCT uniq_key) FILTER (WHERE n > 1) AS duplicated
     FROM acked
     GROUP BY run_id, "group"
 )
