@@ -30,8 +30,6 @@ class EventHandle:
     def cancel(self) -> None:
         self.cancelled = True
 
-    def __lt__(self, other: EventHandle) -> bool:
-        return (self.time_ms, self.seq) < (other.time_ms, other.seq)
 
 
 class Simulator:
@@ -40,7 +38,9 @@ class Simulator:
     def __init__(self, start_ms: int = 0, *, events_max: int = SIM_EVENTS_MAX):
         self._now = int(start_ms)
         self._seq = 0
-        self._queue: list[EventHandle] = []
+        # Heap entries are (time_ms, seq, handle) tuples: tuple comparison runs in C, and seq is
+        # unique, so the handle itself is never compared.
+        self._queue: list[tuple[int, int, EventHandle]] = []
         self.events_run = 0
         self.events_max = events_max
 
@@ -57,7 +57,7 @@ class Simulator:
         time_ms = max(int(time_ms), self._now)
         self._seq += 1
         handle = EventHandle(time_ms, self._seq, fn, args)
-        heapq.heappush(self._queue, handle)
+        heapq.heappush(self._queue, (time_ms, self._seq, handle))
         return handle
 
     def after(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> EventHandle:
@@ -67,17 +67,17 @@ class Simulator:
 
     def next_time(self) -> int | None:
         """Time of the next live event, or None when the queue is empty."""
-        while self._queue and self._queue[0].cancelled:
+        while self._queue and self._queue[0][2].cancelled:
             heapq.heappop(self._queue)
-        return self._queue[0].time_ms if self._queue else None
+        return self._queue[0][0] if self._queue else None
 
     def pending(self) -> int:
-        return sum(1 for h in self._queue if not h.cancelled)
+        return sum(1 for entry in self._queue if not entry[2].cancelled)
 
     def step(self) -> bool:
         """Run the next event; False when there is none."""
         while self._queue:
-            handle = heapq.heappop(self._queue)
+            handle = heapq.heappop(self._queue)[2]
             if handle.cancelled:
                 continue
             assert handle.time_ms >= self._now, "time went backwards in the event queue"
@@ -114,7 +114,10 @@ class Simulator:
         self._now = self._now + int(delta_ms)
         if self._queue and delta_ms > 0:
             # Events now in the past run at the new present, in their original order.
-            for handle in self._queue:
-                if handle.time_ms < self._now:
-                    handle.time_ms = self._now
-            heapq.heapify(self._queue)
+            entries = []
+            for time_ms, seq, handle in self._queue:
+                if time_ms < self._now:
+                    handle.time_ms = time_ms = self._now
+                entries.append((time_ms, seq, handle))
+            heapq.heapify(entries)
+            self._queue = entries

@@ -103,6 +103,10 @@ class ConsumerGroup:
             queues = int(getattr(cfg, "retry_queue_nums", RETRY_QUEUES_DEFAULT) or 0)
             if queues > 0 and (broker.topic_queue_count(self.retry_topic) or 0) == 0:
                 broker.create_topic(self.retry_topic, queues)
+        # Arrival notices matter only for the topics this group reads (the broker's long-polling
+        # holds requests per topic and queue, so others never wake it).
+        self._topics = frozenset(settings.subscribe) | (
+            {self.retry_topic} if settings.model == CLUSTERING else frozenset())
         broker.on_message_arrival(self._on_arrival)
         self.sim.after(REBALANCE_INTERVAL_MS, self._rebalance_tick)
 
@@ -204,6 +208,8 @@ class ConsumerGroup:
         self.sim.after(REBALANCE_INTERVAL_MS, self._rebalance_tick)
 
     def _on_arrival(self, topic: str, queue_id: int) -> None:
+        if topic not in self._topics:
+            return
         for member in self._members.values():
             if member.state == RUNNING:
                 member.on_arrival(topic, queue_id)

@@ -69,6 +69,7 @@ from broker_core.store.commit_log import (
 from broker_core.store.consume_queue import ConsumeQueue, list_consume_queues
 
 FLUSH_SYNC = "sync"
+RECORD_CACHE_ENTRIES_MAX = 65_536  # decoded records kept for pulls; bounded memory (~tens of MiB)
 FLUSH_ASYNC = "async"
 _NO_DISPATCH = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
 _V6_BITS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
@@ -189,6 +190,10 @@ class MessageStore:
         self._valid_topics: set[str] = set()
         self._fields = FieldCache()
         self._max_body = config.max_message_size
+        # Decoded records by physical offset, like the page cache a broker reads pulls from:
+        # several groups and the schedule read the same fresh records, and decoding dominates a
+        # pull. Records handed out are shared and must not be mutated by callers.
+        self._record_cache: dict[int, codec.Record] = {}
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -266,6 +271,7 @@ class MessageStore:
 
     def _close(self) -> None:
         self._running = False
+        self._record_cache.clear()
         self.commit_log.close()
         for cq in self.queues.values():
             cq.close()
@@ -408,7 +414,19 @@ class MessageStore:
 
     def look_message_by_offset(self, phys_offset: int) -> codec.Record | None:
         """The record at a physical offset, or None at or past the end of written data."""
-        return self.commit_log.read_record(phys_offset)
+        return self._read_cached(phys_offset, None)
+
+    def _read_cached(self, phys: int, size: int | None) -> codec.Record | None:
+        record = self._record_cache.get(phys)
+        if record is not None:
+            return record
+        record = self.commit_log.read_record(phys, size)
+        if record is not None:
+            cache = self._record_cache
+            if len(cache) >= RECORD_CACHE_ENTRIES_MAX:
+                del cache[next(iter(cache))]  # oldest first: dicts keep insertion order
+            cache[phys] = record
+        return record
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_n: int) -> list[codec.Record]:
         """Up to ``max_n`` records of a queue from queue offset ``offset`` (each keeps its offset)."""
@@ -416,7 +434,7 @@ class MessageStore:
         if cq is None or max_n <= 0:
             return []
         records = []
-        read = self.commit_log.read_record
+        read = self._read_cached
         for phys, size, _tags in cq.units(offset, max_n):
             record = read(phys, size)
             if record is not None:
