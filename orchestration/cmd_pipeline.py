@@ -71,6 +71,7 @@ def lineage(args) -> int:
 def warehouse(args) -> int:
     """``retry-audit warehouse RUN_DIR... --db FILE``: build the audit warehouse and swap it in."""
     from assets.audit import build_warehouse
+    from assets.checks import run_checks
 
     summary = build_warehouse(args.run_dirs, args.db, progress=lambda m: _say(args, m))
     print(f"warehouse {summary.db_path}: {len(summary.run_ids)} run(s) "
@@ -78,6 +79,17 @@ def warehouse(args) -> int:
     width = max(len(t) for t in summary.rows)
     for table, rows in summary.rows.items():
         print(f"  {table:<{width}}  {rows:>12,}")
+    # The same checks the Dagster assets run, so a warehouse built by hand is judged too.
+    con = open_read_only(summary.db_path)
+    try:
+        outcomes = [(run_id, o) for run_id in summary.run_ids for o in run_checks(con, run_id=run_id)]
+    finally:
+        con.close()
+    print("checks:")
+    for run_id, o in outcomes:
+        verdict = "passed" if o.passed else f"FAILED ({o.check.severity})"
+        first = "" if o.passed else f"  {o.violations:,} violation(s); first: {o.metadata()['evidence'][0]}"
+        print(f"  {run_id:<16} {verdict:<16} {o.check.name}{first}")
     return 0
 
 

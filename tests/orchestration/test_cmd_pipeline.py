@@ -25,6 +25,8 @@ def db(tmp_path, capsys):
     assert main(["-q", "warehouse", str(run), "--db", str(path)]) == 0
     out = capsys.readouterr().out
     assert "dlq_messages" in out and "1 run(s)" in out
+    assert "passed           hop_grammar_valid" in out
+    assert "FAILED (WARN)    duplicate_rate_below_max  1 violation(s); first: g1" in out
     return path
 
 
