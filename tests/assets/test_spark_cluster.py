@@ -1,4 +1,5 @@
-"""The lineage on a real Spark standalone cluster (one master, one worker on 127.0.0.1).
+"""The Spark session's configuration, and the lineage on a real standalone cluster (one master,
+one worker on 127.0.0.1).
 
 A process holds one SparkContext, and this test run's is local: the cluster lineage runs in a
 subprocess (`python -m assets.lineage RUN_DIR --master spark://...`) and its Parquet output is
@@ -21,6 +22,8 @@ import pyspark
 import pytest
 
 from assets.lineage import run_lineage
+from assets.spark import SPARK_MASTER_ENV, get_spark, resolve_master
+from broker_core.errors import BadInputError
 from broker_core.export.parquet import write_rows
 from tests.assets.test_lineage import (
     DELAYED,
@@ -45,7 +48,6 @@ WORKER_MEMORY = "2g"  # holds one 1 GiB executor (assets.spark.EXECUTOR_MEMORY)
 MASTER_READY = "I have been elected leader! New state: ALIVE"
 WORKER_READY = "Successfully registered with master"
 
-pytestmark = pytest.mark.slow  # measured well over 60 s on a shared 2-core machine (JVM starts)
 
 
 def free_port() -> int:
@@ -91,6 +93,30 @@ def make_run_dir(root: Path) -> Path:
     return root
 
 
+def test_master_comes_from_argument_then_environment_then_local(monkeypatch):
+    """The Spark master is the argument, else RETRY_AUDIT_SPARK_MASTER, else local[*]."""
+    monkeypatch.delenv(SPARK_MASTER_ENV, raising=False)
+    assert resolve_master() == "local[*]"
+    monkeypatch.setenv(SPARK_MASTER_ENV, "spark://10.1.2.3:7077")
+    assert resolve_master() == "spark://10.1.2.3:7077"
+    assert resolve_master("local[2]") == "local[2]"
+
+
+def test_one_cached_session_per_process_sized_for_a_small_machine(spark, monkeypatch):
+    """get_spark returns the one cached session (UTC, 4 shuffle partitions, no UI) and refuses to
+    switch an explicitly different master in the same process."""
+    monkeypatch.delenv(SPARK_MASTER_ENV, raising=False)
+    assert get_spark() is spark
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+    assert spark.conf.get("spark.ui.enabled") == "false"
+    with pytest.raises(BadInputError, match="one SparkContext per process|cannot switch"):
+        get_spark("spark://127.0.0.1:1")
+    assert get_spark() is spark
+
+
+# Measured at 350 s on the shared 2-core machine (four JVM starts under heavy load): slow.
+@pytest.mark.slow
 def test_lineage_on_a_standalone_cluster_equals_local_mode(spark, tmp_path):
     """The lineage built by executors of a standalone Spark cluster is row for row the one built in
     local mode."""
