@@ -244,9 +244,35 @@ def swap_into_place(built: Path, db_path: Path) -> None:
         os.close(fd)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def remove_stale_builds(db_path: Path) -> list[Path]:
+    """Remove build files (and WALs) that killed builds left beside ``db_path``; return them.
+
+    A build file names its process; one whose process is gone can never be swapped in.
+    """
+    removed = []
+    prefix = f".{db_path.name}{BUILD_SUFFIX}-"
+    for path in db_path.parent.glob(f"{prefix}*"):
+        pid_text = path.name[len(prefix):].removesuffix(".wal")
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 def attach_for_build(db_path: Path) -> tuple[duckdb.DuckDBPyConnection, Path]:
     """A connection whose default database is a fresh build file beside ``db_path``."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_builds(db_path)
     built = build_path(db_path)
     remove_db_file(built)
     con = quiet(duckdb.connect())

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
-import pytest
 
 from assets.audit import WAREHOUSE_TABLES
 from broker_core.export.schema import RAW_TABLES
@@ -306,9 +305,6 @@ def test_lineage_and_warehouse_killed_anywhere_then_rerun_match(tmp_path):
     assert warehouse_tables(test / "w.duckdb") == warehouse_tables(ref / "w.duckdb")
 
 
-@pytest.mark.xfail(strict=True, reason="assets.warehouse removes only its own PID's build file: a killed "
-                                       "build leaves .<db>.building-<pid> (and its .wal) beside the "
-                                       "warehouse forever (hidden, never under the final name)")
 def test_warehouse_rebuild_removes_build_files_of_killed_builds(tmp_path):
     """A warehouse build removes the build files that killed builds left beside the warehouse."""
     sys.path.insert(0, str(ROOT / "tests" / "assets"))
