@@ -22,8 +22,11 @@ def build_definitions(home: Path | None = None, scenarios: Path | None = None,
     home = Path(home).absolute() if home is not None else data_home()
     scenarios = Path(scenarios).absolute() if scenarios is not None else scenarios_dir()
     partitions = run_partitions(discover_runs(home, scenarios))
+    # One process per run: the three steps run in order anyway, and a subprocess per step would
+    # start a Python interpreter and a Spark JVM again for each.
     return dg.Definitions(assets=[*raw_assets(partitions), *audit_assets(partitions)],
-                          resources=default_resources(home, scenarios, spark_master))
+                          resources=default_resources(home, scenarios, spark_master),
+                          executor=dg.in_process_executor)
 
 
 defs = build_definitions()
