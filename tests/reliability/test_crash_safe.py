@@ -297,6 +297,7 @@ def test_lineage_and_warehouse_killed_anywhere_then_rerun_match(tmp_path):
     reached = killed_then_rerun(argv, test, test / "w.duckdb", warehouse_complete, warehouse_kills)
     assert len(reached) >= 2, reached
     assert warehouse_tables(test / "w.duckdb") == warehouse_tables(ref / "w.duckdb")
+    assert no_leftovers(test, ".w.duckdb.") == [], "build files of the killed builds were left"
     # Killed while replacing a complete warehouse: readers still find a complete one.
     outcome = run_watched(argv, test, test / "w.duckdb", warehouse_complete,
                           Kill("rebuild over a complete warehouse",
