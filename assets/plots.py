@@ -195,7 +195,7 @@ def hop_flow_plot(con, run_id: str) -> Plot:
     ax.set_ylim(-0.1, 1.1)
     ax.axis("off")
     totals = {}
-    for (src, dst), n in flows.items():
+    for (src, _dst), n in flows.items():
         totals[src] = totals.get(src, 0) + n
     for node, (x, y) in pos.items():
         label = FLOW_LABELS[node]

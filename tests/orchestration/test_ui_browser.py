@@ -31,7 +31,7 @@ PARTITION = os.environ.get("RETRY_AUDIT_UI_TEST_PARTITION", "default")
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed")
+needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed")
 
 
 def free_port() -> int:
@@ -92,6 +92,7 @@ def wait_for_run(port: int) -> dict:
     pytest.fail(f"no run finished within {RUN_S_MAX} s")
 
 
+@needs_chromium
 def test_materialize_a_partition_from_the_ui_and_see_checks_and_plots(ui_server):
     """A user can launch a partition from the asset graph, and sees checks and plots afterwards."""
     from playwright.sync_api import sync_playwright
@@ -141,3 +142,55 @@ def test_materialize_a_partition_from_the_ui_and_see_checks_and_plots(ui_server)
             assert check in summary
         assert summary.count("Succeeded") >= 4 and "Failed" not in summary
         browser.close()
+
+
+def readme_sql_blocks() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    blocks, inside, current = [], False, []
+    for line in text.splitlines():
+        if line.strip() == "```sql":
+            inside, current = True, []
+        elif inside and line.strip() == "```":
+            inside = False
+            blocks.append("\n".join(current))
+        elif inside:
+            current.append(line)
+    return blocks
+
+
+@pytest.fixture(scope="module")
+def default_warehouse(ui_server, tmp_path_factory) -> Path:
+    """The default scenario's warehouse: the one the UI test built, else built here by the CLI."""
+    import duckdb
+
+    db = ui_server["home"] / "warehouse.duckdb"
+    if db.exists():
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            if con.execute("select count(*) from runs where run_id = 'default'").fetchone()[0]:
+                return db
+        finally:
+            con.close()
+    from orchestration.cli import main as cli
+
+    work = tmp_path_factory.mktemp("default-run")
+    run_dir, db = work / "default", work / "warehouse.duckdb"
+    assert cli(["-q", "simulate", str(ROOT / "scenarios" / "default.yaml"), "--out", str(run_dir)]) == 0
+    assert cli(["-q", "lineage", str(run_dir)]) == 0
+    assert cli(["-q", "warehouse", str(run_dir), "--db", str(db)]) == 0
+    return db
+
+
+def test_every_readme_recipe_runs_on_the_default_scenario(default_warehouse):
+    """Each SQL recipe in the README runs as written on the default scenario's warehouse and answers."""
+    import duckdb
+
+    blocks = readme_sql_blocks()
+    assert len(blocks) >= 5, "the README lost its recipes"
+    con = duckdb.connect(str(default_warehouse), read_only=True)
+    try:
+        for sql in blocks:
+            rows = con.execute(sql).fetchall()
+            assert rows, f"recipe returned no rows on the default scenario:\n{sql}"
+    finally:
+        con.close()

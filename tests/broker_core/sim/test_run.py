@@ -78,7 +78,8 @@ def test_checkers_pass_on_a_default_like_run(tmp_path):
         dataclasses.replace(p, messages=p.messages // 100) for p in scenario.producers))
     out = tmp_path / "default-like"
     summary = simulate(SCENARIOS / "default.yaml", out, scenario=scenario)
-    assert summary.produced == sum(p.messages for p in scenario.producers)
+    bursts = sum(f.messages for f in scenario.faults if f.kind == "burst")
+    assert summary.produced == sum(p.messages for p in scenario.producers) + bursts
     assert summary.dlq > 0 and summary.retried > 0, "the default shows retries and dead letters"
     assert_run_passes(out, SCENARIOS / "default.yaml", scenario.seed)
 
