@@ -188,10 +188,10 @@ def hop_flow_plot(con, run_id: str) -> Plot:
     flows = hop_flow_data(con, run_id)
     if not flows:
         return Plot("hop_flow", title, _empty(title, "no hops in this run"))
-    pos = {"PUBLISH": (0.0, 0.5), "SCHEDULE": (1.0, 0.85), "DELIVER": (2.0, 0.85),
-           "RETRY": (2.0, 0.15), "DLQ": (3.2, 0.15), "END": (3.2, 0.85)}
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    ax.set_xlim(-0.5, 3.8)
+    pos = {"PUBLISH": (0.0, 0.5), "SCHEDULE": (1.3, 0.9), "DELIVER": (2.8, 0.9),
+           "RETRY": (2.2, 0.1), "DLQ": (4.0, 0.1), "END": (4.2, 0.9)}
+    fig, ax = plt.subplots(figsize=(11, 4.4))
+    ax.set_xlim(-0.5, 4.7)
     ax.set_ylim(-0.1, 1.1)
     ax.axis("off")
     totals = {}
