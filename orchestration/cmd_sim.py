@@ -11,6 +11,7 @@ import json
 import sys
 import time
 
+from broker_core.errors import BadInputError
 from broker_core.sim.run import RunSummary, reproduce_command
 from broker_core.sim.run import simulate as run_simulation
 
@@ -64,7 +65,8 @@ def simulate(args) -> int:
         summary = run_simulation(args.scenario, args.out, seed=seed, progress=progress,
                                  scenario=scenario)
     except BaseException as exc:
-        if not isinstance(exc, KeyboardInterrupt):
+        # Bad input (an impossible seed, a name the broker refuses) has nothing to reproduce.
+        if not isinstance(exc, KeyboardInterrupt | BadInputError):
             print(f"SEED={seed}", file=sys.stderr)
             print(f"reproduce: {reproduce_command(args.scenario, args.out, seed)}", file=sys.stderr)
         raise

@@ -13,8 +13,9 @@ from broker_core.broker import codes
 from broker_core.broker.send import SendResponse
 from broker_core.broker.topics import is_writeable
 from broker_core.constants import DLQ_QUEUES, PERM_READ, PERM_WRITE, RETRY_DELAY_LEVEL_BASE
+from broker_core.errors import InvalidNameError
 from broker_core.message import properties_to_string, send_back_map
-from broker_core.names import dlq_topic, retry_topic
+from broker_core.names import dlq_topic, retry_topic, validate_group
 
 
 def consumer_send_msg_back(broker, offset: int, group: str, delay_level: int,
@@ -26,6 +27,12 @@ def consumer_send_msg_back(broker, offset: int, group: str, delay_level: int,
     not used to build the copy (the record itself decides everything).
     """
     semantics = broker.semantics
+    try:
+        # 4.9.4 does not check the group here; the model does, before any config is created,
+        # so a hostile group name can never become a topic or a config entry.
+        validate_group(group)
+    except InvalidNameError as exc:
+        return SendResponse(codes.SUBSCRIPTION_GROUP_NOT_EXIST, exc.message)
     group_cfg = broker.groups.find(group)
     if group_cfg is None:
         return SendResponse(codes.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")

@@ -293,6 +293,9 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(f"cannot read scenario file: {exc.strerror}", where=str(path)) from None
     if path.is_dir():
         raise ScenarioError("scenario path is a directory, not a YAML file", where=str(path))
+    if not path.is_file():
+        # A FIFO, socket or device would block the read or never end: refuse it up front.
+        raise ScenarioError("scenario path is not a regular file", where=str(path))
     if size > SCENARIO_FILE_BYTES_MAX:
         raise ScenarioError(f"scenario file is {size} bytes; at most {SCENARIO_FILE_BYTES_MAX}",
                             where=str(path))
@@ -346,6 +349,9 @@ class _Reader:
     def mapping(self, node: yaml.Node, key: str, allowed: set[str]) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode):
             raise self.fail(node, key, "expected a mapping (key: value lines)")
+        if node.tag != yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG:
+            # Only plain mappings: a tag such as !!python/object is refused, never constructed.
+            raise self.fail(node, key or "document", f"tag {node.tag} is not allowed")
         out: dict[str, yaml.Node] = {}
         for knode, vnode in node.value:
             k = self.scalar(knode, key)

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,9 +337,13 @@ class ConfigLoad:
 def _read_text(path: Path) -> str | None:
     """The file's text, or None when it is missing or blank (both mean "use the backup")."""
     try:
-        size = path.stat().st_size
+        st = path.stat()
     except FileNotFoundError:
         return None
+    if not stat.S_ISREG(st.st_mode):
+        # A FIFO or device would block the read: damage, reported like any other.
+        raise ConfigFileError("not a regular file", path=path)
+    size = st.st_size
     if size > CONFIG_FILE_BYTES_MAX:
         raise ConfigFileError(f"file is {size} bytes, more than {CONFIG_FILE_BYTES_MAX}", path=path)
     # Opened 'rb': reading a store must never change it.

@@ -122,8 +122,6 @@ def test_missing_unreadable_and_non_utf8_scenario_files(tmp_path, capsys):
         assert_no_output(out)
 
 
-@pytest.mark.xfail(strict=True, reason="--seed out of range prints SEED=/reproduce lines before the "
-                                       "error (cmd_sim prints them for every exception)")
 def test_bad_seed_is_one_line(tmp_path, capsys):
     """A --seed outside 0..2**63-1 is exit 2 with one error line (no reproduce command for bad input)."""
     out = tmp_path / "o"
@@ -132,8 +130,6 @@ def test_bad_seed_is_one_line(tmp_path, capsys):
     assert_one_line_error(rc, lines, 2, "--seed", "-1")
 
 
-@pytest.mark.xfail(strict=True, reason="load_scenario reads a FIFO without checking it is a regular "
-                                       "file: `mkfifo s.yaml; retry-audit simulate s.yaml --out o` hangs")
 def test_fifo_scenario_does_not_hang(tmp_path):
     """A FIFO given as the scenario file is refused at once instead of blocking on read."""
     fifo = tmp_path / "s.yaml"
@@ -294,9 +290,6 @@ def test_fastjson_dialect_config_is_read(tmp_path, capsys):
         ("GroupA", "OrderTopic", 0, 5), ("GroupA", "OrderTopic", 1, 7)]
 
 
-@pytest.mark.xfail(strict=True, reason="a FIFO at config/delayOffset.json blocks import-store forever: "
-                                       "`mkfifo STORE/config/delayOffset.json; retry-audit import-store "
-                                       "STORE --out o` hangs (config files are read without a file-type check)")
 def test_fifo_config_file_does_not_hang(tmp_path):
     """A FIFO where a config file is expected is reported as damage instead of blocking the import."""
     store = store_copy(tmp_path)
