@@ -20,6 +20,7 @@ import duckdb
 
 from assets.warehouse import open_read_only
 from broker_core.errors import BadInputError, RetryAuditError
+from orchestration import term
 
 # Rows fetched from DuckDB at a time when printing a query's result: bounded memory for any size.
 FETCH_ROWS_BATCH = 10_000
@@ -91,7 +92,7 @@ def warehouse(args) -> int:
         con.close()
     print("checks:")
     for run_id, o in outcomes:
-        verdict = "passed" if o.passed else f"FAILED ({o.check.severity})"
+        verdict = term.verdict(o.passed, "passed" if o.passed else f"FAILED ({o.check.severity})")
         first = "" if o.passed else f"  {o.violations:,} violation(s); first: {o.metadata()['evidence'][0]}"
         print(f"  {run_id:<16} {verdict:<16} {o.check.name}{first}")
     return 0

@@ -14,6 +14,7 @@ import time
 from broker_core.errors import BadInputError
 from broker_core.sim.run import RunSummary, reproduce_command
 from broker_core.sim.run import simulate as run_simulation
+from orchestration.term import ProgressLine, bar, paint
 
 PROGRESS_EVERY_WALL_SECONDS = 1.0  # at most one progress line per wall second
 
@@ -26,17 +27,24 @@ def _format_sim_ms(ms: int) -> str:
 
 
 class _Progress:
-    """Prints a progress line to stderr at most once per wall second."""
+    """A progress bar of simulated time against the horizon, at most once per wall second."""
 
-    def __init__(self) -> None:
+    def __init__(self, horizon_ms: int) -> None:
         self._last = 0.0
+        self._horizon_ms = max(1, horizon_ms)
+        self._line = ProgressLine(sys.stderr)
 
     def __call__(self, sim_ms: int, records: int) -> None:
         now = time.monotonic()
         if now - self._last < PROGRESS_EVERY_WALL_SECONDS:
             return
         self._last = now
-        print(f"  simulated {_format_sim_ms(sim_ms)}  records {records:,}", file=sys.stderr, flush=True)
+        fraction = sim_ms / self._horizon_ms
+        self._line.show(f"  {bar(fraction)} {fraction:4.0%}  simulated {_format_sim_ms(sim_ms)}"
+                        f" of {_format_sim_ms(self._horizon_ms)}  records {records:,}")
+
+    def done(self) -> None:
+        self._line.done()
 
 
 def format_summary(summary: RunSummary) -> str:
@@ -46,7 +54,8 @@ def format_summary(summary: RunSummary) -> str:
         f"run {s.run_id} (seed {s.seed}) -> {s.run_dir}",
         f"  simulated {_format_sim_ms(s.sim_end_ms - s.sim_start_ms)}, ended: {s.end_reason}",
         f"  produced {s.produced:,}  send failed {s.send_failed:,}",
-        f"  consumed {s.consumed:,}  retried {s.retried:,}  DLQ {s.dlq:,}  in flight {s.in_flight:,}",
+        f"  consumed {paint(f'{s.consumed:,}', 'green')}  retried {s.retried:,}  "
+        f"DLQ {paint(f'{s.dlq:,}', 'red') if s.dlq else '0'}  in flight {s.in_flight:,}",
         f"  records {s.records_written:,} in {s.wall_seconds:.1f} s ({s.records_per_second:,.0f} records/s; "
         f"CPU {s.cpu_seconds:.1f} s, {s.records_per_cpu_second:,.0f} records/CPU-s)",
     ]
@@ -60,7 +69,7 @@ def simulate(args) -> int:
     scenario = load_scenario(args.scenario)  # bad input: reported by the CLI, no seed to print
     seed = args.seed if args.seed is not None else scenario.seed
     quiet = getattr(args, "quiet", False)
-    progress = None if quiet else _Progress()
+    progress = None if quiet else _Progress(scenario.horizon_ms)
     try:
         summary = run_simulation(args.scenario, args.out, seed=seed, progress=progress,
                                  scenario=scenario)
@@ -70,6 +79,9 @@ def simulate(args) -> int:
             print(f"SEED={seed}", file=sys.stderr)
             print(f"reproduce: {reproduce_command(args.scenario, args.out, seed)}", file=sys.stderr)
         raise
+    finally:
+        if progress is not None:
+            progress.done()
     if getattr(args, "json", False):
         print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
     elif not quiet:

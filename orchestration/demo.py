@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from orchestration import term
+
 DEMO_PARTITION = "default"
 # Dagster's console logger prints every engine event at DEBUG; the demo shows progress and problems.
 DEMO_LOG_LEVEL = "INFO"
@@ -132,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("\nchecks:")
         for asset, name, passed, severity in checks:
-            print(f"  {'passed' if passed else 'FAILED (' + severity + ')':<16} {name:<34} on {asset}")
+            text = f"{'passed' if passed else 'FAILED (' + severity + ')':<16}"
+            print(f"  {term.verdict(passed, text)} {name:<34} on {asset}")
     if not result.success or blocking_failed:
         failed_steps = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
         print(f"\ndemo FAILED: steps {failed_steps or '-'}; blocking checks failed: "
