@@ -11,10 +11,43 @@ WITH acked AS (
     SELECT run_id, "group", uniq_key,
            CASE WHEN upper(model) = 'BROADCASTING' THEN consumer_id END AS receiver,
            count(*) AS n,
-           string_agg(DISTINCT consumer_id, ',' ORDER BY consumer_id) AS consumers
+           string_agg(DISTINCT consumer_id, ',' ORDER BY consumer_id) AS consumers,
+           max(start_ts) AS last_ok_ts
     FROM consume_attempts
     WHERE status = 'CONSUME_SUCCESS' AND outcome IN ('ACKED', 'EXPIRED')
     GROUP BY ALL
+),
+duplicates AS (
+    -- Why a message was consumed again, most specific cause first: the consume timeout sent it
+    -- back while it ran; the schedule delivered it twice (delay offsets not persisted before a
+    -- restart); a crash or restart lost offsets committed in memory only (the offset window);
+    -- otherwise a rebalance handed its queue over before the offset was committed.
+    SELECT a.*,
+           CASE
+               WHEN EXISTS (SELECT 1 FROM consume_attempts c
+                            WHERE c.run_id = a.run_id AND c."group" = a."group"
+                              AND c.uniq_key = a.uniq_key AND c.outcome = 'EXPIRED')
+                   THEN 'consume timeout: sent back while still running'
+               WHEN (SELECT count(*) FROM message_hops h
+                     WHERE h.run_id = a.run_id AND h.message_key = a.uniq_key
+                       AND h.hop_kind = 'DELIVER') > 1
+                   THEN 'schedule offset window: the delayed message was delivered twice'
+               WHEN EXISTS (SELECT 1 FROM faults f
+                            WHERE f.run_id = a.run_id AND f.ts <= a.last_ok_ts
+                              AND f.kind IN ('consumer_crash', 'consumer_restart', 'broker_crash',
+                                             'broker_restart', 'torn_write', 'consumer_hang'))
+                   THEN 'offset window: ' || (SELECT f.kind || ' ' || f.target || ' at '
+                                                     || strftime(f.ts, '%Y-%m-%dT%H:%M:%S.%g')
+                                              FROM faults f
+                                              WHERE f.run_id = a.run_id AND f.ts <= a.last_ok_ts
+                                                AND f.kind IN ('consumer_crash', 'consumer_restart',
+                                                               'broker_crash', 'broker_restart',
+                                                               'torn_write', 'consumer_hang')
+                                              ORDER BY f.ts DESC LIMIT 1)
+               ELSE 'offset window: a rebalance handed the queue over before its offset was committed'
+           END AS cause
+    FROM acked a
+    WHERE a.n > 1
 ),
 crashes AS (
     -- kill -9 loses the unflushed tail only under async flush (run_manifest; imports: unknown).
@@ -38,8 +71,9 @@ hop_of_delivery AS (
     GROUP BY run_id, msg_id
 )
 SELECT run_id, 'DUPLICATE_CONSUME' AS kind, uniq_key AS message_key, "group",
-       'consumed successfully ' || CAST(n AS VARCHAR) || ' times by ' || consumers AS detail
-FROM acked WHERE n > 1
+       'consumed successfully ' || CAST(n AS VARCHAR) || ' times by ' || consumers
+       || '; cause: ' || cause AS detail
+FROM duplicates
 UNION ALL
 SELECT run_id, 'LOST', message_key, "group",
        CASE WHEN crash_ts IS NOT NULL

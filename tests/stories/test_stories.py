@@ -55,6 +55,10 @@ def test_delay_offset_not_persisted_shows_two_deliver_hops_and_duplicates(story_
         SELECT message_key FROM anomalies WHERE run_id = $run AND kind = 'DUPLICATE_CONSUME'""",
                                      {"run": DELAY_RUN})}
     assert redelivered_keys <= duplicates
+    causes = {k: d for k, d in rows(con, """
+        SELECT message_key, detail FROM anomalies WHERE run_id = $run AND kind = 'DUPLICATE_CONSUME'""",
+                                    {"run": DELAY_RUN})}
+    assert all("cause: schedule offset window" in causes[k] for k in redelivered_keys)
     # Sync flush: the commit log survived the crash whole, so nothing is lost, only duplicated.
     lost, duplicated, exactly_once = rows(con, """
         SELECT lost, duplicated, exactly_once FROM delivery_accounting WHERE run_id = $run""",
@@ -94,6 +98,10 @@ def test_long_consume_is_sent_back_while_running_and_consumed_again(story_wareho
         SELECT message_key FROM anomalies WHERE run_id = $run AND kind = 'DUPLICATE_CONSUME'""",
                                      {"run": LONG_RUN})}
     assert expired == duplicates
+    details = [d for (d,) in rows(con, """
+        SELECT detail FROM anomalies WHERE run_id = $run AND kind = 'DUPLICATE_CONSUME'""",
+                                  {"run": LONG_RUN})]
+    assert details and all("cause: consume timeout" in d for d in details)
     paths = {p for (p,) in rows(con, """
         SELECT DISTINCT path FROM message_lineage WHERE run_id = $run AND message_key IN
             (SELECT uniq_key FROM consume_attempts WHERE run_id = $run AND outcome = 'EXPIRED')""",
@@ -146,6 +154,11 @@ def test_consumer_restarts_each_add_duplicates(story_warehouse):
         SELECT duplicated, lost FROM delivery_accounting WHERE run_id = $run AND "group" = 'order-service'""",
                             {"run": RESTARTS_RUN})[0]
     assert duplicated == cumulative and lost == 0
+    details = [d for (d,) in rows(con, """
+        SELECT detail FROM anomalies WHERE run_id = $run AND kind = 'DUPLICATE_CONSUME'""",
+                                  {"run": RESTARTS_RUN})]
+    assert len(details) == cumulative
+    assert all("cause: offset window: consumer_" in d for d in details), details
 
 
 # --- #6163: orderly consumer with a small max -----------------------------------------------------
