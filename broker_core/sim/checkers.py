@@ -253,8 +253,10 @@ def check_stable_pointers(run: RunData) -> list[Violation]:
     # redelivery after a crash (offsets persist every 5 s, delay offsets every 10 s) starts more.
     chain_starts: dict[tuple[str, str], int] = defaultdict(int)
     a = run.attempts
-    for group, key, qtopic, status in zip(a["group"], a["uniq_key"], a["queue_topic"], a["status"], strict=True):
-        if status != "CONSUME_SUCCESS" and names.group_of(qtopic) is None:
+    # A delivery that ran past the consume timeout (EXPIRED) was sent back too, whatever it returned.
+    for group, key, qtopic, status, outcome in zip(a["group"], a["uniq_key"], a["queue_topic"],
+                                                   a["status"], a["outcome"], strict=True):
+        if (status != "CONSUME_SUCCESS" or outcome == "EXPIRED") and names.group_of(qtopic) is None:
             chain_starts[(key, group)] += 1
     for (key, group), recs in chains.items():
         origins = {r["origin_msg_id"] for r in recs}
