@@ -18,6 +18,20 @@ import zlib
 from dataclasses import dataclass, field
 
 from broker_core import names
+
+# RemotingCommand response codes (ResponseCode, 4.9.4): one definition, shared with the broker.
+from broker_core.broker.codes import (
+    FLUSH_DISK_TIMEOUT,
+    FLUSH_SLAVE_TIMEOUT,
+    NO_BUYER_ID,
+    NO_PERMISSION,
+    NOT_IN_CURRENT_UNIT,
+    SERVICE_NOT_AVAILABLE,
+    SLAVE_NOT_AVAILABLE,
+    SUCCESS,
+    SYSTEM_ERROR,
+    TOPIC_NOT_EXIST,
+)
 from broker_core.constants import (
     BODY_SIZE_BYTES_MAX,
     COMPRESS_BODY_OVER_BYTES,
@@ -40,18 +54,6 @@ from broker_core.message import (
     PROP_WAIT,
 )
 
-# RemotingCommand response codes the producer reads (ResponseCode, 4.9.4).
-SUCCESS = 0
-SYSTEM_ERROR = 1
-FLUSH_DISK_TIMEOUT = 10
-SLAVE_NOT_AVAILABLE = 11
-FLUSH_SLAVE_TIMEOUT = 12
-MESSAGE_ILLEGAL = 13
-SERVICE_NOT_AVAILABLE = 14
-NO_PERMISSION = 16
-TOPIC_NOT_EXIST = 17
-NO_BUYER_ID = 204
-NOT_IN_CURRENT_UNIT = 205
 # DefaultMQProducer.retryResponseCodes in 4.9.4 (5.x adds SYSTEM_BUSY and GO_AWAY).
 RETRY_RESPONSE_CODES = frozenset({TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE, SYSTEM_ERROR,
                                   NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT})

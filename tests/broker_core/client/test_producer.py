@@ -2,11 +2,8 @@
 
 import pytest
 
-from broker_core.client.producer import (
-    MESSAGE_ILLEGAL,
-    SEND_MSG_TIMEOUT_MS,
-    SYSTEM_ERROR,
-)
+from broker_core.broker.codes import MESSAGE_ILLEGAL, SYSTEM_ERROR
+from broker_core.client.producer import SEND_MSG_TIMEOUT_MS
 from broker_core.errors import BadInputError
 
 BODY = b"hello"
