@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from broker_core.export.schema import RAW_TABLES
+from broker_core.store.config_files import fsync_dir
 
 ROW_GROUP_ROWS = 64 * 1024  # rows buffered before a row group is written: bounded memory
 
@@ -47,15 +48,7 @@ def atomic_dir(final: Path) -> Iterator[Path]:
     os.rename(tmp, final)
     if old.exists():
         shutil.rmtree(old, ignore_errors=True)
-    _fsync_dir(final.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(final.parent)
 
 
 class TableWriter:

@@ -293,7 +293,8 @@ def _write(value: Any, out: list[str], indent: int) -> None:
 # Files: .tmp / .bak / atomic replace, and load with .bak fallback
 # --------------------------------------------------------------------------------------------
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in ``path`` durable (fsync of the directory itself)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -322,7 +323,7 @@ def write_config_text(path: Path, text: str) -> None:
     if previous.strip():
         _write_synced(path.with_name(path.name + BAK_SUFFIX), previous)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 @dataclass(frozen=True)
