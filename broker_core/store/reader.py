@@ -207,11 +207,17 @@ class StoreReader:
         directory = self.root / COMMITLOG_DIR_NAME
         found: list[CommitLogFile] = []
         for path in sorted(directory.iterdir()):
-            if not _FILE_NAME.fullmatch(path.name) or not path.is_file():
+            if not _FILE_NAME.fullmatch(path.name):
                 # MappedFileQueue.doLoad would fail on this name; we read around it.
                 self._file_problems.append(Problem(
                     self._rel(path), 0, "bad-file-name",
                     f"not a commit-log file name ({FILE_NAME_DIGITS} digits); ignored"))
+                continue
+            if not path.is_file():
+                # A directory, FIFO or dangling link under a valid name: reading it would fail or block.
+                self._file_problems.append(Problem(
+                    self._rel(path), int(path.name), "not-a-file",
+                    "not a regular file (a directory, FIFO or dangling link); ignored"))
                 continue
             try:
                 length = path.stat().st_size

@@ -250,3 +250,14 @@ def test_known_file_size_flags_a_lone_short_file(writable_store_copy):
     assert [p.file for p in wrong] == [f"commitlog/{n}" for n in
                                         ("00000000000000000000", "00000000000000016384",
                                          "00000000000000032768", "00000000000000049152")]
+
+
+def test_a_directory_under_a_commit_log_name_is_named_as_not_a_file(writable_store_copy):
+    """A directory or FIFO with a valid 20-digit name is reported as not a regular file, not a bad name."""
+    store = writable_store_copy("store-clean")
+    (store / "commitlog" / "00000000000000065536").mkdir()
+    reader = StoreReader(store)
+    list(reader.entries())
+    kinds = {(p.file, p.kind) for p in reader.problems}
+    assert ("commitlog/00000000000000065536", "not-a-file") in kinds
+    assert not any(p.kind == "bad-file-name" for p in reader.problems)
