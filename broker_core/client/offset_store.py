@@ -38,6 +38,25 @@ class OffsetStore:
     def read_memory(self, mq: MessageQueue) -> int:
         return self._table.get(mq, OFFSET_NONE)
 
+    def read_offset(self, mq: MessageQueue, read_type: str) -> int:
+        """RocketMQ readOffset: the memory value, the stored value, or memory then store."""
+        if read_type in (READ_FROM_MEMORY, MEMORY_FIRST_THEN_STORE):
+            value = self._table.get(mq)
+            if value is not None:
+                return value
+            if read_type == READ_FROM_MEMORY:
+                return OFFSET_NONE
+        stored = self._read_stored(mq)
+        if stored is not None and stored >= 0:
+            # readOffset(READ_FROM_STORE) also caches the stored value in memory.
+            self.update_offset(mq, stored, increase_only=False)
+            return stored
+        return OFFSET_NONE
+
+    def _read_stored(self, mq: MessageQueue) -> int | None:
+        """The persisted offset of ``mq`` (the broker's, or the local file's), None when unknown."""
+        raise NotImplementedError
+
     def remove_offset(self, mq: MessageQueue) -> None:
         self._table.pop(mq, None)
 
@@ -58,20 +77,8 @@ class RemoteBrokerOffsetStore(OffsetStore):
         self.group = group
         self.persists = 0  # broker updates sent, for tests and statistics
 
-    def read_offset(self, mq: MessageQueue, read_type: str) -> int:
-        """RocketMQ readOffset: the memory value, the broker's value, or memory then broker."""
-        if read_type in (READ_FROM_MEMORY, MEMORY_FIRST_THEN_STORE):
-            value = self._table.get(mq)
-            if value is not None:
-                return value
-            if read_type == READ_FROM_MEMORY:
-                return OFFSET_NONE
-        stored = self.broker.query_consumer_offset(self.group, mq[0], mq[1])
-        if stored is not None and stored >= 0:
-            # readOffset(READ_FROM_STORE) also caches the broker's value in memory.
-            self.update_offset(mq, stored, increase_only=False)
-            return stored
-        return OFFSET_NONE
+    def _read_stored(self, mq: MessageQueue) -> int | None:
+        return self.broker.query_consumer_offset(self.group, mq[0], mq[1])
 
     def persist(self, mq: MessageQueue) -> None:
         """Push one queue's memory offset to the broker (persist on queue removal)."""
@@ -106,18 +113,8 @@ class LocalOffsetStore(OffsetStore):
         self._on_persist = on_persist
         self.persists = 0
 
-    def read_offset(self, mq: MessageQueue, read_type: str) -> int:
-        if read_type in (READ_FROM_MEMORY, MEMORY_FIRST_THEN_STORE):
-            value = self._table.get(mq)
-            if value is not None:
-                return value
-            if read_type == READ_FROM_MEMORY:
-                return OFFSET_NONE
-        stored = self._file.get(mq)
-        if stored is not None:
-            self.update_offset(mq, stored, increase_only=False)
-            return stored
-        return OFFSET_NONE
+    def _read_stored(self, mq: MessageQueue) -> int | None:
+        return self._file.get(mq)
 
     def persist(self, mq: MessageQueue) -> None:
         value = self._table.get(mq)
