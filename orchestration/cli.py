@@ -21,7 +21,7 @@ examples:
   retry-audit lineage var/runs/default
   retry-audit warehouse var/runs/default var/runs/broker-a --db var/warehouse.duckdb
   retry-audit trace C0A8000A0000000000000000000A0001 --db var/warehouse.duckdb
-  retry-audit resend-plan --db var/warehouse.duckdb --group order-service --json
+  retry-audit resend-plan --db var/warehouse.duckdb --group notice-service --json
   retry-audit sql --db var/warehouse.duckdb "select final_state, count(*) from message_lineage group by 1"
 """
 
