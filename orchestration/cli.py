@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--out", required=True, help="run directory to write (replaced atomically)")
     p.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    p.add_argument("--messages", type=int, default=None, metavar="N",
+                   help="scale the producers to N messages in all (each keeps its share)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     p = sub.add_parser("import-store", help="read a RocketMQ store directory (read-only) into RUN_DIR")

@@ -67,6 +67,9 @@ def simulate(args) -> int:
     from broker_core.sim.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)  # bad input: reported by the CLI, no seed to print
+    messages = getattr(args, "messages", None)
+    if messages is not None:
+        scenario = scenario.with_messages(messages)
     seed = args.seed if args.seed is not None else scenario.seed
     quiet = getattr(args, "quiet", False)
     progress = None if quiet else _Progress(scenario.horizon_ms)
@@ -77,7 +80,7 @@ def simulate(args) -> int:
         # Bad input (an impossible seed, a name the broker refuses) has nothing to reproduce.
         if not isinstance(exc, KeyboardInterrupt | BadInputError):
             print(f"SEED={seed}", file=sys.stderr)
-            print(f"reproduce: {reproduce_command(args.scenario, args.out, seed)}", file=sys.stderr)
+            print(f"reproduce: {reproduce_command(args.scenario, args.out, seed, messages)}", file=sys.stderr)
         raise
     finally:
         if progress is not None:

@@ -69,10 +69,12 @@ class RunSummary:
         return out
 
 
-def reproduce_command(scenario_path: str | Path, out_dir: str | Path, seed: int) -> str:
-    """The one command that reproduces a run."""
+def reproduce_command(scenario_path: str | Path, out_dir: str | Path, seed: int,
+                      messages: int | None = None) -> str:
+    """The one command that reproduces a run (``messages``: the run was scaled to that many)."""
+    scaled = f" --messages {messages}" if messages is not None else ""
     return (f"retry-audit simulate {shlex.quote(str(scenario_path))} "
-            f"--out {shlex.quote(str(out_dir))} --seed {seed}")
+            f"--out {shlex.quote(str(out_dir))} --seed {seed}{scaled}")
 
 
 def simulate(scenario_path: str | Path, out_dir: str | Path, *, seed: int | None = None,
@@ -155,7 +157,7 @@ def _manifest(scenario: Scenario, world: World, scenario_path, out_dir) -> dict:
                     "consumers": g.consumers, "max_reconsume_times": g.max_reconsume_times}
                    for g in scenario.groups],
         "fault_kinds": sorted({f.kind for f in scenario.faults}),
-        "reproduce": reproduce_command(scenario_path, out_dir, scenario.seed),
+        "reproduce": reproduce_command(scenario_path, out_dir, scenario.seed, scenario.scaled_messages),
     }
 
 

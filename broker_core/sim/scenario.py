@@ -184,6 +184,7 @@ class Scenario:
     producers: tuple[ProducerSpec, ...] = ()
     faults: tuple[FaultSpec, ...] = ()
     source: str = "<string>"
+    scaled_messages: int | None = None  # set by with_messages: the run is not the file as written
 
     @property
     def messages_total(self) -> int:
@@ -199,6 +200,33 @@ class Scenario:
         if not 0 <= seed <= SEED_MAX:
             raise ScenarioError(f"seed {seed} is outside 0..{SEED_MAX}", where="--seed")
         return _replace(self, seed=seed)
+
+    def with_name(self, name: str) -> Scenario:
+        """The same scenario under another run id (a set of runs of one scenario needs one each)."""
+        if not SCENARIO_NAME_PATTERN.fullmatch(name) or len(name) > SCENARIO_NAME_LENGTH_MAX:
+            raise ScenarioError(f"run name {name!r} must match [A-Za-z0-9_-]+ "
+                                f"(at most {SCENARIO_NAME_LENGTH_MAX} characters)", where="--name")
+        return _replace(self, name=name)
+
+    def with_messages(self, total: int) -> Scenario:
+        """The scale knob (the CLI's --messages): the producers send ``total`` messages in all.
+
+        Each producer keeps its share of the scenario's messages (the remainder goes to the first
+        ones), its rate, topic and everything else; bursts in ``faults`` are left as they are.
+        """
+        if not self.producers:
+            raise ScenarioError("the scenario has no producers to scale", where="--messages")
+        if not 0 <= total <= SIM_MESSAGES_MAX:
+            raise ScenarioError(f"{total} messages is outside 0..{SIM_MESSAGES_MAX}", where="--messages")
+        weights = [p.messages for p in self.producers]
+        if sum(weights) == 0:
+            weights = [1] * len(weights)
+        shares = [total * w // sum(weights) for w in weights]
+        for i in range(total - sum(shares)):
+            shares[i % len(shares)] += 1
+        return _replace(self, scaled_messages=total,
+                        producers=tuple(_replace(p, messages=n)
+                                        for p, n in zip(self.producers, shares, strict=True)))
 
 
 def _replace(obj: Any, **changes: Any) -> Any:

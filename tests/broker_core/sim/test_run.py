@@ -167,3 +167,15 @@ def test_failing_simulation_test_prints_seed(small_copy):
     with pytest.raises(pytest.fail.Exception) as info:
         assert_run_passes(small_copy, SMALL, 7)
     assert "SEED=7" in str(info.value) and "retry-audit simulate" in str(info.value)
+
+
+def test_cli_simulate_messages_scales_the_run(tmp_path, capsys):
+    """--messages N is the scale knob: N messages in all, and run.json's command reproduces it."""
+    out = tmp_path / "scaled"
+    code = cli_main(["--quiet", "simulate", str(SMALL), "--out", str(out), "--json",
+                     "--seed", "3", "--messages", "120"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["produced"] + summary["send_failed"] == 120
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["reproduce"].endswith("--seed 3 --messages 120")

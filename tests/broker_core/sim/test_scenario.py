@@ -206,3 +206,27 @@ def test_with_seed_overrides_and_checks():
     assert s.with_seed(9).seed == 9
     with pytest.raises(ScenarioError):
         s.with_seed(-1)
+
+
+def test_with_messages_keeps_each_producers_share():
+    """with_messages(n) scales the producers to n in all, in their proportions, nothing else."""
+    s = load_scenario_text(BASE.replace("  - {topic: OrderTopic, messages: 10}",
+                                        "  - {topic: OrderTopic, messages: 10}\n"
+                                        "  - {topic: OrderTopic, messages: 30, rate: 50/s}"))
+    scaled = s.with_messages(1001)
+    assert [p.messages for p in scaled.producers] == [251, 750]
+    assert scaled.producers[1].rate_per_s == 50.0 and scaled.scaled_messages == 1001
+    assert scaled.groups == s.groups and scaled.seed == s.seed
+    assert s.with_messages(0).messages_total == 0
+
+
+@pytest.mark.parametrize("total", [-1, SIM_MESSAGES_MAX + 1])
+def test_with_messages_refuses_impossible_counts(total):
+    with pytest.raises(ScenarioError, match="--messages"):
+        load_scenario_text(BASE).with_messages(total)
+
+
+def test_with_name_checks_the_run_name():
+    assert load_scenario_text(BASE).with_name("big-s3").name == "big-s3"
+    with pytest.raises(ScenarioError, match="run name"):
+        load_scenario_text(BASE).with_name("../x")
