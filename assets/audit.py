@@ -20,10 +20,9 @@ from assets.warehouse import (
     LOADED,
     attach_for_build,
     check_run_dir,
-    create_empty_tables,
     distinct_run_ids,
     finish_build,
-    load_run,
+    load_runs,
     quote_ident,
     remove_db_file,
 )
@@ -98,12 +97,11 @@ def build_warehouse(run_dirs: Sequence[str | Path], db_path: str | Path, *,
     db_path = Path(db_path).absolute()
     con, built = attach_for_build(db_path)
     try:
-        create_empty_tables(con)
-        for run_dir, run_id in zip(dirs, run_ids, strict=True):
-            loaded = load_run(con, run_dir, run_id)
-            if progress:
-                progress(f"loaded {run_id}: {loaded['commitlog']:,} commit-log records, "
-                         f"{loaded['message_hops']:,} hops")
+        loaded = load_runs(con, list(zip(dirs, run_ids, strict=True)))
+        if progress:
+            for run_id, rows in loaded.items():
+                progress(f"loaded {run_id}: {rows['commitlog']:,} commit-log records, "
+                         f"{rows['message_hops']:,} hops")
         build_audit_tables(con)
         rows = table_counts(con)
         finish_build(con, built, db_path)

@@ -156,25 +156,47 @@ def create_empty_tables(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | 
         con.execute(f"CREATE OR REPLACE TABLE {quote_ident(table)} ({cols})")
 
 
-def load_run(con: duckdb.DuckDBPyConnection, run_dir: Path, run_id: str) -> dict[str, int]:
-    """Append one run's Parquet tables to the contract tables; return rows loaded per table."""
-    loaded: dict[str, int] = {}
-    for table in CONTRACT:
+def contract_select(table: str, runs: Sequence[tuple[Path, str]]) -> tuple[str, dict[str, int]]:
+    """The SELECT reading one contract table from every run's Parquet, and its rows per run.
+
+    Each run contributes its files cast to the contract (run_id filled in); a table no run has
+    reads as an empty relation with the contract's columns and types.
+    """
+    parts, rows = [], {}
+    for run_dir, run_id in runs:
         files = parquet_files(run_dir, table)
+        rows[run_id] = 0
         if not files:
-            loaded[table] = 0
             continue
         columns: set[str] = set()
         for f in files:
-            columns.update(pq.read_schema(f).names)
+            meta = pq.read_metadata(f)
+            columns.update(meta.schema.to_arrow_schema().names)
+            rows[run_id] += meta.num_rows
         file_list = "[" + ", ".join(quote_literal(str(f)) for f in files) + "]"
-        select = _select_list(table, columns, run_id)
-        before = con.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()[0]
-        con.execute(f"INSERT INTO {quote_ident(table)} SELECT {select} "
-                    f"FROM read_parquet({file_list}, union_by_name = true)")
-        after = con.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()[0]
-        loaded[table] = after - before
-    loaded.update(load_manifest(con, run_dir, run_id))
+        parts.append(f"SELECT {_select_list(table, columns, run_id)} "
+                     f"FROM read_parquet({file_list}, union_by_name = true)")
+    if not parts:
+        parts.append(f"SELECT {_select_list(table, set(), '')} WHERE false")
+    return "\nUNION ALL\n".join(parts), rows
+
+
+def load_runs(con: duckdb.DuckDBPyConnection, runs: Sequence[tuple[Path, str]]) -> dict[str, dict[str, int]]:
+    """Give ``con`` every loaded table for ``runs`` (run directory, run id); rows per run and table.
+
+    The contract tables are views over the runs' Parquet files: copying them into DuckDB's storage
+    costs more than every audit table and check together (docs/warehouse.md, "Tables are views over
+    the run directories"). The manifest tables are small and are stored.
+    """
+    loaded: dict[str, dict[str, int]] = {run_id: {} for _, run_id in runs}
+    for table in CONTRACT:
+        select, rows = contract_select(table, runs)
+        con.execute(f"CREATE OR REPLACE VIEW {quote_ident(table)} AS {select}")
+        for run_id, n in rows.items():
+            loaded[run_id][table] = n
+    create_empty_tables(con, MANIFEST_TABLES)
+    for run_dir, run_id in runs:
+        loaded[run_id].update(load_manifest(con, run_dir, run_id))
     return loaded
 
 
@@ -209,13 +231,12 @@ def load_manifest(con: duckdb.DuckDBPyConnection, run_dir: Path, run_id: str) ->
 
 
 def run_views(run_dir: Path, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with one table per contract table of a single run.
+    """An in-memory DuckDB connection with one view per contract table of a single run.
 
     The checks run on this before the warehouse exists (they guard the lineage assets).
     """
     con = con or quiet(duckdb.connect())
-    create_empty_tables(con)
-    load_run(con, Path(run_dir), run_id_of(run_dir))
+    load_runs(con, [(Path(run_dir), run_id_of(run_dir))])
     return con
 
 
