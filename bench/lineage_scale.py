@@ -1,15 +1,10 @@
 """P4: the Spark lineage on growing commit logs, against the same grouping in DuckDB.
 
 Inputs. The base run is simulated from ``bench/scenarios/retry-heavy.yaml`` (a retrying group, so
-the commit log holds real chains: publish, SCHEDULE_TOPIC_XXXX, %RETRY%, ..., %DLQ%). Simulating
-10M+ records is out of reach on a 2-core machine (the simulator's rate is in
-``bench/results/scenario_e2e.md``), so the larger sizes are the base run REPLICATED AND RE-KEYED:
-copy ``c`` of every row gets ``phys_offset + c * span`` (span = the base commit log's length),
-msg ids rebuilt from the shifted offset (same store host), UNIQ_KEY suffixed ``-c`` (copy 0 is the
-base itself), queue offsets shifted by ``c * (max queue offset + 1)``; timestamps, topics, groups
-and the property maps are kept. Every copy is a full set of real retry chains, but the copies
-are the same chains again: the data is not new information, only more of it. Result tables say
-which sizes are simulated and which are replicated.
+the commit log holds real chains: publish, SCHEDULE_TOPIC_XXXX, %RETRY%, ..., %DLQ%). The larger
+sizes are sets of further simulated runs of the same scenario, one seed each, simulated in
+parallel processes (``bench/inputs.py``): every record comes from the simulator, and each run has
+its own run id, so a set is read as one input holding several runs.
 
 Measured. Spark ``local[2]``: session start (JVM) timed once and reported apart, then
 ``assets.lineage.run_lineage`` (message_hops + message_lineage, written as Parquet) per size.
@@ -29,14 +24,13 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import duckdb
 
-from bench import common
+from bench import common, inputs
 from bench.common import Stats, load_note, write_result
-from broker_core.export.schema import RAW_TABLES
+from bench.inputs import SHARD_MESSAGES, set_runs, simulated_set
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BENCH_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "retry-heavy.yaml"
@@ -47,27 +41,9 @@ BASE_MESSAGES_FULL = 50_000  # about 100k commit-log records with this scenario
 BASE_MESSAGES_QUICK = 1_000
 SIZES_FULL = (1_000_000, 10_000_000, 50_000_000)
 SIZES_QUICK = ()  # quick: the simulated base run only
-COPIES_PER_FILE = 8  # replicated tables are written a few copies per file, in copy order
 RUNS_BY_SIZE = ((200_000, 2), (10**12, 1))  # repeats, fewer for big inputs
 MSG_ID_HOST_HEX_CHARS = 16  # an offset msgId: 8 hex IPv4 + 8 hex port, then 16 hex offset
 DUCKDB_THREADS = 2  # the same two cores Spark local[2] gets
-
-# Columns holding an offset msg id / UNIQ_KEY / physical or queue offset, per table.
-MSG_ID_COLUMNS = {"commitlog": ("msg_id", "origin_msg_id"), "consume_attempts": ("msg_id",),
-                  "produced": ("msg_id",),
-                  "schedule_deliveries": ("schedule_msg_id", "delivered_msg_id"),
-                  "message_hops": ("msg_id",), "message_lineage": ("origin_msg_id",)}
-UNIQ_KEY_COLUMNS = {"commitlog": ("uniq_key",), "consume_attempts": ("uniq_key",),
-                    "produced": ("uniq_key",), "schedule_deliveries": ("uniq_key",),
-                    "message_hops": ("message_key",), "message_lineage": ("message_key",)}
-PHYS_OFFSET_COLUMNS = {"commitlog": ("phys_offset",), "consume_attempts": ("phys_offset",),
-                       "produced": ("phys_offset",), "message_hops": ("phys_offset",)}
-QUEUE_OFFSET_COLUMNS = {"commitlog": ("queue_offset",), "consume_attempts": ("queue_offset",),
-                        "consumer_offsets": ("offset",),
-                        "schedule_deliveries": ("schedule_queue_offset",)}
-REPLICATED_TABLES = ("commitlog", "consume_attempts", "produced", "schedule_deliveries",
-                     "consumer_offsets")
-
 
 def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
@@ -87,9 +63,7 @@ def base_run(data_dir: Path, messages: int) -> Path:
     out = data_dir / f"retry-heavy-{messages}"
     if (out / "run.json").is_file():
         return out
-    scenario = load_scenario(BENCH_SCENARIO)
-    scenario = replace(scenario, producers=tuple(replace(p, messages=messages)
-                                                 for p in scenario.producers))
+    scenario = load_scenario(BENCH_SCENARIO).with_messages(messages)
     say(f"simulating {BENCH_SCENARIO.name} with {messages:,} messages into {out}")
     summary = simulate(BENCH_SCENARIO, out, scenario=scenario)
     say(f"simulated {summary.tables.get('commitlog', 0):,} commit-log records in "
@@ -114,116 +88,20 @@ def commitlog_rows(run_dir: Path) -> int:
         con.close()
 
 
-def _rekey_select(table: str, columns: list[str], span: int, queue_span: int) -> str:
-    """SELECT list of copy ``c`` of a table (``c`` comes from range())."""
-    parts = []
-    for col in columns:
-        q = f'"{col}"'
-        if col in MSG_ID_COLUMNS.get(table, ()):
-            expr = (f"CASE WHEN c = 0 OR {q} IS NULL OR length({q}) <> 32 THEN {q} ELSE "
-                    f"left({q}, {MSG_ID_HOST_HEX_CHARS}) || printf('%016X', "
-                    f"CAST('0x' || right({q}, 16) AS UBIGINT) + c * {span}) END")
-        elif col in UNIQ_KEY_COLUMNS.get(table, ()):
-            expr = f"CASE WHEN c = 0 OR {q} IS NULL THEN {q} ELSE {q} || '-' || c END"
-        elif col in PHYS_OFFSET_COLUMNS.get(table, ()):
-            expr = f"{q} + c * {span}"
-        elif col in QUEUE_OFFSET_COLUMNS.get(table, ()):
-            expr = f"{q} + c * {queue_span}"
-        else:
-            expr = q
-        parts.append(f"{expr} AS {q}")
-    return ", ".join(parts)
-
-
-def _copy_table(con, table: str, src: Path, dst: Path, copies: int, span: int, queue_span: int) -> None:
-    """Write ``copies`` re-keyed copies of the Parquet table in ``src`` into ``dst``."""
-    columns = [r[0] for r in con.execute(
-        f"DESCRIBE SELECT * FROM read_parquet('{src}/*.parquet')").fetchall()]
-    select = _rekey_select(table, columns, span, queue_span)
-    order = {"commitlog": "c, phys_offset", "message_hops": "c, message_key, hop_index",
-             "message_lineage": "c, message_key"}.get(table, "c")
-    for first in range(0, copies, COPIES_PER_FILE):
-        last = min(copies, first + COPIES_PER_FILE)
-        con.execute(
-            f"COPY (SELECT {select} FROM range({first}, {last}) t(c), "
-            f"read_parquet('{src}/*.parquet') ORDER BY {order}) "
-            f"TO '{dst}/part-{first:05d}.parquet' (FORMAT parquet, COMPRESSION zstd)")
-
-
 def ensure_lineage(run_dir: Path) -> None:
-    """Give ``run_dir`` its lineage tables: Spark on a simulated run, re-keyed copies of the
-    base run's lineage on a replicated one (what Spark computes there, copy by copy)."""
+    """Give ``run_dir`` (a run or a set of runs) its lineage tables, built with Spark; a set's
+    runs each get their own rows too (the warehouse loads runs one by one)."""
     from assets.lineage import LINEAGE_DIR
     from broker_core.export.schema import LINEAGE_TABLES
 
-    if all(any((run_dir / LINEAGE_DIR / t).glob("*.parquet")) for t in LINEAGE_TABLES):
-        return
-    manifest = json.loads((run_dir / "run.json").read_text())
-    rep = manifest.get("replicated")
-    if rep is None:
+    if not all(any((run_dir / LINEAGE_DIR / t).glob("*.parquet")) for t in LINEAGE_TABLES):
         from assets.lineage import run_lineage
         from assets.spark import get_spark
 
         say(f"building the lineage of {run_dir} with Spark")
         run_lineage(run_dir, get_spark(SPARK_MASTER_BENCH, app_name="retry-audit-bench"))
-        return
-    base = Path(rep["from"])
-    ensure_lineage(base)
-    say(f"replicating the lineage of {base.name} x{rep['copies']} into {run_dir}")
-    tmp = run_dir / (LINEAGE_DIR + ".building")
-    shutil.rmtree(tmp, ignore_errors=True)
-    con = _duck()
-    try:
-        for table in LINEAGE_TABLES:
-            dst = tmp / table
-            dst.mkdir(parents=True)
-            _copy_table(con, table, base / LINEAGE_DIR / table, dst, rep["copies"],
-                        rep["phys_offset_span"], rep["queue_offset_span"])
-    finally:
-        con.close()
-    shutil.rmtree(run_dir / LINEAGE_DIR, ignore_errors=True)
-    os.replace(tmp, run_dir / LINEAGE_DIR)
-
-
-def replicated_run(base: Path, data_dir: Path, records: int) -> Path:
-    """A run directory with about ``records`` commit-log rows made of re-keyed copies of ``base``."""
-    base_rows = commitlog_rows(base)
-    copies = max(1, round(records / base_rows))
-    if copies == 1:
-        return base
-    out = data_dir / f"{base.name}-x{copies}"
-    if (out / "run.json").is_file():
-        return out
-    tmp = out.with_name(out.name + ".building")
-    shutil.rmtree(tmp, ignore_errors=True)
-    say(f"replicating {base.name} ({base_rows:,} records) x{copies} into {out}")
-    con = _duck()
-    cl = f"read_parquet('{base}/parquet/commitlog/*.parquet')"
-    span = con.execute(f"SELECT max(phys_offset + total_size) FROM {cl}").fetchone()[0]
-    queue_span = 1 + max(
-        con.execute(f"SELECT coalesce(max(queue_offset), 0) FROM {cl}").fetchone()[0],
-        con.execute(f"SELECT coalesce(max(\"offset\"), 0) FROM read_parquet("
-                    f"'{base}/parquet/consumer_offsets/*.parquet')").fetchone()[0])
-    try:
-        for table in RAW_TABLES:
-            src = base / "parquet" / table
-            files = sorted(src.glob("*.parquet"))
-            dst = tmp / "parquet" / table
-            dst.mkdir(parents=True)
-            if table not in REPLICATED_TABLES or not files:
-                for f in files:
-                    shutil.copy2(f, dst / f.name)
-                continue
-            _copy_table(con, table, src, dst, copies, span, queue_span)
-        manifest = json.loads((base / "run.json").read_text())
-        manifest["replicated"] = {"from": str(base), "copies": copies, "phys_offset_span": span,
-                                  "queue_offset_span": queue_span}
-        (tmp / "run.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    finally:
-        con.close()
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    return out
+    if inputs.is_set(run_dir):
+        inputs.split_lineage(run_dir)
 
 
 # --- DuckDB baseline ---------------------------------------------------------------------------
@@ -485,6 +363,8 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--quick", action="store_true", help="a small base run, one small size")
     parser.add_argument("--sizes", default=None, help="comma-separated commit-log record counts")
     parser.add_argument("--base-messages", type=int, default=None)
+    parser.add_argument("--messages-per-run", type=int, default=SHARD_MESSAGES,
+                        help="messages per simulated run in the sets of --sizes")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR_DEFAULT)
     parser.add_argument("--cluster-workers", default=None, metavar="1,2",
                         help="instead of local[2]: a loopback standalone cluster per worker count")
@@ -503,10 +383,10 @@ def main(argv: list[str] | None = None) -> Path:
     base_rows = commitlog_rows(base)
     inputs = [(f"simulated ({messages:,} messages)", base, base_rows)]
     for size in sizes:
-        run_dir = replicated_run(base, data_dir, size)
-        if run_dir != base:
-            copies = round(size / base_rows)
-            inputs.append((f"replicated x{copies}", run_dir, base_rows * copies))
+        set_dir = simulated_set(data_dir, size, messages=args.messages_per_run)
+        n = len(set_runs(set_dir))
+        inputs.append((f"simulated: {n} run{'s' if n > 1 else ''} of {args.messages_per_run:,} messages",
+                       set_dir, commitlog_rows(set_dir)))
     if args.cluster_workers:
         workers = [int(w) for w in args.cluster_workers.split(",")]
         rows = measure_cluster(inputs, workers, data_dir, args.quick)
@@ -541,10 +421,9 @@ def main(argv: list[str] | None = None) -> Path:
             f"{worst:.1f}x: {'met' if worst <= TARGET_RATIO_TO_DUCKDB else 'MISSED'}; cost per record "
             f"flat across sizes -- Spark us/record from {per_rec[0] * 1e6:.2f} (smallest) to "
             f"{per_rec[-1] * 1e6:.2f} (largest).\n\n"
-            f"Inputs: the first row is a simulated run of {BENCH_SCENARIO.relative_to(PROJECT_ROOT)}; the "
-            "`replicated xN` rows are N re-keyed copies of it (phys offsets and msg ids shifted per copy, "
-            "UNIQ_KEY suffixed, timestamps kept; see the module docstring). They have real retry chains "
-            "but repeat the same chains; they are not independent simulations.\n\n"
+            f"Inputs: every row is simulated from {BENCH_SCENARIO.relative_to(PROJECT_ROOT)}; the "
+            "first is one run, the others are sets of runs (one seed each, simulated in parallel "
+            "processes by bench/inputs.py) read as one input.\n\n"
             + (f"Measured {len(results)} of {planned} planned inputs so far.\n\n"
                if len(results) < planned else "")
             + "Files the lineage wrote (last run of each size): "

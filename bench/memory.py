@@ -7,7 +7,7 @@ own peak (``VmHWM`` from /proc, read just before Spark stops): the table shows b
 
 Sizes: simulate and import run on ``bench/scenarios/retry-heavy.yaml`` with a growing message
 count (simulated, so every size is real data); the lineage runs on the P4 inputs (the simulated
-base run and its re-keyed replicas, see ``bench/lineage_scale.py``). The target -- flat
+base run and sets of simulated runs, see ``bench/inputs.py``). The target -- flat
 (streamed), <= 2 GiB at 10M records -- is judged from the trend where 10M records cannot be
 simulated here; the notes say which.
 
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from bench import common
 from bench.common import load_note, write_result
+from bench.inputs import simulated_set
 from bench.lineage_scale import (
     BASE_MESSAGES_FULL,
     BENCH_SCENARIO,
@@ -35,7 +36,6 @@ from bench.lineage_scale import (
     SPARK_MASTER_BENCH,
     base_run,
     commitlog_rows,
-    replicated_run,
     say,
 )
 
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> Path:
         if not args.quick:
             base = base_run(data_dir, BASE_MESSAGES_FULL)
             lineage_inputs.append(("simulated", base))
-            lineage_inputs += [(f"replicated to ~{n:,}", replicated_run(base, data_dir, n))
+            lineage_inputs += [(f"simulated set of ~{n:,}", simulated_set(data_dir, n))
                                for n in lineage_sizes]
         for label, shared_dir in lineage_inputs:
             # A private copy: the lineage benchmark may be writing the shared run's lineage/.

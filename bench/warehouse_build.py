@@ -1,10 +1,9 @@
 """P6: the DuckDB audit warehouse build plus every check, on a 10M-record run.
 
-The input is the P4 input of the same size (``bench.lineage_scale``: a simulated base run of
-``bench/scenarios/retry-heavy.yaml`` and re-keyed copies of it; the result table says which).
-Its lineage tables come from Spark for the simulated run and, for a replicated run, are the
-base lineage re-keyed copy by copy (exactly what Spark computes for each copy), so this
-benchmark needs no 10M-record Spark job of its own.
+The input is simulated: the P4 set of the same size (``bench/inputs.py``: runs of
+``bench/scenarios/retry-heavy.yaml``, one seed each, simulated in parallel processes), loaded as
+the several runs it is. Its lineage comes from one Spark job over the whole set
+(``bench.lineage_scale.ensure_lineage``), split per run; it is built once and kept on disk.
 
 Timed: ``assets.audit.build_warehouse`` (load every contract table, build the audit tables, swap
 the file into place) and then ``assets.checks.run_checks`` with every check on the built file.
@@ -23,24 +22,18 @@ from pathlib import Path
 
 from bench import common
 from bench.common import Stats, load_note, write_result
-from bench.lineage_scale import (
-    BASE_MESSAGES_FULL,
-    BASE_MESSAGES_QUICK,
-    DATA_DIR_DEFAULT,
-    base_run,
-    commitlog_rows,
-    ensure_lineage,
-    replicated_run,
-)
+from bench.inputs import SHARD_MESSAGES, set_runs, simulated_set
+from bench.lineage_scale import DATA_DIR_DEFAULT, commitlog_rows, ensure_lineage
 
 TARGET_SECONDS = 30.0
 RECORDS_FULL = 10_000_000
 RECORDS_QUICK = 20_000
 RUNS_FULL = 3
 RUNS_QUICK = 2
+MESSAGES_PER_RUN_QUICK = 5_000  # about 10k records a run: the quick set is two runs
 
 
-def build_and_check(run_dir: Path, db_path: Path) -> tuple[float, float, dict[str, int], list]:
+def build_and_check(run_dirs: list[Path], db_path: Path) -> tuple[float, float, dict[str, int], list]:
     """(build seconds, checks seconds, rows per table, check outcomes) of one fresh build."""
     from assets.audit import build_warehouse
     from assets.checks import ALL_CHECKS, run_checks
@@ -49,7 +42,7 @@ def build_and_check(run_dir: Path, db_path: Path) -> tuple[float, float, dict[st
     for stale in db_path.parent.glob(db_path.name + "*"):
         stale.unlink()
     start = time.perf_counter()
-    summary = build_warehouse([run_dir], db_path)
+    summary = build_warehouse(run_dirs, db_path)
     built = time.perf_counter()
     con = open_read_only(db_path)
     try:
@@ -64,22 +57,18 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--quick", action="store_true", help="a small run, fewer repeats")
     parser.add_argument("--records", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
-    parser.add_argument("--base-messages", type=int, default=None)
+    parser.add_argument("--messages", type=int, default=None, help="messages per simulated run")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR_DEFAULT)
     args = parser.parse_args(argv)
     records = args.records or (RECORDS_QUICK if args.quick else RECORDS_FULL)
     runs = args.runs or (RUNS_QUICK if args.quick else RUNS_FULL)
     data_dir = args.data_dir / ("quick" if args.quick else "full")
     data_dir.mkdir(parents=True, exist_ok=True)
-    base = base_run(data_dir, args.base_messages
-                    or (BASE_MESSAGES_QUICK if args.quick else BASE_MESSAGES_FULL))
-    shared_dir = replicated_run(base, data_dir, records)
-    # A private copy: the lineage benchmark may be rewriting the shared run's lineage/ meanwhile.
-    run_dir = data_dir / "warehouse-input" / shared_dir.name
-    shutil.rmtree(run_dir.parent, ignore_errors=True)
-    shutil.copytree(shared_dir, run_dir, ignore=shutil.ignore_patterns("lineage*", "store"))
-    ensure_lineage(run_dir)
-    rows_in = commitlog_rows(run_dir)
+    messages = args.messages or (MESSAGES_PER_RUN_QUICK if args.quick else SHARD_MESSAGES)
+    set_dir = simulated_set(data_dir, records, messages=messages)
+    ensure_lineage(set_dir)  # Spark once over the set, then each run's own rows
+    run_dirs = set_runs(set_dir)
+    rows_in = commitlog_rows(set_dir)
     db_dir = data_dir / "warehouse"
     db_dir.mkdir(exist_ok=True)
     builds, checks, totals = [], [], []
@@ -95,22 +84,17 @@ def main(argv: list[str] | None = None) -> Path:
         total = Stats(totals)
         met = total.median <= TARGET_SECONDS
         failing = [f"{o.check.name} ({o.violations:,})" for o in outcomes if o.violations]
-        replicated = shared_dir != base
         notes = (
-            f"Input: {run_dir.name}, {rows_in:,} commit-log records"
-            + (f" (re-keyed copies of the simulated run {base.name}; see bench/lineage_scale.py)"
-               if replicated else " (simulated)")
-            + f"; {runs} builds, each into a fresh file. Warehouse rows: "
+            f"Input: {set_dir.name}, {rows_in:,} commit-log records in {len(run_dirs)} simulated "
+            f"runs of {messages:,} messages (bench/inputs.py); {runs} builds, each into a fresh "
+            "file. Warehouse rows: "
             + ", ".join(f"{k} {v:,}" for k, v in sorted(rows.items()))
             + f". {load_note()} when the table was written (wall times; the machine is shared).\n\n"
             + (f"Measured {len(totals)} of {runs} planned builds so far.\n\n"
                if len(totals) < runs else "")
             + f"Target: build + checks <= {TARGET_SECONDS:.0f} s at {RECORDS_FULL:,} records: "
             f"{'met' if met else 'MISSED'} ({total.median:.1f} s median). Checks with violations: "
-            + (", ".join(failing) if failing else "none")
-            + (" (replicated copies repeat queue offsets and property maps, so offset- and "
-               "property-based checks may flag them; the timing is what this table is for)"
-               if replicated and failing else "") + ".")
+            + (", ".join(failing) if failing else "none") + ".")
         name = "warehouse_build"
         if args.quick:  # quick tables never overwrite the committed full-size ones
             (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
@@ -121,13 +105,12 @@ def main(argv: list[str] | None = None) -> Path:
 
     path = None
     for _ in range(runs):
-        b, c, rows, outcomes = build_and_check(run_dir, db_dir / "bench.duckdb")
+        b, c, rows, outcomes = build_and_check(run_dirs, db_dir / "bench.duckdb")
         builds.append(b)
         checks.append(c)
         totals.append(b + c)
         path = report()
     shutil.rmtree(db_dir, ignore_errors=True)
-    shutil.rmtree(run_dir.parent, ignore_errors=True)
     return path
 
 

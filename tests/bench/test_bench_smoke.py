@@ -81,16 +81,18 @@ def test_memory_writes_its_table(results, data_dir):
 
 
 def test_lineage_scale_writes_its_table(results, data_dir):
-    """The lineage benchmark writes Spark and DuckDB timings for the simulated base run."""
+    """The lineage benchmark writes Spark and DuckDB timings for the base run and a set of runs."""
     text = run_bench("lineage_scale", results, "--quick", "--base-messages", "100",
-                     "--data-dir", str(data_dir))
-    assert_table(text, "P4 lineage scale", ["Spark median s", "DuckDB median s", "Spark / DuckDB"], 1)
+                     "--sizes", "400", "--messages-per-run", "100", "--data-dir", str(data_dir))
+    assert_table(text, "P4 lineage scale", ["Spark median s", "DuckDB median s", "Spark / DuckDB"], 2)
+    assert "simulated: 2 runs of 100 messages" in text
 
 
 def test_warehouse_build_writes_its_table(results, data_dir):
     """The warehouse benchmark writes build, checks and total rows (after the lineage test's Spark run)."""
-    # --records 1 keeps the simulated base run itself (no replicas); its lineage exists when the
-    # lineage test ran first, else ensure_lineage builds it with Spark.
-    text = run_bench("warehouse_build", results, "--quick", "--records", "1", "--runs", "1",
-                     "--base-messages", "100", "--data-dir", str(data_dir))
+    # The same set of two 100-message runs as the lineage test: its lineage exists when that
+    # test ran first, else ensure_lineage builds it with Spark; each run gets its own rows.
+    text = run_bench("warehouse_build", results, "--quick", "--records", "400", "--runs", "1",
+                     "--messages", "100", "--data-dir", str(data_dir))
+    assert "in 2 simulated runs of 100 messages" in text
     assert_table(text, "P6 warehouse build + all checks", ["median s", "commit-log records/s at median"], 3)
