@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import sys
@@ -97,7 +96,9 @@ def ensure_runs(data_dir: Path, count: int, *, messages: int = SHARD_MESSAGES,
             f"({count - len(missing)} already on disk), {workers} at a time")
         start = time.perf_counter()
         # spawn: a fresh interpreter per worker, nothing inherited from a caller holding a JVM.
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        # One run per worker process: each starts clean and gives its memory back when done.
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                                 max_tasks_per_child=1) as pool:
             futures = {pool.submit(simulate_run, str(scenario_path), str(p), messages, k): k
                        for k, p in missing}
             for done, future in enumerate(as_completed(futures), 1):
