@@ -118,8 +118,10 @@ def simulated_set(data_dir: Path, records: int, *, messages: int = SHARD_MESSAGE
     ``records_per_run`` (default: measured on run 0) decides how many runs make the set.
     """
     data_dir = Path(data_dir)
-    first = ensure_runs(data_dir, 1, messages=messages, scenario_path=scenario_path, workers=workers)
-    per_run = records_per_run or commitlog_rows(f"{first[0]}/parquet/commitlog/*.parquet")
+    per_run = records_per_run
+    if per_run is None:
+        first = ensure_runs(data_dir, 1, messages=messages, scenario_path=scenario_path, workers=workers)
+        per_run = commitlog_rows(f"{first[0]}/parquet/commitlog/*.parquet")
     count = max(1, round(records / per_run))  # the nearest whole number of runs
     out = data_dir / f"set-{records}-m{messages}"
     if (out / SET_FILE).is_file():
@@ -199,8 +201,12 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--messages", type=int, default=SHARD_MESSAGES, help="messages per run")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR_DEFAULT)
     parser.add_argument("--workers", type=int, default=None, help="runs simulated at once (cores)")
+    parser.add_argument("--records-per-run", type=int, default=None,
+                        help="expected records per run, to start every run at once "
+                             "(default: simulate run 0 first and count)")
     args = parser.parse_args(argv)
-    out = simulated_set(args.data_dir, args.records, messages=args.messages, workers=args.workers)
+    out = simulated_set(args.data_dir, args.records, messages=args.messages, workers=args.workers,
+                        records_per_run=args.records_per_run)
     print(out)
     return out
 
