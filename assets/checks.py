@@ -86,15 +86,15 @@ _CHAIN_HOPS = """
     WHERE l.final_state <> 'LOST'
 """
 
+# Judged with hash aggregates; the ordered hop lists that explain a failure are built for the
+# failing chains only (ordered aggregates and windows over every hop cost several times more).
+# Shared hops are judged by counts: P+ is "every hop a PUBLISH"; SD? / SD* is "the first hop (in
+# hop order) a SCHEDULE, the only one, and every other hop a DELIVER" (at most one without a crash),
+# which is what the regular expressions above say.
+_HOP_ORDER = "hop_index, store_ts, phys_offset"
 HOP_GRAMMAR_SQL = f"""
 WITH crashed AS (
     SELECT DISTINCT run_id FROM faults WHERE kind IN {CRASH_FAULT_KINDS!r}
-),
-redelivered AS (
-    SELECT DISTINCT run_id, "group", uniq_key
-    FROM consume_attempts
-    GROUP BY run_id, "group", uniq_key, queue_topic, queue_id, queue_offset, consumer_id
-    HAVING count(*) FILTER (WHERE outcome NOT IN ('LOCAL_RETRY')) > 1
 ),
 hops AS (
     SELECT h.*, coalesce(c.origin_msg_id, '') AS branch, {_HOP_LETTERS} AS letter
@@ -103,51 +103,95 @@ hops AS (
 ),
 shared AS (
     SELECT run_id, message_key,
-           string_agg(letter, '' ORDER BY hop_index, store_ts, phys_offset) AS letters,
-           string_agg(hop_kind, ' > ' ORDER BY hop_index, store_ts, phys_offset) AS kinds
+           count(*) AS n,
+           count(*) FILTER (WHERE letter = 'P') AS publishes,
+           count(*) FILTER (WHERE letter = 'S') AS schedules,
+           count(*) FILTER (WHERE letter = 'D') AS delivers,
+           arg_min(letter, ({_HOP_ORDER})) AS first_letter
     FROM hops WHERE "group" IS NULL
     GROUP BY run_id, message_key
 ),
-branch_steps AS (
-    SELECT run_id, message_key, "group", branch, hop_index, store_ts, phys_offset, letter, hop_kind,
-           sum(CASE WHEN letter = 'R' THEN 1 ELSE 0 END) OVER w
-               - sum(CASE WHEN letter = 'S' THEN 1 ELSE 0 END) OVER w AS retries_ahead
-    FROM hops WHERE "group" IS NOT NULL
-    WINDOW w AS (PARTITION BY run_id, message_key, "group", branch
-                 ORDER BY hop_index, store_ts, phys_offset ROWS UNBOUNDED PRECEDING)
+shared_misfits AS (
+    SELECT s.run_id, s.message_key
+    FROM shared s
+    WHERE NOT (s.publishes = s.n
+               OR (s.first_letter = 'S' AND s.schedules = 1 AND s.delivers = s.n - 1
+                   AND (s.n <= 2 OR s.run_id IN (SELECT run_id FROM crashed))))
+),
+shared_kinds AS (
+    SELECT h.run_id, h.message_key, string_agg(h.hop_kind, ' > ' ORDER BY {_HOP_ORDER}) AS kinds
+    FROM hops h
+    JOIN shared_misfits m ON m.run_id = h.run_id AND m.message_key IS NOT DISTINCT FROM h.message_key
+    WHERE h."group" IS NULL
+    GROUP BY h.run_id, h.message_key
 ),
 branches AS (
+    SELECT run_id, message_key, "group", branch, string_agg(letter, '' ORDER BY {_HOP_ORDER}) AS letters
+    FROM hops WHERE "group" IS NOT NULL
+    GROUP BY run_id, message_key, "group", branch
+),
+branch_misfits AS (
+    SELECT * FROM branches WHERE NOT regexp_full_match(letters, '{BRANCH_GRAMMAR_REGEX}')
+),
+misfit_steps AS (
+    SELECT h.run_id, h.message_key, h."group", h.branch, h.hop_kind, h.hop_index, h.store_ts, h.phys_offset,
+           sum(CASE WHEN h.letter = 'R' THEN 1 ELSE 0 END) OVER w
+               - sum(CASE WHEN h.letter = 'S' THEN 1 ELSE 0 END) OVER w AS retries_ahead
+    FROM hops h
+    SEMI JOIN branch_misfits m
+      ON m.run_id = h.run_id AND m.message_key IS NOT DISTINCT FROM h.message_key
+     AND m."group" = h."group" AND m.branch = h.branch
+    WINDOW w AS (PARTITION BY h.run_id, h.message_key, h."group", h.branch
+                 ORDER BY {_HOP_ORDER} ROWS UNBOUNDED PRECEDING)
+),
+misfit_kinds AS (
     SELECT run_id, message_key, "group", branch,
-           string_agg(letter, '' ORDER BY hop_index, store_ts, phys_offset) AS letters,
-           string_agg(hop_kind, ' > ' ORDER BY hop_index, store_ts, phys_offset) AS kinds,
+           string_agg(hop_kind, ' > ' ORDER BY {_HOP_ORDER}) AS kinds,
            max(retries_ahead) AS retries_ahead
-    FROM branch_steps
+    FROM misfit_steps
     GROUP BY run_id, message_key, "group", branch
 ),
 judged AS (
-    SELECT b.*,
+    SELECT b.*, k.kinds, k.retries_ahead,
            b.run_id IN (SELECT run_id FROM crashed)
-           OR EXISTS (SELECT 1 FROM redelivered r WHERE r.run_id = b.run_id AND r."group" = b."group"
-                                                    AND r.uniq_key = b.message_key) AS interleaving_allowed
-    FROM branches b
-    WHERE NOT regexp_full_match(b.letters, '{BRANCH_GRAMMAR_REGEX}')
+           OR EXISTS (SELECT 1 FROM consume_attempts r
+                      WHERE r.run_id = b.run_id AND r."group" = b."group" AND r.uniq_key = b.message_key
+                      GROUP BY r.queue_topic, r.queue_id, r.queue_offset, r.consumer_id
+                      HAVING count(*) FILTER (WHERE r.outcome NOT IN ('LOCAL_RETRY')) > 1)
+               AS interleaving_allowed
+    FROM branch_misfits b
+    JOIN misfit_kinds k
+      ON k.run_id = b.run_id AND k.message_key IS NOT DISTINCT FROM b.message_key
+     AND k."group" = b."group" AND k.branch = b.branch
+),
+hop_tallies AS (
+    SELECT run_id, message_key, "group", count(hop_index) AS n,
+           min(hop_index) AS first_index, max(hop_index) AS last_index
+    FROM message_hops
+    GROUP BY run_id, message_key, "group"
+),
+chain_copies AS (
+    SELECT run_id, message_key, "group", count(*) AS copies
+    FROM message_lineage
+    WHERE final_state <> 'LOST'
+    GROUP BY run_id, message_key, "group"
 ),
 chains AS (
-    SELECT l.run_id, l.message_key, l."group", count(h.hop_index) AS n,
-           min(h.hop_index) AS first_index, max(h.hop_index) AS last_index
-    FROM message_lineage l
-    LEFT JOIN message_hops h
-      ON h.run_id = l.run_id AND h.message_key = l.message_key
-     AND (h."group" IS NULL OR h."group" = l."group")
-    WHERE l.final_state <> 'LOST'
-    GROUP BY l.run_id, l.message_key, l."group"
+    -- A chain is its message's shared hops plus its group's; a lineage row listed twice counts
+    -- its hops twice (as joining every copy to its hops would).
+    SELECT l.run_id, l.message_key, l."group",
+           l.copies * (coalesce(s.n, 0) + coalesce(g.n, 0)) AS n,
+           least(s.first_index, g.first_index) AS first_index,
+           greatest(s.last_index, g.last_index) AS last_index
+    FROM chain_copies l
+    LEFT JOIN hop_tallies s
+      ON s.run_id = l.run_id AND s.message_key = l.message_key AND s."group" IS NULL
+    LEFT JOIN hop_tallies g
+      ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
 )
 SELECT s.run_id, s.message_key, NULL AS "group",
        'shared hops ' || s.kinds || ' are not PUBLISH or SCHEDULE -> DELIVER' AS detail
-FROM shared s
-WHERE NOT regexp_full_match(s.letters, CASE WHEN s.run_id IN (SELECT run_id FROM crashed)
-                                            THEN '{SHARED_GRAMMAR_AFTER_CRASH_REGEX}'
-                                            ELSE '{SHARED_GRAMMAR_REGEX}' END)
+FROM shared_kinds s
 UNION ALL
 SELECT run_id, message_key, "group",
        'branch ' || CASE WHEN branch = '' THEN '(no ORIGIN_MESSAGE_ID)' ELSE branch END || ': '
