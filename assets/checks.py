@@ -306,11 +306,20 @@ records AS (
     FROM chain ch
     JOIN commitlog c ON c.run_id = ch.run_id AND c.phys_offset = ch.phys_offset
 ),
-topics AS (
-    SELECT run_id, message_key, "group", string_agg(DISTINCT retry_topic, ',') AS topics
+changed_topics AS (
+    -- More than one distinct value is min <> max: a plain hash aggregate, no DISTINCT sets.
+    SELECT run_id, message_key, "group"
     FROM records
     GROUP BY run_id, message_key, "group"
-    HAVING count(DISTINCT retry_topic) > 1
+    HAVING min(retry_topic) <> max(retry_topic)
+),
+topics AS (
+    SELECT r.run_id, r.message_key, r."group", string_agg(DISTINCT r.retry_topic, ',') AS topics
+    FROM records r
+    SEMI JOIN changed_topics t
+      ON t.run_id = r.run_id AND t.message_key IS NOT DISTINCT FROM r.message_key
+     AND t."group" IS NOT DISTINCT FROM r."group"
+    GROUP BY r.run_id, r.message_key, r."group"
 ),
 foreign_origins AS (
     SELECT r.run_id, r.message_key, r."group", string_agg(DISTINCT r.origin_msg_id, ',') AS origins
@@ -337,12 +346,19 @@ WITH hop_counts AS (
     FROM message_hops
     GROUP BY run_id, phys_offset
 ),
+hop_tallies AS (
+    SELECT run_id, message_key, "group", count(*) AS n
+    FROM message_hops
+    GROUP BY run_id, message_key, "group"
+),
 chain_sizes AS (
-    SELECT l.run_id, l.message_key, l."group", l.hops,
-           (SELECT count(*) FROM message_hops h
-             WHERE h.run_id = l.run_id AND h.message_key = l.message_key
-               AND (h."group" IS NULL OR h."group" = l."group")) AS counted
+    -- A chain's hops are its message's shared hops plus its group's.
+    SELECT l.run_id, l.message_key, l."group", l.hops, coalesce(s.n, 0) + coalesce(g.n, 0) AS counted
     FROM message_lineage l
+    LEFT JOIN hop_tallies s
+      ON s.run_id = l.run_id AND s.message_key = l.message_key AND s."group" IS NULL
+    LEFT JOIN hop_tallies g
+      ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
 )
 SELECT c.run_id, c.uniq_key AS message_key, NULL AS "group",
        'commit-log record at ' || CAST(c.phys_offset AS VARCHAR) || ' (' || c.topic || ') is in no hop row'

@@ -7,14 +7,16 @@
 --   LATE_DELIVERY      delivered more than late_delivery_ms_threshold after the due time
 --   STORE_DAMAGE       damage found while reading an imported store
 CREATE OR REPLACE TABLE anomalies AS
-WITH acked AS (
+WITH acked_by_consumer AS (
     SELECT run_id, "group", uniq_key,
            CASE WHEN upper(model) = 'BROADCASTING' THEN consumer_id END AS receiver,
-           count(*) AS n,
-           string_agg(DISTINCT consumer_id, ',' ORDER BY consumer_id) AS consumers,
-           max(start_ts) AS last_ok_ts
+           consumer_id, start_ts
     FROM consume_attempts
     WHERE status = 'CONSUME_SUCCESS' AND outcome IN ('ACKED', 'EXPIRED')
+),
+acked AS (
+    SELECT run_id, "group", uniq_key, receiver, count(*) AS n, max(start_ts) AS last_ok_ts
+    FROM acked_by_consumer
     GROUP BY ALL
 ),
 duplicates AS (
@@ -22,7 +24,13 @@ duplicates AS (
     -- back while it ran; the schedule delivered it twice (delay offsets not persisted before a
     -- restart); a crash or restart lost offsets committed in memory only (the offset window);
     -- otherwise a rebalance handed its queue over before the offset was committed.
+    -- The consumer list is an ordered aggregate: built for the duplicates only.
     SELECT a.*,
+           (SELECT string_agg(DISTINCT c.consumer_id, ',' ORDER BY c.consumer_id)
+            FROM acked_by_consumer c
+            WHERE c.run_id IS NOT DISTINCT FROM a.run_id AND c."group" IS NOT DISTINCT FROM a."group"
+              AND c.uniq_key IS NOT DISTINCT FROM a.uniq_key
+              AND c.receiver IS NOT DISTINCT FROM a.receiver) AS consumers,
            CASE
                WHEN EXISTS (SELECT 1 FROM consume_attempts c
                             WHERE c.run_id = a.run_id AND c."group" = a."group"
@@ -64,10 +72,16 @@ lost AS (
     LEFT JOIN produced p ON p.run_id = l.run_id AND p.uniq_key = l.message_key AND p.status = 'SEND_OK'
     WHERE l.final_state = 'LOST'
 ),
+off_time AS (
+    SELECT * FROM schedule_deliveries
+    WHERE lateness_ms < 0 OR lateness_ms > getvariable('late_delivery_ms_threshold')
+),
 hop_of_delivery AS (
+    -- Only the hops of the deliveries listed: grouping every hop by msgId costs far more.
     SELECT run_id, msg_id, any_value(message_key) AS message_key, any_value("group") AS "group"
     FROM message_hops
     WHERE hop_kind IN ('DELIVER', 'RETRY')
+      AND msg_id IN (SELECT delivered_msg_id FROM off_time)
     GROUP BY run_id, msg_id
 )
 SELECT run_id, 'DUPLICATE_CONSUME' AS kind, uniq_key AS message_key, "group",
@@ -90,9 +104,8 @@ SELECT s.run_id,
        'level ' || CAST(s.delay_level AS VARCHAR) || ' to ' || coalesce(s.real_topic, '?')
        || ', lateness ' || CAST(s.lateness_ms AS VARCHAR) || ' ms (delivered msgId '
        || coalesce(s.delivered_msg_id, '?') || ')'
-FROM schedule_deliveries s
+FROM off_time s
 LEFT JOIN hop_of_delivery h ON h.run_id = s.run_id AND h.msg_id = s.delivered_msg_id
-WHERE s.lateness_ms < 0 OR s.lateness_ms > getvariable('late_delivery_ms_threshold')
 UNION ALL
 SELECT run_id, 'STORE_DAMAGE', NULL, NULL,
        kind || ' in ' || coalesce(file_name, '?') || ' at offset ' || coalesce(CAST("offset" AS VARCHAR), '?')
