@@ -151,14 +151,19 @@ misfit_kinds AS (
     FROM misfit_steps
     GROUP BY run_id, message_key, "group", branch
 ),
+redelivered AS (
+    -- Messages a group got from one record more than once, among the misfits' only.
+    SELECT DISTINCT r.run_id, r."group", r.uniq_key
+    FROM consume_attempts r
+    SEMI JOIN branch_misfits b ON b.run_id = r.run_id AND b."group" = r."group" AND b.message_key = r.uniq_key
+    GROUP BY r.run_id, r."group", r.uniq_key, r.queue_topic, r.queue_id, r.queue_offset, r.consumer_id
+    HAVING count(*) FILTER (WHERE r.outcome NOT IN ('LOCAL_RETRY')) > 1
+),
 judged AS (
     SELECT b.*, k.kinds, k.retries_ahead,
            b.run_id IN (SELECT run_id FROM crashed)
-           OR EXISTS (SELECT 1 FROM consume_attempts r
-                      WHERE r.run_id = b.run_id AND r."group" = b."group" AND r.uniq_key = b.message_key
-                      GROUP BY r.queue_topic, r.queue_id, r.queue_offset, r.consumer_id
-                      HAVING count(*) FILTER (WHERE r.outcome NOT IN ('LOCAL_RETRY')) > 1)
-               AS interleaving_allowed
+           OR EXISTS (SELECT 1 FROM redelivered r WHERE r.run_id = b.run_id AND r."group" = b."group"
+                                                    AND r.uniq_key = b.message_key) AS interleaving_allowed
     FROM branch_misfits b
     JOIN misfit_kinds k
       ON k.run_id = b.run_id AND k.message_key IS NOT DISTINCT FROM b.message_key
