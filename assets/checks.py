@@ -303,39 +303,60 @@ WHERE lateness_ms < 0 OR delivered_ts < due_ts
 # RETRY_TOPIC is set once, at the first send-back, and copied onwards: one value per chain.
 # ORIGIN_MESSAGE_ID is set once per branch and names the message itself: its UNIQ_KEY (a client's
 # fallback send) or the offset msgId of one of its real records (PUBLISH or DELIVER) that was sent back.
-ORIGIN_STABLE_SQL = f"""
-WITH chain AS ({_CHAIN_HOPS}),
-records AS (
-    SELECT ch.run_id, ch.message_key, ch."group", ch.hop_kind, c.msg_id, c.uniq_key, c.origin_msg_id,
+ORIGIN_STABLE_SQL = """
+WITH records AS (
+    -- Every hop with the commit-log fields read here. A chain's records are its message's shared
+    -- hops (no group) and its group's hops: each chain is judged from per-group summaries instead
+    -- of listing every chain's records (the join that costs the most). Lists are sorted, so a
+    -- failure reads the same in every run.
+    SELECT h.run_id, h.message_key, h."group", h.hop_kind, c.msg_id, c.uniq_key, c.origin_msg_id,
            c.retry_topic
-    FROM chain ch
-    JOIN commitlog c ON c.run_id = ch.run_id AND c.phys_offset = ch.phys_offset
+    FROM message_hops h
+    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
 ),
-changed_topics AS (
-    -- More than one distinct value is min <> max: a plain hash aggregate, no DISTINCT sets.
-    SELECT run_id, message_key, "group"
+chains AS (
+    SELECT DISTINCT run_id, message_key, "group" FROM message_lineage WHERE final_state <> 'LOST'
+),
+topic_ranges AS (
+    SELECT run_id, message_key, "group", min(retry_topic) AS lo, max(retry_topic) AS hi
     FROM records
     GROUP BY run_id, message_key, "group"
-    HAVING min(retry_topic) <> max(retry_topic)
+),
+changed_topics AS (
+    -- More than one distinct RETRY_TOPIC along the chain is min <> max over its records.
+    SELECT l.run_id, l.message_key, l."group"
+    FROM chains l
+    LEFT JOIN topic_ranges s ON s.run_id = l.run_id AND s.message_key = l.message_key AND s."group" IS NULL
+    LEFT JOIN topic_ranges g ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
+    WHERE least(s.lo, g.lo) <> greatest(s.hi, g.hi)
 ),
 topics AS (
-    SELECT r.run_id, r.message_key, r."group", string_agg(DISTINCT r.retry_topic, ',') AS topics
-    FROM records r
-    SEMI JOIN changed_topics t
-      ON t.run_id = r.run_id AND t.message_key IS NOT DISTINCT FROM r.message_key
-     AND t."group" IS NOT DISTINCT FROM r."group"
-    GROUP BY r.run_id, r.message_key, r."group"
+    SELECT t.run_id, t.message_key, t."group", string_agg(DISTINCT r.retry_topic, ',' ORDER BY r.retry_topic) AS topics
+    FROM changed_topics t
+    JOIN records r
+      ON r.run_id = t.run_id AND r.message_key = t.message_key AND (r."group" IS NULL OR r."group" = t."group")
+    GROUP BY t.run_id, t.message_key, t."group"
+),
+claims AS (
+    -- ORIGIN_MESSAGE_IDs other than the message's UNIQ_KEY, per message and hop group.
+    SELECT DISTINCT run_id, message_key, "group", origin_msg_id
+    FROM records
+    WHERE origin_msg_id IS NOT NULL AND origin_msg_id IS DISTINCT FROM uniq_key
+),
+real_ids AS (
+    SELECT DISTINCT run_id, message_key, "group", msg_id
+    FROM records
+    WHERE hop_kind IN ('PUBLISH', 'DELIVER')
 ),
 foreign_origins AS (
-    SELECT r.run_id, r.message_key, r."group", string_agg(DISTINCT r.origin_msg_id, ',') AS origins
-    FROM records r
-    WHERE r.origin_msg_id IS NOT NULL
-      AND r.origin_msg_id IS DISTINCT FROM r.uniq_key
-      AND NOT EXISTS (SELECT 1 FROM records o
-                      WHERE o.run_id = r.run_id AND o.message_key = r.message_key
-                        AND o."group" IS NOT DISTINCT FROM r."group"
-                        AND o.hop_kind IN ('PUBLISH', 'DELIVER') AND o.msg_id = r.origin_msg_id)
-    GROUP BY r.run_id, r.message_key, r."group"
+    SELECT l.run_id, l.message_key, l."group", string_agg(DISTINCT c.origin_msg_id, ',' ORDER BY c.origin_msg_id) AS origins
+    FROM chains l
+    JOIN claims c
+      ON c.run_id = l.run_id AND c.message_key = l.message_key AND (c."group" IS NULL OR c."group" = l."group")
+    WHERE NOT EXISTS (SELECT 1 FROM real_ids o
+                      WHERE o.run_id = l.run_id AND o.message_key = l.message_key
+                        AND (o."group" IS NULL OR o."group" = l."group") AND o.msg_id = c.origin_msg_id)
+    GROUP BY l.run_id, l.message_key, l."group"
 )
 SELECT run_id, message_key, "group", 'RETRY_TOPIC changes along the chain: ' || topics AS detail
 FROM topics
