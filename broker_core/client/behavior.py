@@ -86,7 +86,7 @@ class Listener:
             hang_ms = HANG_CONSUME_TIMEOUTS * self.consume_timeout_ms + b.consume_time_ms
             return Verdict(CONSUME_SUCCESS, hang_ms, True)
         duration = b.consume_time_ms
-        if any(is_poison(key, b.poison_fraction) for key in message_keys):
+        if b.poison_fraction > 0.0 and any(is_poison(key, b.poison_fraction) for key in message_keys):
             return Verdict(RECONSUME_LATER, duration)
         if u_exc < b.exception_probability:
             return Verdict(EXCEPTION, duration)

@@ -12,6 +12,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from broker_core import names
+from broker_core.constants import SYSFLAG_COMPRESSED
 from broker_core.message import (
     PROP_MAX_OFFSET,
     PROP_MIN_OFFSET,
@@ -25,7 +26,7 @@ MAX_SPAN_NONE = 0
 MessageQueue = tuple[str, int]  # (topic, queue_id): one broker in the model
 
 
-@dataclass
+@dataclass(slots=True)
 class PulledMessage:
     """A message as the push consumer holds it (MessageExt): stored fields plus client state.
 
@@ -70,23 +71,19 @@ class PulledMessage:
     def from_record(cls, record, min_offset: int | None = None,
                     max_offset: int | None = None) -> PulledMessage:
         """Wrap a decoded commit-log record as pulled (PullAPIWrapper.processPullResult)."""
-        props = dict(record.properties or {})
+        props = dict(record.properties)
         # processPullResult stamps the queue's bounds on every pulled message; a fallback
         # send-back copies them into the stored retry message, as a 4.9.4 client does.
         if min_offset is not None:
             props[PROP_MIN_OFFSET] = str(min_offset)
         if max_offset is not None:
             props[PROP_MAX_OFFSET] = str(max_offset)
-        msg_id = getattr(record, "msg_id", None) or ""
         return cls(queue_topic=record.topic, queue_id=record.queue_id,
                    queue_offset=record.queue_offset, phys_offset=record.phys_offset,
                    body=_consumer_body(record), properties=props,
-                   reconsume_times=int(record.reconsume_times), msg_id=msg_id,
-                   born_ts=int(getattr(record, "born_ts", 0) or 0),
-                   store_ts=int(getattr(record, "store_ts", 0) or 0),
-                   flag=int(getattr(record, "flag", 0) or 0),
-                   sys_flag=int(getattr(record, "sys_flag", 0) or 0),
-                   born_host=str(getattr(record, "born_host", "") or ""))
+                   reconsume_times=record.reconsume_times, msg_id=record.msg_id,
+                   born_ts=record.born_ts, store_ts=record.store_ts, flag=record.flag,
+                   sys_flag=record.sys_flag, born_host=record.born_host)
 
     def reset_retry_topic(self, group: str) -> None:
         """resetRetryAndNamespace: a %RETRY%group message shows the listener its original topic."""
@@ -207,5 +204,4 @@ class ProcessQueue:
 
 def _consumer_body(record) -> bytes:
     """The body the listener sees: MessageDecoder inflates a compressed body on pull."""
-    inflate = getattr(record, "decompressed_body", None)
-    return bytes(inflate() if inflate is not None else (record.body or b""))
+    return record.decompressed_body() if record.sys_flag & SYSFLAG_COMPRESSED else record.body

@@ -63,7 +63,7 @@ ORDERLY_RESUBMIT_DELAY_MS = 10  # submitConsumeRequestLater after a full continu
 OFFSET_ILLEGAL_FIX_DELAY_MS = 10_000  # executeTaskLater(..., 10000) on OFFSET_ILLEGAL
 
 
-@dataclass
+@dataclass(slots=True)
 class Delivery:
     """One listener call in flight: its messages, when it started and what it will return."""
 
@@ -371,10 +371,12 @@ class PushConsumer:
                  slot_start_ts: int, finish) -> None:
         """Call the listener: resetRetryTopic, CONSUME_START_TIME, then the verdict's duration."""
         now = self.sim.now()
+        start_time = str(now)
+        group = self.settings.group
         for msg in msgs:
-            msg.reset_retry_topic(self.settings.group)
+            msg.reset_retry_topic(group)
             msg.consume_start_ts = now
-            msg.properties[PROP_CONSUME_START_TIME] = str(now)
+            msg.properties[PROP_CONSUME_START_TIME] = start_time
             msg.expired = False
             msg.attempts += 1
         verdict = self.listener.consume([m.uniq_key for m in msgs])
@@ -418,7 +420,7 @@ class PushConsumer:
         if not d.pq.dropped:
             for msg in local:
                 msg.reconsume_times += 1
-            done = [m for m in d.msgs if not any(m is x for x in local)]
+            done = [m for m in d.msgs if not any(m is x for x in local)] if local else d.msgs
             offset = d.pq.remove_message(done)
             if offset >= 0:
                 self.offset_store.update_offset(d.mq, offset, increase_only=True)
