@@ -417,14 +417,11 @@ def decode_record(buf, pos: int, *, check_crc: bool = True, limit: int | None = 
     if detect_torn_tail and ("\x00" in topic or props_text.endswith("\x00")):
         raise CorruptRecordError("zero bytes inside the topic or at the end of the properties: "
                                  "a torn write", offset=pos)
-    return Record(
-        topic=topic, queue_id=queue_id, flag=flag, queue_offset=queue_offset,
-        phys_offset=phys_offset, sys_flag=sys_flag, born_ts=born_ts,
-        born_host=_host(born_addr, born_port), store_ts=store_ts,
-        store_host=_host(store_addr, store_port), reconsume_times=reconsume_times,
-        prepared_tx_offset=prepared, body=body, properties=string_to_properties(props_text),
-        body_crc=crc, total_size=total, magic=magic,
-        properties_trailing_separator=props_text.endswith(PROPERTY_SEPARATOR))
+    # Positional, in Record's field order: every read of the store builds one of these.
+    return Record(topic, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ts,
+                  _host(born_addr, born_port), store_ts, _host(store_addr, store_port),
+                  reconsume_times, prepared, body, string_to_properties(props_text), crc, total,
+                  magic, props_text.endswith(PROPERTY_SEPARATOR))
 
 
 PROP_CRC_RESERVED_BYTES = 20  # 5.x CRC32_RESERVED_LEN: "__CRC32#" \x01 ten digits \x02

@@ -67,13 +67,9 @@ UNIQ_KEY_SMALL_NEGATIVE_MS = 1_000_000  # a clock step back smaller than this is
 PORT_MAX = 65535
 
 
+@lru_cache(maxsize=4096)  # tags and property names repeat; the cache is the function itself
 def java_string_hash(s: str) -> int:
     """``String.hashCode()``: 31-polynomial over UTF-16 code units, as a signed int32."""
-    return _java_hash_cached(s)
-
-
-@lru_cache(maxsize=4096)
-def _java_hash_cached(s: str) -> int:
     h = 0
     if s.isascii():
         for ch in s.encode("ascii"):
@@ -142,9 +138,45 @@ def string_to_properties(s: str | None) -> dict[str, str]:
     """
     result: dict[str, str] = {}
     if s:
-        for key, value in _parse_pairs(s):
-            result[key] = value
+        # The same rule as _parse_pairs, written with split/partition because every decoded
+        # record goes through here: a segment without "\x01", with an empty key or with an empty
+        # value is dropped, and so is the empty segment after a trailing "\x02".
+        for segment in s.split(PROPERTY_SEPARATOR):
+            key, _, value = segment.partition(NAME_VALUE_SEPARATOR)
+            if key and value:
+                result[key] = value
     return result
+
+
+def java_ordered_properties_string(props: Mapping[str, str | None]) -> str:
+    """``messageProperties2String`` of a fresh ``HashMap`` filled with ``props`` in their order.
+
+    Equal to ``JavaHashMap.from_items(props.items()).to_properties_string()`` -- what a 4.9.4
+    broker writes when it re-serializes the map it decoded from a record -- without building the
+    table: the iteration order depends on nothing but the key sequence, and a broker sees the same
+    few sequences over and over, so it is worked out once per sequence and reused.
+    """
+    if not props:
+        return ""
+    if None in props.values():  # None values are skipped; rare enough for the general path
+        return properties_to_string(JavaHashMap.from_items(props.items()))
+    join_pair = NAME_VALUE_SEPARATOR.join
+    order = _java_reorder(tuple(props))
+    if order is None:
+        return PROPERTY_SEPARATOR.join(map(join_pair, props.items()))
+    items = list(props.items())
+    return PROPERTY_SEPARATOR.join([join_pair(items[i]) for i in order])
+
+
+@lru_cache(maxsize=4096)
+def _java_reorder(keys: tuple[str, ...]) -> tuple[int, ...] | None:
+    """Indices of ``keys`` in the iteration order of a 4.9.4 ``new HashMap()`` they were put into
+    in sequence; None when that order is the sequence itself (the usual case for a key sequence
+    read back from a string a HashMap wrote)."""
+    table = JavaHashMap.from_items((key, "") for key in keys)
+    position = {key: index for index, key in enumerate(keys)}
+    order = tuple(position[key] for key in table.keys())
+    return None if order == tuple(range(len(keys))) else order
 
 
 def _table_size_for(capacity: int) -> int:
@@ -380,8 +412,16 @@ def is_ipv6_host(host: str) -> bool:
 
 def create_message_id(store_host: str, phys_offset: int) -> str:
     """``MessageDecoder.createMessageId``: uppercase hex of store address, port and offset."""
+    assert -(1 << 63) <= phys_offset < (1 << 63), f"physical offset {phys_offset} is not a Java long"
+    # The offset as 8 big-endian two's-complement bytes, in hex.
+    return f"{_message_id_prefix(store_host)}{phys_offset & 0xFFFF_FFFF_FFFF_FFFF:016X}"
+
+
+@lru_cache(maxsize=1024)
+def _message_id_prefix(store_host: str) -> str:
+    """The store-host part of an offset message id (address and port), computed once per host."""
     addr, port = host_to_bytes(store_host)
-    return (addr + port.to_bytes(4, "big") + phys_offset.to_bytes(8, "big", signed=True)).hex().upper()
+    return (addr + port.to_bytes(4, "big")).hex().upper()
 
 
 def decode_message_id(msg_id: str) -> tuple[str, int]:

@@ -38,12 +38,15 @@ from broker_core.delay_levels import parse_delay_levels
 from broker_core.errors import BadInputError, StoreStateError
 from broker_core.names import validate_topic
 from broker_core.rng import Streams
-from broker_core.store.message_store import MessageInner, MessageStore, StoreConfig
+from broker_core.store.message_store import MessageInner, MessageStore, PutStatus, StoreConfig
 
 CONFIG_DIR_NAME = "config"
 # The status a failed put reports when the world's put-failure fault fires: the page-cache
 # flow-control status a busy 4.9.4 store returns (mapped to SYSTEM_ERROR for the client).
 INJECTED_PUT_FAILURE_STATUS = "OS_PAGECACHE_BUSY"
+# Put statuses after which the record is in the commit log (4.9.4's sendOK).
+_STORED_STATUSES = ("PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")
+_PUT_OK = PutStatus.PUT_OK  # the usual status, checked by identity before its name is looked up
 
 __all__ = ["Broker", "BrokerConfig", "PullResult", "SendRequest", "SendResponse"]
 
@@ -221,8 +224,8 @@ class Broker:
         if p > 0.0 and self.rng("broker.put_failure").random() < p:
             return _FailedPut(INJECTED_PUT_FAILURE_STATUS)
         result = self.store.put_message(MessageInner(**fields))
-        if codes.status_name(result.status) in ("PUT_OK", "FLUSH_DISK_TIMEOUT",
-                                                "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
+        status = result.status
+        if status is _PUT_OK or codes.status_name(status) in _STORED_STATUSES:
             self.puts += 1
             assert self.flusher is not None
             self.flusher.after_put()

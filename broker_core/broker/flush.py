@@ -51,10 +51,15 @@ class FlushService:
         """Make sure a flush is due at the right tick for what is now unflushed."""
         if not self.enabled:
             return
+        now = self.sim.now()
+        timer = self._timer
+        if timer is not None and timer.time_ms - now < FLUSH_INTERVAL_COMMITLOG_MS:
+            # The pending flush is at the first tick from now (timers sit on the grid, or at
+            # now after a clock jump): no amount of dirty data can bring it earlier.
+            return
         dirty = self.store.max_phys_offset - self.store.flushed_offset
         if dirty <= 0:
             return
-        now = self.sim.now()
         if dirty >= FLUSH_LEAST_PAGES * OS_PAGE_SIZE_BYTES:
             want = grid_at_or_after(self._origin_ms, FLUSH_INTERVAL_COMMITLOG_MS, now)
         else:

@@ -19,10 +19,11 @@ deliveries since the last write, so they are delivered again after restart (dupl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_core.broker import codes
 from broker_core.broker.offsets import grid_at_or_after
 from broker_core.clock import EventHandle, Simulator
 from broker_core.constants import (
@@ -41,14 +42,17 @@ from broker_core.message import (
     PROP_REAL_TOPIC,
     PROP_UNIQ_KEY,
     PROP_WAIT,
-    JavaHashMap,
-    properties_to_string,
+    java_ordered_properties_string,
 )
 from broker_core.names import TRANS_HALF_TOPIC
 from broker_core.store.commit_log import java_parse_int
 from broker_core.store.config_files import load_delay_offsets, save_delay_offsets
+from broker_core.store.message_store import PutStatus
 
 Emit = Callable[[str, dict], None]
+_PUT_OK = PutStatus.PUT_OK  # a module constant: attribute access on an Enum class is slow
+# Units read from a level's consume queue at once; bounds the batch, not the deliveries of a run.
+DELIVER_BATCH_UNITS_MAX = 1024
 
 
 def correct_deliver_timestamp(levels_ms: list[int], level: int, now_ms: int, deliver_ts: int) -> int:
@@ -64,10 +68,15 @@ def message_timeup(record) -> dict:
     keeps DELAY, REAL_TOPIC and REAL_QID (a 4.9.4 quirk the fixture store shows); the map
     without DELAY is what keeps the store from delaying it again. Returns MessageInner kwargs.
     """
-    props = JavaHashMap.from_items(record.properties.items())
-    stored = properties_to_string(props)
-    props.put(PROP_WAIT, "false")  # setWaitStoreMsgOK(false): the map only, after the string
-    props.remove(PROP_DELAY)
+    # Java re-serializes the map it decoded from the record: a fresh HashMap filled in the
+    # stored string's order. Its iteration order depends only on the key sequence, which
+    # java_ordered_properties_string looks up instead of re-hashing every key.
+    stored = java_ordered_properties_string(record.properties)
+    # The re-put's in-memory map: only TAGS (the tags code) and the absence of DELAY (no second
+    # delay) are read from it, never its order, so a plain dict stands for the HashMap here.
+    props = dict(record.properties)
+    props[PROP_WAIT] = "false"  # setWaitStoreMsgOK(false): the map only, after the string
+    props.pop(PROP_DELAY, None)
     real_topic = props.get(PROP_REAL_TOPIC)
     qid_text = props.get(PROP_REAL_QID)
     real_qid = None if qid_text is None else java_parse_int(qid_text)  # Integer.parseInt
@@ -271,6 +280,22 @@ class ScheduleService:
         if state.handle is None and self.started:
             self._arm(state)  # idle unless a unit arrived meanwhile (_arm checks)
 
+    def _due_units(self, level: int, offset: int, high: int) -> Iterator[tuple[int, int, int]]:
+        """The level's units from ``offset`` up to ``high``, read a batch at a time.
+
+        ScheduleMessageService takes the level's consume queue as one buffer from the offset
+        (``getIndexBuffer``) and walks its units; reading one unit per delivery would cost a read
+        per message here.
+        """
+        qid = delay_level_to_queue_id(level)
+        while offset < high:
+            batch = self.store.get_units(SCHEDULE_TOPIC, qid, offset,
+                                         min(high - offset, DELIVER_BATCH_UNITS_MAX))
+            if not batch:
+                return
+            yield from batch
+            offset += len(batch)
+
     def _deliver_due(self, state: _Level) -> None:
         if not self._has_cq(state.level):
             return
@@ -278,17 +303,15 @@ class ScheduleService:
         offset = state.offset
         low, high = self._bounds(state.level)
         offset = max(offset, low)
-        while offset < high:
-            unit = self._unit(state.level, offset)
-            if unit is None:
-                break
-            phys, _size, tags_code = unit
-            deliver = correct_deliver_timestamp(self.levels_ms, state.level, now, tags_code)
+        levels_ms = self.levels_ms
+        look = self.store.look_message_by_offset
+        for phys, size, tags_code in self._due_units(state.level, offset, high):
+            deliver = correct_deliver_timestamp(levels_ms, state.level, now, tags_code)
             if deliver > now:
                 state.offset = offset
                 state.handle = self.sim.at(self._grid(deliver), self._run, state)
                 return
-            record = self.store.look_message_by_offset(phys)
+            record = look(phys, size)
             if record is None:
                 offset += 1  # the message is gone (e.g. cleaned): skipped, offset not stored
                 state.attempts = 0
@@ -306,8 +329,8 @@ class ScheduleService:
                 continue
             state.attempts += 1
             result = self._put(inner)
-            status = getattr(getattr(result, "status", None), "name", getattr(result, "status", None))
-            if status != "PUT_OK":
+            status = getattr(result, "status", None)
+            if status is not _PUT_OK and (status is None or codes.status_name(status) != "PUT_OK"):
                 state.offset = offset
                 self._rearm_after(state, SCHEDULE_DELAY_FOR_A_WHILE_MS)
                 return

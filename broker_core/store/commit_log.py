@@ -22,6 +22,7 @@ from broker_core.constants import (
     MESSAGE_MAGIC_CODE_V2,
     SCHEDULE_TOPIC,
     SYSFLAG_BORNHOST_V6,
+    SYSFLAG_STOREHOST_V6,
 )
 from broker_core.delay_levels import clamp_level, deliver_timestamp
 from broker_core.errors import CorruptRecordError
@@ -91,6 +92,7 @@ class FieldCache:
     def __init__(self):
         self._topics: dict[str, bytes] = {}
         self._hosts: dict[str, tuple[bytes, int, int]] = {}
+        self._host_pairs: dict[tuple[str, str], tuple] = {}
 
     def topic_field(self, topic: str) -> bytes:
         """The v1 topic field: a 1-byte length, then the UTF-8 bytes (the topic is validated)."""
@@ -102,6 +104,23 @@ class FieldCache:
             if len(self._topics) < TOPIC_FIELD_CACHE_ENTRIES_MAX:
                 self._topics[topic] = field_bytes
         return field_bytes
+
+    def hosts(self, born_host: str, store_host: str) -> tuple[bytes, int, bytes, int, int, struct.Struct]:
+        """(born address, born port, store address, store port, sysFlag V6 bits, header struct).
+
+        A broker sees few (born, store) host pairs, so the whole tuple is kept per pair.
+        """
+        key = (born_host, store_host)
+        parts = self._host_pairs.get(key)
+        if parts is None:
+            born_addr, born_port, born_v6 = self.host(born_host)
+            store_addr, store_port, store_v6 = self.host(store_host)
+            parts = (born_addr, born_port, store_addr, store_port,
+                     born_v6 * SYSFLAG_BORNHOST_V6 | store_v6 * SYSFLAG_STOREHOST_V6,
+                     RECORD_HEADERS[born_v6 | store_v6 << 1])
+            if len(self._host_pairs) < HOST_CACHE_ENTRIES_MAX:
+                self._host_pairs[key] = parts
+        return parts
 
     def host(self, host: str) -> tuple[bytes, int, int]:
         """(address bytes, port, 1 if IPv6 else 0)."""
@@ -230,15 +249,21 @@ class CommitLog:
         head = self.files.read(phys, 4)
         return _INT32.unpack(head)[0] if len(head) == 4 else None
 
-    def read_record(self, phys: int, size: int | None = None, *, check_crc: bool = False):
+    def read_record(self, phys: int, size: int | None = None, *, check_crc: bool = False,
+                    size_hint: int | None = None):
         """The record at ``phys`` (a codec.Record), or None where none can be read.
 
         Like lookMessageByOffset, the size is read from the first 4 bytes when not given, and
         an offset at or beyond the end of written data gives None. Damage raises
-        CorruptRecordError.
+        CorruptRecordError. ``size_hint`` (without ``size``) is a guess of the size: when the
+        record's TOTALSIZE matches it, one read is saved; otherwise it is ignored.
         """
         if phys < self.min_offset or phys >= self.max_offset:
             return None
+        if size is None and size_hint is not None and size_hint >= 4:
+            data = self.files.read(phys, size_hint)
+            if len(data) == size_hint and _INT32.unpack_from(data)[0] == size_hint:
+                return self._decode(data, check_crc)
         if size is None:
             size = self.record_size_at(phys)
             if size is None or size <= 0:
@@ -248,6 +273,10 @@ class CommitLog:
             raise CorruptRecordError(
                 f"record of {size} bytes runs past the end of written data", where="commitlog",
                 offset=phys)
+        return self._decode(data, check_crc)
+
+    @staticmethod
+    def _decode(data: bytes, check_crc: bool):
         found = codec.decode_record(data, 0, check_crc=check_crc, limit=len(data))
         if found is None or isinstance(found, codec.Blank):
             return None

@@ -19,6 +19,7 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import islice
 from pathlib import Path
 from zlib import crc32
 
@@ -27,6 +28,7 @@ from broker_core.constants import (
     BODY_SIZE_BYTES_MAX,
     COMMITLOG_FILE_SIZE_BYTES_DEFAULT,
     CQ_UNITS_PER_FILE_DEFAULT,
+    END_FILE_MIN_BLANK_LENGTH_BYTES,
     MESSAGE_DELAY_LEVEL_DEFAULT,
     MESSAGE_MAGIC_CODE_V1,
     PROPERTIES_LENGTH_BYTES_MAX,
@@ -59,7 +61,6 @@ from broker_core.store.checkpoint import (
     write_lock_file,
 )
 from broker_core.store.commit_log import (
-    RECORD_HEADERS,
     CommitLog,
     FieldCache,
     Problem,
@@ -70,6 +71,7 @@ from broker_core.store.consume_queue import ConsumeQueue, list_consume_queues
 
 FLUSH_SYNC = "sync"
 RECORD_CACHE_ENTRIES_MAX = 65_536  # decoded records kept for pulls; bounded memory (~tens of MiB)
+RECORD_CACHE_EVICT_ENTRIES = RECORD_CACHE_ENTRIES_MAX // 16  # dropped at once when the cache is full
 FLUSH_ASYNC = "async"
 _NO_DISPATCH = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
 _V6_BITS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
@@ -138,6 +140,9 @@ class PutStatus(StrEnum):
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
 
 
+_PUT_OK = PutStatus.PUT_OK  # a module constant: attribute access on an Enum class is slow (3.11)
+
+
 @dataclass(slots=True)
 class PutResult:
     """The outcome of a put; the topic and queue are the stored ones (after a delay rewrite)."""
@@ -159,7 +164,7 @@ class PutResult:
     @property
     def msg_id(self) -> str:
         """The offset message id (store host + physical offset); "" when nothing was stored."""
-        if self.status is not PutStatus.PUT_OK:
+        if self.status is not _PUT_OK:
             return ""
         return create_message_id(self.store_host, self.phys_offset)
 
@@ -190,6 +195,8 @@ class MessageStore:
         self._valid_topics: set[str] = set()
         self._fields = FieldCache()
         self._max_body = config.max_message_size
+        # The largest record a commit-log file can take (CommitLog.fits_in_a_file).
+        self._record_bytes_max = config.commitlog_file_size_bytes - END_FILE_MIN_BLANK_LENGTH_BYTES
         # Decoded records by physical offset, like the page cache a broker reads pulls from:
         # several groups and the schedule read the same fresh records, and decoding dominates a
         # pull. Records handed out are shared and must not be mutated by callers.
@@ -367,14 +374,12 @@ class MessageStore:
         fields = self._fields
         topic_field = fields.topic_field(topic)
         store_host = msg.store_host or self.config.store_host
-        born_addr, born_port, born_v6 = fields.host(msg.born_host)
-        store_addr, store_port, store_v6 = fields.host(store_host)
+        born_addr, born_port, store_addr, store_port, v6_bits, header = fields.hosts(
+            msg.born_host, store_host)
         # The broker sets the V6 bits from the address types before encoding (§1.9).
-        sys_flag = (sys_flag & ~_V6_BITS) | (born_v6 * SYSFLAG_BORNHOST_V6) | (
-            store_v6 * SYSFLAG_STOREHOST_V6)
-        header = RECORD_HEADERS[born_v6 | store_v6 << 1]
+        sys_flag = (sys_flag & ~_V6_BITS) | v6_bits
         size = header.size + len(body) + len(topic_field) + 2 + len(props_bytes)
-        if not self.commit_log.fits_in_a_file(size):
+        if size > self._record_bytes_max:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
                              detail=f"record of {size} bytes cannot fit a commit-log file")
         store_ts = self.clock()
@@ -407,24 +412,36 @@ class MessageStore:
             self._last_dispatch_ts = store_ts
         if self._sync:
             self.flush()
-        return PutResult(PutStatus.PUT_OK, topic, queue_id, phys, queue_offset, store_ts, size,
-                         store_host=store_host)
+        return PutResult(_PUT_OK, topic, queue_id, phys, queue_offset, store_ts, size, "", store_host)
 
     # --- reads --------------------------------------------------------------------------------
 
-    def look_message_by_offset(self, phys_offset: int) -> codec.Record | None:
-        """The record at a physical offset, or None at or past the end of written data."""
-        return self._read_cached(phys_offset, None)
+    def look_message_by_offset(self, phys_offset: int, size_hint: int | None = None) -> codec.Record | None:
+        """The record at a physical offset, or None at or past the end of written data.
+
+        ``size_hint`` is the size a consume-queue unit gives for the record
+        (``lookMessageByOffset(offset, size)``): it saves reading the size field first, while the
+        record's own TOTALSIZE still decides what is decoded.
+        """
+        record = self._record_cache.get(phys_offset)
+        if record is not None:
+            return record
+        return self._cache(phys_offset, self.commit_log.read_record(phys_offset, size_hint=size_hint))
 
     def _read_cached(self, phys: int, size: int | None) -> codec.Record | None:
         record = self._record_cache.get(phys)
         if record is not None:
             return record
-        record = self.commit_log.read_record(phys, size)
+        return self._cache(phys, self.commit_log.read_record(phys, size))
+
+    def _cache(self, phys: int, record: codec.Record | None) -> codec.Record | None:
         if record is not None:
             cache = self._record_cache
             if len(cache) >= RECORD_CACHE_ENTRIES_MAX:
-                del cache[next(iter(cache))]  # oldest first: dicts keep insertion order
+                # Oldest first (dicts keep insertion order), a slice at a time: removing keys one
+                # by one from the front makes every next(iter(cache)) walk the holes left there.
+                for old in list(islice(cache, RECORD_CACHE_EVICT_ENTRIES)):
+                    del cache[old]
             cache[phys] = record
         return record
 

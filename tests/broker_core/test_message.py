@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from broker_core.message import (
     delay_rewrite_map,
     delay_rewrite_properties,
     host_to_bytes,
+    java_ordered_properties_string,
     java_string_hash,
     properties_to_string,
     schedule_deliver_properties,
@@ -241,6 +243,24 @@ def test_schedule_record_order_of_the_store():
     stored, in_memory = broker_receive_properties(client, "DefaultCluster")
     assert "WAIT" not in string_to_properties(stored)
     assert list(string_to_properties(delay_rewrite_map(in_memory, "T", 0))) == list(first["properties"])
+
+
+def test_java_ordered_string_equals_a_fresh_hashmap_for_any_key_sequence():
+    """java_ordered_properties_string gives the bytes of a new JavaHashMap filled in the same order."""
+    rng = random.Random(6)
+    names = ["KEYS", "TAGS", "WAIT", "DELAY", "UNIQ_KEY", "CLUSTER", "REAL_TOPIC", "REAL_QID",
+             "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "MAX_RECONSUME_TIMES", "Aa", "BB", "x" * 40]
+    for _ in range(3000):
+        props = {key: rng.choice(["1", "v", "true", "a\x01b"])
+                 for key in rng.sample(names, rng.randint(0, len(names)))}
+        props.update((f"k{rng.randrange(10_000)}", "v") for _ in range(rng.randint(0, 14)))
+        if props and rng.random() < 0.05:
+            props[next(iter(props))] = None
+        assert java_ordered_properties_string(props) == JavaHashMap.from_items(
+            props.items()).to_properties_string(), props
+    for rec in RECORDS_494.values():
+        decoded = string_to_properties(rec["properties_string"])
+        assert java_ordered_properties_string(decoded) == rec["properties_string"]
 
 
 # --- hosts and message ids -------------------------------------------------------------------------

@@ -104,3 +104,16 @@ def test_check_reports_a_damaged_record_without_raising(tmp_path):
     assert [p.kind for p in problems] == [CORRUPT_RECORD, DATA_ENDS_EARLY]
     assert problems[0].offset == phys and problems[0].file == "commitlog/00000000000000000000"
     assert "CRC" in problems[0].detail
+
+
+def test_a_wrong_size_hint_is_ignored(tmp_path):
+    """read_record decodes by the record's own TOTALSIZE whatever size hint it is given."""
+    log = CommitLog(tmp_path, 4096, LEVELS)
+    first = record(b"first")
+    log.append(first, "k", True, 1)
+    log.append(record(b"second, longer"), "k", True, 2)
+    size = len(first)
+    for hint in (None, 0, 3, size - 1, size, size + 1, 10_000):
+        found = log.read_record(0, size_hint=hint)
+        assert (found.body, found.total_size) == (b"first", size), hint
+    assert log.read_record(log.max_offset, size_hint=size) is None
