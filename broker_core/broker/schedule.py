@@ -311,7 +311,7 @@ class ScheduleService:
                 state.offset = offset
                 state.handle = self.sim.at(self._grid(deliver), self._run, state)
                 return
-            record = look(phys, size)
+            record = look(phys, size, cache=False)  # read once: not kept for pulls
             if record is None:
                 offset += 1  # the message is gone (e.g. cleaned): skipped, offset not stored
                 state.attempts = 0

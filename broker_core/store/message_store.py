@@ -416,17 +416,21 @@ class MessageStore:
 
     # --- reads --------------------------------------------------------------------------------
 
-    def look_message_by_offset(self, phys_offset: int, size_hint: int | None = None) -> codec.Record | None:
+    def look_message_by_offset(self, phys_offset: int, size_hint: int | None = None, *,
+                               cache: bool = True) -> codec.Record | None:
         """The record at a physical offset, or None at or past the end of written data.
 
         ``size_hint`` is the size a consume-queue unit gives for the record
         (``lookMessageByOffset(offset, size)``): it saves reading the size field first, while the
-        record's own TOTALSIZE still decides what is decoded.
+        record's own TOTALSIZE still decides what is decoded. ``cache=False`` is for a record read
+        once (the schedule's copy of a delayed message): it is not kept, so it neither evicts
+        records that pulls will read again nor grows the heap the garbage collector walks.
         """
         record = self._record_cache.get(phys_offset)
         if record is not None:
             return record
-        return self._cache(phys_offset, self.commit_log.read_record(phys_offset, size_hint=size_hint))
+        record = self.commit_log.read_record(phys_offset, size_hint=size_hint)
+        return self._cache(phys_offset, record) if cache else record
 
     def _read_cached(self, phys: int, size: int | None) -> codec.Record | None:
         record = self._record_cache.get(phys)
