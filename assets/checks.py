@@ -97,7 +97,9 @@ WITH crashed AS (
     SELECT DISTINCT run_id FROM faults WHERE kind IN {CRASH_FAULT_KINDS!r}
 ),
 hops AS (
-    SELECT h.*, coalesce(c.origin_msg_id, '') AS branch, {_HOP_LETTERS} AS letter
+    -- Only the columns read below: this relation is materialized once and read four times.
+    SELECT h.run_id, h.message_key, h."group", h.hop_kind, h.hop_index, h.store_ts, h.phys_offset,
+           coalesce(c.origin_msg_id, '') AS branch, {_HOP_LETTERS} AS letter
     FROM message_hops h
     LEFT JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
 ),
