@@ -156,13 +156,15 @@ def main(argv: list[str] | None = None) -> Path:
 
         check_totals = [_sum_timers([checks[name][i] for name in checks]) for i in range(len(builds))]
         totals = [_sum_timers([b, c]) for b, c in zip(builds, check_totals, strict=True)]
-        table = [line("build_warehouse", builds)]
-        table += [line(f"check {name}", timers) for name, timers in checks.items()]
-        table += [line("all checks", check_totals), line("**build + checks**", totals)]
+        table = []
+        if builds:
+            table += [line("build_warehouse", builds)]
+            table += [line(f"check {name}", timers) for name, timers in checks.items()]
+            table += [line("all checks", check_totals), line("**build + checks**", totals)]
         table += [[f"floor: {label}", f"{t.wall:.2f}", "", "", f"{t.cpu:.2f}", f"{rows_in / t.wall:,.0f}"]
                   for label, t in floor.items()]
-        total = Stats([t.wall for t in totals])
-        total_cpu = Stats([t.cpu for t in totals])
+        total = Stats([t.wall for t in totals] or [float("nan")])
+        total_cpu = Stats([t.cpu for t in totals] or [float("nan")])
         met = total.median <= TARGET_SECONDS
         failing = [f"{o.check.name} ({o.violations:,})" for o in outcomes if o.violations]
         notes = (
@@ -185,9 +187,10 @@ def main(argv: list[str] | None = None) -> Path:
                             ["step", "median s", "p90 s", "max s", "median CPU s",
                              "commit-log records/s at median"], table, notes)
 
+    path = None
     if not args.no_floors:  # first: a long run stopped early still shows what bounds it
         floor.update(floors(run_dirs, db_dir))
-    path = None
+        path = report()
     for _ in range(runs):
         build, timers, rows, outcomes = build_and_check(run_dirs, db_dir / "bench.duckdb")
         builds.append(build)
