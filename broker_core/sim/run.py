@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from broker_core import names
-from broker_core.export.parquet import TableWriter, atomic_dir, read_table, write_rows
+from broker_core.export.counts import run_counts
+from broker_core.export.parquet import TableWriter, atomic_dir, write_rows
 from broker_core.sim.checkers import MANIFEST_NAME
 from broker_core.sim.recorder import Recorder
 from broker_core.sim.scenario import Scenario, load_scenario
@@ -162,41 +162,12 @@ def _manifest(scenario: Scenario, world: World, scenario_path, out_dir) -> dict:
 
 
 def _count(run_dir: Path, scenario: Scenario) -> dict[str, int]:
-    """produced / consumed / retried / DLQ / in-flight, from the tables just written."""
-    produced = read_table(run_dir, "produced").select(["uniq_key", "topic", "status"]).to_pydict()
-    ok_keys_by_topic: dict[str, set[str]] = {}
-    send_failed = 0
-    for key, topic, status in zip(produced["uniq_key"], produced["topic"], produced["status"], strict=True):
-        if status == "SEND_OK":
-            ok_keys_by_topic.setdefault(topic, set()).add(key)
-        else:
-            send_failed += 1
-    attempts = read_table(run_dir, "consume_attempts").select(
-        ["group", "uniq_key", "status", "outcome"]).to_pydict()
-    consumed_pairs = {(g, k) for g, k, s, o in zip(attempts["group"], attempts["uniq_key"],
-                                                    attempts["status"], attempts["outcome"], strict=True)
-                      if s == "CONSUME_SUCCESS" and o in CONSUMED_OUTCOMES}
-    cl = read_table(run_dir, "commitlog").select(["topic", "uniq_key"]).to_pydict()
-    retried = dlq = 0
-    dlq_pairs = set()
-    for topic, key in zip(cl["topic"], cl["uniq_key"], strict=True):
-        if names.is_retry_topic(topic):
-            retried += 1
-        elif names.is_dlq_topic(topic):
-            dlq += 1
-            dlq_pairs.add((names.group_of(topic), key))
-    consumed = in_flight = 0
+    """produced / consumed / retried / DLQ / in-flight, from the tables just written (streamed)."""
+    subscriptions: dict[str, list[str]] = {}
     for g in scenario.groups:
-        if g.model != "clustering":
-            continue
-        for topic in g.subscribe:
-            for key in ok_keys_by_topic.get(topic, ()):
-                if (g.name, key) in consumed_pairs:
-                    consumed += 1
-                elif (g.name, key) not in dlq_pairs:
-                    in_flight += 1
-    return {"produced": sum(len(v) for v in ok_keys_by_topic.values()), "send_failed": send_failed,
-            "consumed": consumed, "retried": retried, "dlq": dlq, "in_flight": in_flight}
+        if g.model == "clustering":
+            subscriptions.setdefault(g.name, []).extend(g.subscribe)
+    return run_counts(run_dir, subscriptions, CONSUMED_OUTCOMES)
 
 
 def _version() -> str:
