@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -51,6 +52,13 @@ SEND_OK = "SEND_OK"
 # consume_attempts rows, an old run may lack `produced`) gets an empty table of the contract type.
 INPUT_TABLES = ("commitlog", "consume_attempts", "consumer_offsets", "produced")
 LINEAGE_DIR = "lineage"
+# Row order of the written tables.
+HOPS_ORDER = ("run_id", "message_key", "hop_index", "group")
+LINEAGE_ORDER = ("run_id", "message_key", "group")
+# The commit-log columns the lineage reads; the others (body facts, tags, hosts) are never decoded.
+RECORD_COLUMNS = ("run_id", "phys_offset", "topic", "queue_id", "queue_offset", "msg_id", "uniq_key",
+                  "origin_msg_id", "real_topic", "retry_topic", "delay_level", "reconsume_times",
+                  "store_ts", "born_ts", "born_host", "body_crc", "properties")
 
 
 # --- schemas -----------------------------------------------------------------------------------
@@ -154,6 +162,32 @@ def classify_hops(commitlog_df: DataFrame) -> DataFrame:
             .withColumn("group", group))
 
 
+def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
+    """Classified records numbered along their chains, range-partitioned by (run_id, message_key).
+
+    This is the lineage's one shuffle of the records: every window here and in the lineage
+    partitions by (run_id, message_key[, group]), which the range partitioning satisfies, and a
+    write sorted by (run_id, message_key, ...) needs only a sort within each partition. Besides
+    the message_hops columns the rows keep the record facts the lineage reads (queue_offset,
+    retry_topic, real_topic, and the record's own ORIGIN_MESSAGE_ID as rec_origin_msg_id).
+    """
+    hops = (classify_hops(commitlog_df.select(*RECORD_COLUMNS))
+            .withColumnRenamed("origin_msg_id", "rec_origin_msg_id")
+            .repartitionByRange("run_id", "message_key"))
+    per_message = Window.partitionBy("run_id", "message_key")
+    chain = Window.partitionBy("run_id", "message_key", "group").orderBy("store_ts", "phys_offset")
+    shared = F.count(F.when(F.col("group").isNull(), F.lit(1))).over(per_message)
+    position = F.row_number().over(chain) - 1
+    return (hops
+            .withColumn("_shared", shared)
+            .withColumn("_position", position)
+            .withColumn("hop_index", F.when(F.col("group").isNull(), F.col("_position"))
+                        .otherwise(F.col("_shared") + F.col("_position")))
+            .withColumn("next_store_ts", F.lead("store_ts").over(chain))
+            .withColumn("dwell_ms", F.unix_millis("next_store_ts") - F.unix_millis("store_ts"))
+            .drop("_shared", "_position"))
+
+
 def build_message_hops(commitlog_df: DataFrame) -> DataFrame:
     """message_hops: one row per commit-log record of a journey, numbered along its chain.
 
@@ -161,19 +195,7 @@ def build_message_hops(commitlog_df: DataFrame) -> DataFrame:
     hops are ordered the same way and numbered after the shared ones. ``next_store_ts`` is the
     next hop's store time in the same chain (for a shared hop, the next shared hop).
     """
-    hops = classify_hops(commitlog_df)
-    per_message = Window.partitionBy("run_id", "message_key")
-    chain = Window.partitionBy("run_id", "message_key", "group").orderBy("store_ts", "phys_offset")
-    shared = F.count(F.when(F.col("group").isNull(), F.lit(1))).over(per_message)
-    position = F.row_number().over(chain) - 1
-    hops = (hops
-            .withColumn("_shared", shared)
-            .withColumn("_position", position)
-            .withColumn("hop_index", F.when(F.col("group").isNull(), F.col("_position"))
-                        .otherwise(F.col("_shared") + F.col("_position")))
-            .withColumn("next_store_ts", F.lead("store_ts").over(chain))
-            .withColumn("dwell_ms", F.unix_millis("next_store_ts") - F.unix_millis("store_ts")))
-    return conform(hops, MESSAGE_HOPS)
+    return conform(_chained_hops(commitlog_df), MESSAGE_HOPS)
 
 
 # --- lineage -----------------------------------------------------------------------------------
@@ -265,7 +287,8 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
             .withColumn("_c_topic", F.col("_consumable.topic"))
             .withColumn("_c_queue", F.col("_consumable.queue_id"))
             .join(acked, ["run_id", "group", "_c_phys"], "left")
-            .join(committed, ["run_id", "group", "_c_topic", "_c_queue"], "left"))
+            # One row per (group, topic, queue): small enough to broadcast at any run size.
+            .join(F.broadcast(committed), ["run_id", "group", "_c_topic", "_c_queue"], "left"))
     consumed = (F.coalesce(F.col("_acked"), F.lit(False))
                 | F.coalesce(F.col("_committed") > F.col("_consumable.queue_offset"), F.lit(False)))
     last_kind = F.col("_last.hop_kind")
@@ -284,15 +307,25 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
                           produced_df: DataFrame) -> DataFrame:
     """message_lineage: one row per (message, subscribing group) with its path and final state.
 
-    The hops are partitioned once by (run_id, message_key); the per-message facts (window
-    aggregates), the fan-out of shared hops to groups (a broadcast join) and the per-chain
-    aggregation all reuse that partitioning.
+    ``hops_df`` is a message_hops table; the record facts it lacks (queue offset, RETRY_TOPIC,
+    REAL_TOPIC, ORIGIN_MESSAGE_ID) are joined back from the commit log by (run_id, phys_offset).
+    ``run_lineage`` skips that join: its hops still carry those facts.
     """
     record_facts = commitlog_df.select(
         "run_id", "phys_offset", "queue_offset", "retry_topic", "real_topic",
         F.col("origin_msg_id").alias("rec_origin_msg_id"))
     hops = (hops_df.join(record_facts, ["run_id", "phys_offset"], "left")
             .repartition("run_id", "message_key"))
+    return _lineage_of(hops, commitlog_df, consume_attempts_df, consumer_offsets_df, produced_df)
+
+
+def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: DataFrame,
+                consumer_offsets_df: DataFrame, produced_df: DataFrame) -> DataFrame:
+    """message_lineage from hops partitioned by (run_id, message_key) that carry the record facts.
+
+    The per-message facts (window aggregates), the fan-out of shared hops to groups (a broadcast
+    join) and the per-chain aggregation all reuse the hops' partitioning: no shuffle of the hops.
+    """
     hops = _with_message_facts(hops)
     subs = _subscriptions(consume_attempts_df, consumer_offsets_df, commitlog_df)
     chain = _chains(hops, subs).withColumn("_label", _hop_label())
@@ -402,31 +435,45 @@ def read_run_tables(spark: SparkSession, run_dir: str | Path) -> dict[str, DataF
     return tables
 
 
-def _write(df: DataFrame, location: str, sort_keys: list[str]) -> int:
-    # A global sort makes the part files' content independent of where Spark ran.
-    df.orderBy(*sort_keys).write.mode("error").parquet(location)
+def _write(df: DataFrame, location: str) -> int:
+    """Write ``df``, already in its final row order, as Parquet; return its row count."""
+    df.write.mode("error").parquet(location)
     if not is_uri(location):
         # Hadoop's local checksum files are noise beside Parquet's own checksums.
         for marker in Path(location).glob(".*.crc"):
             marker.unlink()
+    # Row counts from the Parquet footers: no data is read again.
     return df.sparkSession.read.parquet(location).count()
 
 
 def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
                 say: Progress) -> dict[str, int]:
-    """Write both lineage tables under the directory ``out``; return their row counts."""
+    """Write both lineage tables under the directory ``out``; return their row counts.
+
+    Rows are globally sorted, so the part files' content does not depend on where Spark ran.
+    """
     counts: dict[str, int] = {}
-    hops = build_message_hops(tables["commitlog"])
-    counts["message_hops"] = _write(hops, f"{out}/message_hops",
-                                    ["run_id", "message_key", "hop_index", "group"])
-    say(f"lineage: message_hops {counts['message_hops']} rows")
-    # The lineage reads the hops back from their Parquet files rather than recomputing them.
-    written_hops = spark.read.parquet(f"{out}/message_hops")
-    lineage = build_message_lineage(written_hops, tables["commitlog"], tables["consume_attempts"],
-                                    tables["consumer_offsets"], tables["produced"])
-    counts["message_lineage"] = _write(lineage, f"{out}/message_lineage",
-                                       ["run_id", "message_key", "group"])
-    say(f"lineage: message_lineage {counts['message_lineage']} rows")
+    # Both tables are built from the same chained hops: kept after the first write (spilling to
+    # local disk when memory is short) so the second does not read and shuffle the records again.
+    chained = _chained_hops(tables["commitlog"]).persist(StorageLevel.MEMORY_AND_DISK)
+    kept = [chained]
+    try:
+        # Sorted before conform(): the hops are range-partitioned by (run_id, message_key), so
+        # this is a sort within each partition; conform's union would hide that partitioning.
+        hops = conform(chained.orderBy(*HOPS_ORDER), MESSAGE_HOPS)
+        counts["message_hops"] = _write(hops, f"{out}/message_hops")
+        say(f"lineage: message_hops {counts['message_hops']} rows")
+        # Kept before the global sort too: the sort samples its input to pick the partition
+        # ranges, and the joins that make the rows would otherwise run once per sampling pass.
+        lineage = _lineage_of(chained, tables["commitlog"], tables["consume_attempts"],
+                              tables["consumer_offsets"], tables["produced"]
+                              ).persist(StorageLevel.MEMORY_AND_DISK)
+        kept.append(lineage)
+        counts["message_lineage"] = _write(lineage.orderBy(*LINEAGE_ORDER), f"{out}/message_lineage")
+        say(f"lineage: message_lineage {counts['message_lineage']} rows")
+    finally:
+        for frame in kept:
+            frame.unpersist()
     assert set(counts) == set(LINEAGE_TABLES), counts
     return counts
 
