@@ -19,7 +19,7 @@ from broker_core.constants import (
     TOPIC_QUEUES_DEFAULT,
 )
 from broker_core.errors import InvalidNameError
-from broker_core.message import PROP_DELAY, JavaHashMap, broker_receive_properties
+from broker_core.message import PROP_DELAY, broker_receive_properties, java_ordered_properties_string
 from broker_core.names import dlq_topic, group_of, is_not_allowed_send_topic, is_retry_topic, validate_topic
 
 TOPIC_FILTER_MULTI_TAG = "MULTI_TAG"
@@ -64,7 +64,7 @@ class SendResponse:
 
 def client_wire_properties(properties: dict[str, str]) -> str:
     """The property string a Java client sends: its ``HashMap`` serialized in Java order."""
-    return JavaHashMap.from_items(properties.items()).to_properties_string()
+    return java_ordered_properties_string(properties)
 
 
 def send_message(broker, req: SendRequest) -> SendResponse:
