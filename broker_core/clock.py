@@ -63,7 +63,12 @@ class Simulator:
     def after(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> EventHandle:
         """Run ``fn(*args)`` ``delay_ms`` from now."""
         assert delay_ms >= 0, f"negative delay {delay_ms}"
-        return self.at(self._now + delay_ms, fn, *args)
+        # at(now + delay) without the second call: most events are scheduled from here.
+        time_ms = self._now + int(delay_ms)
+        self._seq += 1
+        handle = EventHandle(time_ms, self._seq, fn, args)
+        heapq.heappush(self._queue, (time_ms, self._seq, handle))
+        return handle
 
     def next_time(self) -> int | None:
         """Time of the next live event, or None when the queue is empty."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 
 # ConsumeConcurrentlyStatus names as the consume_attempts table records them.
 CONSUME_SUCCESS = "CONSUME_SUCCESS"
@@ -22,6 +23,7 @@ FAILED_STATUSES = frozenset({RECONSUME_LATER, EXCEPTION, RETURN_NULL})
 # that a cleanExpiredMsg pass (every consume timeout) finds it expired whatever its start phase,
 # even one that starts exactly on a pass (expiry needs strictly more than the timeout).
 HANG_CONSUME_TIMEOUTS = 2
+VERDICTS_CACHED_MAX = 1024  # distinct (status, duration) pairs: a few per consume time
 POISON_HASH_SCALE = 2**64  # the poison hash is a 64-bit value mapped onto [0, 1)
 
 
@@ -84,14 +86,20 @@ class Listener:
                                          self.rng.random(), self.rng.random())
         if u_hang < b.hang_probability:
             hang_ms = HANG_CONSUME_TIMEOUTS * self.consume_timeout_ms + b.consume_time_ms
-            return Verdict(CONSUME_SUCCESS, hang_ms, True)
+            return _verdict(CONSUME_SUCCESS, hang_ms, True)
         duration = b.consume_time_ms
         if b.poison_fraction > 0.0 and any(is_poison(key, b.poison_fraction) for key in message_keys):
-            return Verdict(RECONSUME_LATER, duration)
+            return _verdict(RECONSUME_LATER, duration)
         if u_exc < b.exception_probability:
-            return Verdict(EXCEPTION, duration)
+            return _verdict(EXCEPTION, duration)
         if u_null < b.return_null_probability:
-            return Verdict(RETURN_NULL, duration)
+            return _verdict(RETURN_NULL, duration)
         if u_fail < b.fail_probability:
-            return Verdict(RECONSUME_LATER, duration)
-        return Verdict(CONSUME_SUCCESS, duration)
+            return _verdict(RECONSUME_LATER, duration)
+        return _verdict(CONSUME_SUCCESS, duration)
+
+
+@lru_cache(maxsize=VERDICTS_CACHED_MAX)
+def _verdict(status: str, duration_ms: int, hung: bool = False) -> Verdict:
+    """Verdicts are immutable and a group has a handful: one object per distinct value."""
+    return Verdict(status, duration_ms, hung)

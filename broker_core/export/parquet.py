@@ -69,9 +69,20 @@ class TableWriter:
         self._rows: list[tuple] = []
         self.rows_written = 0
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The column names, in the order :meth:`write_values` takes values."""
+        return self._names
+
     def write(self, row: Mapping[str, object]) -> None:
         """Buffer one row; a column missing from ``row`` is null."""
-        self._rows.append(tuple(map(row.get, self._names)))
+        self.write_values(tuple(map(row.get, self._names)))
+
+    def write_values(self, values: tuple) -> None:
+        """Buffer one row given as its values in column order (see :attr:`names`)."""
+        assert len(values) == len(self._names), \
+            f"{self.table}: {len(values)} values for {len(self._names)} columns"
+        self._rows.append(values)
         if len(self._rows) >= ROW_GROUP_ROWS:
             self._flush()
 

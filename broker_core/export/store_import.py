@@ -104,51 +104,71 @@ def _magic_name(magic: int) -> str:
     return name
 
 
-def record_to_row(record: Record, run_id: str, broker: str, file_name: str) -> dict:
-    """The ``commitlog`` contract row of one record (timestamps in ms, msg_id the offset id)."""
-    props = record.properties
-    return {
-        "run_id": run_id,
-        "broker": broker,
-        "phys_offset": record.phys_offset,
-        "total_size": record.total_size,
-        "topic": record.topic,
-        "queue_id": record.queue_id,
-        "queue_offset": record.queue_offset,
-        "msg_id": _msg_id(record),
-        "uniq_key": record.uniq_key,
-        "origin_msg_id": record.origin_msg_id,
-        "real_topic": record.real_topic,
-        "real_queue_id": record.real_queue_id,
-        "retry_topic": record.retry_topic,
-        "delay_level": record.delay_level,
-        "reconsume_times": record.reconsume_times,
-        "max_reconsume_times": record.max_reconsume_times,
-        "tags": record.tags,
-        "keys": record.keys,
-        "body_size": len(record.body),
-        "body_crc": record.body_crc,
-        "sys_flag": record.sys_flag,
-        "born_ts": record.born_ts,
-        "born_host": record.born_host,
-        "store_ts": record.store_ts,
-        "store_host": record.store_host,
+# The commitlog columns in the order record_to_values gives them (checked against the schema).
+COMMITLOG_COLUMNS = (
+    "run_id", "broker", "phys_offset", "total_size", "topic", "queue_id", "queue_offset", "msg_id",
+    "uniq_key", "origin_msg_id", "real_topic", "real_queue_id", "retry_topic", "delay_level",
+    "reconsume_times", "max_reconsume_times", "tags", "keys", "body_size", "body_crc", "sys_flag",
+    "born_ts", "born_host", "store_ts", "store_host", "properties", "magic", "file_name")
+assert COMMITLOG_COLUMNS == tuple(RAW_TABLES["commitlog"].names), "commitlog columns moved"
+_TOPIC = COMMITLOG_COLUMNS.index("topic")
+
+
+def record_to_values(record: Record, run_id: str, broker: str, file_name: str) -> tuple:
+    """The ``commitlog`` contract row of one record as values in ``COMMITLOG_COLUMNS`` order.
+
+    Timestamps stay in ms and msg_id is the offset id. A tuple rather than a dict because every
+    record of a store goes through here and straight into a :class:`TableWriter`.
+    """
+    return (
+        run_id,
+        broker,
+        record.phys_offset,
+        record.total_size,
+        record.topic,
+        record.queue_id,
+        record.queue_offset,
+        _msg_id(record),
+        record.uniq_key,
+        record.origin_msg_id,
+        record.real_topic,
+        record.real_queue_id,
+        record.retry_topic,
+        record.delay_level,
+        record.reconsume_times,
+        record.max_reconsume_times,
+        record.tags,
+        record.keys,
+        len(record.body),
+        record.body_crc,
+        record.sys_flag,
+        record.born_ts,
+        record.born_host,
+        record.store_ts,
+        record.store_host,
         # A list of pairs keeps the stored property order in the Parquet map.
-        "properties": list(props.items()),
-        "magic": _magic_name(record.magic),
-        "file_name": file_name,
-    }
+        list(record.properties.items()),
+        _magic_name(record.magic),
+        file_name,
+    )
 
 
-def _rows(reader: StoreReader, run_id: str, broker: str,
-          progress: Callable[[ScanProgress], None] | None = None) -> Iterator[dict]:
+def record_to_row(record: Record, run_id: str, broker: str, file_name: str) -> dict:
+    """The ``commitlog`` contract row of one record, by column name."""
+    return dict(zip(COMMITLOG_COLUMNS, record_to_values(record, run_id, broker, file_name), strict=True))
+
+
+def commitlog_values(reader: StoreReader, run_id: str, broker: str,
+                     progress: Callable[[ScanProgress], None] | None = None) -> Iterator[tuple]:
+    """The ``commitlog`` rows of a store as ``COMMITLOG_COLUMNS`` values, in physical order."""
     for entry in reader.records(progress):
-        yield record_to_row(entry.record, run_id, broker, entry.file_name)
+        yield record_to_values(entry.record, run_id, broker, entry.file_name)
 
 
 def commitlog_rows(store_dir: Path, run_id: str, broker: str) -> Iterator[dict]:
     """The ``commitlog`` rows of a store, in physical order, up to where recovery would stop."""
-    return _rows(StoreReader(store_dir), run_id, broker)
+    for values in commitlog_values(StoreReader(store_dir), run_id, broker):
+        yield dict(zip(COMMITLOG_COLUMNS, values, strict=True))
 
 
 def validate_run_id(run_id: str) -> str:
@@ -202,9 +222,9 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     with atomic_dir(out_dir) as tmp:
         parquet = tmp / PARQUET_DIR_NAME
         commitlog = TableWriter(parquet, "commitlog")
-        for row in _rows(reader, run_id, broker, progress):
-            by_topic[row["topic"]] += 1
-            commitlog.write(row)
+        for values in commitlog_values(reader, run_id, broker, progress):
+            by_topic[values[_TOPIC]] += 1
+            commitlog.write_values(values)
         rows_by_table["commitlog"] = commitlog.close()
         if strict and reader.errors:
             raise _strict_error(reader.errors)

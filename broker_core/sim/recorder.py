@@ -37,8 +37,10 @@ class Recorder:
         self.tables = tables
         self.counts: dict[str, int] = {t: 0 for t in tables}
         self._writers: dict[str, TableWriter] = {}
+        self._names_after_run_id: dict[str, tuple[str, ...]] = {}
         # Per table: which columns are timestamps, and which "<x>_ms" key feeds each "<x>_ts".
         self._ts_aliases: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._ms_keys: dict[str, frozenset[str]] = {}
         for table in tables:
             assert table in RAW_TABLES, f"unknown table {table!r}"
             schema = RAW_TABLES[table]
@@ -49,6 +51,7 @@ class Recorder:
                 elif str(f.type).startswith("timestamp") and f.name == "ts":
                     aliases.append(("ts_ms", "ts"))
             self._ts_aliases[table] = tuple(aliases)
+            self._ms_keys[table] = frozenset(ms_key for ms_key, _ in aliases)
         self.closed = False
         self.listeners: list[Any] = []  # callables (table, row) -> None, for in-memory observers
 
@@ -60,6 +63,23 @@ class Recorder:
         """Record one row of ``table``. Timestamps may be given as ``<name>_ms`` integers."""
         assert not self.closed, "emit after close"
         assert table in self.counts, f"table {table!r} is not recorded by this recorder"
+        self.counts[table] += 1
+        if self.listeners or not self._ms_keys[table].isdisjoint(row):
+            row = self._complete(table, row)
+            for listener in self.listeners:
+                listener(table, row)
+        if self.parquet_dir is None:
+            return
+        writer = self._writers.get(table)
+        if writer is None:
+            writer = self._writers[table] = TableWriter(self.parquet_dir, table)
+            assert writer.names[0] == "run_id", f"{table}: run_id must be the first column"
+            self._names_after_run_id[table] = writer.names[1:]
+        # Every row of a run carries the same run_id: the other values come from the row as given.
+        writer.write_values((self.run_id, *map(row.get, self._names_after_run_id[table])))
+
+    def _complete(self, table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+        """The row as a new dict with run_id filled and ``<x>_ms`` keys renamed to ``<x>_ts``."""
         out = dict(row)
         out["run_id"] = self.run_id
         for ms_key, ts_key in self._ts_aliases[table]:
@@ -67,16 +87,7 @@ class Recorder:
                 value = out.pop(ms_key)
                 if ts_key not in out:
                     out[ts_key] = value
-        self.counts[table] += 1
-        for listener in self.listeners:
-            listener(table, out)
-        if self.parquet_dir is None:
-            return
-        writer = self._writers.get(table)
-        if writer is None:
-            writer = TableWriter(self.parquet_dir, table)
-            self._writers[table] = writer
-        writer.write(out)
+        return out
 
     def close(self) -> dict[str, int]:
         """Flush every table (empty tables get a file with their schema) and return row counts."""

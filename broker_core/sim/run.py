@@ -120,15 +120,15 @@ def simulate(scenario_path: str | Path, out_dir: str | Path, *, seed: int | None
 
 def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) -> dict[str, int]:
     """commitlog, delay_offsets and store_problems, read from the store as import-store reads it."""
-    from broker_core.export.store_import import record_to_row
+    from broker_core.export.store_import import commitlog_values
     from broker_core.store.reader import StoreReader
 
     run_id = scenario.name
     reader = StoreReader(store_dir)
     writer = TableWriter(parquet_dir, "commitlog")
-    # record_to_row is import-store's own row builder: one code path for both sources.
-    for entry in reader.records():
-        writer.write(record_to_row(entry.record, run_id, scenario.broker.name, entry.file_name))
+    # commitlog_values is import-store's own row builder: one code path for both sources.
+    for values in commitlog_values(reader, run_id, scenario.broker.name):
+        writer.write_values(values)
     out = {"commitlog": writer.close()}
     out["delay_offsets"] = write_rows(parquet_dir, "delay_offsets", [
         {"run_id": run_id, "delay_level": level, "offset": offset}
