@@ -132,15 +132,16 @@ def main(argv: list[str] | None = None) -> Path:
     messages = args.messages or (MESSAGES_PER_RUN_QUICK if args.quick else SHARD_MESSAGES)
     if args.run_dir:
         run_dirs = [d.absolute() for d in args.run_dir]
-        input_note = (f"the run directories {', '.join(d.name for d in run_dirs)} "
-                      "(given with --run-dir)")
+        rows_in = sum(commitlog_rows(d) for d in run_dirs)
+        input_note = (f"the run directories {', '.join(d.name for d in run_dirs)} (given with "
+                      f"--run-dir), {rows_in:,} commit-log records")
     else:
         set_dir = simulated_set(data_dir, records, messages=messages)
         ensure_lineage(set_dir)  # Spark once over the set, then each run's own rows
         run_dirs = set_runs(set_dir)
-        input_note = (f"{set_dir.name}, {len(run_dirs)} simulated runs of {messages:,} messages "
-                      "(bench/inputs.py)")
-    rows_in = sum(commitlog_rows(d) for d in run_dirs)
+        rows_in = sum(commitlog_rows(d) for d in run_dirs)
+        input_note = (f"{set_dir.name}, {rows_in:,} commit-log records in {len(run_dirs)} simulated "
+                      f"runs of {messages:,} messages (bench/inputs.py)")
     db_dir = data_dir / "warehouse"
     db_dir.mkdir(exist_ok=True)
     builds: list[Timer] = []
@@ -168,8 +169,7 @@ def main(argv: list[str] | None = None) -> Path:
         met = total.median <= TARGET_SECONDS
         failing = [f"{o.check.name} ({o.violations:,})" for o in outcomes if o.violations]
         notes = (
-            f"Input: {input_note}; {rows_in:,} commit-log records; {len(builds)} builds, each into "
-            "a fresh file. Warehouse rows: "
+            f"Input: {input_note}; {len(builds)} builds, each into a fresh file. Warehouse rows: "
             + ", ".join(f"{k} {v:,}" for k, v in sorted(rows.items()))
             + f". {load_note()} when the table was written (wall times; the machine is shared; "
             "CPU is this process's user + system time, DuckDB's threads included).\n\n"
