@@ -157,9 +157,7 @@ def classify_hops(commitlog_df: DataFrame) -> DataFrame:
                 .otherwise("PUBLISH"))
     group = (F.when(topic == SCHEDULE_TOPIC, _group_of(F.coalesce(F.col("real_topic"), F.lit(""))))
              .otherwise(_group_of(topic)))
-    return (_with_message_key(commitlog_df)
-            .withColumn("hop_kind", hop_kind)
-            .withColumn("group", group))
+    return _with_message_key(commitlog_df).withColumns({"hop_kind": hop_kind, "group": group})
 
 
 def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
@@ -178,14 +176,13 @@ def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
     chain = Window.partitionBy("run_id", "message_key", "group").orderBy("store_ts", "phys_offset")
     shared = F.count(F.when(F.col("group").isNull(), F.lit(1))).over(per_message)
     position = F.row_number().over(chain) - 1
-    return (hops
-            .withColumn("_shared", shared)
-            .withColumn("_position", position)
-            .withColumn("hop_index", F.when(F.col("group").isNull(), F.col("_position"))
-                        .otherwise(F.col("_shared") + F.col("_position")))
-            .withColumn("next_store_ts", F.lead("store_ts").over(chain))
-            .withColumn("dwell_ms", F.unix_millis("next_store_ts") - F.unix_millis("store_ts"))
-            .drop("_shared", "_position"))
+    next_store_ts = F.lead("store_ts").over(chain)
+    # One projection rather than a withColumn per column: each withColumn re-analyses the plan.
+    return hops.withColumns({
+        "hop_index": F.when(F.col("group").isNull(), position).otherwise(shared + position),
+        "next_store_ts": next_store_ts,
+        "dwell_ms": F.unix_millis(next_store_ts) - F.unix_millis("store_ts"),
+    })
 
 
 def build_message_hops(commitlog_df: DataFrame) -> DataFrame:
@@ -223,9 +220,8 @@ def _with_message_facts(hops: DataFrame) -> DataFrame:
                               _first_by(published_topic, order).over(message))
     origin_msg_id = F.coalesce(_first_by(_present(F.col("rec_origin_msg_id")), order).over(message),
                                F.min_by(F.col("msg_id"), order).over(message))
-    return (hops.withColumn("origin_topic", origin_topic)
-            .withColumn("origin_msg_id", origin_msg_id)
-            .withColumn("_hop_groups", F.collect_set("group").over(message)))
+    return hops.withColumns({"origin_topic": origin_topic, "origin_msg_id": origin_msg_id,
+                             "_hop_groups": F.collect_set("group").over(message)})
 
 
 def _subscriptions(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
@@ -283,9 +279,9 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
                           F.col("queue_id").alias("_c_queue"))
                  .agg(F.max_by("offset", F.struct("ts", "offset")).alias("_committed")))
     rows = (per_chain
-            .withColumn("_c_phys", F.col("_consumable.phys_offset"))
-            .withColumn("_c_topic", F.col("_consumable.topic"))
-            .withColumn("_c_queue", F.col("_consumable.queue_id"))
+            .withColumns({"_c_phys": F.col("_consumable.phys_offset"),
+                          "_c_topic": F.col("_consumable.topic"),
+                          "_c_queue": F.col("_consumable.queue_id")})
             .join(acked, ["run_id", "group", "_c_phys"], "left")
             # One row per (group, topic, queue): small enough to broadcast at any run size.
             .join(F.broadcast(committed), ["run_id", "group", "_c_topic", "_c_queue"], "left"))
@@ -344,11 +340,11 @@ def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: D
         F.max("origin_topic").alias("origin_topic"),
         F.max("origin_msg_id").alias("origin_msg_id"),
     )
-    stored = (_final_state(consume_attempts_df, consumer_offsets_df, per_chain)
-              .withColumn("final_topic", F.col("_last.topic"))
-              .withColumn("last_store_ts", F.col("_last.store_ts"))
-              .withColumn("total_delay_ms",
-                          F.unix_millis("last_store_ts") - F.unix_millis("first_store_ts")))
+    stored = _final_state(consume_attempts_df, consumer_offsets_df, per_chain).withColumns({
+        "final_topic": F.col("_last.topic"),
+        "last_store_ts": F.col("_last.store_ts"),
+        "total_delay_ms": F.unix_millis("_last.store_ts") - F.unix_millis("first_store_ts"),
+    })
     return conform(stored, MESSAGE_LINEAGE).unionByName(
         _lost_messages(commitlog_df, produced_df, subs))
 
@@ -365,11 +361,8 @@ def _lost_messages(commitlog_df: DataFrame, produced_df: DataFrame, subs: DataFr
                              (lost.run_id == subs.run_id) & (lost.origin_topic == subs.topic),
                              "left")
                    .select(lost["*"], subs.group))
-    rows = (with_groups
-            .withColumn("message_key", F.col("uniq_key"))
-            .withColumn("hops", F.lit(0))
-            .withColumn("retries", F.lit(0))
-            .withColumn("final_state", F.lit("LOST")))
+    rows = with_groups.withColumns({"message_key": F.col("uniq_key"), "hops": F.lit(0),
+                                    "retries": F.lit(0), "final_state": F.lit("LOST")})
     return conform(rows, MESSAGE_LINEAGE)
 
 
