@@ -92,7 +92,9 @@ def _build_session(master: str, app_name: str):
     from pyspark.sql import SparkSession  # imported late: importing pyspark costs ~1 s
 
     ui_enabled = os.environ.get(SPARK_UI_ENV, "0") == "1"
-    utc = "-Duser.timezone=UTC"
+    # UTC times; the parallel collector: the lineage is a batch job where throughput matters, and
+    # G1's collector threads took 10-13% of the JVM's CPU on 1M records, the parallel one 5%.
+    jvm_options = "-Duser.timezone=UTC -XX:+UseParallelGC"
     builder = (
         SparkSession.builder.master(master).appName(app_name)
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
@@ -100,8 +102,8 @@ def _build_session(master: str, app_name: str):
         .config("spark.driver.memory", DRIVER_MEMORY)
         .config("spark.executor.memory", EXECUTOR_MEMORY)
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", utc)
-        .config("spark.executor.extraJavaOptions", utc)
+        .config("spark.driver.extraJavaOptions", jvm_options)
+        .config("spark.executor.extraJavaOptions", jvm_options)
         .config("spark.ui.enabled", "true" if ui_enabled else "false")
         .config("spark.ui.showConsoleProgress", "false")
         # The data contract's times are timestamp[ms, UTC]: write them as Parquet TIMESTAMP_MILLIS.
