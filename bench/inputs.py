@@ -106,7 +106,8 @@ def ensure_runs(data_dir: Path, count: int, *, messages: int = SHARD_MESSAGES,
                 elapsed = time.perf_counter() - start
                 eta = elapsed / done * (len(missing) - done)
                 say(f"  run {facts['run_id']} (seed {facts['seed']}): {facts['records']:,} records "
-                    f"in {facts['wall_seconds']:.0f} s ({done}/{len(missing)}; about {eta:.0f} s left)")
+                    f"in {facts['wall_seconds']:.0f} s, {facts['cpu_seconds']:.0f} CPU-s "
+                    f"({done}/{len(missing)}; about {eta:.0f} s left)")
     return paths
 
 
