@@ -35,6 +35,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for
 from broker_core.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 from broker_core.errors import BadInputError
 from broker_core.export.parquet import atomic_dir
@@ -483,8 +484,16 @@ def run_lineage(run_dir: str | Path, spark: SparkSession,
     tables = read_run_tables(spark, run_dir)
     say(f"lineage: reading {str(run_dir).rstrip('/')}/parquet")
     if not is_uri(run_dir):
-        with atomic_dir(Path(run_dir) / LINEAGE_DIR) as tmp:
-            return _build_into(spark, tables, str(tmp), say)
+        partitions = shuffle_partitions_for(sum(
+            f.stat().st_size for f in (Path(run_dir) / "parquet" / "commitlog").glob("*.parquet")))
+        before = spark.conf.get(SHUFFLE_PARTITIONS_KEY)
+        try:
+            if partitions is not None:
+                spark.conf.set(SHUFFLE_PARTITIONS_KEY, str(partitions))
+            with atomic_dir(Path(run_dir) / LINEAGE_DIR) as tmp:
+                return _build_into(spark, tables, str(tmp), say)
+        finally:
+            spark.conf.set(SHUFFLE_PARTITIONS_KEY, before)
     base = str(run_dir).rstrip("/")
     final, tmp = f"{base}/{LINEAGE_DIR}", f"{base}/.{LINEAGE_DIR}.tmp-{os.getpid()}"
     files = _HadoopFiles(spark, base)

@@ -9,6 +9,7 @@ than a silent reuse of the wrong cluster.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -23,6 +24,11 @@ APP_NAME_DEFAULT = "retry-audit"
 # Shuffle partitions: a few per core on the two-core machines this runs on; a cluster job with
 # much more data sets spark.sql.shuffle.partitions through SPARK_CONF_OVERRIDES_ENV.
 SHUFFLE_PARTITIONS = 4
+# ...and more for a bigger input: one partition per this much compressed commit-log Parquet (about
+# 200k records), so a task's sort buffers and cached batches stay well inside a 1 GiB heap whatever
+# the run's size (10M records in 4 partitions ran out of heap; in 40 they did not).
+SHUFFLE_INPUT_BYTES_PER_PARTITION = 8 * 2**20
+SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 DRIVER_MEMORY = "1g"  # the driver only plans and collects row counts; the data stays in executors
 EXECUTOR_MEMORY = "1g"  # per executor on a standalone cluster; fits a 2 GiB worker
 SPARK_LOCAL_IP_DEFAULT = "127.0.0.1"  # never bind the driver on a public interface by accident
@@ -50,6 +56,14 @@ def _conf_overrides() -> dict[str, str]:
             raise BadInputError(f"expected key=value, got {item!r}", where=SPARK_CONF_OVERRIDES_ENV)
         overrides[key.strip()] = value.strip()
     return overrides
+
+
+def shuffle_partitions_for(input_bytes: int) -> int | None:
+    """Shuffle partitions for a job reading ``input_bytes`` of Parquet; None when the user set
+    spark.sql.shuffle.partitions through RETRY_AUDIT_SPARK_CONF (their number stands)."""
+    if SHUFFLE_PARTITIONS_KEY in _conf_overrides():
+        return None
+    return max(SHUFFLE_PARTITIONS, math.ceil(input_bytes / SHUFFLE_INPUT_BYTES_PER_PARTITION))
 
 
 def _is_alive(session) -> bool:
@@ -97,7 +111,7 @@ def _build_session(master: str, app_name: str):
     jvm_options = "-Duser.timezone=UTC -XX:+UseParallelGC"
     builder = (
         SparkSession.builder.master(master).appName(app_name)
-        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+        .config(SHUFFLE_PARTITIONS_KEY, str(SHUFFLE_PARTITIONS))
         .config("spark.default.parallelism", str(SHUFFLE_PARTITIONS))
         .config("spark.driver.memory", DRIVER_MEMORY)
         .config("spark.executor.memory", EXECUTOR_MEMORY)

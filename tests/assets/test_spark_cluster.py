@@ -22,7 +22,14 @@ import pyspark
 import pytest
 
 from assets.lineage import run_lineage
-from assets.spark import SPARK_MASTER_ENV, get_spark, resolve_master
+from assets.spark import (
+    SHUFFLE_INPUT_BYTES_PER_PARTITION,
+    SPARK_CONF_OVERRIDES_ENV,
+    SPARK_MASTER_ENV,
+    get_spark,
+    resolve_master,
+    shuffle_partitions_for,
+)
 from broker_core.errors import BadInputError
 from broker_core.export.parquet import write_rows
 from tests.assets.test_lineage import (
@@ -113,6 +120,17 @@ def test_one_cached_session_per_process_sized_for_a_small_machine(spark, monkeyp
     with pytest.raises(BadInputError, match="one SparkContext per process|cannot switch"):
         get_spark("spark://127.0.0.1:1")
     assert get_spark() is spark
+
+
+def test_shuffle_partitions_grow_with_the_input_unless_the_user_set_them(monkeypatch):
+    """4 partitions for small runs, one per 8 MiB of commit-log Parquet beyond that; a number
+    given in RETRY_AUDIT_SPARK_CONF stands."""
+    monkeypatch.delenv(SPARK_CONF_OVERRIDES_ENV, raising=False)
+    assert shuffle_partitions_for(0) == 4
+    assert shuffle_partitions_for(4 * SHUFFLE_INPUT_BYTES_PER_PARTITION) == 4
+    assert shuffle_partitions_for(46 * SHUFFLE_INPUT_BYTES_PER_PARTITION + 1) == 47
+    monkeypatch.setenv(SPARK_CONF_OVERRIDES_ENV, "spark.sql.shuffle.partitions=200")
+    assert shuffle_partitions_for(10**12) is None
 
 
 # Measured at 350 s on the shared 2-core machine (four JVM starts under heavy load): slow.
