@@ -79,6 +79,10 @@ class Simulator:
     def pending(self) -> int:
         return sum(1 for entry in self._queue if not entry[2].cancelled)
 
+    def _over_limit(self) -> SimulationLimitError:
+        return SimulationLimitError(f"the simulation ran more than {self.events_max} events",
+                                    hint="shorten the horizon or lower the message count")
+
     def step(self) -> bool:
         """Run the next event; False when there is none."""
         while self._queue:
@@ -89,9 +93,7 @@ class Simulator:
             self._now = handle.time_ms
             self.events_run += 1
             if self.events_run > self.events_max:
-                raise SimulationLimitError(
-                    f"the simulation ran more than {self.events_max} events",
-                    hint="shorten the horizon or lower the message count")
+                raise self._over_limit()
             handle.fn(*handle.args)
             return True
         return False
@@ -115,9 +117,7 @@ class Simulator:
             self._now = time_ms
             self.events_run += 1
             if self.events_run > self.events_max:
-                raise SimulationLimitError(
-                    f"the simulation ran more than {self.events_max} events",
-                    hint="shorten the horizon or lower the message count")
+                raise self._over_limit()
             handle.fn(*handle.args)
             if stop is not None and stop():
                 break
