@@ -308,29 +308,39 @@ WHERE lateness_ms < 0 OR delivered_ts < due_ts
 ORIGIN_STABLE_SQL = """
 WITH records AS (
     -- Every hop with the commit-log fields read here. A chain's records are its message's shared
-    -- hops (no group) and its group's hops: each chain is judged from per-group summaries instead
-    -- of listing every chain's records (the join that costs the most). Lists are sorted, so a
-    -- failure reads the same in every run.
+    -- hops (no group) and its group's hops. Both rules are judged first from per-message and
+    -- per-group summaries, which name a few suspects; only the suspects are matched with the
+    -- lineage's chains (listing every chain's records is the join that costs the most). Lists are
+    -- sorted, so a failure reads the same in every run.
     SELECT h.run_id, h.message_key, h."group", h.hop_kind, c.msg_id, c.uniq_key, c.origin_msg_id,
            c.retry_topic
     FROM message_hops h
     JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
 ),
-chains AS (
-    SELECT DISTINCT run_id, message_key, "group" FROM message_lineage WHERE final_state <> 'LOST'
-),
 topic_ranges AS (
     SELECT run_id, message_key, "group", min(retry_topic) AS lo, max(retry_topic) AS hi
     FROM records
+    WHERE retry_topic IS NOT NULL
     GROUP BY run_id, message_key, "group"
 ),
+topic_suspects AS (
+    -- More than one distinct RETRY_TOPIC along a chain is min <> max over its records: a message
+    -- whose shared hops disagree fails in every chain (group NULL here), a group whose hops
+    -- disagree with each other or with the shared hops fails in its own chain.
+    SELECT run_id, message_key, NULL AS "group"
+    FROM topic_ranges
+    WHERE "group" IS NULL AND lo <> hi
+    UNION ALL
+    SELECT g.run_id, g.message_key, g."group"
+    FROM topic_ranges g
+    LEFT JOIN topic_ranges s ON s.run_id = g.run_id AND s.message_key = g.message_key AND s."group" IS NULL
+    WHERE g."group" IS NOT NULL AND least(s.lo, g.lo) <> greatest(s.hi, g.hi)
+),
 changed_topics AS (
-    -- More than one distinct RETRY_TOPIC along the chain is min <> max over its records.
-    SELECT l.run_id, l.message_key, l."group"
-    FROM chains l
-    LEFT JOIN topic_ranges s ON s.run_id = l.run_id AND s.message_key = l.message_key AND s."group" IS NULL
-    LEFT JOIN topic_ranges g ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
-    WHERE least(s.lo, g.lo) <> greatest(s.hi, g.hi)
+    SELECT DISTINCT l.run_id, l.message_key, l."group"
+    FROM message_lineage l
+    JOIN topic_suspects t ON t.run_id = l.run_id AND t.message_key = l.message_key
+    WHERE l.final_state <> 'LOST' AND (t."group" IS NULL OR t."group" = l."group")
 ),
 topics AS (
     SELECT t.run_id, t.message_key, t."group", string_agg(DISTINCT r.retry_topic, ',' ORDER BY r.retry_topic) AS topics
@@ -350,10 +360,25 @@ real_ids AS (
     FROM records
     WHERE hop_kind IN ('PUBLISH', 'DELIVER')
 ),
+claim_suspects AS (
+    -- A claim matched by a real record among the message's shared hops or its own group's is
+    -- matched in every chain that holds it; the others are judged chain by chain below.
+    SELECT c.*
+    FROM claims c
+    WHERE NOT EXISTS (SELECT 1 FROM real_ids o
+                      WHERE o.run_id = c.run_id AND o.message_key = c.message_key AND o.msg_id = c.origin_msg_id
+                        AND (o."group" IS NULL OR o."group" IS NOT DISTINCT FROM c."group"))
+),
+chains AS (
+    SELECT DISTINCT l.run_id, l.message_key, l."group"
+    FROM message_lineage l
+    SEMI JOIN claim_suspects c ON c.run_id = l.run_id AND c.message_key = l.message_key
+    WHERE l.final_state <> 'LOST'
+),
 foreign_origins AS (
     SELECT l.run_id, l.message_key, l."group", string_agg(DISTINCT c.origin_msg_id, ',' ORDER BY c.origin_msg_id) AS origins
     FROM chains l
-    JOIN claims c
+    JOIN claim_suspects c
       ON c.run_id = l.run_id AND c.message_key = l.message_key AND (c."group" IS NULL OR c."group" = l."group")
     WHERE NOT EXISTS (SELECT 1 FROM real_ids o
                       WHERE o.run_id = l.run_id AND o.message_key = l.message_key
