@@ -96,22 +96,28 @@ HOP_GRAMMAR_SQL = f"""
 WITH crashed AS (
     SELECT DISTINCT run_id FROM faults WHERE kind IN {CRASH_FAULT_KINDS!r}
 ),
-hops AS (
-    -- Only the columns read below: this relation is materialized once and read four times.
+shared AS (
+    -- A message's shared hops, counted by kind, with the hop_index range its chains start from.
+    SELECT h.run_id, h.message_key,
+           count(*) AS n,
+           count(*) FILTER (WHERE h.hop_kind = 'PUBLISH') AS publishes,
+           count(*) FILTER (WHERE h.hop_kind = 'SCHEDULE') AS schedules,
+           count(*) FILTER (WHERE h.hop_kind = 'DELIVER') AS delivers,
+           arg_min({_HOP_LETTERS}, ({_HOP_ORDER})) AS first_letter,
+           count(h.hop_index) AS indexed, min(h.hop_index) AS first_index, max(h.hop_index) AS last_index
+    FROM message_hops h
+    WHERE h."group" IS NULL
+    GROUP BY h.run_id, h.message_key
+),
+group_hops AS (
+    -- A group's hops with their branch (the record's ORIGIN_MESSAGE_ID): only these need the
+    -- commit log, and only its records that carry one.
     SELECT h.run_id, h.message_key, h."group", h.hop_kind, h.hop_index, h.store_ts, h.phys_offset,
            coalesce(c.origin_msg_id, '') AS branch, {_HOP_LETTERS} AS letter
     FROM message_hops h
-    LEFT JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
-),
-shared AS (
-    SELECT run_id, message_key,
-           count(*) AS n,
-           count(*) FILTER (WHERE letter = 'P') AS publishes,
-           count(*) FILTER (WHERE letter = 'S') AS schedules,
-           count(*) FILTER (WHERE letter = 'D') AS delivers,
-           arg_min(letter, ({_HOP_ORDER})) AS first_letter
-    FROM hops WHERE "group" IS NULL
-    GROUP BY run_id, message_key
+    LEFT JOIN (SELECT run_id, phys_offset, origin_msg_id FROM commitlog WHERE origin_msg_id IS NOT NULL) c
+      ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    WHERE h."group" IS NOT NULL
 ),
 shared_misfits AS (
     SELECT s.run_id, s.message_key
@@ -122,15 +128,43 @@ shared_misfits AS (
 ),
 shared_kinds AS (
     SELECT h.run_id, h.message_key, string_agg(h.hop_kind, ' > ' ORDER BY {_HOP_ORDER}) AS kinds
-    FROM hops h
+    FROM message_hops h
     JOIN shared_misfits m ON m.run_id = h.run_id AND m.message_key IS NOT DISTINCT FROM h.message_key
     WHERE h."group" IS NULL
     GROUP BY h.run_id, h.message_key
 ),
+branch_shapes AS (
+    -- What a hash aggregate tells of a branch without ordering its hops. A branch whose hop_index
+    -- values are distinct and contiguous, with every SCHEDULE an even number of steps from its
+    -- first hop, every RETRY an odd number, and at most one DLQ, as its last hop, reads
+    -- (SCHEDULE -> RETRY)* -> (SCHEDULE | SCHEDULE? -> DLQ)?; only the others are listed in order.
+    SELECT run_id, message_key, "group", branch,
+           indexed = n AND last_index - first_index + 1 = n AND distinct_indexes = n AND others = 0
+           AND CASE WHEN first_index % 2 = 0 THEN s_odd = 0 AND r_even = 0 ELSE s_even = 0 AND r_odd = 0 END
+           AND (dlqs = 0 OR (dlqs = 1 AND last_letter = 'Q')) AS in_order
+    FROM (SELECT run_id, message_key, "group", branch,
+                 count(*) AS n, count(hop_index) AS indexed,
+                 min(hop_index) AS first_index, max(hop_index) AS last_index,
+                 -- Distinct hop_index values, as bits (an index past 62 leaves the branch to the list).
+                 bit_count(bit_or(CASE WHEN hop_index BETWEEN 0 AND 62 THEN 1::UBIGINT << hop_index END))
+                     AS distinct_indexes,
+                 count(*) FILTER (WHERE letter = 'S' AND hop_index % 2 = 0) AS s_even,
+                 count(*) FILTER (WHERE letter = 'S' AND hop_index % 2 = 1) AS s_odd,
+                 count(*) FILTER (WHERE letter = 'R' AND hop_index % 2 = 0) AS r_even,
+                 count(*) FILTER (WHERE letter = 'R' AND hop_index % 2 = 1) AS r_odd,
+                 count(*) FILTER (WHERE letter = 'Q') AS dlqs,
+                 count(*) FILTER (WHERE letter NOT IN ('S', 'R', 'Q')) AS others,
+                 arg_max(letter, hop_index) AS last_letter
+          FROM group_hops
+          GROUP BY run_id, message_key, "group", branch)
+),
 branches AS (
-    SELECT run_id, message_key, "group", branch, string_agg(letter, '' ORDER BY {_HOP_ORDER}) AS letters
-    FROM hops WHERE "group" IS NOT NULL
-    GROUP BY run_id, message_key, "group", branch
+    SELECT h.run_id, h.message_key, h."group", h.branch, string_agg(h.letter, '' ORDER BY {_HOP_ORDER}) AS letters
+    FROM group_hops h
+    SEMI JOIN branch_shapes s
+      ON s.run_id = h.run_id AND s.message_key IS NOT DISTINCT FROM h.message_key
+     AND s."group" = h."group" AND s.branch = h.branch AND NOT s.in_order
+    GROUP BY h.run_id, h.message_key, h."group", h.branch
 ),
 branch_misfits AS (
     SELECT * FROM branches WHERE NOT regexp_full_match(letters, '{BRANCH_GRAMMAR_REGEX}')
@@ -139,7 +173,7 @@ misfit_steps AS (
     SELECT h.run_id, h.message_key, h."group", h.branch, h.hop_kind, h.hop_index, h.store_ts, h.phys_offset,
            sum(CASE WHEN h.letter = 'R' THEN 1 ELSE 0 END) OVER w
                - sum(CASE WHEN h.letter = 'S' THEN 1 ELSE 0 END) OVER w AS retries_ahead
-    FROM hops h
+    FROM group_hops h
     SEMI JOIN branch_misfits m
       ON m.run_id = h.run_id AND m.message_key IS NOT DISTINCT FROM h.message_key
      AND m."group" = h."group" AND m.branch = h.branch
@@ -171,30 +205,30 @@ judged AS (
       ON k.run_id = b.run_id AND k.message_key IS NOT DISTINCT FROM b.message_key
      AND k."group" = b."group" AND k.branch = b.branch
 ),
-hop_tallies AS (
-    SELECT run_id, message_key, "group", count(hop_index) AS n,
-           min(hop_index) AS first_index, max(hop_index) AS last_index
-    FROM message_hops
-    GROUP BY run_id, message_key, "group"
-),
-chain_copies AS (
-    SELECT run_id, message_key, "group", count(*) AS copies
-    FROM message_lineage
-    WHERE final_state <> 'LOST'
+chain_tallies AS (
+    -- Per (message, group): the lineage rows listing it and its group's hops, in one aggregate.
+    SELECT run_id, message_key, "group",
+           count(*) FILTER (WHERE listed) AS copies,
+           count(hop_index) AS n, min(hop_index) AS first_index, max(hop_index) AS last_index
+    FROM (SELECT run_id, message_key, "group", true AS listed, NULL::INTEGER AS hop_index
+          FROM message_lineage
+          WHERE final_state <> 'LOST'
+          UNION ALL
+          SELECT run_id, message_key, "group", false, hop_index
+          FROM message_hops
+          WHERE "group" IS NOT NULL AND message_key IS NOT NULL)
     GROUP BY run_id, message_key, "group"
 ),
 chains AS (
     -- A chain is its message's shared hops plus its group's; a lineage row listed twice counts
     -- its hops twice (as joining every copy to its hops would).
-    SELECT l.run_id, l.message_key, l."group",
-           l.copies * (coalesce(s.n, 0) + coalesce(g.n, 0)) AS n,
-           least(s.first_index, g.first_index) AS first_index,
-           greatest(s.last_index, g.last_index) AS last_index
-    FROM chain_copies l
-    LEFT JOIN hop_tallies s
-      ON s.run_id = l.run_id AND s.message_key = l.message_key AND s."group" IS NULL
-    LEFT JOIN hop_tallies g
-      ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
+    SELECT t.run_id, t.message_key, t."group",
+           t.copies * (coalesce(s.indexed, 0) + t.n) AS n,
+           least(s.first_index, t.first_index) AS first_index,
+           greatest(s.last_index, t.last_index) AS last_index
+    FROM chain_tallies t
+    LEFT JOIN shared s ON s.run_id = t.run_id AND s.message_key = t.message_key
+    WHERE t.copies > 0
 )
 SELECT s.run_id, s.message_key, NULL AS "group",
        'shared hops ' || s.kinds || ' are not PUBLISH or SCHEDULE -> DELIVER' AS detail
@@ -208,7 +242,7 @@ FROM judged
 WHERE NOT interleaving_allowed OR retries_ahead > 0 OR letters[1] NOT IN ('S', 'Q')
 UNION ALL
 SELECT b.run_id, b.message_key, b."group", 'group hops without a real record before them'
-FROM (SELECT DISTINCT run_id, message_key, "group" FROM branches) b
+FROM (SELECT DISTINCT run_id, message_key, "group" FROM branch_shapes) b
 WHERE NOT EXISTS (SELECT 1 FROM shared s WHERE s.run_id = b.run_id AND s.message_key = b.message_key)
 UNION ALL
 SELECT run_id, message_key, "group",
