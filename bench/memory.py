@@ -225,8 +225,9 @@ def main(argv: list[str] | None = None) -> Path:
         + "\n\nThe straight line overstates the lineage: the JVM's heap is capped by "
           "spark.driver.memory (1g in local mode), so its peak is bounded by configuration "
           "(heap + metaspace + off-heap buffers) and larger inputs spill to disk instead. The "
-          "Parquet writers buffer 64Ki rows (ROW_GROUP_ROWS) before a row group is written, so "
-          "simulate and import grow until that buffer is full; sizes past it show what grows after."
+          "Parquet writers buffer 64Ki rows (ROW_GROUP_ROWS) before a row group is written, and the "
+          "simulated broker keeps up to 65,536 decoded records for pulls (RECORD_CACHE_ENTRIES_MAX), "
+          "so simulate and import grow until those are full; sizes past them show what grows after."
         + "\n\nSimulate and import sizes are real simulations; 10M records cannot be simulated on "
           "this machine in a benchmark's time, so the 10M verdict is the extrapolation above.")
     name = "memory" if steps == STEPS else "memory_" + "_".join(steps)
