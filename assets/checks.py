@@ -429,9 +429,29 @@ FROM foreign_origins
 
 LINEAGE_MATCHES_COMMITLOG_SQL = """
 WITH hop_counts AS (
-    SELECT run_id, phys_offset, count(*) AS n, min(message_key) AS message_key
+    SELECT run_id, phys_offset, count(*) AS n, true AS in_hops
     FROM message_hops
     GROUP BY run_id, phys_offset
+),
+pairs AS (
+    -- Commit-log records and the hop rows at their offsets, in one outer join.
+    SELECT c.run_id AS record_run_id, c.uniq_key, c.phys_offset AS record_offset, c.topic, c.in_commitlog,
+           h.run_id, h.phys_offset, h.n, h.in_hops
+    FROM (SELECT run_id, phys_offset, uniq_key, topic, true AS in_commitlog FROM commitlog) c
+    FULL JOIN hop_counts h ON h.run_id = c.run_id AND h.phys_offset = c.phys_offset
+),
+odd_offsets AS (
+    -- Offsets in more than one hop row, or in hop rows but not in the commit log.
+    SELECT DISTINCT run_id, phys_offset, n, in_commitlog IS NULL AS orphan
+    FROM pairs
+    WHERE in_hops AND (n > 1 OR in_commitlog IS NULL)
+),
+odd_hops AS (
+    -- The message a hop row of such an offset names, for those offsets only.
+    SELECT o.run_id, o.phys_offset, o.n, o.orphan, min(h.message_key) AS message_key
+    FROM odd_offsets o
+    JOIN message_hops h ON h.run_id IS NOT DISTINCT FROM o.run_id AND h.phys_offset IS NOT DISTINCT FROM o.phys_offset
+    GROUP BY o.run_id, o.phys_offset, o.n, o.orphan
 ),
 hop_tallies AS (
     SELECT run_id, message_key, "group", count(*) AS n
@@ -447,21 +467,21 @@ chain_sizes AS (
     LEFT JOIN hop_tallies g
       ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
 )
-SELECT c.run_id, c.uniq_key AS message_key, NULL AS "group",
-       'commit-log record at ' || CAST(c.phys_offset AS VARCHAR) || ' (' || c.topic || ') is in no hop row'
+SELECT record_run_id AS run_id, uniq_key AS message_key, NULL AS "group",
+       'commit-log record at ' || CAST(record_offset AS VARCHAR) || ' (' || topic || ') is in no hop row'
            AS detail
-FROM commitlog c
-WHERE NOT EXISTS (SELECT 1 FROM hop_counts h WHERE h.run_id = c.run_id AND h.phys_offset = c.phys_offset)
+FROM pairs
+WHERE in_commitlog AND in_hops IS NULL
 UNION ALL
 SELECT run_id, message_key, NULL,
        'commit-log record at ' || CAST(phys_offset AS VARCHAR) || ' is in ' || CAST(n AS VARCHAR) || ' hop rows'
-FROM hop_counts
+FROM odd_hops
 WHERE n > 1
 UNION ALL
-SELECT h.run_id, h.message_key, NULL,
-       'hop row at ' || CAST(h.phys_offset AS VARCHAR) || ' has no commit-log record'
-FROM hop_counts h
-WHERE NOT EXISTS (SELECT 1 FROM commitlog c WHERE c.run_id = h.run_id AND c.phys_offset = h.phys_offset)
+SELECT run_id, message_key, NULL,
+       'hop row at ' || CAST(phys_offset AS VARCHAR) || ' has no commit-log record'
+FROM odd_hops
+WHERE orphan
 UNION ALL
 SELECT run_id, message_key, "group",
        'lineage says ' || CAST(hops AS VARCHAR) || ' hops, message_hops holds ' || CAST(counted AS VARCHAR)
