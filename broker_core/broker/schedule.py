@@ -86,7 +86,9 @@ def message_timeup(record) -> dict:
                 properties_string=stored, flag=record.flag, sys_flag=record.sys_flag,
                 born_ts=record.born_ts, born_host=record.born_host, store_host=record.store_host,
                 reconsume_times=record.reconsume_times,
-                prepared_tx_offset=record.prepared_tx_offset, delay_level=0)
+                # A fresh MessageExtBrokerInner: preparedTransactionOffset is never set, so 0 even
+                # when the schedule copy carries one (a committed transaction message sent delayed).
+                prepared_tx_offset=0, delay_level=0)
 
 
 @dataclass

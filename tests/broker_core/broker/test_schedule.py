@@ -178,6 +178,16 @@ def test_message_timeup_keeps_the_schedule_string(make_broker):
     assert (fields["topic"], fields["queue_id"]) == ("T", 0)
 
 
+def test_message_timeup_leaves_the_prepared_transaction_offset_at_zero(make_broker):
+    """messageTimeup never sets preparedTransactionOffset on the new MessageExtBrokerInner."""
+    broker, sim, _ = make_broker()
+    broker.create_topic("T", 1)
+    resp = _send(broker, sim, topic="T", level=3)
+    record = broker.store.look_message_by_offset(resp.phys_offset)
+    record.prepared_tx_offset = 4242  # as a committed transaction message's schedule copy carries
+    assert message_timeup(record)["prepared_tx_offset"] == 0
+
+
 def test_delay_offsets_persist_and_restore_across_shutdown(make_broker):
     """delayOffset.json is written on shutdown and read back at start: nothing is delivered twice."""
     broker, sim, rows = make_broker()
