@@ -27,6 +27,7 @@ import os
 import shutil
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -80,6 +81,19 @@ def _duck() -> duckdb.DuckDBPyConnection:
     con.execute(f"SET threads = {DUCKDB_THREADS}")
     con.execute("SET enable_progress_bar = false")
     return con
+
+
+@contextmanager
+def _duck_writing(out: Path):
+    """``_duck()`` writing into a fresh directory ``out``, spilling into ``out/.tmp``."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    con = _duck()
+    try:
+        con.execute(f"SET temp_directory = '{out}/.tmp'")
+        yield con
+    finally:
+        con.close()
 
 
 def commitlog_rows(run_dir: Path) -> int:
@@ -158,15 +172,9 @@ COPY (
 
 def duckdb_lineage(run_dir: Path, out: Path) -> None:
     """The same grouping as the Spark lineage, in DuckDB, written as Parquet into ``out``."""
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    con = _duck()
-    try:
-        con.execute(f"SET temp_directory = '{out}/.tmp'")
+    with _duck_writing(out) as con:
         con.execute(DUCKDB_HOPS_SQL.format(commitlog=f"{run_dir}/parquet/commitlog/*.parquet", out=out))
         con.execute(DUCKDB_LINEAGE_SQL.format(out=out))
-    finally:
-        con.close()
 
 
 # --- the floor: read the records, one shuffle by key, write them sorted -------------------------
@@ -195,16 +203,10 @@ def duckdb_floor(run_dir: Path, out: Path) -> None:
     """The same floor in DuckDB: the same columns, sorted by the same key, written as Parquet."""
     from assets.lineage import RECORD_COLUMNS
 
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    con = _duck()
-    try:
-        con.execute(f"SET temp_directory = '{out}/.tmp'")
+    with _duck_writing(out) as con:
         con.execute(f"COPY (SELECT {', '.join(RECORD_COLUMNS)} "
                     f"FROM read_parquet('{run_dir}/parquet/commitlog/*.parquet') "
                     f"ORDER BY {', '.join(FLOOR_KEY)}) TO '{out}/records.parquet' (FORMAT parquet)")
-    finally:
-        con.close()
 
 
 # --- the benchmark -----------------------------------------------------------------------------
