@@ -472,6 +472,11 @@ def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
     return counts
 
 
+def commitlog_parquet_bytes(run_dir: str | Path) -> int:
+    """Bytes of a local run directory's commit-log Parquet (what sizes the shuffle)."""
+    return sum(f.stat().st_size for f in (Path(run_dir) / "parquet" / "commitlog").glob("*.parquet"))
+
+
 def run_lineage(run_dir: str | Path, spark: SparkSession,
                 progress: Progress | None = None) -> dict[str, int]:
     """Build RUN_DIR/lineage/{message_hops,message_lineage}/ from RUN_DIR/parquet/; return row counts.
@@ -484,8 +489,7 @@ def run_lineage(run_dir: str | Path, spark: SparkSession,
     tables = read_run_tables(spark, run_dir)
     say(f"lineage: reading {str(run_dir).rstrip('/')}/parquet")
     if not is_uri(run_dir):
-        partitions = shuffle_partitions_for(sum(
-            f.stat().st_size for f in (Path(run_dir) / "parquet" / "commitlog").glob("*.parquet")))
+        partitions = shuffle_partitions_for(commitlog_parquet_bytes(run_dir))
         before = spark.conf.get(SHUFFLE_PARTITIONS_KEY)
         try:
             if partitions is not None:

@@ -185,14 +185,13 @@ FLOOR_KEY = ("run_id", "uniq_key", "store_ts", "phys_offset")
 def spark_floor(spark, run_dir: Path, out: Path) -> None:
     """The least a Spark lineage does: read the commit-log columns it uses, range-partition the
     records by message (one shuffle), sort within partitions and write them as Parquet."""
-    from assets.lineage import RECORD_COLUMNS
+    from assets.lineage import RECORD_COLUMNS, commitlog_parquet_bytes
     from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for
 
     shutil.rmtree(out, ignore_errors=True)
     # As many partitions as run_lineage gives the same input: the session's default (4) ran out of
     # its 1 GiB heap writing the 50M-record floor.
-    partitions = shuffle_partitions_for(sum(
-        f.stat().st_size for f in (run_dir / "parquet" / "commitlog").glob("*.parquet")))
+    partitions = shuffle_partitions_for(commitlog_parquet_bytes(run_dir))
     partitions = partitions or int(spark.conf.get(SHUFFLE_PARTITIONS_KEY))
     (spark.read.parquet(f"{run_dir}/parquet/commitlog").select(*RECORD_COLUMNS)
      .repartitionByRange(partitions, *FLOOR_KEY[:2]).sortWithinPartitions(*FLOOR_KEY)
