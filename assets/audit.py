@@ -54,11 +54,17 @@ def set_sql_variables(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"SET VARIABLE {name} = {int(value)}")
 
 
+# Temporary tables the audit SQL shares (built first, dropped after; not in the warehouse).
+STAGING_TABLES = ("consume_acks",)
+
+
 def build_audit_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Run every audit table's SQL on a connection that already holds the contract tables."""
     set_sql_variables(con)
-    for table in AUDIT_TABLES:
+    for table in STAGING_TABLES + AUDIT_TABLES:
         con.execute(sql_text(table))
+    for table in STAGING_TABLES:
+        con.execute(f"DROP TABLE temp.{quote_ident(table)}")
 
 
 @dataclass

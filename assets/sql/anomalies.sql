@@ -7,19 +7,7 @@
 --   LATE_DELIVERY      delivered more than late_delivery_ms_threshold after the due time
 --   STORE_DAMAGE       damage found while reading an imported store
 CREATE OR REPLACE TABLE anomalies AS
-WITH acked_by_consumer AS (
-    SELECT run_id, "group", uniq_key,
-           CASE WHEN upper(model) = 'BROADCASTING' THEN consumer_id END AS receiver,
-           consumer_id, start_ts
-    FROM consume_attempts
-    WHERE status = 'CONSUME_SUCCESS' AND outcome IN ('ACKED', 'EXPIRED')
-),
-acked AS (
-    SELECT run_id, "group", uniq_key, receiver, count(*) AS n, max(start_ts) AS last_ok_ts
-    FROM acked_by_consumer
-    GROUP BY ALL
-),
-duplicates AS (
+WITH duplicates AS (
     -- Why a message was consumed again, most specific cause first: the consume timeout sent it
     -- back while it ran; the schedule delivered it twice (delay offsets not persisted before a
     -- restart); a crash or restart lost offsets committed in memory only (the offset window);
@@ -27,10 +15,11 @@ duplicates AS (
     -- The consumer list is an ordered aggregate: built for the duplicates only.
     SELECT a.*,
            (SELECT string_agg(DISTINCT c.consumer_id, ',' ORDER BY c.consumer_id)
-            FROM acked_by_consumer c
+            FROM consume_attempts c
             WHERE c.run_id IS NOT DISTINCT FROM a.run_id AND c."group" IS NOT DISTINCT FROM a."group"
-              AND c.uniq_key IS NOT DISTINCT FROM a.uniq_key
-              AND c.receiver IS NOT DISTINCT FROM a.receiver) AS consumers,
+              AND c.uniq_key IS NOT DISTINCT FROM a.uniq_key AND c.status = 'CONSUME_SUCCESS' AND c.outcome IN ('ACKED', 'EXPIRED')
+              AND CASE WHEN upper(c.model) = 'BROADCASTING' THEN c.consumer_id ELSE '' END = a.receiver)
+               AS consumers,
            CASE
                WHEN EXISTS (SELECT 1 FROM consume_attempts c
                             WHERE c.run_id = a.run_id AND c."group" = a."group"
@@ -54,7 +43,7 @@ duplicates AS (
                                               ORDER BY f.ts DESC LIMIT 1)
                ELSE 'offset window: a rebalance handed the queue over before its offset was committed'
            END AS cause
-    FROM acked a
+    FROM consume_acks a
     WHERE a.n > 1
 ),
 crashes AS (

@@ -7,8 +7,22 @@ WITH dlq_hops AS (
     FROM message_hops
     WHERE hop_kind = 'DLQ'
 ),
+dlq_chains AS (
+    -- The lineage rows of the DLQ hops only: a semi join probes message_lineage once, where a
+    -- plain join would hash every lineage row.
+    SELECT l.run_id, l.message_key, l."group", l.origin_topic, l.origin_msg_id, l.retries,
+           l.first_store_ts, l.path
+    FROM message_lineage l
+    SEMI JOIN dlq_hops h ON h.run_id = l.run_id AND h.message_key = l.message_key AND h."group" = l."group"
+),
+dlq_keys AS (
+    SELECT DISTINCT h.run_id, h."group", c.uniq_key
+    FROM dlq_hops h
+    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+),
 failures AS (
-    -- The last delivery that did not end in CONSUME_SUCCESS, per group and message.
+    -- The last delivery that did not end in CONSUME_SUCCESS, per group and message (of the DLQ
+    -- records' messages only).
     SELECT run_id, "group", uniq_key,
            arg_max(status, end_ts) AS last_status,
            arg_max(outcome, end_ts) AS last_outcome,
@@ -16,7 +30,8 @@ failures AS (
            arg_max(reconsume_times, end_ts) AS last_reconsume_times,
            max(end_ts) AS last_failure_ts,
            count(*) AS failed_deliveries
-    FROM consume_attempts
+    FROM consume_attempts a
+    SEMI JOIN dlq_keys k ON k.run_id = a.run_id AND k."group" = a."group" AND k.uniq_key = a.uniq_key
     WHERE status <> 'CONSUME_SUCCESS'
     GROUP BY run_id, "group", uniq_key
 )
@@ -52,7 +67,7 @@ SELECT h.run_id,
        END AS last_failure
 FROM dlq_hops h
 JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
-LEFT JOIN message_lineage l
+LEFT JOIN dlq_chains l
        ON l.run_id = h.run_id AND l.message_key = h.message_key AND l."group" = h."group"
 LEFT JOIN failures f
        ON f.run_id = h.run_id AND f."group" = h."group" AND f.uniq_key = c.uniq_key

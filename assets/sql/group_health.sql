@@ -2,18 +2,17 @@
 -- ended, how often it retries, and how long a message takes from first store to its successful
 -- consume (end-to-end; from the lineage's total delay when no consume was recorded, as for imports).
 CREATE OR REPLACE TABLE group_health AS
-WITH acked_by_receiver AS (
-    -- A broadcasting group delivers to every consumer: a duplicate is a second success at one consumer.
-    SELECT run_id, "group", uniq_key,
-           CASE WHEN upper(model) = 'BROADCASTING' THEN consumer_id ELSE '' END AS receiver,
-           max(end_ts) AS acked_ts, count(*) AS acks
-    FROM consume_attempts
-    WHERE status = 'CONSUME_SUCCESS' AND outcome IN ('ACKED', 'EXPIRED')
-    GROUP BY ALL
-),
-acked AS (
-    SELECT run_id, "group", uniq_key, max(acked_ts) AS acked_ts, max(acks) AS acks
-    FROM acked_by_receiver
+WITH acked AS (
+    -- One row per run, group and message. A clustering group's row in consume_acks is that
+    -- already (receiver ''); a broadcasting group has a row per consumer, and a duplicate is a
+    -- second success at one consumer. A group is one or the other (run_groups.model).
+    SELECT run_id, "group", uniq_key, acked_ts, n AS acks
+    FROM consume_acks
+    WHERE receiver = ''
+    UNION ALL
+    SELECT run_id, "group", uniq_key, max(acked_ts), max(n)
+    FROM consume_acks
+    WHERE receiver IS DISTINCT FROM ''
     GROUP BY run_id, "group", uniq_key
 ),
 chains AS (
