@@ -76,7 +76,7 @@ def lineage(args) -> int:
 def warehouse(args) -> int:
     """``retry-audit warehouse RUN_DIR... --db FILE``: build the audit warehouse and swap it in."""
     from assets.audit import build_warehouse
-    from assets.checks import run_checks
+    from assets.checks import run_checks_per_run
 
     summary = build_warehouse(args.run_dirs, args.db, progress=lambda m: _say(args, m))
     print(f"warehouse {summary.db_path}: {len(summary.run_ids)} run(s) "
@@ -87,7 +87,8 @@ def warehouse(args) -> int:
     # The same checks the Dagster assets run, so a warehouse built by hand is judged too.
     con = open_read_only(summary.db_path)
     try:
-        outcomes = [(run_id, o) for run_id in summary.run_ids for o in run_checks(con, run_id=run_id)]
+        verdicts = run_checks_per_run(con, summary.run_ids)
+        outcomes = [(run_id, o) for run_id in summary.run_ids for o in verdicts[run_id]]
     finally:
         con.close()
     print("checks:")

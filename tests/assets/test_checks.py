@@ -256,3 +256,29 @@ def test_evidence_lists_counts_and_first_keys(tmp_path):
     """A failing check's metadata holds the violation count and the first offending keys."""
     meta = outcomes(tmp_path, _swap_hop_kinds)[c.HOP_GRAMMAR].metadata()
     assert meta["violations"] == 1 and meta["first_offending_keys"] == "UB"
+
+
+def test_per_run_verdicts_match_checking_each_run(tmp_path):
+    """run_checks_per_run (one query per check) gives each run the verdict run_checks gives it alone."""
+    from assets.audit import build_warehouse
+    from assets.warehouse import open_read_only
+
+    def broken(tables):
+        _swap_hop_kinds(tables)
+        tables["message_hops"].append(dict(tables["message_hops"][0], message_key="UZ", phys_offset=9_999))
+
+    dirs = [write_tiny_run(tmp_path / "a"), write_tiny_run(tmp_path / "b", broken, run_id="tiny-2")]
+    summary = build_warehouse(dirs, tmp_path / "w.duckdb")
+    con = open_read_only(summary.db_path)
+    try:
+        together = c.run_checks_per_run(con, summary.run_ids)
+        alone = {r: c.run_checks(con, run_id=r) for r in summary.run_ids}
+    finally:
+        con.close()
+    assert sorted(together) == sorted(summary.run_ids) == ["tiny", "tiny-2"]
+    for run_id in summary.run_ids:
+        assert [(o.check.name, o.violations, o.examples) for o in together[run_id]] == \
+               [(o.check.name, o.violations, o.examples) for o in alone[run_id]]
+    failed = {o.check.name for o in together["tiny-2"] if not o.passed}
+    assert {c.HOP_GRAMMAR, c.LINEAGE_MATCHES_COMMITLOG} <= failed
+    assert all(o.passed for o in together["tiny"] if o.check in c.INVARIANTS)
