@@ -342,7 +342,8 @@ WHERE lateness_ms < 0 OR delivered_ts < due_ts
 ORIGIN_STABLE_SQL = """
 WITH records AS (
     -- Every hop with the commit-log fields read here. A chain's records are its message's shared
-    -- hops (no group) and its group's hops. Both rules are judged first from per-message and
+    -- hops (no group) and its group's hops. Both rules are judged first from one summary per
+    -- message, which proves most messages sound; the rest are judged from per-message and
     -- per-group summaries, which name a few suspects; only the suspects are matched with the
     -- lineage's chains (listing every chain's records is the join that costs the most). Lists are
     -- sorted, so a failure reads the same in every run.
@@ -351,9 +352,36 @@ WITH records AS (
     FROM message_hops h
     JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
 ),
+message_proofs AS (
+    -- A message is sound in every chain when all its records hold at most one RETRY_TOPIC, and
+    -- every ORIGIN_MESSAGE_ID other than its UNIQ_KEY is one value that is the msgId of one of its
+    -- shared real records (PUBLISH or DELIVER: in every chain). The min and max of its shared real
+    -- msgIds are such msgIds.
+    SELECT run_id, message_key,
+           min(retry_topic) AS topic_lo, max(retry_topic) AS topic_hi,
+           min(origin_msg_id) FILTER (WHERE origin_msg_id IS DISTINCT FROM uniq_key) AS claim_lo,
+           max(origin_msg_id) FILTER (WHERE origin_msg_id IS DISTINCT FROM uniq_key) AS claim_hi,
+           min(msg_id) FILTER (WHERE "group" IS NULL AND hop_kind IN ('PUBLISH', 'DELIVER')) AS real_lo,
+           max(msg_id) FILTER (WHERE "group" IS NULL AND hop_kind IN ('PUBLISH', 'DELIVER')) AS real_hi
+    FROM records
+    GROUP BY run_id, message_key
+),
+unproved AS (
+    SELECT run_id, message_key
+    FROM message_proofs
+    WHERE NOT coalesce((topic_lo IS NULL OR topic_lo = topic_hi)
+                       AND (claim_lo IS NULL OR (claim_lo = claim_hi AND claim_lo IN (real_lo, real_hi))),
+                       false)
+),
+suspect_records AS (
+    -- The records of the messages not proved sound (a record without a message key is in no chain).
+    SELECT r.*
+    FROM records r
+    SEMI JOIN unproved u ON u.run_id = r.run_id AND u.message_key = r.message_key
+),
 topic_ranges AS (
     SELECT run_id, message_key, "group", min(retry_topic) AS lo, max(retry_topic) AS hi
-    FROM records
+    FROM suspect_records
     WHERE retry_topic IS NOT NULL
     GROUP BY run_id, message_key, "group"
 ),
@@ -379,19 +407,19 @@ changed_topics AS (
 topics AS (
     SELECT t.run_id, t.message_key, t."group", string_agg(DISTINCT r.retry_topic, ',' ORDER BY r.retry_topic) AS topics
     FROM changed_topics t
-    JOIN records r
+    JOIN suspect_records r
       ON r.run_id = t.run_id AND r.message_key = t.message_key AND (r."group" IS NULL OR r."group" = t."group")
     GROUP BY t.run_id, t.message_key, t."group"
 ),
 claims AS (
     -- ORIGIN_MESSAGE_IDs other than the message's UNIQ_KEY, per message and hop group.
     SELECT DISTINCT run_id, message_key, "group", origin_msg_id
-    FROM records
+    FROM suspect_records
     WHERE origin_msg_id IS NOT NULL AND origin_msg_id IS DISTINCT FROM uniq_key
 ),
 real_ids AS (
     SELECT DISTINCT run_id, message_key, "group", msg_id
-    FROM records
+    FROM suspect_records
     WHERE hop_kind IN ('PUBLISH', 'DELIVER')
 ),
 claim_suspects AS (
