@@ -33,7 +33,7 @@ sent_keys AS (
     SELECT run_id, uniq_key, min(topic) AS topic, max(topic) AS topic_hi,
            bool_or(status = 'SEND_OK') AS send_ok
     FROM produced
-    WHERE uniq_key IS NOT NULL
+    WHERE uniq_key IS NOT NULL AND topic IS NOT NULL
     GROUP BY run_id, uniq_key
 ),
 sent_messages AS (
