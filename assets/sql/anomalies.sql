@@ -17,9 +17,10 @@ WITH duplicates AS (
            (SELECT string_agg(DISTINCT c.consumer_id, ',' ORDER BY c.consumer_id)
             FROM consume_attempts c
             WHERE c.run_id IS NOT DISTINCT FROM a.run_id AND c."group" IS NOT DISTINCT FROM a."group"
-              AND c.uniq_key IS NOT DISTINCT FROM a.uniq_key AND c.status = 'CONSUME_SUCCESS' AND c.outcome IN ('ACKED', 'EXPIRED')
-              AND CASE WHEN upper(c.model) = 'BROADCASTING' THEN c.consumer_id ELSE '' END = a.receiver)
-               AS consumers,
+              AND c.uniq_key IS NOT DISTINCT FROM a.uniq_key
+              AND c.status = 'CONSUME_SUCCESS' AND c.outcome IN ('ACKED', 'EXPIRED')
+              AND CASE WHEN upper(c.model) = 'BROADCASTING' THEN c.consumer_id ELSE '' END
+                  IS NOT DISTINCT FROM a.receiver) AS consumers,
            CASE
                WHEN EXISTS (SELECT 1 FROM consume_attempts c
                             WHERE c.run_id = a.run_id AND c."group" = a."group"
