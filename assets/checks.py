@@ -609,12 +609,18 @@ def run_check(con: duckdb.DuckDBPyConnection, check: Check, run_id: str | None =
     # One pass: the window count carries the total on each of the first rows.
     query = (f"SELECT run_id, message_key, \"group\", detail, count(*) OVER () AS violations "
              f"FROM ({check.sql}) AS v WHERE ?::VARCHAR IS NULL OR run_id = ?::VARCHAR "
-             f"ORDER BY run_id, message_key NULLS LAST, \"group\" NULLS FIRST, detail "
-             f"LIMIT {EVIDENCE_ROWS_MAX}")
-    rows = con.execute(query, [run_id, run_id]).fetchall()
-    violations = rows[0][4] if rows else 0
+             f"ORDER BY run_id, {_EVIDENCE_ORDER} LIMIT {EVIDENCE_ROWS_MAX}")
+    return _outcome(check, con.execute(query, [run_id, run_id]).fetchall())
+
+
+# The order evidence rows are listed in, within a run.
+_EVIDENCE_ORDER = 'message_key NULLS LAST, "group" NULLS FIRST, detail'
+
+
+def _outcome(check: Check, rows: list[tuple]) -> CheckOutcome:
+    """A verdict from its first rows (run_id, message_key, group, detail, violations)."""
     examples = tuple({"run_id": r[0], "message_key": r[1], "group": r[2], "detail": r[3]} for r in rows)
-    return CheckOutcome(check, violations, examples)
+    return CheckOutcome(check, rows[0][4] if rows else 0, examples)
 
 
 def run_checks(con: duckdb.DuckDBPyConnection, checks: Iterable[Check] = ALL_CHECKS,
@@ -635,17 +641,14 @@ def run_checks_per_run(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str],
         query = (f"SELECT run_id, message_key, \"group\", detail, "
                  f"count(*) OVER (PARTITION BY run_id) AS violations "
                  f"FROM ({check.sql}) AS v "
-                 f"QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY message_key NULLS LAST, "
-                 f"\"group\" NULLS FIRST, detail) <= {EVIDENCE_ROWS_MAX} "
-                 f"ORDER BY run_id, message_key NULLS LAST, \"group\" NULLS FIRST, detail")
+                 f"QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY {_EVIDENCE_ORDER}) "
+                 f"<= {EVIDENCE_ROWS_MAX} "
+                 f"ORDER BY run_id, {_EVIDENCE_ORDER}")
         by_run: dict[str, list] = {}
         for row in con.execute(query).fetchall():
             by_run.setdefault(row[0], []).append(row)
         for run_id in run_ids:
-            rows = by_run.get(run_id, [])
-            examples = tuple({"run_id": r[0], "message_key": r[1], "group": r[2], "detail": r[3]}
-                             for r in rows)
-            verdicts[run_id].append(CheckOutcome(check, rows[0][4] if rows else 0, examples))
+            verdicts[run_id].append(_outcome(check, by_run.get(run_id, [])))
     return verdicts
 
 
