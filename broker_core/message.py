@@ -200,12 +200,15 @@ class JavaHashMap:
     maps never have 9 keys colliding in a 64+ table.
     """
 
-    __slots__ = ("_capacity", "_table", "_values")
+    __slots__ = ("_capacity", "_table", "_values", "get")
 
     def __init__(self, initial_capacity: int = HASHMAP_CAPACITY_DEFAULT):
         self._capacity = _table_size_for(initial_capacity)
         self._table: list[list[str]] = [[] for _ in range(self._capacity)]
         self._values: dict[str, str] = {}
+        # get(key, default=None): the value dict's own get, bound once. Every stored message
+        # looks up DELAY and TAGS, and a call into C skips a Python frame per lookup.
+        self.get = self._values.get
 
     @staticmethod
     def bucket_of(key: str, capacity: int) -> int:
@@ -241,9 +244,6 @@ class JavaHashMap:
 
     def __contains__(self, key: object) -> bool:
         return key in self._values
-
-    def get(self, key: str, default: str | None = None) -> str | None:
-        return self._values.get(key, default)
 
     def put(self, key: str, value: str) -> str | None:
         """Set ``key``; returns the previous value. A new key goes to the end of its bucket."""
@@ -296,6 +296,7 @@ class JavaHashMap:
         other._capacity = self._capacity
         other._table = [list(bin_) for bin_ in self._table]
         other._values = dict(self._values)
+        other.get = other._values.get
         return other
 
     def __repr__(self) -> str:

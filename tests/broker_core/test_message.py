@@ -173,6 +173,20 @@ def test_hashmap_long_bin_grows_small_table():
     assert props.keys() == sorted(same, key=lambda k: JavaHashMap.bucket_of(k, 32))
 
 
+
+def test_hashmap_get_reads_its_own_entries_after_puts_removes_resizes_and_copies():
+    """get sees every change to its own map and none to a copy's (or the copy's to it)."""
+    props = JavaHashMap.from_items([("TAGS", "a"), ("KEYS", "k")])
+    assert props.get("TAGS") == "a" and props.get("DELAY") is None and props.get("DELAY", "0") == "0"
+    twin = props.copy()
+    twin.put("TAGS", "b")
+    twin.put("DELAY", "3")
+    props.remove("KEYS")
+    for i in range(40):  # past two resizes
+        props.put(f"k{i}", str(i))
+    assert (props.get("TAGS"), props.get("DELAY"), props.get("KEYS"), props.get("k39")) == ("a", None, None, "39")
+    assert (twin.get("TAGS"), twin.get("DELAY"), twin.get("KEYS"), twin.get("k39")) == ("b", "3", "k", None)
+
 # --- 4.9.4 broker paths ----------------------------------------------------------------------------
 
 def test_delay_rewrite_reproduces_record_b():
