@@ -50,7 +50,7 @@ class Bench:
 
 
 BENCHES = (
-    Bench("P1", "store_append", quick_args=("--records", "20000", "--runs", "3"),
+    Bench("P1", "store_append", quick_args=("--records", "20000", "--runs", "3", "--no-instructions"),
           fixed_result="store_append.md"),
     Bench("P2", "schedule_drain"),
     Bench("P3", "scenario_e2e"),

@@ -3,15 +3,21 @@
 Compared with a raw sequential ``write()`` of the same record bytes and with the least Python work
 an append needs (a floor measured in the same run), for 256 B and 1 KiB bodies.
 Five runs each; median, p90 and max of wall-clock rates, plus the median CPU-time rate (the machine
-is shared, so wall time includes other processes' load). Run: ``python -m bench.store_append``.
+is shared, so wall time includes other processes' load). Where valgrind is installed, the
+instructions each append executes are counted too (callgrind, 256 B bodies): a measure other
+processes cannot disturb, so a change of a few percent shows. Run: ``python -m bench.store_append``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import shutil
 import statistics
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 import zlib
@@ -31,6 +37,11 @@ BODY_SIZES_BYTES = (256, 1024)
 COMMITLOG_FILE_SIZE_BYTES = 64 * 1024 * 1024  # the default scenario's file size
 TARGET_RECORDS_PER_S = 300_000  # issue 6, P1 (256 B bodies)
 QUEUES = 4
+# Instruction counts: appends counted in a probe (the difference of two probes, this many apart),
+# and the body size they use.
+INSTRUCTION_PROBE_RECORDS = 20_000
+INSTRUCTION_PROBE_BASE_RECORDS = 1_000  # both probes make these (first-time work: files, caches)
+INSTRUCTION_PROBE_BODY_BYTES = 256
 PROPERTIES = ("KEYS\x01order-1\x02UNIQ_KEY\x01C00002027C225FFD2B276D1F61390000\x02"
               "CLUSTER\x01DefaultCluster\x02TAGS\x01TagA")
 
@@ -145,6 +156,43 @@ def run_floor(root: Path, messages: list[MessageInner]) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def probe(path: str, body_size: int, records: int) -> None:
+    """Make the messages, then append ``records`` of them by ``path`` ("store" or "floor")."""
+    # Every probe makes as many messages as the largest appends, so making them cancels out.
+    messages = make_messages(INSTRUCTION_PROBE_BASE_RECORDS + INSTRUCTION_PROBE_RECORDS,
+                             body_size)[:records]
+    with tempfile.TemporaryDirectory(prefix="store-append-probe-") as tmp:
+        if path == "store":
+            run_store(Path(tmp) / "store", messages)
+        else:
+            run_floor(Path(tmp) / "floor", messages)
+
+
+def instructions_per_append(path: str) -> float | None:
+    """Instructions one append executes by ``path``, counted by callgrind; None without valgrind.
+
+    Two probes run the same setup and differ only in the number of appends they make, so the
+    difference of their totals is the extra appends' own work. Python's string hashing is fixed (PYTHONHASHSEED=0) so
+    that dict probes, and the count, repeat from run to run.
+    """
+    if shutil.which("valgrind") is None:
+        return None
+    totals = []
+    for records in (INSTRUCTION_PROBE_BASE_RECORDS,
+                    INSTRUCTION_PROBE_BASE_RECORDS + INSTRUCTION_PROBE_RECORDS):
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+             "-m", "bench.store_append", "--probe", path, str(INSTRUCTION_PROBE_BODY_BYTES),
+             str(records)],
+            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=False)
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise RuntimeError(f"callgrind probe of {path} failed (exit {done.returncode}): "
+                               f"{done.stderr[-2000:]}")
+        totals.append(int(found.group(1)))
+    return (totals[1] - totals[0]) / INSTRUCTION_PROBE_RECORDS
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -154,7 +202,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=RECORDS_PER_RUN)
     parser.add_argument("--runs", type=int, default=RUNS)
+    parser.add_argument("--no-instructions", action="store_true",
+                        help="skip the callgrind instruction counts (about 2 minutes)")
+    parser.add_argument("--probe", nargs=3, metavar=("PATH", "BODY_BYTES", "RECORDS"),
+                        help=argparse.SUPPRESS)  # one callgrind probe (instructions_per_append)
     args = parser.parse_args(argv)
+    if args.probe:
+        path, body_size, records = args.probe
+        probe(path, int(body_size), int(records))
+        return
     rows = []
     cpu_medians: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="store-append-") as tmp:
@@ -200,6 +256,19 @@ def main(argv: list[str] | None = None) -> None:
              "consume-queue unit onto the queue's buffer; one write per buffer at the end. It leaves "
              "out every check, the delay rewrite, the file-end rule, the tags hash and the result "
              "object. CPU medians: " + "; ".join(ratios) + ".")
+    if args.no_instructions:
+        notes += "\n\nInstruction counts: not taken (--no-instructions)."
+    else:
+        counts = {path: instructions_per_append(path) for path in ("store", "floor")}
+        if counts["store"] is None:
+            notes += "\n\nInstruction counts: not taken (valgrind is not installed)."
+        else:
+            notes += (
+                f"\n\nInstructions per append at {INSTRUCTION_PROBE_BODY_BYTES} B, counted by "
+                f"callgrind (the difference of two probes {INSTRUCTION_PROBE_RECORDS:,} appends "
+                f"apart; deterministic, so unlike the rates it does not move with the machine's "
+                f"load): put_message {counts['store']:,.0f}, least-work floor "
+                f"{counts['floor']:,.0f} ({counts['store'] / counts['floor']:.2f}x).")
     print(machine())
     name = "store_append"
     if args.records != RECORDS_PER_RUN or args.runs != RUNS:

@@ -62,6 +62,13 @@ def data_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("bench-data")
 
 
+def test_store_append_writes_its_table(results):
+    """The store-append benchmark writes the put, floor and raw rows for both body sizes."""
+    text = run_bench("store_append", results, "--records", "2000", "--runs", "1", "--no-instructions")
+    assert_table(text, "Store append", ["median rec/s", "CPU rec/s", "bytes/record"], 6)
+    assert "Instruction counts: not taken (--no-instructions)." in text
+
+
 def test_schedule_drain_writes_its_table(results):
     """The schedule-drain benchmark writes the drain, fill and floor rows with CPU and wall columns."""
     text = run_bench("schedule_drain", results, "--quick", "--messages", "200", "--runs", "1")
