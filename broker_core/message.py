@@ -82,6 +82,7 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@lru_cache(maxsize=4096)  # every stored message asks; one C call when its tags were seen
 def tags_code(tags: str | None) -> int:
     """The consume-queue tags code of a normal message: the Java hash of TAGS, 0 without tags."""
     if not tags:
