@@ -19,8 +19,10 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from itertools import islice
 from pathlib import Path
+from typing import NamedTuple
 from zlib import crc32
 
 from broker_core import codec, names
@@ -143,8 +145,7 @@ class PutStatus(StrEnum):
 _PUT_OK = PutStatus.PUT_OK  # a module constant: attribute access on an Enum class is slow (3.11)
 
 
-@dataclass(slots=True)
-class PutResult:
+class PutResult(NamedTuple):
     """The outcome of a put; the topic and queue are the stored ones (after a delay rewrite)."""
 
     status: PutStatus
@@ -167,6 +168,11 @@ class PutResult:
         if self.status is not _PUT_OK:
             return ""
         return create_message_id(self.store_host, self.phys_offset)
+
+
+# A stored message's result, made from a tuple of every field in one C call: PutResult(...) runs
+# Python code, and the store makes one result per message (2,700 of its 33,600 instructions).
+_stored_result = partial(tuple.__new__, PutResult)
 
 
 class MessageStore:
@@ -412,7 +418,7 @@ class MessageStore:
             self._last_dispatch_ts = store_ts
         if self._sync:
             self.flush()
-        return PutResult(_PUT_OK, topic, queue_id, phys, queue_offset, store_ts, size, "", store_host)
+        return _stored_result((_PUT_OK, topic, queue_id, phys, queue_offset, store_ts, size, "", store_host))
 
     # --- reads --------------------------------------------------------------------------------
 
