@@ -90,19 +90,21 @@ class FieldCache:
     """Encoded topic fields and host parts, computed once per distinct value (the append path)."""
 
     def __init__(self):
-        self._topics: dict[str, bytes] = {}
+        # What topic_field and hosts return, by their arguments: the append path reads these
+        # first (a dict lookup, no call) and calls the method only for a value not seen yet.
+        self.topic_fields: dict[str, bytes] = {}
+        self.host_pairs: dict[tuple[str, str], tuple] = {}
         self._hosts: dict[str, tuple[bytes, int, int]] = {}
-        self._host_pairs: dict[tuple[str, str], tuple] = {}
 
     def topic_field(self, topic: str) -> bytes:
         """The v1 topic field: a 1-byte length, then the UTF-8 bytes (the topic is validated)."""
-        field_bytes = self._topics.get(topic)
+        field_bytes = self.topic_fields.get(topic)
         if field_bytes is None:
             raw = topic.encode("utf-8")
             assert len(raw) <= 127, f"topic {topic[:40]!r} longer than a v1 record allows"
             field_bytes = bytes((len(raw),)) + raw
-            if len(self._topics) < TOPIC_FIELD_CACHE_ENTRIES_MAX:
-                self._topics[topic] = field_bytes
+            if len(self.topic_fields) < TOPIC_FIELD_CACHE_ENTRIES_MAX:
+                self.topic_fields[topic] = field_bytes
         return field_bytes
 
     def hosts(self, born_host: str, store_host: str) -> tuple[bytes, int, bytes, int, int, struct.Struct]:
@@ -111,15 +113,15 @@ class FieldCache:
         A broker sees few (born, store) host pairs, so the whole tuple is kept per pair.
         """
         key = (born_host, store_host)
-        parts = self._host_pairs.get(key)
+        parts = self.host_pairs.get(key)
         if parts is None:
             born_addr, born_port, born_v6 = self.host(born_host)
             store_addr, store_port, store_v6 = self.host(store_host)
             parts = (born_addr, born_port, store_addr, store_port,
                      born_v6 * SYSFLAG_BORNHOST_V6 | store_v6 * SYSFLAG_STOREHOST_V6,
                      RECORD_HEADERS[born_v6 | store_v6 << 1])
-            if len(self._host_pairs) < HOST_CACHE_ENTRIES_MAX:
-                self._host_pairs[key] = parts
+            if len(self.host_pairs) < HOST_CACHE_ENTRIES_MAX:
+                self.host_pairs[key] = parts
         return parts
 
     def host(self, host: str) -> tuple[bytes, int, int]:
@@ -216,10 +218,11 @@ class CommitLog:
         return phys, queue_offset
 
     def reserve(self, size: int, key: str, queue_dispatch: bool) -> tuple[int, int]:
-        """Place a record of ``size`` bytes: (physical offset, queue offset); then :meth:`write` it.
+        """Place a record of ``size`` bytes: (physical offset, queue offset).
 
         The END_OF_FILE blank is written here when the record does not fit the current file. The
-        caller encodes the record with the returned offsets and writes it before any other append.
+        caller encodes the record with the returned offsets and appends it to ``files`` before
+        any other append (``files.append`` returns the offset it wrote at: the physical offset).
         """
         files = self.files
         last = files.files[-1] if files.files else None
@@ -238,10 +241,6 @@ class CommitLog:
         else:
             queue_offset = 0
         return files.wrote_offset, queue_offset
-
-    def write(self, phys: int, data: bytes) -> None:
-        written_at = self.files.append(data)
-        assert written_at == phys, f"record reserved at {phys} but written at {written_at}"
 
     # --- reading ------------------------------------------------------------------------------
 

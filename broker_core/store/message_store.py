@@ -379,10 +379,11 @@ class MessageStore:
                              detail=f"properties of {len(props_bytes)} bytes exceed "
                                     f"{PROPERTIES_LENGTH_BYTES_MAX}")
         fields = self._fields
-        topic_field = fields.topic_field(topic)
+        topic_field = fields.topic_fields.get(topic) or fields.topic_field(topic)
         store_host = msg.store_host or self.config.store_host
-        born_addr, born_port, store_addr, store_port, v6_bits, header = fields.hosts(
-            msg.born_host, store_host)
+        born_host = msg.born_host
+        born_addr, born_port, store_addr, store_port, v6_bits, header = (
+            fields.host_pairs.get((born_host, store_host)) or fields.hosts(born_host, store_host))
         # The broker sets the V6 bits from the address types before encoding (§1.9).
         sys_flag = (sys_flag & ~_V6_BITS) | v6_bits
         size = header.size + len(body) + len(topic_field) + 2 + len(props_bytes)
@@ -404,8 +405,9 @@ class MessageStore:
         except struct.error as exc:
             raise BadInputError(f"a message field is out of its Java type's range: {exc}",
                                 where=f"topic {topic}") from None
-        commit_log.write(phys, b"".join((head, body, topic_field,
-                                         _PROPS_LEN.pack(len(props_bytes)), props_bytes)))
+        written_at = commit_log.files.append(b"".join((head, body, topic_field,
+                                                       _PROPS_LEN.pack(len(props_bytes)), props_bytes)))
+        assert written_at == phys, f"record reserved at {phys} but written at {written_at}"
         self._last_store_ts = store_ts
         if dispatch:
             if schedule_level:
