@@ -24,11 +24,10 @@ STORIES = ("story-delay-offset-not-persisted", "story-long-consume", "story-cons
 
 
 @pytest.fixture(scope="session")
-def story_warehouse(spark, tmp_path_factory):
-    """A read-only DuckDB connection to one warehouse holding every story run."""
+def story_warehouse_path(spark, tmp_path_factory) -> Path:
+    """The warehouse file holding every story run (built once per test session)."""
     from assets.audit import build_warehouse
     from assets.lineage import run_lineage
-    from assets.warehouse import open_read_only
     from broker_core.sim.run import simulate
 
     root = tmp_path_factory.mktemp("stories")
@@ -40,6 +39,14 @@ def story_warehouse(spark, tmp_path_factory):
         run_dirs.append(run_dir)
     db = root / "stories.duckdb"
     build_warehouse(run_dirs, db)
-    con = open_read_only(db)
+    return db
+
+
+@pytest.fixture(scope="session")
+def story_warehouse(story_warehouse_path):
+    """A read-only DuckDB connection to the story warehouse."""
+    from assets.warehouse import open_read_only
+
+    con = open_read_only(story_warehouse_path)
     yield con
     con.close()
