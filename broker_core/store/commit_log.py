@@ -225,22 +225,22 @@ class CommitLog:
         any other append (``files.append`` returns the offset it wrote at: the physical offset).
         """
         files = self.files
-        last = files.files[-1] if files.files else None
         wrote = files.wrote_offset
+        last = files.files[-1] if files.files else None
         if last is None or wrote == last.end:
             last = files.ensure_writable_file(wrote)
-        space = last.end - files.wrote_offset
+        space = last.end - wrote
         if size + END_FILE_MIN_BLANK_LENGTH_BYTES > space:
             files.append(_BLANK.pack(space, BLANK_MAGIC_CODE))
             files.mark_file_full()
             files.ensure_writable_file()
+            wrote = files.wrote_offset
+        if not queue_dispatch:
+            return wrote, 0
         table = self.topic_queue_table
-        if queue_dispatch:
-            queue_offset = table.get(key, 0)
-            table[key] = queue_offset + 1
-        else:
-            queue_offset = 0
-        return files.wrote_offset, queue_offset
+        queue_offset = table.get(key, 0)
+        table[key] = queue_offset + 1
+        return wrote, queue_offset
 
     # --- reading ------------------------------------------------------------------------------
 

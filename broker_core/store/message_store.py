@@ -202,6 +202,7 @@ class MessageStore:
         self._valid_topics: set[str] = set()
         self._fields = FieldCache()
         self._max_body = config.max_message_size
+        self._store_host = config.store_host
         # The largest record a commit-log file can take (CommitLog.fits_in_a_file).
         self._record_bytes_max = config.commitlog_file_size_bytes - END_FILE_MIN_BLANK_LENGTH_BYTES
         # Decoded records by physical offset, like the page cache a broker reads pulls from:
@@ -380,7 +381,7 @@ class MessageStore:
                                     f"{PROPERTIES_LENGTH_BYTES_MAX}")
         fields = self._fields
         topic_field = fields.topic_fields.get(topic) or fields.topic_field(topic)
-        store_host = msg.store_host or self.config.store_host
+        store_host = msg.store_host or self._store_host
         born_host = msg.born_host
         born_addr, born_port, store_addr, store_port, v6_bits, header = (
             fields.host_pairs.get((born_host, store_host)) or fields.hosts(born_host, store_host))
