@@ -45,22 +45,22 @@ def offending(con, check: c.Check) -> list[tuple]:
     return con.execute(f'SELECT run_id, message_key, "group", detail FROM ({check.sql})').fetchall()
 
 
-# Each breakage edits one thing and returns (the check that must fail, run_id, message_key,
-# a piece of the detail it must report).
+# Each breakage edits one thing and returns (run_id, message_key, a piece of the detail the
+# guarding check must report).
 
 def drop_a_hop(con, rng):
     run, key, phys = pick(con, rng, "SELECT run_id, message_key, phys_offset FROM message_hops")
     con.execute("DELETE FROM message_hops WHERE run_id = ? AND phys_offset = ?", [run, phys])
     uniq = con.execute("SELECT uniq_key FROM commitlog WHERE run_id = ? AND phys_offset = ?",
                        [run, phys]).fetchone()[0]
-    return c.LINEAGE_MATCHES_COMMITLOG, run, uniq, f"commit-log record at {phys} "
+    return run, uniq, f"commit-log record at {phys} "
 
 
 def repeat_a_hop(con, rng):
     run, key, phys = pick(con, rng, "SELECT run_id, message_key, phys_offset FROM message_hops")
     con.execute("INSERT INTO message_hops SELECT * FROM message_hops WHERE run_id = ? AND phys_offset = ?",
                 [run, phys])
-    return c.LINEAGE_MATCHES_COMMITLOG, run, key, f"commit-log record at {phys} is in 2 hop rows"
+    return run, key, f"commit-log record at {phys} is in 2 hop rows"
 
 
 def point_a_hop_past_the_log(con, rng):
@@ -68,7 +68,7 @@ def point_a_hop_past_the_log(con, rng):
     moved = phys + 10**12
     con.execute("UPDATE message_hops SET phys_offset = ? WHERE run_id = ? AND phys_offset = ?",
                 [moved, run, phys])
-    return c.LINEAGE_MATCHES_COMMITLOG, run, key, f"hop row at {moved} has no commit-log record"
+    return run, key, f"hop row at {moved} has no commit-log record"
 
 
 def miscount_a_chain(con, rng):
@@ -76,7 +76,7 @@ def miscount_a_chain(con, rng):
                                            "WHERE final_state <> 'LOST' AND \"group\" IS NOT NULL")
     con.execute('UPDATE message_lineage SET hops = hops + 1 WHERE run_id = ? AND message_key = ? AND "group" = ?',
                 [run, key, group])
-    return c.LINEAGE_MATCHES_COMMITLOG, run, key, f"lineage says {hops + 1} hops"
+    return run, key, f"lineage says {hops + 1} hops"
 
 
 def list_a_chain_twice(con, rng):
@@ -84,7 +84,7 @@ def list_a_chain_twice(con, rng):
                                      "WHERE final_state <> 'LOST' AND \"group\" IS NOT NULL")
     con.execute('INSERT INTO message_lineage SELECT * FROM message_lineage '
                 'WHERE run_id = ? AND message_key = ? AND "group" = ?', [run, key, group])
-    return c.HOP_GRAMMAR, run, key, "hop_index runs"
+    return run, key, "hop_index runs"
 
 
 def skip_a_hop_index(con, rng):
@@ -93,7 +93,7 @@ def skip_a_hop_index(con, rng):
                                     "AND l.message_key = h.message_key AND l.final_state <> 'LOST'")
     con.execute("UPDATE message_hops SET hop_index = hop_index + 1000 WHERE run_id = ? AND phys_offset = ?",
                 [run, phys])
-    return c.HOP_GRAMMAR, run, key, ""
+    return run, key, ""
 
 
 def claim_another_messages_origin(con, rng):
@@ -105,7 +105,7 @@ def claim_another_messages_origin(con, rng):
                                 f"WHERE r.run_id = '{run}' AND h.message_key <> '{key}'")
     con.execute("UPDATE commitlog SET origin_msg_id = ? WHERE run_id = ? AND phys_offset = ?",
                 [foreign, run, phys])
-    return c.ORIGIN_STABLE, run, key, f"ORIGIN_MESSAGE_ID {foreign}"
+    return run, key, f"ORIGIN_MESSAGE_ID {foreign}"
 
 
 def change_a_retry_topic(con, rng):
@@ -120,7 +120,7 @@ def change_a_retry_topic(con, rng):
                  AND q.retry_topic IS NOT NULL) >= 2""")
     con.execute("UPDATE commitlog SET retry_topic = '%RETRY%mutated' WHERE run_id = ? AND phys_offset = ?",
                 [run, phys])
-    return c.ORIGIN_STABLE, run, key, "RETRY_TOPIC changes along the chain"
+    return run, key, "RETRY_TOPIC changes along the chain"
 
 
 def lose_a_message_without_a_crash(con, rng):
@@ -129,13 +129,45 @@ def lose_a_message_without_a_crash(con, rng):
         WHERE p.status = 'SEND_OK' AND p.uniq_key IS NOT NULL
           AND p.run_id NOT IN (SELECT run_id FROM faults WHERE kind IN {c.LOSS_FAULT_KINDS!r})""")
     con.execute("DELETE FROM commitlog WHERE run_id = ? AND uniq_key = ?", [run, key])
-    return c.NO_UNEXPLAINED_LOSS, run, key, "has no commit-log record"
+    return run, key, "has no commit-log record"
 
 
-BREAKAGES: dict[str, Callable] = {f.__name__: f for f in (
-    drop_a_hop, repeat_a_hop, point_a_hop_past_the_log, miscount_a_chain, list_a_chain_twice,
-    skip_a_hop_index, claim_another_messages_origin, change_a_retry_topic,
-    lose_a_message_without_a_crash)}
+def send_to_the_dlq_at_the_first_failure(con, rng):
+    # The DLQ record reads as sent after 0 reconsumes: neither its count nor RECONSUME_TIME says more.
+    run, key, phys = pick(con, rng, "SELECT run_id, message_key, phys_offset FROM message_hops "
+                                    "WHERE hop_kind = 'DLQ'")
+    con.execute("UPDATE commitlog SET reconsume_times = 1, properties = map_from_entries(list_filter("
+                "map_entries(properties), lambda e: e.key <> 'RECONSUME_TIME')) "
+                "WHERE run_id = ? AND phys_offset = ?", [run, phys])
+    return run, key, "in the DLQ after 0 reconsumes"
+
+
+def deliver_a_delayed_message_early(con, rng):
+    run, key, offset = pick(con, rng, "SELECT run_id, uniq_key, schedule_queue_offset FROM schedule_deliveries")
+    con.execute("UPDATE schedule_deliveries SET delivered_ts = due_ts - INTERVAL 1 SECOND, lateness_ms = -1000 "
+                "WHERE run_id = ? AND uniq_key = ? AND schedule_queue_offset = ?", [run, key, offset])
+    return run, key, "delivered 1000 ms before its due time"
+
+
+# Each breakage and the invariant that must catch it.
+BREAKAGES: dict[str, tuple[str, Callable]] = {
+    "drop_a_hop": (c.LINEAGE_MATCHES_COMMITLOG, drop_a_hop),
+    "repeat_a_hop": (c.LINEAGE_MATCHES_COMMITLOG, repeat_a_hop),
+    "point_a_hop_past_the_log": (c.LINEAGE_MATCHES_COMMITLOG, point_a_hop_past_the_log),
+    "miscount_a_chain": (c.LINEAGE_MATCHES_COMMITLOG, miscount_a_chain),
+    "list_a_chain_twice": (c.HOP_GRAMMAR, list_a_chain_twice),
+    "skip_a_hop_index": (c.HOP_GRAMMAR, skip_a_hop_index),
+    "claim_another_messages_origin": (c.ORIGIN_STABLE, claim_another_messages_origin),
+    "change_a_retry_topic": (c.ORIGIN_STABLE, change_a_retry_topic),
+    "lose_a_message_without_a_crash": (c.NO_UNEXPLAINED_LOSS, lose_a_message_without_a_crash),
+    "send_to_the_dlq_at_the_first_failure": (c.DLQ_AFTER_MAX_RETRIES, send_to_the_dlq_at_the_first_failure),
+    "deliver_a_delayed_message_early": (c.NO_EARLY_DELIVERY, deliver_a_delayed_message_early),
+}
+
+
+def test_every_invariant_has_a_breakage():
+    """No invariant is left without a breakage that it must catch."""
+    assert {check for check, _ in BREAKAGES.values()} == {k.name for k in c.INVARIANTS}
 
 
 def test_the_story_runs_pass_every_invariant(story_copy):
@@ -148,7 +180,8 @@ def test_the_story_runs_pass_every_invariant(story_copy):
 @pytest.mark.parametrize("name", list(BREAKAGES))
 def test_each_breakage_is_reported_for_the_broken_message(story_copy, name, seed):
     """The guarding check fails and names the message that was broken, with the rule it broke."""
-    check_name, run, key, detail = BREAKAGES[name](story_copy, random.Random(seed))
+    check_name, breakage = BREAKAGES[name]
+    run, key, detail = breakage(story_copy, random.Random(seed))
     rows = offending(story_copy, c.CHECKS_BY_NAME[check_name])
     named = [r for r in rows if r[0] == run and r[1] == key and detail in r[3]]
     assert named, (f"{check_name} did not report {key} ({detail!r}) after {name}; it reported "
