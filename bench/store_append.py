@@ -172,8 +172,8 @@ def instructions_per_append(path: str) -> float | None:
     """Instructions one append executes by ``path``, counted by callgrind; None without valgrind.
 
     Two probes run the same setup and differ only in the number of appends they make, so the
-    difference of their totals is the extra appends' own work. Python's string hashing is fixed (PYTHONHASHSEED=0) so
-    that dict probes, and the count, repeat from run to run.
+    difference of their totals is the extra appends' own work. Python's string hashing is fixed
+    (PYTHONHASHSEED=0) so that dict probes, and the count, repeat from run to run.
     """
     if shutil.which("valgrind") is None:
         return None
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=RECORDS_PER_RUN)
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--no-instructions", action="store_true",
-                        help="skip the callgrind instruction counts (about 2 minutes)")
+                        help="skip the callgrind instruction counts (about a minute)")
     parser.add_argument("--probe", nargs=3, metavar=("PATH", "BODY_BYTES", "RECORDS"),
                         help=argparse.SUPPRESS)  # one callgrind probe (instructions_per_append)
     args = parser.parse_args(argv)
