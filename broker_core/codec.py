@@ -458,3 +458,69 @@ def iter_records(buf, start_offset: int = 0, check_crc: bool = True, *,
         if isinstance(item, Blank):
             return
         pos += item.total_size
+
+
+# --- batch wire body (client -> broker) ----------------------------------------------------------
+# A batch send carries its messages in the request body, each encoded by
+# ``MessageDecoder.encodeMessage`` (§1.9): int32 totalSize, int32 magic (0), int32 bodyCRC (0),
+# int32 flag, int32 bodyLen + body, int16 propLen + the properties string. The broker reads the
+# fields in order and ignores totalSize, magic and bodyCRC (``MessageExtBatchEncoder.encode``).
+
+_BATCH_ITEM_HEAD = struct.Struct(">iiiii")
+_BATCH_PROPS_LEN = struct.Struct(">h")
+BATCH_ITEM_FIXED_BYTES = _BATCH_ITEM_HEAD.size + _BATCH_PROPS_LEN.size
+
+
+def encode_batch_body(messages) -> bytes:
+    """``MessageDecoder.encodeMessages``: the body of a batch send.
+
+    ``messages`` yields ``(flag, body, properties string)``; the string is what
+    ``messageProperties2String`` gave the client (``properties_to_string``).
+    """
+    parts = []
+    for index, (flag, body, props) in enumerate(messages):
+        props_bytes = props.encode("utf-8")
+        if len(props_bytes) > PROPERTIES_LENGTH_BYTES_MAX:
+            raise BadInputError(f"properties of {len(props_bytes)} bytes do not fit the int16 length "
+                                f"of a batch entry", where=f"batch message {index}")
+        parts += (_BATCH_ITEM_HEAD.pack(BATCH_ITEM_FIXED_BYTES + len(body) + len(props_bytes), 0, 0,
+                                        flag, len(body)),
+                  body, _BATCH_PROPS_LEN.pack(len(props_bytes)), props_bytes)
+    return b"".join(parts)
+
+
+def decode_batch_body(wire) -> list[tuple[int, bytes, str]]:
+    """The ``(flag, body, properties string)`` of each message in a batch body, in order.
+
+    Raises :class:`BadInputError` naming the message and byte where the body stops making sense:
+    a length running past the end, a negative length, or properties that are not UTF-8 (a client
+    encodes them with ``getBytes(UTF_8)``, so they always are).
+    """
+    messages = []
+    end = len(wire)
+    pos = 0
+    head = _BATCH_ITEM_HEAD.unpack_from
+    while pos < end:
+        where = f"batch message {len(messages)} at byte {pos}"
+        if pos + BATCH_ITEM_FIXED_BYTES > end:
+            raise BadInputError(f"{end - pos} bytes left, a message needs at least "
+                                f"{BATCH_ITEM_FIXED_BYTES}", where=where)
+        _total, _magic, _crc, flag, body_len = head(wire, pos)
+        body_at = pos + _BATCH_ITEM_HEAD.size
+        props_len_at = body_at + body_len
+        if body_len < 0 or props_len_at + _BATCH_PROPS_LEN.size > end:
+            raise BadInputError(f"body length {body_len} runs past the end of the batch ({end} bytes)",
+                                where=where)
+        (props_len,) = _BATCH_PROPS_LEN.unpack_from(wire, props_len_at)
+        props_at = props_len_at + _BATCH_PROPS_LEN.size
+        pos = props_at + props_len
+        if props_len < 0 or pos > end:
+            raise BadInputError(f"properties length {props_len} runs past the end of the batch "
+                                f"({end} bytes)", where=where)
+        try:
+            props = str(wire[props_at:pos], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadInputError(f"properties are not UTF-8 ({exc.reason} at byte {exc.start})",
+                                where=where) from None
+        messages.append((flag, bytes(wire[body_at:props_len_at]), props))
+    return messages

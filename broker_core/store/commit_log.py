@@ -217,12 +217,14 @@ class CommitLog:
             table[key] = queue_offset + 1
         return phys, queue_offset
 
-    def reserve(self, size: int, key: str, queue_dispatch: bool) -> tuple[int, int]:
+    def reserve(self, size: int, key: str, queue_dispatch: bool, units: int = 1) -> tuple[int, int]:
         """Place a record of ``size`` bytes: (physical offset, queue offset).
 
         The END_OF_FILE blank is written here when the record does not fit the current file. The
         caller encodes the record with the returned offsets and appends it to ``files`` before
         any other append (``files.append`` returns the offset it wrote at: the physical offset).
+        A batch places its ``units`` records at once, ``size`` bytes in all, in one file; their
+        queue offsets follow on from the returned one.
         """
         files = self.files
         wrote = files.wrote_offset
@@ -239,7 +241,7 @@ class CommitLog:
             return wrote, 0
         table = self.topic_queue_table
         queue_offset = table.get(key, 0)
-        table[key] = queue_offset + 1
+        table[key] = queue_offset + units
         return wrote, queue_offset
 
     # --- reading ------------------------------------------------------------------------------

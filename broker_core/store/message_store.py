@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
 from itertools import islice
@@ -34,6 +35,7 @@ from broker_core.constants import (
     MESSAGE_DELAY_LEVEL_DEFAULT,
     MESSAGE_MAGIC_CODE_V1,
     PROPERTIES_LENGTH_BYTES_MAX,
+    PROPERTY_SEPARATOR,
     SCHEDULE_TOPIC,
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
@@ -135,6 +137,28 @@ class MessageInner:
     delay_level: int | None = None
 
 
+@dataclass(slots=True)
+class MessageBatchInner:
+    """What the broker hands the store for a batch send (MessageExtBatch).
+
+    One topic and queue for every message; ``body`` is the client's encoded messages
+    (``codec.encode_batch_body``). The batch-level ``properties`` (the request header's, with the
+    broker's CLUSTER) are appended to each message's own when it is stored (§1.9). A batch cannot
+    be delayed or transactional (``CommitLog.asyncPutMessages``).
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: JavaHashMap | dict = field(default_factory=dict)
+    properties_string: str | None = None
+    sys_flag: int = 0
+    born_ts: int = 0
+    born_host: str = "127.0.0.1:0"
+    store_host: str | None = None  # None: the store's configured host
+    reconsume_times: int = 0
+
+
 class PutStatus(StrEnum):
     PUT_OK = "PUT_OK"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
@@ -168,6 +192,43 @@ class PutResult(NamedTuple):
         if self.status is not _PUT_OK:
             return ""
         return create_message_id(self.store_host, self.phys_offset)
+
+
+class BatchPutResult(NamedTuple):
+    """The outcome of a batch put: every message stored, in order, or none of them."""
+
+    status: PutStatus
+    topic: str
+    queue_id: int
+    phys_offsets: tuple[int, ...] = ()
+    queue_offset: int = -1  # the first message's; the others follow one by one
+    store_ts: int = 0  # one store time for the whole batch
+    total_size: int = 0  # the bytes of every record together (wroteBytes)
+    detail: str = ""
+    store_host: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+    @property
+    def msg_num(self) -> int:
+        return len(self.phys_offsets)
+
+    @property
+    def msg_ids(self) -> str:
+        """The messages' offset ids joined by ``,`` (AppendMessageResult.getMsgId of a batch)."""
+        return ",".join(create_message_id(self.store_host, p) for p in self.phys_offsets)
+
+
+# TAGS as string2messageProperties reads it: the value of the last segment whose key is TAGS
+# (the part before its first \x01), when that value is not empty.
+_TAGS_SEGMENT = re.compile("(?:^|\x02)TAGS\x01([^\x02]+)")
+
+
+def _last_tags(props: str) -> str | None:
+    found = _TAGS_SEGMENT.findall(props)
+    return found[-1] if found else None
 
 
 # A stored message's result, made from a tuple of every field in one C call: PutResult(...) runs
@@ -423,6 +484,125 @@ class MessageStore:
         if self._sync:
             self.flush()
         return _stored_result((_PUT_OK, topic, queue_id, phys, queue_offset, store_ts, size, "", store_host))
+
+    def put_messages(self, batch: MessageBatchInner) -> BatchPutResult:
+        """Store a batch send (4.9.4 ``asyncPutMessages``): its messages end to end in one file.
+
+        Each message becomes its own record: the batch's topic, queue, sysFlag, hosts, born time
+        and reconsume times, the message's own flag and body, its properties with the batch's
+        appended, consecutive queue offsets and one store time. A batch that does not fit the
+        rest of the file moves whole to the next one (§1.8). Nothing is stored when any message
+        is refused.
+        """
+        topic = batch.topic
+        queue_id = batch.queue_id
+        if not self._running:
+            return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, topic, queue_id,
+                                  detail="the store is not running")
+        if topic not in self._valid_topics:
+            names.validate_topic(topic)
+            assert isinstance(queue_id, int) and queue_id >= 0, f"bad queue id {queue_id!r}"
+            self._valid_topics.add(topic)
+
+        def refused(status: PutStatus, detail: str) -> BatchPutResult:
+            return BatchPutResult(status, topic, queue_id, detail=detail)
+
+        wire = batch.body
+        if len(wire) > self._max_body:
+            return refused(PutStatus.MESSAGE_ILLEGAL,
+                           f"batch body of {len(wire)} bytes exceeds {self.config.max_message_size}")
+        sys_flag = batch.sys_flag
+        if sys_flag & SYSFLAG_TRANSACTION_MASK:
+            return refused(PutStatus.MESSAGE_ILLEGAL, "a batch cannot be part of a transaction")
+        props = batch.properties
+        delay = props.get(PROP_DELAY)
+        if delay is not None:
+            level = java_parse_int(delay)
+            if level is None:
+                return refused(PutStatus.MESSAGE_ILLEGAL, f"DELAY {delay!r} is not an int")
+            if level > 0:
+                return refused(PutStatus.MESSAGE_ILLEGAL, f"a batch cannot be delayed (DELAY {delay!r})")
+        batch_props = batch.properties_string
+        if batch_props is None:
+            batch_props = properties_to_string(props)
+        if len(batch_props.encode("utf-8")) > PROPERTIES_LENGTH_BYTES_MAX:
+            return refused(PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                           f"batch properties of {len(batch_props.encode('utf-8'))} bytes exceed "
+                           f"{PROPERTIES_LENGTH_BYTES_MAX}")
+        try:
+            messages = codec.decode_batch_body(wire)
+        except BadInputError as exc:
+            return refused(PutStatus.MESSAGE_ILLEGAL, str(exc))
+        if not messages:
+            return refused(PutStatus.MESSAGE_ILLEGAL, "the batch holds no message")
+
+        store_host = batch.store_host or self._store_host
+        born_addr, born_port, store_addr, store_port, v6_bits, header = (
+            self._fields.hosts(batch.born_host, store_host))
+        sys_flag = (sys_flag & ~_V6_BITS) | v6_bits
+        topic_field = self._fields.topic_field(topic)
+        fixed = header.size + len(topic_field) + _PROPS_LEN.size
+        batch_tags = _last_tags(batch_props)
+        # Each message's stored properties: its own, a separator when they lack a trailing one,
+        # then the batch's (MessageExtBatchEncoder.encode, needAppendLastPropertySeparator).
+        records = []
+        total = 0
+        for index, (flag, body, own) in enumerate(messages):
+            if own and batch_props and own[-1] != PROPERTY_SEPARATOR:
+                stored = own + PROPERTY_SEPARATOR + batch_props
+            else:
+                stored = own + batch_props
+            props_bytes = stored.encode("utf-8")
+            if len(props_bytes) > PROPERTIES_LENGTH_BYTES_MAX:
+                return refused(PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                               f"message {index}: properties of {len(props_bytes)} bytes with the "
+                               f"batch's exceed {PROPERTIES_LENGTH_BYTES_MAX}")
+            size = fixed + len(body) + len(props_bytes)
+            total += size
+            tags = batch_tags if batch_tags is not None else _last_tags(own)
+            records.append((size, flag, body, props_bytes, stored, tags))
+        if total > self._record_bytes_max:
+            return refused(PutStatus.MESSAGE_ILLEGAL,
+                           f"batch of {len(records)} records, {total} bytes, cannot fit a commit-log file")
+
+        store_ts = self.clock()
+        key, cq = self._route.get((topic, queue_id)) or self._queue_route(topic, queue_id)
+        commit_log = self.commit_log
+        first_phys, first_queue_offset = commit_log.reserve(total, key, True, len(records))
+        phys = first_phys
+        queue_offset = first_queue_offset
+        parts = []
+        units = []
+        pack = header.pack
+        born_ts = batch.born_ts
+        reconsume_times = batch.reconsume_times
+        props_len = _PROPS_LEN.pack
+        try:
+            for size, flag, body, props_bytes, stored, tags in records:
+                parts += (pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
+                               queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_addr, born_port,
+                               store_ts, store_addr, store_port, reconsume_times, 0, len(body)),
+                          body, topic_field, props_len(len(props_bytes)), props_bytes)
+                if topic == SCHEDULE_TOPIC:
+                    tags = record_tags_code(topic, string_to_properties(stored), store_ts, self.delay_levels)
+                else:
+                    tags = tags_code(tags)
+                units.append((phys, size, tags, queue_offset))
+                phys += size
+                queue_offset += 1
+        except struct.error as exc:
+            raise BadInputError(f"a batch field is out of its Java type's range: {exc}",
+                                where=f"topic {topic}") from None
+        written_at = commit_log.files.append(b"".join(parts))
+        assert written_at == first_phys, f"batch reserved at {first_phys} but written at {written_at}"
+        self._last_store_ts = store_ts
+        for unit in units:
+            cq.put(*unit)
+        self._last_dispatch_ts = store_ts
+        if self._sync:
+            self.flush()
+        return BatchPutResult(_PUT_OK, topic, queue_id, tuple(u[0] for u in units), first_queue_offset,
+                              store_ts, total, "", store_host)
 
     # --- reads --------------------------------------------------------------------------------
 
