@@ -467,6 +467,7 @@ def iter_records(buf, start_offset: int = 0, check_crc: bool = True, *,
 # fields in order and ignores totalSize, magic and bodyCRC (``MessageExtBatchEncoder.encode``).
 
 _BATCH_ITEM_HEAD = struct.Struct(">iiiii")
+_BATCH_FLAG_BODY_LEN = struct.Struct(">12xii")  # the head's fields the broker reads
 _BATCH_PROPS_LEN = struct.Struct(">h")
 BATCH_ITEM_FIXED_BYTES = _BATCH_ITEM_HEAD.size + _BATCH_PROPS_LEN.size
 
@@ -489,38 +490,49 @@ def encode_batch_body(messages) -> bytes:
     return b"".join(parts)
 
 
-def decode_batch_body(wire) -> list[tuple[int, bytes, str]]:
-    """The ``(flag, body, properties string)`` of each message in a batch body, in order.
+def decode_batch_body(wire) -> list[tuple[int, bytes, bytes]]:
+    """The ``(flag, body, properties)`` of each message in a batch body, in order.
 
+    The properties stay the UTF-8 bytes the client sent (the broker copies them into the record).
     Raises :class:`BadInputError` naming the message and byte where the body stops making sense:
     a length running past the end, a negative length, or properties that are not UTF-8 (a client
     encodes them with ``getBytes(UTF_8)``, so they always are).
     """
+    wire = bytes(wire)
     messages = []
+    append = messages.append
     end = len(wire)
     pos = 0
-    head = _BATCH_ITEM_HEAD.unpack_from
+    head = _BATCH_FLAG_BODY_LEN.unpack_from
+    props_length = _BATCH_PROPS_LEN.unpack_from
+    head_bytes = _BATCH_ITEM_HEAD.size
+    length_bytes = _BATCH_PROPS_LEN.size
     while pos < end:
-        where = f"batch message {len(messages)} at byte {pos}"
         if pos + BATCH_ITEM_FIXED_BYTES > end:
-            raise BadInputError(f"{end - pos} bytes left, a message needs at least "
-                                f"{BATCH_ITEM_FIXED_BYTES}", where=where)
-        _total, _magic, _crc, flag, body_len = head(wire, pos)
-        body_at = pos + _BATCH_ITEM_HEAD.size
+            raise _batch_error(messages, pos, f"{end - pos} bytes left, a message needs at least "
+                                              f"{BATCH_ITEM_FIXED_BYTES}")
+        flag, body_len = head(wire, pos)
+        body_at = pos + head_bytes
         props_len_at = body_at + body_len
-        if body_len < 0 or props_len_at + _BATCH_PROPS_LEN.size > end:
-            raise BadInputError(f"body length {body_len} runs past the end of the batch ({end} bytes)",
-                                where=where)
-        (props_len,) = _BATCH_PROPS_LEN.unpack_from(wire, props_len_at)
-        props_at = props_len_at + _BATCH_PROPS_LEN.size
-        pos = props_at + props_len
-        if props_len < 0 or pos > end:
-            raise BadInputError(f"properties length {props_len} runs past the end of the batch "
-                                f"({end} bytes)", where=where)
+        if body_len < 0 or props_len_at + length_bytes > end:
+            raise _batch_error(messages, pos, f"body length {body_len} runs past the end of the batch "
+                                              f"({end} bytes)")
+        (props_len,) = props_length(wire, props_len_at)
+        props_at = props_len_at + length_bytes
+        next_pos = props_at + props_len
+        if props_len < 0 or next_pos > end:
+            raise _batch_error(messages, pos, f"properties length {props_len} runs past the end of "
+                                              f"the batch ({end} bytes)")
+        props = wire[props_at:next_pos]
         try:
-            props = str(wire[props_at:pos], "utf-8")
+            props.isascii() or props.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise BadInputError(f"properties are not UTF-8 ({exc.reason} at byte {exc.start})",
-                                where=where) from None
-        messages.append((flag, bytes(wire[body_at:props_len_at]), props))
+            raise _batch_error(messages, pos, f"properties are not UTF-8 ({exc.reason} at byte "
+                                              f"{exc.start})") from None
+        append((flag, wire[body_at:props_len_at], props))
+        pos = next_pos
     return messages
+
+
+def _batch_error(messages: list, pos: int, problem: str) -> BadInputError:
+    return BadInputError(problem, where=f"batch message {len(messages)} at byte {pos}")

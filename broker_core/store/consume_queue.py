@@ -9,6 +9,7 @@ before any path is built from it, and the resolved path is checked to stay under
 from __future__ import annotations
 
 import struct
+from itertools import starmap
 from pathlib import Path
 
 from broker_core import names
@@ -154,6 +155,24 @@ class ConsumeQueue:
         self.max_physic_offset = phys_offset + size
         files.append(CQ_UNIT.pack(phys_offset, size, tags_code))
         return True
+
+    def put_run(self, units: list[tuple[int, int, int]], cq_offset: int) -> None:
+        """``put`` for consecutive units from queue offset ``cq_offset`` (a batch's records).
+
+        Written with one append when they all go to the next slots of the open file; otherwise
+        unit by unit, with every rule of ``put``.
+        """
+        phys_offset, size, _tags = units[0]
+        expect = cq_offset * CQ_UNIT_SIZE_BYTES
+        files = self.files
+        if (phys_offset + size > self.max_physic_offset and expect == files.wrote_offset and files.files
+                and expect + len(units) * CQ_UNIT_SIZE_BYTES <= files.files[-1].end):
+            last_phys, last_size, _tags = units[-1]
+            self.max_physic_offset = last_phys + last_size
+            files.append(b"".join(starmap(_pack_unit, units)))
+            return
+        for offset, (phys_offset, size, tags_code) in enumerate(units, cq_offset):
+            self.put(phys_offset, size, tags_code, offset)
 
     # --- reading ------------------------------------------------------------------------------
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import partial
+from functools import lru_cache, partial
 from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
@@ -34,6 +33,7 @@ from broker_core.constants import (
     END_FILE_MIN_BLANK_LENGTH_BYTES,
     MESSAGE_DELAY_LEVEL_DEFAULT,
     MESSAGE_MAGIC_CODE_V1,
+    NAME_VALUE_SEPARATOR,
     PROPERTIES_LENGTH_BYTES_MAX,
     PROPERTY_SEPARATOR,
     SCHEDULE_TOPIC,
@@ -221,14 +221,32 @@ class BatchPutResult(NamedTuple):
         return ",".join(create_message_id(self.store_host, p) for p in self.phys_offsets)
 
 
-# TAGS as string2messageProperties reads it: the value of the last segment whose key is TAGS
-# (the part before its first \x01), when that value is not empty.
-_TAGS_SEGMENT = re.compile("(?:^|\x02)TAGS\x01([^\x02]+)")
+_SEPARATOR = PROPERTY_SEPARATOR.encode()
+_SEPARATOR_CODE = _SEPARATOR[0]
+# A properties key as it starts a segment.
+_TAGS_KEY = (PROP_TAGS + NAME_VALUE_SEPARATOR).encode()
 
 
-def _last_tags(props: str) -> str | None:
-    found = _TAGS_SEGMENT.findall(props)
-    return found[-1] if found else None
+def _last_tags(props: bytes) -> bytes | None:
+    """TAGS as ``string2messageProperties`` reads it from a properties string's UTF-8 bytes: the
+    value of the last segment whose key (the part before its first \x01) is TAGS, when that value
+    is not empty. The key text cannot overlap itself, so each earlier match ends where the one
+    just rejected starts, or before."""
+    end = len(props)
+    while (at := props.rfind(_TAGS_KEY, 0, end)) >= 0:
+        if at == 0 or props[at - 1] == _SEPARATOR_CODE:
+            stop = props.find(_SEPARATOR, at)
+            value = props[at + len(_TAGS_KEY):stop if stop >= 0 else len(props)]
+            if value:
+                return value
+        end = at
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _tags_code(tags: bytes | None) -> int:
+    """``tags_code`` of TAGS found by ``_last_tags``."""
+    return tags_code(tags.decode("utf-8")) if tags else 0
 
 
 # A stored message's result, made from a tuple of every field in one C call: PutResult(...) runs
@@ -525,10 +543,11 @@ class MessageStore:
         batch_props = batch.properties_string
         if batch_props is None:
             batch_props = properties_to_string(props)
-        if len(batch_props.encode("utf-8")) > PROPERTIES_LENGTH_BYTES_MAX:
+        batch_bytes = batch_props.encode("utf-8")
+        batch_length = len(batch_bytes)
+        if batch_length > PROPERTIES_LENGTH_BYTES_MAX:
             return refused(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                           f"batch properties of {len(batch_props.encode('utf-8'))} bytes exceed "
-                           f"{PROPERTIES_LENGTH_BYTES_MAX}")
+                           f"batch properties of {batch_length} bytes exceed {PROPERTIES_LENGTH_BYTES_MAX}")
         try:
             messages = codec.decode_batch_body(wire)
         except BadInputError as exc:
@@ -542,25 +561,25 @@ class MessageStore:
         sys_flag = (sys_flag & ~_V6_BITS) | v6_bits
         topic_field = self._fields.topic_field(topic)
         fixed = header.size + len(topic_field) + _PROPS_LEN.size
-        batch_tags = _last_tags(batch_props)
-        # Each message's stored properties: its own, a separator when they lack a trailing one,
-        # then the batch's (MessageExtBatchEncoder.encode, needAppendLastPropertySeparator).
+        batch_tags = _last_tags(batch_bytes)
+        schedule = topic == SCHEDULE_TOPIC
+        # Each message's stored properties: its own, a separator when both are non-empty and its
+        # own lack a trailing one, then the batch's (MessageExtBatchEncoder.encode,
+        # needAppendLastPropertySeparator). The batch's TAGS, coming last, win in the map a
+        # dispatch reads.
         records = []
         total = 0
         for index, (flag, body, own) in enumerate(messages):
-            if own and batch_props and own[-1] != PROPERTY_SEPARATOR:
-                stored = own + PROPERTY_SEPARATOR + batch_props
-            else:
-                stored = own + batch_props
-            props_bytes = stored.encode("utf-8")
-            if len(props_bytes) > PROPERTIES_LENGTH_BYTES_MAX:
+            separator = _SEPARATOR if own and batch_length and own[-1] != _SEPARATOR_CODE else b""
+            props_length = len(own) + len(separator) + batch_length
+            if props_length > PROPERTIES_LENGTH_BYTES_MAX:
                 return refused(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                               f"message {index}: properties of {len(props_bytes)} bytes with the "
+                               f"message {index}: properties of {props_length} bytes with the "
                                f"batch's exceed {PROPERTIES_LENGTH_BYTES_MAX}")
-            size = fixed + len(body) + len(props_bytes)
+            size = fixed + len(body) + props_length
             total += size
-            tags = batch_tags if batch_tags is not None else _last_tags(own)
-            records.append((size, flag, body, props_bytes, stored, tags))
+            records.append((size, flag, body, props_length, own, separator,
+                            0 if schedule else _tags_code(batch_tags or _last_tags(own))))
         if total > self._record_bytes_max:
             return refused(PutStatus.MESSAGE_ILLEGAL,
                            f"batch of {len(records)} records, {total} bytes, cannot fit a commit-log file")
@@ -578,16 +597,15 @@ class MessageStore:
         reconsume_times = batch.reconsume_times
         props_len = _PROPS_LEN.pack
         try:
-            for size, flag, body, props_bytes, stored, tags in records:
+            for size, flag, body, props_length, own, separator, tags in records:
                 parts += (pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
                                queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_addr, born_port,
                                store_ts, store_addr, store_port, reconsume_times, 0, len(body)),
-                          body, topic_field, props_len(len(props_bytes)), props_bytes)
-                if topic == SCHEDULE_TOPIC:
-                    tags = record_tags_code(topic, string_to_properties(stored), store_ts, self.delay_levels)
-                else:
-                    tags = tags_code(tags)
-                units.append((phys, size, tags, queue_offset))
+                          body, topic_field, props_len(props_length), own, separator, batch_bytes)
+                if schedule:
+                    stored = string_to_properties((own + separator + batch_bytes).decode("utf-8"))
+                    tags = record_tags_code(topic, stored, store_ts, self.delay_levels)
+                units.append((phys, size, tags))
                 phys += size
                 queue_offset += 1
         except struct.error as exc:
@@ -596,8 +614,7 @@ class MessageStore:
         written_at = commit_log.files.append(b"".join(parts))
         assert written_at == first_phys, f"batch reserved at {first_phys} but written at {written_at}"
         self._last_store_ts = store_ts
-        for unit in units:
-            cq.put(*unit)
+        cq.put_run(units, first_queue_offset)
         self._last_dispatch_ts = store_ts
         if self._sync:
             self.flush()

@@ -7,6 +7,7 @@ does not fit the rest of a file leaves only the 8-byte BLANK there and moves who
 
 from __future__ import annotations
 
+import random
 import struct
 from pathlib import Path
 
@@ -15,7 +16,8 @@ import pytest
 from broker_core import codec
 from broker_core.constants import BLANK_MAGIC_CODE, SYSFLAG_TRANSACTION_PREPARED
 from broker_core.errors import BadInputError
-from broker_core.message import create_message_id, java_string_hash
+from broker_core.message import create_message_id, java_string_hash, string_to_properties
+from broker_core.store import message_store
 from broker_core.store.message_store import (
     MessageBatchInner,
     MessageInner,
@@ -49,7 +51,7 @@ def test_batch_body_is_encode_message_per_message():
     wire = codec.encode_batch_body([(7, b"body", "TAGS\x01abc"), (0, b"", "")])
     assert wire == (struct.pack(">iiiii", 34, 0, 0, 7, 4) + b"body" + struct.pack(">h", 8) + b"TAGS\x01abc"
                     + struct.pack(">iiiii", 22, 0, 0, 0, 0) + struct.pack(">h", 0))
-    assert codec.decode_batch_body(wire) == [(7, b"body", "TAGS\x01abc"), (0, b"", "")]
+    assert codec.decode_batch_body(wire) == [(7, b"body", b"TAGS\x01abc"), (0, b"", b"")]
     assert codec.decode_batch_body(b"") == []
 
 
@@ -163,6 +165,20 @@ def test_batch_tags_win_over_a_messages_own(tmp_path):
     store.shutdown()
 
 
+def test_tags_read_from_a_batch_record_are_the_tags_its_properties_parse_to():
+    """The dispatch's TAGS scan agrees with string2messageProperties on every string of the
+    property alphabet (malformed segments, empty values, repeated and embedded keys)."""
+    seed = 20261122
+    rng = random.Random(seed)
+    pieces = ["TAGS", "\x01", "\x02", "x", "TAGS\x01", "\x02TAGS\x01", "A", "é"]
+    for case in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(12)))
+        found = message_store._last_tags(text.encode())
+        expected = string_to_properties(text).get("TAGS")
+        assert (found.decode() if found is not None else None) == expected, (
+            f"seed {seed}, case {case}: {text!r}")
+
+
 def test_queue_offsets_run_on_across_single_and_batch_puts(tmp_path):
     store = open_store(tmp_path / "s")
     a = store.put_message(MessageInner("T", 1, b"a", {}))
@@ -226,3 +242,14 @@ def test_batch_records_survive_a_restart(tmp_path, exit_):
     assert again.get_units("T", 0, 0, 10) == units
     assert again.put_messages(batch_of(1, topic="T")).queue_offset == 5
     again.shutdown()
+
+
+def test_a_batch_spanning_consume_queue_files_gets_every_unit(tmp_path):
+    """Units of one batch cross consume-queue file ends (4 units per file here) and all arrive."""
+    store = open_store(tmp_path / "s", cq_units_per_file=4)
+    store.put_message(MessageInner("T", 0, b"first", {}))
+    result = store.put_messages(batch_of(10, topic="T"))
+    units = store.get_units("T", 0, 0, 20)
+    assert [u[0] for u in units[1:]] == list(result.phys_offsets)
+    assert len(list((tmp_path / "s" / "consumequeue" / "T" / "0").iterdir())) == 3
+    store.shutdown()
