@@ -1,7 +1,8 @@
 """Records/s appended through MessageStore.put_message (commit log + consume-queue dispatch).
 
 Compared with a raw sequential ``write()`` of the same record bytes and with the least Python work
-an append needs (a floor measured in the same run), for 256 B and 1 KiB bodies.
+an append needs (a floor measured in the same run), for 256 B and 1 KiB bodies; and the same
+records sent in batches through MessageStore.put_messages (a producer's batch send).
 Five runs each; median, p90 and max of wall-clock rates, plus the median CPU-time rate (the machine
 is shared, so wall time includes other processes' load). Where valgrind is installed, the
 instructions each append executes are counted too (callgrind, 256 B bodies): a measure other
@@ -25,11 +26,12 @@ from pathlib import Path
 
 from bench import common
 from bench.common import load_note, machine, write_result
+from broker_core import codec
 from broker_core.constants import MESSAGE_MAGIC_CODE_V1
 from broker_core.message import JavaHashMap, host_to_bytes
 from broker_core.store.commit_log import RECORD_HEADERS
 from broker_core.store.consume_queue import CQ_UNIT
-from broker_core.store.message_store import MessageInner, MessageStore, StoreConfig
+from broker_core.store.message_store import MessageBatchInner, MessageInner, MessageStore, StoreConfig
 
 RUNS = 5
 RECORDS_PER_RUN = 100_000
@@ -39,11 +41,16 @@ TARGET_RECORDS_PER_S = 300_000  # issue 6, P1 (256 B bodies)
 QUEUES = 4
 # Instruction counts: appends counted in a probe (the difference of two probes, this many apart),
 # and the body size they use.
-INSTRUCTION_PROBE_RECORDS = 20_000
+INSTRUCTION_PROBE_RECORDS = 20_000  # a multiple of BATCH_MESSAGES
 INSTRUCTION_PROBE_BASE_RECORDS = 1_000  # both probes make these (first-time work: files, caches)
 INSTRUCTION_PROBE_BODY_BYTES = 256
 PROPERTIES = ("KEYS\x01order-1\x02UNIQ_KEY\x01C00002027C225FFD2B276D1F61390000\x02"
               "CLUSTER\x01DefaultCluster\x02TAGS\x01TagA")
+# A batch send: each message carries its own properties, the broker appends the batch's (CLUSTER),
+# so the stored records are as long as the single puts' and the byte rates compare.
+BATCH_MESSAGES = 32
+BATCH_OWN_PROPERTIES = "KEYS\x01order-1\x02UNIQ_KEY\x01C00002027C225FFD2B276D1F61390000\x02TAGS\x01TagA"
+BATCH_PROPERTIES = "CLUSTER\x01DefaultCluster"
 
 
 class Clock:
@@ -62,8 +69,15 @@ def make_messages(n: int, body_size: int) -> list[MessageInner]:
                          born_host="10.0.0.2:50000") for i in range(n)]
 
 
-def run_store(root: Path, messages: list[MessageInner]) -> tuple[float, float, int]:
-    """(wall s, cpu s, bytes) to put every message and flush once at the end (async flush)."""
+def stored_record_bytes(store: MessageStore) -> int:
+    """The bytes of the records the benchmark's queues point at (file-end blanks left out)."""
+    return sum(size for queue_id in range(QUEUES)
+               for _phys, size, _tags in store.get_units("OrderTopic", queue_id, 0, 2**31 - 1))
+
+
+def run_store(root: Path, messages: list[MessageInner], count_bytes: bool = True) -> tuple[float, float, int]:
+    """(wall s, cpu s, record bytes or 0) to put every message and flush once at the end (async
+    flush)."""
     shutil.rmtree(root, ignore_errors=True)
     store = MessageStore(root, StoreConfig(commitlog_file_size_bytes=COMMITLOG_FILE_SIZE_BYTES),
                          Clock())
@@ -75,8 +89,42 @@ def run_store(root: Path, messages: list[MessageInner]) -> tuple[float, float, i
         put(msg)
     store.flush()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    size = store.max_phys_offset
+    size = stored_record_bytes(store) if count_bytes else 0
     assert store.max_offset("OrderTopic", 0) == len(messages) // QUEUES
+    store.shutdown()
+    return wall, cpu, size
+
+
+def make_batches(messages: list[MessageInner]) -> list[MessageBatchInner]:
+    """The same messages as batch sends of BATCH_MESSAGES each, one queue per batch in turn."""
+    batches = []
+    for start in range(0, len(messages), BATCH_MESSAGES):
+        chunk = messages[start:start + BATCH_MESSAGES]
+        first = chunk[0]
+        wire = codec.encode_batch_body((m.flag, m.body, BATCH_OWN_PROPERTIES) for m in chunk)
+        batches.append(MessageBatchInner(first.topic, (start // BATCH_MESSAGES) % QUEUES, wire, {},
+                                         BATCH_PROPERTIES, born_ts=first.born_ts,
+                                         born_host=first.born_host))
+    return batches
+
+
+def run_store_batches(root: Path, batches: list[MessageBatchInner], records: int,
+                      count_bytes: bool = True) -> tuple[float, float, int]:
+    """(wall s, cpu s, record bytes or 0) to put every batch (``records`` messages in all) and
+    flush once at the end (async flush)."""
+    shutil.rmtree(root, ignore_errors=True)
+    store = MessageStore(root, StoreConfig(commitlog_file_size_bytes=COMMITLOG_FILE_SIZE_BYTES),
+                         Clock())
+    assert store.load()
+    store.start()
+    put = store.put_messages
+    wall, cpu = time.perf_counter(), time.process_time()
+    for batch in batches:
+        put(batch)
+    store.flush()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    size = stored_record_bytes(store) if count_bytes else 0
+    assert sum(store.max_offset("OrderTopic", q) for q in range(QUEUES)) == records
     store.shutdown()
     return wall, cpu, size
 
@@ -157,15 +205,20 @@ def run_floor(root: Path, messages: list[MessageInner]) -> tuple[float, float]:
 
 
 def probe(path: str, body_size: int, records: int) -> None:
-    """Make the messages, then append ``records`` of them by ``path`` ("store" or "floor")."""
+    """Make the messages, then append ``records`` of them by ``path`` ("store", "batch" or "floor")."""
     # Every probe makes as many messages as the largest appends, so making them cancels out.
-    messages = make_messages(INSTRUCTION_PROBE_BASE_RECORDS + INSTRUCTION_PROBE_RECORDS,
-                             body_size)[:records]
+    messages = make_messages(INSTRUCTION_PROBE_BASE_RECORDS + INSTRUCTION_PROBE_RECORDS, body_size)
     with tempfile.TemporaryDirectory(prefix="store-append-probe-") as tmp:
         if path == "store":
-            run_store(Path(tmp) / "store", messages)
+            run_store(Path(tmp) / "store", messages[:records], count_bytes=False)
+        elif path == "batch":
+            # Whole batches, made for every message too (a client's work); the two probes differ
+            # by INSTRUCTION_PROBE_RECORDS / BATCH_MESSAGES batches.
+            batches = make_batches(messages)[:records // BATCH_MESSAGES]
+            run_store_batches(Path(tmp) / "batch", batches, len(batches) * BATCH_MESSAGES,
+                              count_bytes=False)
         else:
-            run_floor(Path(tmp) / "floor", messages)
+            run_floor(Path(tmp) / "floor", messages[:records])
 
 
 def instructions_per_append(path: str) -> float | None:
@@ -218,15 +271,21 @@ def main(argv: list[str] | None = None) -> None:
         for body_size in BODY_SIZES_BYTES:
             messages = make_messages(args.records, body_size)
             results = [run_store(base / "store", messages) for _ in range(args.runs)]
+            batches = make_batches(messages)
+            batched = [run_store_batches(base / "batch", batches, len(messages)) for _ in range(args.runs)]
+            assert batched[0][2] == results[0][2], "batch records differ in size from single puts"
             chunks = record_bytes(base / "store")
             raw = [run_raw(base / "raw.bin", chunks) for _ in range(args.runs)]
             floor = [run_floor(base / "floor", messages) for _ in range(args.runs)]
             cpu_medians[body_size] = {
                 "store": statistics.median(r[1] for r in results),
+                "batch": statistics.median(r[1] for r in batched),
                 "raw": statistics.median(r[1] for r in raw),
                 "floor": statistics.median(r[1] for r in floor)}
             for name, walls, cpus in (
                     ("MessageStore.put_message", [r[0] for r in results], [r[1] for r in results]),
+                    (f"MessageStore.put_messages, {BATCH_MESSAGES} per batch", [r[0] for r in batched],
+                     [r[1] for r in batched]),
                     ("floor: least Python work per append", [r[0] for r in floor],
                      [r[1] for r in floor]),
                     ("raw write()", [r[0] for r in raw], [r[1] for r in raw])):
@@ -238,12 +297,15 @@ def main(argv: list[str] | None = None) -> None:
     ratios = []
     for body_size, med in cpu_medians.items():
         store_rate = args.records / med["store"]
+        batch_rate = args.records / med["batch"]
         ratios.append(
             f"{body_size} B: put_message {store_rate:,.0f}/s CPU "
             f"({'meets' if store_rate >= TARGET_RECORDS_PER_S else 'misses'} the target), "
             f"{med['store'] / med['raw']:.1f}x the CPU of raw write() and "
             f"{med['store'] / med['floor']:.2f}x the CPU of the least-work floor "
-            f"({args.records / med['floor']:,.0f}/s)")
+            f"({args.records / med['floor']:,.0f}/s); put_messages {batch_rate:,.0f}/s CPU "
+            f"({'meets' if batch_rate >= TARGET_RECORDS_PER_S else 'misses'} the target; "
+            f"{med['store'] / med['batch']:.2f}x put_message's rate)")
     notes = (f"{args.records:,} records per run, {args.runs} runs, {QUEUES} queues, async flush "
              f"(one flush at the end, included), {COMMITLOG_FILE_SIZE_BYTES // 2**20} MiB commit-log "
              f"files. Rates are records/s; 'p90' is the rate 90% of runs reached (the 10th percentile "
@@ -255,11 +317,14 @@ def main(argv: list[str] | None = None) -> None:
              "header with the body CRC, join the record onto a commit-log buffer and pack its "
              "consume-queue unit onto the queue's buffer; one write per buffer at the end. It leaves "
              "out every check, the delay rewrite, the file-end rule, the tags hash and the result "
-             "object. CPU medians: " + "; ".join(ratios) + ".")
+             "object. The put_messages row sends the same records as batches of "
+             f"{BATCH_MESSAGES} (the batch's CLUSTER property appended to each message's own, so "
+             "the records are as long): a batch is checked, placed and written once, each message "
+             "still encoded, hashed and dispatched. CPU medians: " + "; ".join(ratios) + ".")
     if args.no_instructions:
         notes += "\n\nInstruction counts: not taken (--no-instructions)."
     else:
-        counts = {path: instructions_per_append(path) for path in ("store", "floor")}
+        counts = {path: instructions_per_append(path) for path in ("store", "batch", "floor")}
         if counts["store"] is None:
             notes += "\n\nInstruction counts: not taken (valgrind is not installed)."
         else:
@@ -267,15 +332,17 @@ def main(argv: list[str] | None = None) -> None:
                 f"\n\nInstructions per append at {INSTRUCTION_PROBE_BODY_BYTES} B, counted by "
                 f"callgrind (the difference of two probes {INSTRUCTION_PROBE_RECORDS:,} appends "
                 f"apart; deterministic, so unlike the rates it does not move with the machine's "
-                f"load): put_message {counts['store']:,.0f}, least-work floor "
-                f"{counts['floor']:,.0f} ({counts['store'] / counts['floor']:.2f}x).")
+                f"load): put_message {counts['store']:,.0f}, put_messages "
+                f"{counts['batch']:,.0f} per message in batches of {BATCH_MESSAGES}, least-work "
+                f"floor {counts['floor']:,.0f} (put_message {counts['store'] / counts['floor']:.2f}x, "
+                f"put_messages {counts['batch'] / counts['floor']:.2f}x).")
     print(machine())
     name = "store_append"
     if args.records != RECORDS_PER_RUN or args.runs != RUNS:
         # Resized runs never overwrite the committed full-size table.
         (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
         name = "quick/store_append"
-    write_result(name, "Store append: records/s through put_message vs raw write()",
+    write_result(name, "Store append: records/s through put_message and put_messages vs raw write()",
                  ["body", "path", "median rec/s", "p90 rec/s", "max rec/s", "CPU rec/s",
                   "bytes/record"], rows, notes)
 
