@@ -2,8 +2,9 @@
 
 Life cycle, as a broker drives it: ``MessageStore(root, config, clock)`` → ``load()`` (recovery,
 normal or abnormal by the ``abort`` file) → ``start()`` (creates ``abort``) → ``put_message`` /
-``get_messages`` / ``look_message_by_offset`` … → ``shutdown()`` (flush, checkpoint, remove
-``abort``) or ``crash()`` (kill -9: the unflushed tail is lost and ``abort`` stays).
+``put_messages`` (a batch send) / ``get_messages`` / ``look_message_by_offset`` … → ``shutdown()``
+(flush, checkpoint, remove ``abort``) or ``crash()`` (kill -9: the unflushed tail is lost and
+``abort`` stays).
 
 The put path does what 4.9.4's ``DefaultMessageStore.asyncPutMessage`` and
 ``CommitLog.asyncPutMessage`` do: the size checks, the delay rewrite into SCHEDULE_TOPIC_XXXX (§4.2),
