@@ -15,7 +15,7 @@ import pytest
 
 from broker_core import codec
 from broker_core.constants import BLANK_MAGIC_CODE, SYSFLAG_TRANSACTION_PREPARED
-from broker_core.errors import BadInputError
+from broker_core.errors import BadInputError, InvalidNameError
 from broker_core.message import create_message_id, java_string_hash, string_to_properties
 from broker_core.store import message_store
 from broker_core.store.message_store import (
@@ -252,4 +252,16 @@ def test_a_batch_spanning_consume_queue_files_gets_every_unit(tmp_path):
     units = store.get_units("T", 0, 0, 20)
     assert [u[0] for u in units[1:]] == list(result.phys_offsets)
     assert len(list((tmp_path / "s" / "consumequeue" / "T" / "0").iterdir())) == 3
+    store.shutdown()
+
+
+@pytest.mark.parametrize("topic", ["../x", "a/b", "t" * 300, ""])
+def test_hostile_topic_names_in_a_batch_are_refused_before_touching_disk(tmp_path, topic):
+    root = tmp_path / "root" / "store"
+    store = open_store(root)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(InvalidNameError):
+        store.put_messages(batch_of(2, topic=topic))
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    assert store.max_phys_offset == 0
     store.shutdown()
