@@ -75,22 +75,23 @@ def stored_record_bytes(store: MessageStore) -> int:
                for _phys, size, _tags in store.get_units("OrderTopic", queue_id, 0, 2**31 - 1))
 
 
-def run_store(root: Path, messages: list[MessageInner], count_bytes: bool = True) -> tuple[float, float, int]:
-    """(wall s, cpu s, record bytes or 0) to put every message and flush once at the end (async
-    flush)."""
+def run_store(root: Path, items: list[MessageInner] | list[MessageBatchInner], records: int,
+              count_bytes: bool = True) -> tuple[float, float, int]:
+    """(wall s, cpu s, record bytes or 0) to put every item -- messages by put_message, batch sends
+    by put_messages, ``records`` messages in all -- and flush once at the end (async flush)."""
     shutil.rmtree(root, ignore_errors=True)
     store = MessageStore(root, StoreConfig(commitlog_file_size_bytes=COMMITLOG_FILE_SIZE_BYTES),
                          Clock())
     assert store.load()
     store.start()
-    put = store.put_message
+    put = store.put_messages if isinstance(items[0], MessageBatchInner) else store.put_message
     wall, cpu = time.perf_counter(), time.process_time()
-    for msg in messages:
-        put(msg)
+    for item in items:
+        put(item)
     store.flush()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     size = stored_record_bytes(store) if count_bytes else 0
-    assert store.max_offset("OrderTopic", 0) == len(messages) // QUEUES
+    assert sum(store.max_offset("OrderTopic", q) for q in range(QUEUES)) == records
     store.shutdown()
     return wall, cpu, size
 
@@ -106,27 +107,6 @@ def make_batches(messages: list[MessageInner]) -> list[MessageBatchInner]:
                                          BATCH_PROPERTIES, born_ts=first.born_ts,
                                          born_host=first.born_host))
     return batches
-
-
-def run_store_batches(root: Path, batches: list[MessageBatchInner], records: int,
-                      count_bytes: bool = True) -> tuple[float, float, int]:
-    """(wall s, cpu s, record bytes or 0) to put every batch (``records`` messages in all) and
-    flush once at the end (async flush)."""
-    shutil.rmtree(root, ignore_errors=True)
-    store = MessageStore(root, StoreConfig(commitlog_file_size_bytes=COMMITLOG_FILE_SIZE_BYTES),
-                         Clock())
-    assert store.load()
-    store.start()
-    put = store.put_messages
-    wall, cpu = time.perf_counter(), time.process_time()
-    for batch in batches:
-        put(batch)
-    store.flush()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    size = stored_record_bytes(store) if count_bytes else 0
-    assert sum(store.max_offset("OrderTopic", q) for q in range(QUEUES)) == records
-    store.shutdown()
-    return wall, cpu, size
 
 
 def record_bytes(root: Path) -> list[bytes]:
@@ -210,13 +190,12 @@ def probe(path: str, body_size: int, records: int) -> None:
     messages = make_messages(INSTRUCTION_PROBE_BASE_RECORDS + INSTRUCTION_PROBE_RECORDS, body_size)
     with tempfile.TemporaryDirectory(prefix="store-append-probe-") as tmp:
         if path == "store":
-            run_store(Path(tmp) / "store", messages[:records], count_bytes=False)
+            run_store(Path(tmp) / "store", messages[:records], records, count_bytes=False)
         elif path == "batch":
             # Whole batches, made for every message too (a client's work); the two probes differ
             # by INSTRUCTION_PROBE_RECORDS / BATCH_MESSAGES batches.
             batches = make_batches(messages)[:records // BATCH_MESSAGES]
-            run_store_batches(Path(tmp) / "batch", batches, len(batches) * BATCH_MESSAGES,
-                              count_bytes=False)
+            run_store(Path(tmp) / "batch", batches, len(batches) * BATCH_MESSAGES, count_bytes=False)
         else:
             run_floor(Path(tmp) / "floor", messages[:records])
 
@@ -270,9 +249,9 @@ def main(argv: list[str] | None = None) -> None:
         base = Path(tmp)
         for body_size in BODY_SIZES_BYTES:
             messages = make_messages(args.records, body_size)
-            results = [run_store(base / "store", messages) for _ in range(args.runs)]
+            results = [run_store(base / "store", messages, len(messages)) for _ in range(args.runs)]
             batches = make_batches(messages)
-            batched = [run_store_batches(base / "batch", batches, len(messages)) for _ in range(args.runs)]
+            batched = [run_store(base / "batch", batches, len(messages)) for _ in range(args.runs)]
             assert batched[0][2] == results[0][2], "batch records differ in size from single puts"
             chunks = record_bytes(base / "store")
             raw = [run_raw(base / "raw.bin", chunks) for _ in range(args.runs)]
