@@ -244,6 +244,12 @@ class CommitLog:
         table[key] = queue_offset + units
         return wrote, queue_offset
 
+    def unreserve(self, key: str, queue_offset: int) -> None:
+        """Give back the queue offsets of a reservation whose records could not be encoded (nothing
+        was appended): the next record takes ``queue_offset`` again, so no gap opens in the queue.
+        A BLANK the reservation wrote at a file end stays: it ends that file as any other does."""
+        self.topic_queue_table[key] = queue_offset
+
     # --- reading ------------------------------------------------------------------------------
 
     def record_size_at(self, phys: int) -> int | None:

@@ -484,6 +484,8 @@ class MessageStore:
                                born_addr, born_port, store_ts, store_addr, store_port,
                                msg.reconsume_times, msg.prepared_tx_offset, len(body))
         except struct.error as exc:
+            if dispatch:
+                commit_log.unreserve(key, queue_offset)
             raise BadInputError(f"a message field is out of its Java type's range: {exc}",
                                 where=f"topic {topic}") from None
         written_at = commit_log.files.append(b"".join((head, body, topic_field,
@@ -610,6 +612,7 @@ class MessageStore:
                 phys += size
                 queue_offset += 1
         except struct.error as exc:
+            commit_log.unreserve(key, first_queue_offset)
             raise BadInputError(f"a batch field is out of its Java type's range: {exc}",
                                 where=f"topic {topic}") from None
         written_at = commit_log.files.append(b"".join(parts))

@@ -40,8 +40,9 @@ def open_store(root: Path, now: int = 1_700_000_000_000, **overrides) -> Message
 def batch_of(n: int, *, body: bytes = b"body", props: str = "TAGS\x01abc", topic: str = "test-topic",
              queue_id: int = 0, batch_props: dict | None = None, **fields) -> MessageBatchInner:
     wire = codec.encode_batch_body((0, body, props) for _ in range(n))
+    fields = {"born_ts": 1_600_000_000_000, "born_host": BORN_HOST, **fields}
     return MessageBatchInner(topic, queue_id, wire, batch_props if batch_props is not None else {},
-                             born_ts=1_600_000_000_000, born_host=BORN_HOST, **fields)
+                             **fields)
 
 
 # --- the batch body ---------------------------------------------------------------------------
@@ -264,4 +265,26 @@ def test_hostile_topic_names_in_a_batch_are_refused_before_touching_disk(tmp_pat
         store.put_messages(batch_of(2, topic=topic))
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
     assert store.max_phys_offset == 0
+    store.shutdown()
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: MessageInner("T", 0, b"x", {}, born_ts=2**63),
+    lambda: MessageInner("T", 0, b"x", {}, reconsume_times=2**31),
+    lambda: batch_of(3, topic="T", born_ts=2**63),
+    lambda: batch_of(3, topic="T", reconsume_times=-2**31 - 1),
+])
+def test_a_field_out_of_java_range_is_refused_without_a_queue_gap(tmp_path, bad):
+    """The refused put gives its queue offsets back: the next message takes offset 0, its record and
+    its consume-queue slot agree, and nothing was written for the refused one."""
+    store = open_store(tmp_path / "s")
+    item = bad()
+    put = store.put_messages if isinstance(item, MessageBatchInner) else store.put_message
+    with pytest.raises(BadInputError) as err:
+        put(item)
+    assert "out of its Java type's range" in str(err.value)
+    assert store.max_phys_offset == 0
+    after = store.put_message(MessageInner("T", 0, b"after", {}))
+    assert after.queue_offset == 0 and store.min_offset("T", 0) == 0 and store.max_offset("T", 0) == 1
+    assert [(r.queue_offset, r.body) for r in store.get_messages("T", 0, 0, 10)] == [(0, b"after")]
     store.shutdown()
