@@ -226,6 +226,7 @@ _SEPARATOR = PROPERTY_SEPARATOR.encode()
 _SEPARATOR_CODE = _SEPARATOR[0]
 # A properties key as it starts a segment.
 _TAGS_KEY = (PROP_TAGS + NAME_VALUE_SEPARATOR).encode()
+_TAGS_KEY_LENGTH = len(_TAGS_KEY)
 
 
 def _last_tags(props: bytes) -> bytes | None:
@@ -233,14 +234,15 @@ def _last_tags(props: bytes) -> bytes | None:
     value of the last segment whose key (the part before its first \x01) is TAGS, when that value
     is not empty. The key text cannot overlap itself, so each earlier match ends where the one
     just rejected starts, or before."""
-    end = len(props)
-    while (at := props.rfind(_TAGS_KEY, 0, end)) >= 0:
+    at = props.rfind(_TAGS_KEY)
+    while at >= 0:
         if at == 0 or props[at - 1] == _SEPARATOR_CODE:
-            stop = props.find(_SEPARATOR, at)
-            value = props[at + len(_TAGS_KEY):stop if stop >= 0 else len(props)]
+            value_at = at + _TAGS_KEY_LENGTH
+            stop = props.find(_SEPARATOR, value_at)
+            value = props[value_at:stop] if stop >= 0 else props[value_at:]
             if value:
                 return value
-        end = at
+        at = props.rfind(_TAGS_KEY, 0, at)
     return None
 
 
@@ -572,12 +574,12 @@ class MessageStore:
         # dispatch reads.
         records = []
         total = 0
-        for index, (flag, body, own) in enumerate(messages):
+        for flag, body, own in messages:
             separator = _SEPARATOR if own and batch_length and own[-1] != _SEPARATOR_CODE else b""
             props_length = len(own) + len(separator) + batch_length
             if props_length > PROPERTIES_LENGTH_BYTES_MAX:
                 return refused(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                               f"message {index}: properties of {props_length} bytes with the "
+                               f"message {len(records)}: properties of {props_length} bytes with the "
                                f"batch's exceed {PROPERTIES_LENGTH_BYTES_MAX}")
             size = fixed + len(body) + props_length
             total += size
