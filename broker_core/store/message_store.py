@@ -45,7 +45,7 @@ from broker_core.constants import (
     SYSFLAG_TRANSACTION_ROLLBACK,
 )
 from broker_core.delay_levels import deliver_timestamp, parse_delay_levels
-from broker_core.errors import BadInputError, CorruptStoreError, StoreStateError
+from broker_core.errors import BadInputError, CorruptRecordError, CorruptStoreError, StoreStateError
 from broker_core.message import (
     PROP_DELAY,
     PROP_TAGS,
@@ -568,10 +568,12 @@ class MessageStore:
         fixed = header.size + len(topic_field) + _PROPS_LEN.size
         batch_tags = _last_tags(batch_bytes)
         schedule = topic == SCHEDULE_TOPIC
+        store_ts = self.clock()
         # Each message's stored properties: its own, a separator when both are non-empty and its
         # own lack a trailing one, then the batch's (MessageExtBatchEncoder.encode,
         # needAppendLastPropertySeparator). The batch's TAGS, coming last, win in the map a
-        # dispatch reads.
+        # dispatch reads. Everything that can refuse a message is settled before the batch is
+        # placed.
         records = []
         total = 0
         for flag, body, own in messages:
@@ -583,13 +585,19 @@ class MessageStore:
                                f"batch's exceed {PROPERTIES_LENGTH_BYTES_MAX}")
             size = fixed + len(body) + props_length
             total += size
-            records.append((size, flag, body, props_length, own, separator,
-                            0 if schedule else _tags_code(batch_tags or _last_tags(own))))
+            if schedule:
+                try:
+                    tags = record_tags_code(topic, string_to_properties(
+                        (own + separator + batch_bytes).decode("utf-8")), store_ts, self.delay_levels)
+                except CorruptRecordError as exc:
+                    return refused(PutStatus.MESSAGE_ILLEGAL, f"message {len(records)}: {exc.message}")
+            else:
+                tags = _tags_code(batch_tags or _last_tags(own))
+            records.append((size, flag, body, props_length, own, separator, tags))
         if total > self._record_bytes_max:
             return refused(PutStatus.MESSAGE_ILLEGAL,
                            f"batch of {len(records)} records, {total} bytes, cannot fit a commit-log file")
 
-        store_ts = self.clock()
         key, cq = self._route.get((topic, queue_id)) or self._queue_route(topic, queue_id)
         commit_log = self.commit_log
         first_phys, first_queue_offset = commit_log.reserve(total, key, True, len(records))
@@ -607,9 +615,6 @@ class MessageStore:
                                queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_addr, born_port,
                                store_ts, store_addr, store_port, reconsume_times, 0, len(body)),
                           body, topic_field, props_len(props_length), own, separator, batch_bytes)
-                if schedule:
-                    stored = string_to_properties((own + separator + batch_bytes).decode("utf-8"))
-                    tags = record_tags_code(topic, stored, store_ts, self.delay_levels)
                 units.append((phys, size, tags))
                 phys += size
                 queue_offset += 1

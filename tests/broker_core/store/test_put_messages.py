@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from broker_core import codec
-from broker_core.constants import BLANK_MAGIC_CODE, SYSFLAG_TRANSACTION_PREPARED
+from broker_core.constants import BLANK_MAGIC_CODE, SCHEDULE_TOPIC, SYSFLAG_TRANSACTION_PREPARED
 from broker_core.errors import BadInputError, InvalidNameError
 from broker_core.message import create_message_id, java_string_hash, string_to_properties
 from broker_core.store import message_store
@@ -287,4 +287,21 @@ def test_a_field_out_of_java_range_is_refused_without_a_queue_gap(tmp_path, bad)
     after = store.put_message(MessageInner("T", 0, b"after", {}))
     assert after.queue_offset == 0 and store.min_offset("T", 0) == 0 and store.max_offset("T", 0) == 1
     assert [(r.queue_offset, r.body) for r in store.get_messages("T", 0, 0, 10)] == [(0, b"after")]
+    store.shutdown()
+
+
+def test_a_batch_to_the_schedule_topic_is_dispatched_by_deliver_time(tmp_path):
+    """checkMessageAndReturnSize reads a SCHEDULE_TOPIC_XXXX record's DELAY: its unit carries the
+    deliver time (store time + the level's delay), as a single put's does; a DELAY that is not an
+    int refuses the batch before anything is written."""
+    now = 1_700_000_000_000
+    store = open_store(tmp_path / "s", now=now)
+    wire = codec.encode_batch_body([(0, b"a", "DELAY\x012"), (0, b"b", "DELAY\x011")])
+    result = store.put_messages(MessageBatchInner(SCHEDULE_TOPIC, 1, wire))
+    assert result.ok
+    assert [u[2] for u in store.get_units(SCHEDULE_TOPIC, 1, 0, 10)] == [now + 5_000, now + 1_000]
+    bad = codec.encode_batch_body([(0, b"c", "DELAY\x011"), (0, b"d", "DELAY\x01soon")])
+    refused = store.put_messages(MessageBatchInner(SCHEDULE_TOPIC, 1, bad))
+    assert refused.status is PutStatus.MESSAGE_ILLEGAL and refused.detail.startswith("message 1:")
+    assert store.max_offset(SCHEDULE_TOPIC, 1) == 2 and store.max_phys_offset == result.total_size
     store.shutdown()
