@@ -9,11 +9,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from broker_core import codec
 from broker_core.errors import BadInputError, CorruptStoreError
 from broker_core.export.parquet import read_table
 from broker_core.export.schema import RAW_TABLES
 from broker_core.export.store_import import commitlog_rows, import_store
 from broker_core.store.config_files import save_consumer_offsets
+from broker_core.store.message_store import MessageBatchInner, MessageInner, MessageStore, StoreConfig
 from broker_core.store.reader import tree_digest
 
 MANIFEST = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4" / "manifest.json"
@@ -217,3 +219,27 @@ def test_progress_reports_every_file(store_fixtures, tmp_path):
     import_store(store_fixtures / "store-clean", tmp_path / "p", progress=seen.append)
     assert [(p.file_index, p.file_count) for p in seen] == [(0, 4), (1, 4), (2, 4), (3, 4)]
     assert [p.records for p in seen] == sorted(p.records for p in seen) and seen[0].records == 0
+
+
+def test_a_batch_sends_records_import_one_row_per_message(tmp_path):
+    """A store holding a batch send (put_messages) between single puts imports as one commitlog row
+    per message, each with its own UNIQ_KEY (what the lineage keys on), the batch's CLUSTER, and
+    consecutive queue offsets that go on across the single puts."""
+    root = tmp_path / "store"
+    store = MessageStore(root, StoreConfig(), lambda: 1_700_000_000_000)
+    assert store.load()
+    store.start()
+    store.put_message(MessageInner("Orders", 0, b"single", {"UNIQ_KEY": "K-single", "TAGS": "t"}))
+    keys = [f"K-batch-{i}" for i in range(3)]
+    wire = codec.encode_batch_body((0, f"body {k}".encode(), f"UNIQ_KEY\x01{k}\x02TAGS\x01t") for k in keys)
+    assert store.put_messages(MessageBatchInner("Orders", 0, wire, properties_string="CLUSTER\x01c1")).ok
+    store.put_message(MessageInner("Orders", 0, b"after", {"UNIQ_KEY": "K-after"}))
+    store.shutdown()
+
+    summary = import_store(root, tmp_path / "out", name="batch")
+    rows = read_table(tmp_path / "out", "commitlog").to_pylist()
+    assert summary.records == 5
+    assert [r["uniq_key"] for r in rows] == ["K-single", *keys, "K-after"]
+    assert [r["queue_offset"] for r in rows] == [0, 1, 2, 3, 4]
+    assert [dict(r["properties"]).get("CLUSTER") for r in rows] == [None, "c1", "c1", "c1", None]
+    assert len({r["msg_id"] for r in rows}) == 5
