@@ -35,6 +35,9 @@ from bench.lineage_scale import DATA_DIR_DEFAULT, commitlog_rows, ensure_lineage
 
 TARGET_SECONDS = 30.0
 RECORDS_FULL = 10_000_000
+# The target is judged on inputs about that size: the simulated 10M set holds 9,867,014 commit-log
+# records (lost and refused sends write none); a smaller input reports its time unjudged.
+RECORDS_JUDGED_MIN = 9_500_000
 RECORDS_QUICK = 20_000
 RUNS_FULL = 3
 RUNS_QUICK = 2
@@ -176,7 +179,9 @@ def main(argv: list[str] | None = None) -> Path:
             + (f"Measured {len(builds)} of {runs} planned builds so far.\n\n"
                if len(builds) < runs else "")
             + f"Target: build + checks <= {TARGET_SECONDS:.0f} s at {RECORDS_FULL:,} records: "
-            f"{'met' if met else 'MISSED'} ({total.median:.1f} s median wall, "
+            + (f"{'met' if met else 'MISSED'}" if rows_in >= RECORDS_JUDGED_MIN
+               else f"not judged on {rows_in:,} records")
+            + f" ({total.median:.1f} s median wall, "
             f"{total_cpu.median:.1f} CPU-seconds). Checks with violations: "
             + (", ".join(failing) if failing else "none") + ".")
         name = "warehouse_build"
