@@ -411,6 +411,12 @@ class MessageStore:
 
     # --- put ----------------------------------------------------------------------------------
 
+    def _admit_topic(self, topic: str, queue_id: int) -> None:
+        """Validate a topic the first time it is put (InvalidNameError before anything touches disk)."""
+        names.validate_topic(topic)
+        assert isinstance(queue_id, int) and queue_id >= 0, f"bad queue id {queue_id!r}"
+        self._valid_topics.add(topic)
+
     def put_message(self, msg: MessageInner) -> PutResult:
         """Store one message (§4.2 delay rewrite included) and dispatch it to its consume queue."""
         topic = msg.topic
@@ -419,9 +425,7 @@ class MessageStore:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, topic, queue_id,
                              detail="the store is not running")
         if topic not in self._valid_topics:
-            names.validate_topic(topic)  # raises InvalidNameError before anything touches disk
-            assert isinstance(queue_id, int) and queue_id >= 0, f"bad queue id {queue_id!r}"
-            self._valid_topics.add(topic)
+            self._admit_topic(topic, queue_id)
         body = msg.body
         if len(body) > self._max_body:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
@@ -523,9 +527,7 @@ class MessageStore:
             return BatchPutResult(PutStatus.SERVICE_NOT_AVAILABLE, topic, queue_id,
                                   detail="the store is not running")
         if topic not in self._valid_topics:
-            names.validate_topic(topic)
-            assert isinstance(queue_id, int) and queue_id >= 0, f"bad queue id {queue_id!r}"
-            self._valid_topics.add(topic)
+            self._admit_topic(topic, queue_id)
 
         def refused(status: PutStatus, detail: str) -> BatchPutResult:
             return BatchPutResult(status, topic, queue_id, detail=detail)
