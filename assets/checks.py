@@ -205,30 +205,32 @@ judged AS (
       ON k.run_id = b.run_id AND k.message_key IS NOT DISTINCT FROM b.message_key
      AND k."group" = b."group" AND k.branch = b.branch
 ),
-chain_tallies AS (
-    -- Per (message, group): the lineage rows listing it and its group's hops, in one aggregate.
+group_tallies AS (
+    -- Per (message, group): its group's hops.
     SELECT run_id, message_key, "group",
-           count(*) FILTER (WHERE listed) AS copies,
            count(hop_index) AS n, min(hop_index) AS first_index, max(hop_index) AS last_index
-    FROM (SELECT run_id, message_key, "group", true AS listed, NULL::INTEGER AS hop_index
-          FROM message_lineage
-          WHERE final_state <> 'LOST'
-          UNION ALL
-          SELECT run_id, message_key, "group", false, hop_index
-          FROM message_hops
-          WHERE "group" IS NOT NULL AND message_key IS NOT NULL)
+    FROM message_hops
+    WHERE "group" IS NOT NULL AND message_key IS NOT NULL
+    GROUP BY run_id, message_key, "group"
+),
+listed AS (
+    -- Per (message, group): the lineage rows listing it.
+    SELECT run_id, message_key, "group", count(*) AS copies
+    FROM message_lineage
+    WHERE final_state <> 'LOST'
     GROUP BY run_id, message_key, "group"
 ),
 chains AS (
     -- A chain is its message's shared hops plus its group's; a lineage row listed twice counts
-    -- its hops twice (as joining every copy to its hops would).
-    SELECT t.run_id, t.message_key, t."group",
-           t.copies * (coalesce(s.indexed, 0) + t.n) AS n,
-           least(s.first_index, t.first_index) AS first_index,
-           greatest(s.last_index, t.last_index) AS last_index
-    FROM chain_tallies t
-    LEFT JOIN shared s ON s.run_id = t.run_id AND s.message_key = t.message_key
-    WHERE t.copies > 0
+    -- its hops twice (as joining every copy to its hops would). (Counting the lineage rows apart
+    -- from the hops and joining the two costs less than one aggregate over both.)
+    SELECT l.run_id, l.message_key, l."group",
+           l.copies * (coalesce(s.indexed, 0) + coalesce(g.n, 0)) AS n,
+           least(s.first_index, g.first_index) AS first_index,
+           greatest(s.last_index, g.last_index) AS last_index
+    FROM listed l
+    LEFT JOIN shared s ON s.run_id = l.run_id AND s.message_key = l.message_key
+    LEFT JOIN group_tallies g ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
 )
 SELECT s.run_id, s.message_key, NULL AS "group",
        'shared hops ' || s.kinds || ' are not PUBLISH or SCHEDULE -> DELIVER' AS detail
@@ -340,31 +342,33 @@ WHERE lateness_ms < 0 OR delivered_ts < due_ts
 # ORIGIN_MESSAGE_ID is set once per branch and names the message itself: its UNIQ_KEY (a client's
 # fallback send) or the offset msgId of one of its real records (PUBLISH or DELIVER) that was sent back.
 ORIGIN_STABLE_SQL = """
-WITH records AS (
-    -- Every hop with the commit-log fields read here. A chain's records are its message's shared
-    -- hops (no group) and its group's hops. Both rules are judged first from one summary per
-    -- message, which proves most messages sound; the rest are judged from per-message and
-    -- per-group summaries, which name a few suspects; only the suspects are matched with the
-    -- lineage's chains (listing every chain's records is the join that costs the most). Lists are
-    -- sorted, so a failure reads the same in every run.
-    SELECT h.run_id, h.message_key, h."group", h.hop_kind, c.msg_id, c.uniq_key, c.origin_msg_id,
-           c.retry_topic
-    FROM message_hops h
-    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
-),
-message_proofs AS (
+WITH message_proofs AS (
+    -- Both rules are judged first from one summary per message over its hops' commit-log records,
+    -- which proves most messages sound; the rest are judged from per-message and per-group
+    -- summaries, which name a few suspects; only the suspects are matched with the lineage's
+    -- chains (listing every chain's records is the join that costs the most). Lists are sorted,
+    -- so a failure reads the same in every run.
     -- A message is sound in every chain when all its records hold at most one RETRY_TOPIC, and
     -- every ORIGIN_MESSAGE_ID other than its UNIQ_KEY is one value that is the msgId of one of its
-    -- shared real records (PUBLISH or DELIVER: in every chain). The min and max of its shared real
-    -- msgIds are such msgIds.
-    SELECT run_id, message_key,
-           min(retry_topic) AS topic_lo, max(retry_topic) AS topic_hi,
-           min(origin_msg_id) FILTER (WHERE origin_msg_id IS DISTINCT FROM uniq_key) AS claim_lo,
-           max(origin_msg_id) FILTER (WHERE origin_msg_id IS DISTINCT FROM uniq_key) AS claim_hi,
-           min(msg_id) FILTER (WHERE "group" IS NULL AND hop_kind IN ('PUBLISH', 'DELIVER')) AS real_lo,
-           max(msg_id) FILTER (WHERE "group" IS NULL AND hop_kind IN ('PUBLISH', 'DELIVER')) AS real_hi
-    FROM records
-    GROUP BY run_id, message_key
+    -- shared real records (PUBLISH or DELIVER: in every chain). The least and greatest of its
+    -- shared real msgIds are such msgIds. Values are compared by their 64-bit hashes (integer
+    -- aggregates cost a fraction of string ones): a message passes on hashes only if its values
+    -- pass, or two different values of one message hash alike (a 2^-64 chance a pair); a message
+    -- not proved sound is judged on the values themselves.
+    SELECT h.run_id, h.message_key,
+           min(hash(c.retry_topic)) FILTER (WHERE c.retry_topic IS NOT NULL) AS topic_lo,
+           max(hash(c.retry_topic)) FILTER (WHERE c.retry_topic IS NOT NULL) AS topic_hi,
+           min(hash(c.origin_msg_id)) FILTER (WHERE c.origin_msg_id IS NOT NULL
+                                                AND c.origin_msg_id IS DISTINCT FROM c.uniq_key) AS claim_lo,
+           max(hash(c.origin_msg_id)) FILTER (WHERE c.origin_msg_id IS NOT NULL
+                                                AND c.origin_msg_id IS DISTINCT FROM c.uniq_key) AS claim_hi,
+           min(hash(c.msg_id)) FILTER (WHERE c.msg_id IS NOT NULL AND h."group" IS NULL
+                                         AND h.hop_kind IN ('PUBLISH', 'DELIVER')) AS real_lo,
+           max(hash(c.msg_id)) FILTER (WHERE c.msg_id IS NOT NULL AND h."group" IS NULL
+                                         AND h.hop_kind IN ('PUBLISH', 'DELIVER')) AS real_hi
+    FROM message_hops h
+    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    GROUP BY h.run_id, h.message_key
 ),
 unproved AS (
     SELECT run_id, message_key
@@ -374,10 +378,14 @@ unproved AS (
                        false)
 ),
 suspect_records AS (
-    -- The records of the messages not proved sound (a record without a message key is in no chain).
-    SELECT r.*
-    FROM records r
-    SEMI JOIN unproved u ON u.run_id = r.run_id AND u.message_key = r.message_key
+    -- The records of the messages not proved sound (a record without a message key is in no
+    -- chain), with the commit-log fields read here. The IN list keeps the few suspects on the
+    -- build side of the joins (a semi join alone lets the planner hash every hop row instead).
+    SELECT h.run_id, h.message_key, h."group", h.hop_kind, c.msg_id, c.uniq_key, c.origin_msg_id,
+           c.retry_topic
+    FROM (SELECT * FROM message_hops WHERE message_key IN (SELECT message_key FROM unproved)) h
+    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    SEMI JOIN unproved u ON u.run_id = h.run_id AND u.message_key = h.message_key
 ),
 topic_ranges AS (
     SELECT run_id, message_key, "group", min(retry_topic) AS lo, max(retry_topic) AS hi
@@ -456,29 +464,42 @@ FROM foreign_origins
 """
 
 LINEAGE_MATCHES_COMMITLOG_SQL = """
-WITH hop_counts AS (
-    SELECT run_id, phys_offset, count(*) AS n, true AS in_hops
-    FROM message_hops
+WITH offsets AS (
+    -- Every (run, offset) with how many commit-log records and hop rows name it, in one aggregate
+    -- over both (cheaper than outer-joining the records with per-offset hop counts).
+    SELECT run_id, phys_offset,
+           count(*) FILTER (WHERE record) AS records, count(*) FILTER (WHERE NOT record) AS n
+    FROM (SELECT run_id, phys_offset, true AS record FROM commitlog
+          UNION ALL
+          SELECT run_id, phys_offset, false FROM message_hops)
     GROUP BY run_id, phys_offset
 ),
-pairs AS (
-    -- Commit-log records and the hop rows at their offsets, in one outer join.
-    SELECT c.run_id AS record_run_id, c.uniq_key, c.phys_offset AS record_offset, c.topic, c.in_commitlog,
-           h.run_id, h.phys_offset, h.n, h.in_hops
-    FROM (SELECT run_id, phys_offset, uniq_key, topic, true AS in_commitlog FROM commitlog) c
-    FULL JOIN hop_counts h ON h.run_id = c.run_id AND h.phys_offset = c.phys_offset
+odd AS (
+    -- Records no hop row names, offsets in more than one hop row, hop rows with no record. A NULL
+    -- run or offset matches nothing (the aggregate groups NULLs together; a join would not).
+    SELECT run_id, phys_offset, n,
+           records > 0 AND (n = 0 OR run_id IS NULL OR phys_offset IS NULL) AS unhopped,
+           n > 0 AND (records = 0 OR run_id IS NULL OR phys_offset IS NULL) AS orphan
+    FROM offsets
+    WHERE records = 0 OR n <> 1 OR run_id IS NULL OR phys_offset IS NULL
 ),
-odd_offsets AS (
-    -- Offsets in more than one hop row, or in hop rows but not in the commit log.
-    SELECT DISTINCT run_id, phys_offset, n, in_commitlog IS NULL AS orphan
-    FROM pairs
-    WHERE in_hops AND (n > 1 OR in_commitlog IS NULL)
+unhopped AS (
+    -- Their records and hop rows are looked up for those offsets only; the IN lists keep the few
+    -- odd offsets on the build side of the joins.
+    SELECT c.run_id, c.uniq_key, c.phys_offset, c.topic
+    FROM (SELECT * FROM commitlog
+          WHERE phys_offset IN (SELECT phys_offset FROM odd WHERE unhopped) OR phys_offset IS NULL) c
+    SEMI JOIN odd o
+      ON o.run_id IS NOT DISTINCT FROM c.run_id AND o.phys_offset IS NOT DISTINCT FROM c.phys_offset
+     AND o.unhopped
 ),
 odd_hops AS (
-    -- The message a hop row of such an offset names, for those offsets only.
+    -- The message a hop row of such an offset names.
     SELECT o.run_id, o.phys_offset, o.n, o.orphan, min(h.message_key) AS message_key
-    FROM odd_offsets o
-    JOIN message_hops h ON h.run_id IS NOT DISTINCT FROM o.run_id AND h.phys_offset IS NOT DISTINCT FROM o.phys_offset
+    FROM (SELECT * FROM odd WHERE n > 1 OR orphan) o
+    JOIN (SELECT * FROM message_hops
+          WHERE phys_offset IN (SELECT phys_offset FROM odd WHERE n > 1 OR orphan) OR phys_offset IS NULL) h
+      ON h.run_id IS NOT DISTINCT FROM o.run_id AND h.phys_offset IS NOT DISTINCT FROM o.phys_offset
     GROUP BY o.run_id, o.phys_offset, o.n, o.orphan
 ),
 hop_tallies AS (
@@ -495,11 +516,10 @@ chain_sizes AS (
     LEFT JOIN hop_tallies g
       ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
 )
-SELECT record_run_id AS run_id, uniq_key AS message_key, NULL AS "group",
-       'commit-log record at ' || CAST(record_offset AS VARCHAR) || ' (' || topic || ') is in no hop row'
+SELECT run_id, uniq_key AS message_key, NULL AS "group",
+       'commit-log record at ' || CAST(phys_offset AS VARCHAR) || ' (' || topic || ') is in no hop row'
            AS detail
-FROM pairs
-WHERE in_commitlog AND in_hops IS NULL
+FROM unhopped
 UNION ALL
 SELECT run_id, message_key, NULL,
        'commit-log record at ' || CAST(phys_offset AS VARCHAR) || ' is in ' || CAST(n AS VARCHAR) || ' hop rows'

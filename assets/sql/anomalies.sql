@@ -7,7 +7,16 @@
 --   LATE_DELIVERY      delivered more than late_delivery_ms_threshold after the due time
 --   STORE_DAMAGE       damage found while reading an imported store
 CREATE OR REPLACE TABLE anomalies AS
-WITH duplicates AS (
+WITH dup_acks AS (
+    SELECT * FROM consume_acks WHERE n > 1
+),
+dup_attempts AS (
+    -- The deliveries of the duplicated messages only: the IN list keeps the few duplicates on the
+    -- build side of the joins below (decorrelated, they would hash every delivery).
+    SELECT * FROM consume_attempts
+    WHERE uniq_key IN (SELECT uniq_key FROM dup_acks) OR uniq_key IS NULL
+),
+duplicates AS (
     -- Why a message was consumed again, most specific cause first: the consume timeout sent it
     -- back while it ran; the schedule delivered it twice (delay offsets not persisted before a
     -- restart); a crash or restart lost offsets committed in memory only (the offset window);
@@ -15,14 +24,14 @@ WITH duplicates AS (
     -- The consumer list is an ordered aggregate: built for the duplicates only.
     SELECT a.*,
            (SELECT string_agg(DISTINCT c.consumer_id, ',' ORDER BY c.consumer_id)
-            FROM consume_attempts c
+            FROM dup_attempts c
             WHERE c.run_id IS NOT DISTINCT FROM a.run_id AND c."group" IS NOT DISTINCT FROM a."group"
               AND c.uniq_key IS NOT DISTINCT FROM a.uniq_key
               AND c.status = 'CONSUME_SUCCESS' AND c.outcome IN ('ACKED', 'EXPIRED')
               AND CASE WHEN upper(c.model) = 'BROADCASTING' THEN c.consumer_id ELSE '' END
                   IS NOT DISTINCT FROM a.receiver) AS consumers,
            CASE
-               WHEN EXISTS (SELECT 1 FROM consume_attempts c
+               WHEN EXISTS (SELECT 1 FROM dup_attempts c
                             WHERE c.run_id = a.run_id AND c."group" = a."group"
                               AND c.uniq_key = a.uniq_key AND c.outcome = 'EXPIRED')
                    THEN 'consume timeout: sent back while still running'
@@ -44,8 +53,7 @@ WITH duplicates AS (
                                               ORDER BY f.ts DESC LIMIT 1)
                ELSE 'offset window: a rebalance handed the queue over before its offset was committed'
            END AS cause
-    FROM consume_acks a
-    WHERE a.n > 1
+    FROM dup_acks a
 ),
 crashes AS (
     -- kill -9 loses the unflushed tail only under async flush (run_manifest; imports: unknown).
