@@ -193,10 +193,12 @@ class World:
             return False
         if not self.broker.running:
             return False
-        if not all(g.idle() for g in self.groups.values()):
-            return False
+        # The schedule first: it is a dict scan, where a group's idle test walks its members and
+        # reallocates its queues, and through the long delay levels it is what keeps a run going.
         schedule = self.broker.schedule
-        return schedule is None or not schedule.pending_levels()
+        if schedule is not None and schedule.pending_levels():
+            return False
+        return all(g.idle() for g in self.groups.values())
 
     def _check_terminal(self) -> None:
         now = self.sim.now()
