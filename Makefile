@@ -33,7 +33,7 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m bench.run_all --quick
 
 lint: $(STAMP)
-	$(BIN)/ruff check broker_core assets orchestration tests bench
+	$(BIN)/ruff check broker_core assets orchestration tests bench tools
 
 clean:
 	rm -rf var .pytest_cache

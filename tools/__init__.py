@@ -1,0 +1,1 @@
+"""Developer tools that are neither the product nor its benchmarks."""
