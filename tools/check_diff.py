@@ -212,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-damage", type=int, default=5)
     args = parser.parse_args(argv)
     for run_dir in args.run_dirs:
+        if not run_dir.is_dir():
+            parser.error(f"{run_dir}: no such run directory")
         if not (run_dir / "lineage").is_dir():
             parser.error(f"{run_dir}: no lineage/ (run `retry-audit lineage` on it first)")
     base = checks_at(args.base, Path(__file__).resolve().parent.parent)

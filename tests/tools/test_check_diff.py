@@ -58,3 +58,7 @@ def test_the_base_revision_is_read_from_git(tiny_run):
     out = subprocess.run([sys.executable, "-m", "tools.check_diff", "--base", "nosuchrev", str(tiny_run)],
                          cwd=PROJECT_ROOT, capture_output=True, text=True)
     assert out.returncode != 0 and "nosuchrev" in out.stderr
+    missing = tiny_run.parent / "no-such-run"
+    out = subprocess.run([sys.executable, "-m", "tools.check_diff", "--base", "HEAD", str(missing)],
+                         cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and f"{missing}: no such run directory" in out.stderr
