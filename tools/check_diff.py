@@ -12,7 +12,7 @@ Seed ``s`` damages run ``RUN_DIR[s % len(RUN_DIR)]`` with 0..K changes drawn fro
 ``random.Random(s)``: changed hop kinds, indexes, groups and message keys, deleted and duplicated
 hop and lineage rows, changed ORIGIN_MESSAGE_IDs, RETRY_TOPICs and offsets in the commit log,
 deleted records, lineage rows marked LOST or with a wrong hop count, and NULL run ids, offsets and
-message keys. A difference prints the seed, the damage and the command that replays it alone;
+message keys, hop indexes and store times. A difference prints the seed, the damage and the command that replays it alone;
 the exit code is 1 when any seed differs.
 """
 
@@ -38,7 +38,8 @@ from assets.warehouse import run_views
 DAMAGED_TABLES = ("message_hops", "commitlog", "message_lineage")
 HOP_KINDS = ("PUBLISH", "SCHEDULE", "DELIVER", "RETRY", "DLQ")
 NULLABLE = (("message_hops", "phys_offset"), ("commitlog", "phys_offset"), ("message_hops", "run_id"),
-            ("message_hops", "message_key"), ("message_lineage", "message_key"))
+            ("message_hops", "message_key"), ("message_lineage", "message_key"),
+            ("message_hops", "hop_index"), ("message_hops", "store_ts"))
 
 
 def checks_at(rev: str, repo: Path) -> ModuleType:
@@ -82,7 +83,7 @@ def _value(con, rng: random.Random, table: str, column: str):
 
 def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
     """One random change to the hops, the commit log or the lineage; says what it did."""
-    kind = rng.randrange(19)
+    kind = rng.randrange(14 + len(NULLABLE))
     if kind >= 14:
         table, column = NULLABLE[kind - 14]
         rowid = _row(con, rng, table)

@@ -282,3 +282,35 @@ def test_per_run_verdicts_match_checking_each_run(tmp_path):
     failed = {o.check.name for o in together["tiny-2"] if not o.passed}
     assert {c.HOP_GRAMMAR, c.LINEAGE_MATCHES_COMMITLOG} <= failed
     assert all(o.passed for o in together["tiny"] if o.check in c.INVARIANTS)
+
+
+def _shared_hop_details(tmp_path, change):
+    """hop_grammar's 'shared hops' verdicts for UC (a delayed publish: SCHEDULE, then DELIVER)."""
+    result = outcomes(tmp_path, change)[c.HOP_GRAMMAR]
+    return [e["detail"] for e in result.examples
+            if e["message_key"] == "UC" and e["detail"].startswith("shared hops")]
+
+
+def _uc_shared(tables):
+    hops = {h["hop_kind"]: h for h in tables["message_hops"] if h["message_key"] == "UC" and h["group"] is None}
+    return hops["SCHEDULE"], hops["DELIVER"]
+
+
+@pytest.mark.parametrize("case, expected", [
+    # hop_index alone orders them.
+    ("deliver index first", ["shared hops DELIVER > SCHEDULE are not PUBLISH or SCHEDULE -> DELIVER"]),
+    # A tie on hop_index: store_ts orders them.
+    ("tie, schedule stored first", []),
+    ("tie, deliver stored first", ["shared hops DELIVER > SCHEDULE are not PUBLISH or SCHEDULE -> DELIVER"]),
+])
+def test_hop_grammar_orders_a_delayed_publish_by_index_then_store_time(tmp_path, case, expected):
+    """SCHEDULE -> DELIVER must come in hop order (hop_index, store_ts, phys_offset)."""
+    def change(tables):
+        schedule, deliver = _uc_shared(tables)
+        if case == "deliver index first":
+            schedule["hop_index"], deliver["hop_index"] = 1, 0
+        else:
+            deliver["hop_index"] = schedule["hop_index"]
+            if case == "tie, deliver stored first":
+                deliver["store_ts"] = schedule["store_ts"] - (deliver["store_ts"] - schedule["store_ts"])
+    assert _shared_hop_details(tmp_path, change) == expected
