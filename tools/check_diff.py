@@ -11,9 +11,9 @@ every seed where the two disagree.
 Seed ``s`` damages run ``RUN_DIR[s % len(RUN_DIR)]`` with 0..K changes drawn from
 ``random.Random(s)``: changed hop kinds, indexes, groups and message keys, deleted and duplicated
 hop and lineage rows, changed ORIGIN_MESSAGE_IDs, RETRY_TOPICs and offsets in the commit log,
-deleted records, lineage rows marked LOST or with a wrong hop count, and NULL run ids, offsets and
-message keys, hop indexes and store times. A difference prints the seed, the damage and the command that replays it alone;
-the exit code is 1 when any seed differs.
+deleted records, lineage rows marked LOST or with a wrong hop count, and NULL run ids, offsets,
+message keys, hop indexes and store times. A difference prints the seed, the damage and the
+command that replays it alone; the exit code is 1 when any seed differs.
 """
 
 from __future__ import annotations
