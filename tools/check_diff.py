@@ -81,6 +81,10 @@ def _value(con, rng: random.Random, table: str, column: str):
     return con.execute(f'SELECT "{column}" FROM {table} WHERE rowid = ?', [rowid]).fetchone()[0]
 
 
+def _set(con, table: str, column: str, value, rowid: int) -> None:
+    con.execute(f'UPDATE {table} SET "{column}" = ? WHERE rowid = ?', [value, rowid])
+
+
 def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
     """One random change to the hops, the commit log or the lineage; says what it did."""
     kind = rng.randrange(14 + len(NULLABLE))
@@ -89,7 +93,7 @@ def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
         rowid = _row(con, rng, table)
         if rowid is None:
             return "nothing"
-        con.execute(f'UPDATE {table} SET "{column}" = NULL WHERE rowid = ?', [rowid])
+        _set(con, table, column, None, rowid)
         return f"{table}.{column} of row {rowid} set NULL"
     if kind < 6:
         h = _row(con, rng, "message_hops")
@@ -97,11 +101,11 @@ def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
             return "nothing"
         if kind == 0:
             value = rng.choice(HOP_KINDS)
-            con.execute("UPDATE message_hops SET hop_kind = ? WHERE rowid = ?", [value, h])
+            _set(con, "message_hops", "hop_kind", value, h)
             return f"hop {h} kind {value}"
         if kind == 1:
             value = rng.randrange(-1, 6)
-            con.execute("UPDATE message_hops SET hop_index = ? WHERE rowid = ?", [value, h])
+            _set(con, "message_hops", "hop_index", value, h)
             return f"hop {h} index {value}"
         if kind == 2:
             con.execute("DELETE FROM message_hops WHERE rowid = ?", [h])
@@ -111,10 +115,10 @@ def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
             return f"hop {h} duplicated"
         if kind == 4:
             value = rng.choice([None, _value(con, rng, "message_hops", "group")])
-            con.execute('UPDATE message_hops SET "group" = ? WHERE rowid = ?', [value, h])
+            _set(con, "message_hops", "group", value, h)
             return f"hop {h} group {value}"
         value = _value(con, rng, "message_hops", "message_key")
-        con.execute("UPDATE message_hops SET message_key = ? WHERE rowid = ?", [value, h])
+        _set(con, "message_hops", "message_key", value, h)
         return f"hop {h} message key {value}"
     if kind < 10:
         c = _row(con, rng, "commitlog")
@@ -124,11 +128,11 @@ def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
             value = rng.choice([None, _value(con, rng, "commitlog", "msg_id"),
                                 _value(con, rng, "commitlog", "uniq_key"),
                                 _value(con, rng, "commitlog", "origin_msg_id")])
-            con.execute("UPDATE commitlog SET origin_msg_id = ? WHERE rowid = ?", [value, c])
+            _set(con, "commitlog", "origin_msg_id", value, c)
             return f"record {c} ORIGIN_MESSAGE_ID {value}"
         if kind == 7:
             value = rng.choice([None, "%RETRY%other", _value(con, rng, "commitlog", "retry_topic")])
-            con.execute("UPDATE commitlog SET retry_topic = ? WHERE rowid = ?", [value, c])
+            _set(con, "commitlog", "retry_topic", value, c)
             return f"record {c} RETRY_TOPIC {value}"
         if kind == 8:
             con.execute("DELETE FROM commitlog WHERE rowid = ?", [c])
@@ -148,7 +152,7 @@ def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
         step = rng.choice([-1, 1])
         con.execute("UPDATE message_lineage SET hops = hops + ? WHERE rowid = ?", [step, lin])
         return f"lineage {lin} hops {step:+d}"
-    con.execute("UPDATE message_lineage SET final_state = 'LOST' WHERE rowid = ?", [lin])
+    _set(con, "message_lineage", "final_state", "LOST", lin)
     return f"lineage {lin} LOST"
 
 
