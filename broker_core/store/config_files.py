@@ -6,8 +6,10 @@ written *unquoted* (``{3:22,4:8\n\t}``), which is not standard JSON. This module
 dialect and standard JSON with a small parser of its own (no ``eval``, no pickle), so a damaged file
 is reported with its exact position, and writes the fastjson layout byte for byte.
 
-Writes follow ``MixAll.string2File`` (``.tmp``, previous content to ``.bak``, replace) but the
-replace is atomic (``os.replace``) and every step is fsynced. Loads follow ``ConfigManager.load``:
+Writes follow 4.9.4's ``MixAll.string2File`` (``.tmp``, previous content to ``.bak``, replace),
+with one change: the replace is atomic (``os.replace``), so no reader sees the file missing. Like
+string2File, and like the commit log's flush here, nothing is fsynced: the model's crashes are
+kill -9s, which lose only what the process had not written (docs/decisions.md). Loads follow ``ConfigManager.load``:
 a missing, empty or undecodable file falls back to ``<file>.bak``; neither file is an empty state.
 """
 
@@ -302,28 +304,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
 def write_config_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` as MixAll.string2File does, but atomically and durably."""
+    """Replace ``path`` with ``text`` as MixAll.string2File does, but atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    _write_synced(tmp, text.encode("utf-8"))
+    tmp.write_bytes(text.encode("utf-8"))
     try:
         previous = path.read_bytes()
     except FileNotFoundError:
         previous = b""
     # An empty previous file is not copied: it would replace a good backup with nothing.
     if previous.strip():
-        _write_synced(path.with_name(path.name + BAK_SUFFIX), previous)
+        path.with_name(path.name + BAK_SUFFIX).write_bytes(previous)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 @dataclass(frozen=True)
