@@ -237,11 +237,25 @@ group_tallies AS (
     WHERE "group" IS NOT NULL AND message_key IS NOT NULL
     GROUP BY run_id, message_key, "group"
 ),
-listed AS (
-    -- Per (message, group): the lineage rows listing it.
-    SELECT run_id, message_key, "group", count(*) AS copies
+copied AS (
+    -- Hashes of the (run, message, group) keys more than one lineage row lists: an aggregate on
+    -- one integer costs about half the one on the three values. Rows of one key share a hash.
+    SELECT hash(run_id, message_key, "group") AS k
     FROM message_lineage
     WHERE final_state <> 'LOST'
+    GROUP BY k
+    HAVING count(*) > 1
+),
+listed AS (
+    -- Per (message, group): the lineage rows listing it. A key whose hash no other row has is
+    -- listed once; the keys of the other hashes are counted by value.
+    SELECT run_id, message_key, "group", 1 AS copies
+    FROM message_lineage
+    WHERE final_state <> 'LOST' AND hash(run_id, message_key, "group") NOT IN (SELECT k FROM copied)
+    UNION ALL
+    SELECT run_id, message_key, "group", count(*)
+    FROM message_lineage
+    WHERE final_state <> 'LOST' AND hash(run_id, message_key, "group") IN (SELECT k FROM copied)
     GROUP BY run_id, message_key, "group"
 ),
 chains AS (
@@ -488,14 +502,29 @@ FROM foreign_origins
 """
 
 LINEAGE_MATCHES_COMMITLOG_SQL = """
-WITH offsets AS (
-    -- Every (run, offset) with how many commit-log records and hop rows name it, in one aggregate
-    -- over both (cheaper than outer-joining the records with per-offset hop counts).
+WITH offset_hashes AS (
+    -- How many commit-log records and hop rows name each (run, offset), in one aggregate over both
+    -- keyed by the pair's 64-bit hash (an integer key costs about half the pair of values). A
+    -- hash that is not named by one record and one hop row is looked at again by value below. A
+    -- fault is missed only where two different pairs hash alike and their faults cancel (a
+    -- record without a hop row and a hop row without a record: a 2^-64 chance a pair).
+    SELECT k, count(*) FILTER (WHERE record) AS records, count(*) FILTER (WHERE NOT record) AS n
+    FROM (SELECT hash(run_id, phys_offset) AS k, true AS record FROM commitlog
+          UNION ALL
+          SELECT hash(run_id, phys_offset), false FROM message_hops)
+    GROUP BY k
+),
+offsets AS (
+    -- Every (run, offset) of those hashes, and every one with a NULL, counted by value.
     SELECT run_id, phys_offset,
            count(*) FILTER (WHERE record) AS records, count(*) FILTER (WHERE NOT record) AS n
     FROM (SELECT run_id, phys_offset, true AS record FROM commitlog
+          WHERE hash(run_id, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
+             OR run_id IS NULL OR phys_offset IS NULL
           UNION ALL
-          SELECT run_id, phys_offset, false FROM message_hops)
+          SELECT run_id, phys_offset, false FROM message_hops
+          WHERE hash(run_id, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
+             OR run_id IS NULL OR phys_offset IS NULL)
     GROUP BY run_id, phys_offset
 ),
 odd AS (
