@@ -194,3 +194,18 @@ def test_store_damage_and_late_delivery_are_anomalies(tmp_path):
                            "WHERE kind IN ('STORE_DAMAGE', 'LATE_DELIVERY') ORDER BY kind").fetchall()
     assert rows[0][:3] == ("LATE_DELIVERY", "UB", "g1") and "60000 ms" in rows[0][3]
     assert rows[1][0] == "STORE_DAMAGE" and "TORN_RECORD" in rows[1][3] and "4096" in rows[1][3]
+
+
+def test_delivery_accounting_counts_a_message_once_however_often_it_was_sent(tmp_path):
+    """Send rows of one message count it once: SEND_OK if any was, under every topic it went to."""
+    def resend(tables):
+        produced = tables["produced"]
+        first = dict(produced[0], status="SEND_FAILED")  # UA: a failed send, then SEND_OK
+        ud = produced[3]
+        ud["status"] = "FLUSH_DISK_TIMEOUT"
+        elsewhere = dict(ud, topic="OtherTopic", status="SEND_OK")  # UD also went to a topic nobody reads
+        produced.extend([first, elsewhere])
+    with _build(tmp_path, resend) as con:
+        row = con.execute("SELECT enqueue_invoke, enqueue_success FROM delivery_accounting").fetchone()
+    # Four messages reach the group's topic; UD's only SEND_OK went to OtherTopic.
+    assert row == (4, 3)
