@@ -38,7 +38,7 @@ from pyspark.sql import types as T
 from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for
 from broker_core.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 from broker_core.errors import BadInputError
-from broker_core.export.parquet import atomic_dir
+from broker_core.export.parquet import COMPRESSION, atomic_dir
 from broker_core.export.schema import LINEAGE_TABLES, MESSAGE_HOPS, MESSAGE_LINEAGE, RAW_TABLES
 
 Progress = Callable[[str], None]
@@ -431,7 +431,9 @@ def read_run_tables(spark: SparkSession, run_dir: str | Path) -> dict[str, DataF
 
 def _write(df: DataFrame, location: str) -> int:
     """Write ``df``, already in its final row order, as Parquet; return its row count."""
-    df.write.mode("error").parquet(location)
+    # Snappy, as the raw tables are written (broker_core.export.parquet.COMPRESSION), whatever
+    # codec a cluster's spark.sql.parquet.compression.codec names.
+    df.write.mode("error").option("compression", COMPRESSION).parquet(location)
     if not is_uri(location):
         # Hadoop's local checksum files are noise beside Parquet's own checksums.
         for marker in Path(location).glob(".*.crc"):

@@ -182,7 +182,7 @@ def split_lineage(set_dir: Path) -> None:
                 con.execute(
                     f"COPY (SELECT * FROM read_parquet('{set_dir}/{LINEAGE_DIR}/{table}/*.parquet') "
                     f"WHERE run_id = ? ) TO '{tmp}/{table}/part-00000.parquet' "
-                    "(FORMAT parquet, COMPRESSION zstd)", [run_id])
+                    "(FORMAT parquet, COMPRESSION snappy)", [run_id])
             shutil.rmtree(run / LINEAGE_DIR, ignore_errors=True)
             os.replace(tmp, run / LINEAGE_DIR)
     finally:

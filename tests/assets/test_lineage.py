@@ -22,7 +22,7 @@ from assets.lineage import (
     conform,
     run_lineage,
 )
-from broker_core.export.parquet import write_rows
+from broker_core.export.parquet import COMPRESSION, write_rows
 from broker_core.export.schema import (
     COMMITLOG,
     CONSUME_ATTEMPTS,
@@ -434,6 +434,11 @@ def test_run_lineage_writes_contract_schemas_and_replaces_output_whole(spark, ru
         written = pq.read_table(run_dir / "lineage" / table)
         assert written.schema.equals(schema, check_metadata=False), (table, written.schema)
         assert written.num_rows == counts[table]
+    # Raw tables and lineage share one codec (what every warehouse query decompresses).
+    for part in [*(run_dir / "lineage").rglob("*.parquet"), *(run_dir / "parquet").rglob("*.parquet")]:
+        meta = pq.ParquetFile(part).metadata
+        if meta.num_row_groups:
+            assert meta.row_group(0).column(0).compression == COMPRESSION.upper(), part
     first = {t: pq.read_table(run_dir / "lineage" / t) for t in ("message_hops", "message_lineage")}
     # Again, through the Hadoop file system a cluster would use (a URI instead of a path).
     assert run_lineage(run_dir.as_uri(), spark) == counts
