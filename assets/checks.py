@@ -96,8 +96,31 @@ HOP_GRAMMAR_SQL = f"""
 WITH crashed AS (
     SELECT DISTINCT run_id FROM faults WHERE kind IN {CRASH_FAULT_KINDS!r}
 ),
+shared_repeated AS (
+    -- Hashes of the messages with more than one shared hop (an aggregate on one integer costs a
+    -- fraction of one on the values; the hops of one message share a hash).
+    SELECT hash(run_id, message_key) AS k
+    FROM message_hops
+    WHERE "group" IS NULL
+    GROUP BY k
+    HAVING count(*) > 1
+),
 shared AS (
     -- A message's shared hops, counted by kind, with the hop_index range its chains start from.
+    -- A message whose hash no other shared hop has has one, read off that row; only the others
+    -- are grouped.
+    SELECT run_id, message_key,
+           CAST(1 AS BIGINT) AS n,
+           CAST(CASE WHEN hop_kind = 'PUBLISH' THEN 1 ELSE 0 END AS BIGINT) AS publishes,
+           CAST(CASE WHEN hop_kind = 'SCHEDULE' THEN 1 ELSE 0 END AS BIGINT) AS schedules,
+           CAST(CASE WHEN hop_kind = 'DELIVER' THEN 1 ELSE 0 END AS BIGINT) AS delivers,
+           CASE WHEN hop_kind = 'SCHEDULE' THEN hop_index END AS schedule_index,
+           CASE WHEN hop_kind = 'DELIVER' THEN hop_index END AS first_deliver_index,
+           CAST(CASE WHEN hop_index IS NULL THEN 0 ELSE 1 END AS BIGINT) AS indexed,
+           hop_index AS first_index, hop_index AS last_index
+    FROM message_hops
+    WHERE "group" IS NULL AND hash(run_id, message_key) NOT IN (SELECT k FROM shared_repeated)
+    UNION ALL
     SELECT h.run_id, h.message_key,
            count(*) AS n,
            count(*) FILTER (WHERE h.hop_kind = 'PUBLISH') AS publishes,
@@ -107,7 +130,7 @@ shared AS (
            min(h.hop_index) FILTER (WHERE h.hop_kind = 'DELIVER') AS first_deliver_index,
            count(h.hop_index) AS indexed, min(h.hop_index) AS first_index, max(h.hop_index) AS last_index
     FROM message_hops h
-    WHERE h."group" IS NULL
+    WHERE h."group" IS NULL AND hash(h.run_id, h.message_key) IN (SELECT k FROM shared_repeated)
     GROUP BY h.run_id, h.message_key
 ),
 shared_order AS (
