@@ -85,6 +85,14 @@ def _set(con, table: str, column: str, value, rowid: int) -> None:
     con.execute(f'UPDATE {table} SET "{column}" = ? WHERE rowid = ?', [value, rowid])
 
 
+def _delete(con, table: str, rowid: int) -> None:
+    con.execute(f"DELETE FROM {table} WHERE rowid = ?", [rowid])
+
+
+def _duplicate(con, table: str, rowid: int) -> None:
+    con.execute(f"INSERT INTO {table} SELECT * FROM {table} WHERE rowid = ?", [rowid])
+
+
 def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
     """One random change to the hops, the commit log or the lineage; says what it did."""
     kind = rng.randrange(14 + len(NULLABLE))
@@ -108,10 +116,10 @@ def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
             _set(con, "message_hops", "hop_index", value, h)
             return f"hop {h} index {value}"
         if kind == 2:
-            con.execute("DELETE FROM message_hops WHERE rowid = ?", [h])
+            _delete(con, "message_hops", h)
             return f"hop {h} deleted"
         if kind == 3:
-            con.execute("INSERT INTO message_hops SELECT * FROM message_hops WHERE rowid = ?", [h])
+            _duplicate(con, "message_hops", h)
             return f"hop {h} duplicated"
         if kind == 4:
             value = rng.choice([None, _value(con, rng, "message_hops", "group")])
@@ -135,7 +143,7 @@ def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
             _set(con, "commitlog", "retry_topic", value, c)
             return f"record {c} RETRY_TOPIC {value}"
         if kind == 8:
-            con.execute("DELETE FROM commitlog WHERE rowid = ?", [c])
+            _delete(con, "commitlog", c)
             return f"record {c} deleted"
         con.execute("UPDATE commitlog SET phys_offset = phys_offset + 1 WHERE rowid = ?", [c])
         return f"record {c} offset shifted"
@@ -143,10 +151,10 @@ def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
     if lin is None:
         return "nothing"
     if kind == 10:
-        con.execute("INSERT INTO message_lineage SELECT * FROM message_lineage WHERE rowid = ?", [lin])
+        _duplicate(con, "message_lineage", lin)
         return f"lineage {lin} duplicated"
     if kind == 11:
-        con.execute("DELETE FROM message_lineage WHERE rowid = ?", [lin])
+        _delete(con, "message_lineage", lin)
         return f"lineage {lin} deleted"
     if kind == 12:
         step = rng.choice([-1, 1])
