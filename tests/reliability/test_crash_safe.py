@@ -62,8 +62,32 @@ def _hidden(cwd: Path, prefix: str) -> bool:
     return any(p.name.startswith(prefix) for p in cwd.iterdir())
 
 
+def _hidden_larger_than(cwd: Path, prefix: str, size: int) -> bool:
+    """Whether a file named with prefix is past size bytes; the build may remove it between listing and stat."""
+    for p in cwd.iterdir():
+        if p.name.startswith(prefix):
+            try:
+                if p.stat().st_size > size:
+                    return True
+            except FileNotFoundError:
+                pass
+    return False
+
+
 def _inside_hidden(cwd: Path, prefix: str, relative: str) -> bool:
     return any((p / relative).exists() for p in cwd.iterdir() if p.name.startswith(prefix))
+
+
+def _still_incomplete(final: Path, looks_complete: Callable[[Path], str | None]) -> str | None:
+    """What is wrong with ``final``, seen on two looks in a row.
+
+    A rerun swaps its output in with renames (old aside, new in), so one look can land in the
+    microseconds between them and find the path gone; output that is really incomplete stays so.
+    """
+    problem = looks_complete(final)
+    if problem is None or not final.exists():
+        return None
+    return looks_complete(final)
 
 
 def run_watched(argv: list[str], cwd: Path, final: Path, looks_complete: Callable[[Path], str | None],
@@ -79,7 +103,7 @@ def run_watched(argv: list[str], cwd: Path, final: Path, looks_complete: Callabl
             done = proc.poll() is not None
             if final.exists():
                 outcome.seen_final += 1
-                problem = looks_complete(final)
+                problem = _still_incomplete(final, looks_complete)
                 if problem:
                     outcome.incomplete.append(problem)
             if done:
@@ -290,8 +314,7 @@ def test_lineage_and_warehouse_killed_anywhere_then_rerun_match(tmp_path):
     warehouse_kills = [
         Kill("0.5 s after start", after_s=0.5),
         Kill("build file created", marker=lambda cwd: _hidden(cwd, ".w.duckdb.building")),
-        Kill("build file past 1 MiB", marker=lambda cwd: any(
-            p.stat().st_size > 1 << 20 for p in cwd.iterdir() if p.name.startswith(".w.duckdb.building"))),
+        Kill("build file past 1 MiB", marker=lambda cwd: _hidden_larger_than(cwd, ".w.duckdb.building", 1 << 20)),
     ]
     assert run_watched(argv, ref, ref / "w.duckdb", warehouse_complete).returncode == 0
     reached = killed_then_rerun(argv, test, test / "w.duckdb", warehouse_complete, warehouse_kills)
