@@ -33,7 +33,7 @@ from broker_core.store.commit_log import RECORD_HEADERS
 from broker_core.store.consume_queue import CQ_UNIT
 from broker_core.store.message_store import MessageBatchInner, MessageInner, MessageStore, StoreConfig
 
-RUNS = 5
+RUNS = 9
 RECORDS_PER_RUN = 100_000
 BODY_SIZES_BYTES = (256, 1024)
 COMMITLOG_FILE_SIZE_BYTES = 64 * 1024 * 1024  # the default scenario's file size
@@ -249,13 +249,19 @@ def main(argv: list[str] | None = None) -> None:
         base = Path(tmp)
         for body_size in BODY_SIZES_BYTES:
             messages = make_messages(args.records, body_size)
-            results = [run_store(base / "store", messages, len(messages)) for _ in range(args.runs)]
             batches = make_batches(messages)
-            batched = [run_store(base / "batch", batches, len(messages)) for _ in range(args.runs)]
+            chunks = None
+            results, batched, raw, floor = [], [], [], []
+            # The paths take turns, run by run, so that every one sees the machine as it is then
+            # (its speed drifts over a minute by more than the differences measured here).
+            for _ in range(args.runs):
+                results.append(run_store(base / "store", messages, len(messages)))
+                if chunks is None:
+                    chunks = record_bytes(base / "store")
+                batched.append(run_store(base / "batch", batches, len(messages)))
+                raw.append(run_raw(base / "raw.bin", chunks))
+                floor.append(run_floor(base / "floor", messages))
             assert batched[0][2] == results[0][2], "batch records differ in size from single puts"
-            chunks = record_bytes(base / "store")
-            raw = [run_raw(base / "raw.bin", chunks) for _ in range(args.runs)]
-            floor = [run_floor(base / "floor", messages) for _ in range(args.runs)]
             cpu_medians[body_size] = {
                 "store": statistics.median(r[1] for r in results),
                 "batch": statistics.median(r[1] for r in batched),
@@ -285,8 +291,8 @@ def main(argv: list[str] | None = None) -> None:
             f"({args.records / med['floor']:,.0f}/s); put_messages {batch_rate:,.0f}/s CPU "
             f"({'meets' if batch_rate >= TARGET_RECORDS_PER_S else 'misses'} the target; "
             f"{med['store'] / med['batch']:.2f}x put_message's rate)")
-    notes = (f"{args.records:,} records per run, {args.runs} runs, {QUEUES} queues, async flush "
-             f"(one flush at the end, included), {COMMITLOG_FILE_SIZE_BYTES // 2**20} MiB commit-log "
+    notes = (f"{args.records:,} records per run, {args.runs} runs of each path (the paths take turns), "
+             f"{QUEUES} queues, async flush (one flush at the end, included), {COMMITLOG_FILE_SIZE_BYTES // 2**20} MiB commit-log "
              f"files. Rates are records/s; 'p90' is the rate 90% of runs reached (the 10th percentile "
              f"of rates, i.e. the p90 of times); 'CPU' divides by process CPU time, which other "
              f"processes on the shared machine do not inflate. Target: "

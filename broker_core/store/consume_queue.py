@@ -23,7 +23,7 @@ CONSUME_QUEUE_DIR_NAME = "consumequeue"
 # fillPreBlank unit: (0, Integer.MAX_VALUE, 0) marks queue slots below the first real unit.
 PRE_BLANK_UNIT_SIZE = 2**31 - 1
 _PRE_BLANK = CQ_UNIT.pack(0, PRE_BLANK_UNIT_SIZE, 0)
-_pack_unit = CQ_UNIT.pack
+pack_cq_unit = CQ_UNIT.pack
 
 
 def consume_queue_dir(root: Path, topic: str, queue_id: int) -> Path:
@@ -138,7 +138,7 @@ class ConsumeQueue:
         if expect == files.wrote_offset and files.files and expect < files.files[-1].end:
             # The common case: the next slot of an open file.
             self.max_physic_offset = phys_offset + size
-            files.append(_pack_unit(phys_offset, size, tags_code))
+            files.append(pack_cq_unit(phys_offset, size, tags_code))
             return True
         first_file = not files.files
         if files.space_in_last_file() == 0:
@@ -169,7 +169,7 @@ class ConsumeQueue:
                 and expect + len(units) * CQ_UNIT_SIZE_BYTES <= files.files[-1].end):
             last_phys, last_size, _tags = units[-1]
             self.max_physic_offset = last_phys + last_size
-            files.append(b"".join(starmap(_pack_unit, units)))
+            files.append(b"".join(starmap(pack_cq_unit, units)))
             return
         for offset, (phys_offset, size, tags_code) in enumerate(units, cq_offset):
             self.put(phys_offset, size, tags_code, offset)

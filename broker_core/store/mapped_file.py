@@ -76,6 +76,13 @@ class MappedFileQueue:
     plus its start); ``flushed_offset`` is how much of it is on disk. Bytes between the two live
     in ``_segments``: a list of ``[file, position_in_file, bytearray]`` (more than one only when
     the queue rolled over to a new file since the last flush).
+
+    ``tail`` is the last segment's buffer while it is open (else None) and ``tail_end`` the
+    logical offset it may grow to: its file's end, or sooner where the buffer would pass
+    WRITE_BUFFER_SPILL_BYTES_MAX. Bytes that end at or before ``tail_end`` may be added to
+    ``tail`` by the caller itself, moving ``wrote_offset`` to their end: that is :meth:`append`'s
+    common case, and the store's put path does it inline (a Python call is a few percent of a
+    record's append; bench/store_append.py). Everything else goes through :meth:`append`.
     """
 
     def __init__(self, directory: Path, file_size: int):
@@ -86,9 +93,8 @@ class MappedFileQueue:
         self.wrote_offset = 0
         self.flushed_offset = 0
         self._segments: list[list] = []
-        # The last segment's buffer and its file's end: the append fast path.
-        self._tail: bytearray | None = None
-        self._tail_end = 0
+        self.tail: bytearray | None = None
+        self.tail_end = 0
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -123,7 +129,7 @@ class MappedFileQueue:
         end = self.files[-1].end if self.files else 0
         self.wrote_offset = self.flushed_offset = end
         self._segments = []
-        self._tail = None
+        self.tail = None
 
     # --- locating -----------------------------------------------------------------------------
 
@@ -176,35 +182,40 @@ class MappedFileQueue:
         """Buffer ``data`` at the write position of the last file; return its logical offset."""
         offset = self.wrote_offset
         end = offset + len(data)
-        tail = self._tail
-        if tail is not None and end <= self._tail_end:
-            # The common case: the last file's segment is open and the bytes fit in the file.
+        tail = self.tail
+        if tail is not None and end <= self.tail_end:
+            # The common case: the last file's segment is open and the bytes fit in it.
             tail += data
             self.wrote_offset = end
-            if len(tail) > WRITE_BUFFER_SPILL_BYTES_MAX:
-                self._spill()
             return offset
         mapped = self.files[-1]
         assert end <= mapped.end, (
             f"append of {len(data)} bytes at {offset} crosses the end of {mapped.path.name}")
         segments = self._segments
+        if segments and segments[-1][0] is mapped \
+                and len(segments[-1][2]) + len(data) > WRITE_BUFFER_SPILL_BYTES_MAX:
+            self._spill()
+            segments = self._segments
         if segments and segments[-1][0] is mapped:
             tail = segments[-1][2]
             tail += data
         else:
             tail = bytearray(data)
             segments.append([mapped, offset - mapped.start, tail])
-        self._tail = tail
-        self._tail_end = mapped.end
         self.wrote_offset = end
         if len(tail) > WRITE_BUFFER_SPILL_BYTES_MAX:
-            self._spill()
+            self._spill()  # one append larger than the whole buffer
+            return offset
+        self.tail = tail
+        segment_start = mapped.start + segments[-1][1]
+        self.tail_end = min(mapped.end, segment_start + WRITE_BUFFER_SPILL_BYTES_MAX)
         return offset
 
     def mark_file_full(self) -> None:
         """Move the write position to the end of the last file (after its BLANK end record)."""
         assert self.files, "no file to mark full"
         self.wrote_offset = self.files[-1].end
+        self.tail = None
 
     def _spill(self) -> None:
         """Write buffered bytes to the files without moving the flushed position backwards."""
@@ -214,16 +225,22 @@ class MappedFileQueue:
         last[0].pwrite(last[1], last[2])
         # Spilled bytes are on disk already; they count as flushed from here on.
         self._segments = []
-        self._tail = None
+        self.tail = None
         self.flushed_offset = self.wrote_offset
 
     def flush(self) -> int:
         """Write every buffered byte to its file; return the new flushed offset."""
+        if self.tail is not None:
+            # Callers add to ``tail`` themselves: the open buffer must end where writing did.
+            last_file, last_pos, last_buf = self._segments[-1]
+            buffered_end = last_file.start + last_pos + len(last_buf)
+            assert last_buf is self.tail and buffered_end == self.wrote_offset, (
+                f"{self.directory}: the open buffer ends at {buffered_end}, writing at {self.wrote_offset}")
         for mapped, pos, buf in self._segments:
             if buf:
                 mapped.pwrite(pos, buf)
         self._segments = []
-        self._tail = None
+        self.tail = None
         self.flushed_offset = self.wrote_offset
         return self.flushed_offset
 
@@ -231,7 +248,7 @@ class MappedFileQueue:
         """Forget the buffered tail (kill -9); return how many bytes were lost."""
         lost = sum(len(seg[2]) for seg in self._segments)
         self._segments = []
-        self._tail = None
+        self.tail = None
         self.wrote_offset = self.flushed_offset
         return lost
 
@@ -287,7 +304,7 @@ class MappedFileQueue:
     def delete_last_file(self) -> None:
         mapped = self.files.pop()
         self._segments = [seg for seg in self._segments if seg[0] is not mapped]
-        self._tail = None
+        self.tail = None
         mapped.close()
         mapped.path.unlink()
 
@@ -308,7 +325,7 @@ class MappedFileQueue:
             mapped.path.unlink()
         self.files = []
         self._segments = []
-        self._tail = None
+        self.tail = None
         self.wrote_offset = self.flushed_offset = 0
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker_core.errors import CorruptStoreError
+from broker_core.store import mapped_file
 from broker_core.store.mapped_file import MappedFileQueue, offset_to_file_name
 
 
@@ -103,3 +104,25 @@ def test_truncate_deletes_later_files_and_sets_the_write_position(tmp_path):
     assert queue.wrote_offset == queue.flushed_offset == 40
     assert sorted(p.name for p in (tmp_path / "q").iterdir()) == [
         "00000000000000000000", "00000000000000000032"]
+
+
+def test_write_buffer_is_written_out_before_it_passes_its_bound(tmp_path, monkeypatch):
+    """The open buffer never grows past WRITE_BUFFER_SPILL_BYTES_MAX, and spilled bytes read back in order."""
+    monkeypatch.setattr(mapped_file, "WRITE_BUFFER_SPILL_BYTES_MAX", 100)
+    queue = MappedFileQueue(tmp_path / "q", 256)
+    chunks = [bytes([65 + i % 26]) * 32 for i in range(30)]  # 960 bytes over 4 files
+    for chunk in chunks:
+        if queue.space_in_last_file() < len(chunk):
+            queue.ensure_writable_file(queue.wrote_offset)
+        queue.append(chunk)
+        assert queue.tail is None or len(queue.tail) <= 100
+        assert queue.tail is None or queue.tail_end <= queue.files[-1].end
+    assert 0 < queue.flushed_offset < queue.wrote_offset  # spilled, but the last bytes still buffered
+    expected = b"".join(chunks)
+    assert queue.read(0, 256) == expected[:256]
+    queue.flush()
+    queue.close()
+    again = MappedFileQueue(tmp_path / "q", 256)
+    again.load()
+    got = b"".join(again.read(f.start, 256) for f in again.files)
+    assert got[:len(expected)] == expected

@@ -18,6 +18,7 @@ from broker_core.message import (
     schedule_deliver_properties,
     send_back_map,
 )
+from broker_core.store import mapped_file
 from broker_core.store.consume_queue import CQ_UNIT
 from broker_core.store.message_store import (
     MessageInner,
@@ -138,8 +139,16 @@ def _replay_input(entry: dict, by_phys: dict, previous_hop: dict, fixture: Messa
                         **base)
 
 
-def test_replaying_the_fixture_through_put_message_writes_the_same_bytes(writable_store_copy, tmp_path):
-    """Putting the fixture's 112 messages again, in order, reproduces its commit log and CQ files byte for byte."""
+@pytest.mark.parametrize("spill_bytes", [None, 700], ids=["buffered", "spilled-every-few-records"])
+def test_replaying_the_fixture_through_put_message_writes_the_same_bytes(writable_store_copy, tmp_path,
+                                                                         monkeypatch, spill_bytes):
+    """Putting the fixture's 112 messages again, in order, reproduces its commit log and CQ files byte for byte.
+
+    Also when the write buffers are written out every few records, so puts take both the inline
+    path and ``reserve``/``append``.
+    """
+    if spill_bytes is not None:
+        monkeypatch.setattr(mapped_file, "WRITE_BUFFER_SPILL_BYTES_MAX", spill_bytes)
     fixture = open_store(writable_store_copy("store-clean"))
     by_phys = {e["physicalOffset"]: e for e in messages()}
     previous_hop = {}
