@@ -1,5 +1,8 @@
 """The virtual clock runs events in (time, sequence) order and never reads the wall clock."""
 
+import gc
+import weakref
+
 import pytest
 
 from broker_core.clock import Simulator
@@ -61,3 +64,33 @@ def test_forward_jump_makes_past_events_due_in_order():
     sim.jump(500)
     sim.run()
     assert seen == ["a", "b"] and sim.now() == 500
+
+
+class _Waiter:
+    """Keeps the handle of its own event, whose arguments hold the waiter: a cycle until it runs."""
+
+    def __init__(self, sim: Simulator):
+        self.done = False
+        self.handle = sim.after(5, self.finish, self)
+
+    def finish(self, me) -> None:
+        assert me is self
+        self.done = True
+
+
+@pytest.mark.parametrize("how", ["run", "step"])
+def test_a_run_event_lets_go_of_its_callback_so_no_cycle_outlives_it(how):
+    """Once an event has run, its handle holds neither callback nor arguments: nothing waits for the garbage collector."""
+    sim = Simulator()
+    waiter = _Waiter(sim)
+    gone = weakref.ref(waiter)
+    sim.run() if how == "run" else sim.step()
+    assert waiter.done and waiter.handle.fn is None and waiter.handle.args is None
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del waiter
+        assert gone() is None, "the waiter was kept alive by a reference cycle"
+    finally:
+        if enabled:
+            gc.enable()
