@@ -208,6 +208,7 @@ class World:
             elif now - self._terminal_since >= TERMINAL_SETTLE_MS:
                 self.end_reason = "terminal"
                 self._done = True
+                self.sim.stop()
                 return
         else:
             self._terminal_since = None
@@ -221,7 +222,7 @@ class World:
 
     def run(self) -> None:
         """Run to the horizon or until every message is terminal, then shut the broker down."""
-        self.sim.run(until_ms=self.end_ms, stop=lambda: self._done)
+        self.sim.run(until_ms=self.end_ms)
         if self.progress is not None:
             self.progress(self.sim.now() - self.start_ms, self.recorder.total)
         for group in self.groups.values():
