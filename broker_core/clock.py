@@ -44,7 +44,6 @@ class EventHandle:
         fn(*args)
 
 
-
 class Simulator:
     """A discrete-event loop on virtual milliseconds."""
 
