@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 
 import pytest
@@ -55,6 +56,17 @@ def test_small_run_is_deterministic(small_run, tmp_path):
             continue
         for path in sorted((small_run / "parquet" / table).glob("*.parquet")):
             assert path.read_bytes() == (again / "parquet" / table / path.name).read_bytes(), f"{table} bytes"
+
+
+def test_simulate_leaves_the_garbage_collector_as_it_found_it(tmp_path):
+    """simulate runs full collections rarely and puts the caller's thresholds back afterwards."""
+    before = gc.get_threshold()
+    gc.set_threshold(900, 12, 11)
+    try:
+        simulate(SMALL, tmp_path / "run")
+        assert gc.get_threshold() == (900, 12, 11)
+    finally:
+        gc.set_threshold(*before)
 
 
 def test_another_seed_gives_another_run(small_run, tmp_path):
