@@ -170,7 +170,7 @@ def delivery_floor(store_root: Path, levels: tuple[int, ...], file_size: int) ->
                     fields[3] = queue_id
                     fields[5] = queue_offset
                     fields[6] = phys_out
-                    fields[11] = store_ts
+                    fields[10] = store_ts
                     out += b"".join((header.pack(*fields), body, topic_field,
                                      props_len.pack(len(props_raw)), props_raw))
                     unit_buf = queue_units.get(key)

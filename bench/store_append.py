@@ -28,8 +28,8 @@ from bench import common
 from bench.common import load_note, machine, write_result
 from broker_core import codec
 from broker_core.constants import MESSAGE_MAGIC_CODE_V1
-from broker_core.message import JavaHashMap, host_to_bytes
-from broker_core.store.commit_log import RECORD_HEADERS
+from broker_core.message import JavaHashMap
+from broker_core.store.commit_log import RECORD_HEADERS, host_field
 from broker_core.store.consume_queue import CQ_UNIT
 from broker_core.store.message_store import MessageBatchInner, MessageInner, MessageStore, StoreConfig
 
@@ -54,12 +54,15 @@ BATCH_PROPERTIES = "CLUSTER\x01DefaultCluster"
 
 
 class Clock:
-    def __init__(self):
-        self.now = 1_700_000_000_000
+    """Store time that moves a millisecond per read; the store is handed the bound method ``now``,
+    as a broker hands it its simulator's (``Simulator.now``)."""
 
-    def __call__(self) -> int:
-        self.now += 1
-        return self.now
+    def __init__(self):
+        self.now_ms = 1_700_000_000_000
+
+    def now(self) -> int:
+        self.now_ms += 1
+        return self.now_ms
 
 
 def make_messages(n: int, body_size: int) -> list[MessageInner]:
@@ -81,7 +84,7 @@ def run_store(root: Path, items: list[MessageInner] | list[MessageBatchInner], r
     by put_messages, ``records`` messages in all -- and flush once at the end (async flush)."""
     shutil.rmtree(root, ignore_errors=True)
     store = MessageStore(root, StoreConfig(commitlog_file_size_bytes=COMMITLOG_FILE_SIZE_BYTES),
-                         Clock())
+                         Clock().now)
     assert store.load()
     store.start()
     put = store.put_messages if isinstance(items[0], MessageBatchInner) else store.put_message
@@ -112,7 +115,7 @@ def make_batches(messages: list[MessageInner]) -> list[MessageBatchInner]:
 def record_bytes(root: Path) -> list[bytes]:
     """The stored records of the last run, to write raw."""
     store = MessageStore(root, StoreConfig(commitlog_file_size_bytes=COMMITLOG_FILE_SIZE_BYTES),
-                         Clock())
+                         Clock().now)
     assert store.load()
     out = []
     for step in store.commit_log.scan(0):
@@ -143,10 +146,10 @@ def run_floor(root: Path, messages: list[MessageInner]) -> tuple[float, float]:
     the delay rewrite, the file-end rule, the tags hash, the result object and the store's files.
     """
     header = RECORD_HEADERS[0]  # IPv4 born and store hosts, as this benchmark sends
-    born_addr, born_port = host_to_bytes(messages[0].born_host)
-    store_addr, store_port = host_to_bytes(StoreConfig().store_host)
+    born_field = host_field(messages[0].born_host)
+    store_field = host_field(StoreConfig().store_host)
     props_len = struct.Struct(">h")
-    clock = Clock()
+    clock = Clock().now
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     wall, cpu = time.perf_counter(), time.process_time()
@@ -169,9 +172,8 @@ def run_floor(root: Path, messages: list[MessageInner]) -> tuple[float, float]:
         size = header.size + len(body) + len(topic_field) + 2 + len(props)
         log += b"".join((header.pack(size, MESSAGE_MAGIC_CODE_V1, zlib.crc32(body) & 0x7FFFFFFF,
                                      msg.queue_id, msg.flag, queue_offset, phys, msg.sys_flag,
-                                     msg.born_ts, born_addr, born_port, clock(), store_addr,
-                                     store_port, msg.reconsume_times, msg.prepared_tx_offset,
-                                     len(body)),
+                                     msg.born_ts, born_field, clock(), store_field,
+                                     msg.reconsume_times, msg.prepared_tx_offset, len(body)),
                          body, topic_field, props_len.pack(len(props)), props))
         unit_buf = units.get(key)
         if unit_buf is None:

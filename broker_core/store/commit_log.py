@@ -73,10 +73,23 @@ def record_tags_code(topic: str, properties, store_ts: int, delay_levels: list[i
 
 
 def _header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
-    """The fixed fields up to the body length (the codec's layout, §1.2)."""
-    born = "16si" if born_v6 else "4si"
-    store = "16si" if store_v6 else "4si"
+    """The fixed fields up to the body length (the codec's layout, §1.2).
+
+    Each host is one field, its address and port packed once per host (``host_field``): a field
+    packed is a fixed cost, and a host repeats on every record.
+    """
+    born = "20s" if born_v6 else "8s"
+    store = "20s" if store_v6 else "8s"
     return struct.Struct(f">iIiiiqqiq{born}q{store}iqi")
+
+
+_PORT = struct.Struct(">i")
+
+
+def host_field(host: str) -> bytes:
+    """A record's host field: the 4 or 16 address bytes, then the port as a Java int."""
+    addr, port = host_to_bytes(host)
+    return addr + _PORT.pack(port)
 
 
 # Indexed by (born v6) | (store v6) << 1, like the sysFlag bits 0x10 / 0x20 shifted down by 4.
@@ -94,7 +107,7 @@ class FieldCache:
         # first (a dict lookup, no call) and calls the method only for a value not seen yet.
         self.topic_fields: dict[str, bytes] = {}
         self.host_pairs: dict[tuple[str, str], tuple] = {}
-        self._hosts: dict[str, tuple[bytes, int, int]] = {}
+        self._hosts: dict[str, bytes] = {}
 
     def topic_field(self, topic: str) -> bytes:
         """The v1 topic field: a 1-byte length, then the UTF-8 bytes (the topic is validated)."""
@@ -107,32 +120,33 @@ class FieldCache:
                 self.topic_fields[topic] = field_bytes
         return field_bytes
 
-    def hosts(self, born_host: str, store_host: str) -> tuple[bytes, int, bytes, int, int, struct.Struct]:
-        """(born address, born port, store address, store port, sysFlag V6 bits, header struct).
+    def hosts(self, born_host: str, store_host: str) -> tuple[bytes, bytes, int, struct.Struct, int]:
+        """(born host field, store host field, sysFlag V6 bits, header struct, its size).
 
         A broker sees few (born, store) host pairs, so the whole tuple is kept per pair.
         """
         key = (born_host, store_host)
         parts = self.host_pairs.get(key)
         if parts is None:
-            born_addr, born_port, born_v6 = self.host(born_host)
-            store_addr, store_port, store_v6 = self.host(store_host)
-            parts = (born_addr, born_port, store_addr, store_port,
-                     born_v6 * SYSFLAG_BORNHOST_V6 | store_v6 * SYSFLAG_STOREHOST_V6,
-                     RECORD_HEADERS[born_v6 | store_v6 << 1])
+            born_field = self.host(born_host)
+            store_field = self.host(store_host)
+            born_v6 = len(born_field) == 20
+            store_v6 = len(store_field) == 20
+            header = RECORD_HEADERS[born_v6 | store_v6 << 1]
+            parts = (born_field, store_field,
+                     born_v6 * SYSFLAG_BORNHOST_V6 | store_v6 * SYSFLAG_STOREHOST_V6, header, header.size)
             if len(self.host_pairs) < HOST_CACHE_ENTRIES_MAX:
                 self.host_pairs[key] = parts
         return parts
 
-    def host(self, host: str) -> tuple[bytes, int, int]:
-        """(address bytes, port, 1 if IPv6 else 0)."""
-        parts = self._hosts.get(host)
-        if parts is None:
-            addr, port = host_to_bytes(host)
-            parts = (addr, port, 1 if len(addr) == 16 else 0)
+    def host(self, host: str) -> bytes:
+        """The host's record field (address and port, ``host_field``)."""
+        field_bytes = self._hosts.get(host)
+        if field_bytes is None:
+            field_bytes = host_field(host)
             if len(self._hosts) < HOST_CACHE_ENTRIES_MAX:
-                self._hosts[host] = parts
-        return parts
+                self._hosts[host] = field_bytes
+        return field_bytes
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from broker_core.store.checkpoint import (
     write_lock_file,
 )
 from broker_core.store.commit_log import (
+    HOST_CACHE_ENTRIES_MAX,
     CommitLog,
     FieldCache,
     Problem,
@@ -80,6 +81,8 @@ RECORD_CACHE_ENTRIES_MAX = 65_536  # decoded records kept for pulls; bounded mem
 RECORD_CACHE_EVICT_ENTRIES = RECORD_CACHE_ENTRIES_MAX // 16  # dropped at once when the cache is full
 FLUSH_ASYNC = "async"
 _NO_DISPATCH = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+# put_message tells them by one bit: the transaction types with 0x4 set are exactly these.
+assert all(bool(t & SYSFLAG_TRANSACTION_PREPARED) == (t in _NO_DISPATCH) for t in range(0, 16, 4))
 _V6_BITS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 _PROPS_LEN = struct.Struct(">h")
 
@@ -281,9 +284,13 @@ class MessageStore:
         self._last_store_ts = 0  # store time of the newest record written
         self._last_dispatch_ts = 0  # store time of the newest record put in a consume queue
         # Per stored (topic, queue): the commit-log table key and the queue, built once.
-        self._route: dict[tuple[str, int], tuple[str, ConsumeQueue]] = {}
+        self._route: dict[str, dict[int, tuple[str, ConsumeQueue]]] = {}
         self._valid_topics: set[str] = set()
         self._fields = FieldCache()
+        # Read first by put_message (a dict lookup, no call): the topic-field cache, and the host
+        # parts of messages stored under the store's own host, by born host (_own_hosts).
+        self._topic_fields = self._fields.topic_fields
+        self._own_host_pairs: dict[str, tuple] = {}
         self._max_body = config.max_message_size
         self._store_host = config.store_host
         # The largest record a commit-log file can take (CommitLog.fits_in_a_file).
@@ -390,12 +397,21 @@ class MessageStore:
         self.queues[(topic, queue_id)] = cq
         return cq
 
+    def _own_hosts(self, born_host: str) -> tuple[bytes, bytes, int, struct.Struct, int]:
+        """FieldCache.hosts for a message stored under the store's own host, kept by born host."""
+        parts = self._fields.hosts(born_host, self._store_host)
+        if len(self._own_host_pairs) < HOST_CACHE_ENTRIES_MAX:
+            self._own_host_pairs[born_host] = parts
+        return parts
+
     def _queue_route(self, topic: str, queue_id: int) -> tuple[str, ConsumeQueue]:
-        route = self._route.get((topic, queue_id))
+        queue_routes = self._route.get(topic)
+        if queue_routes is None:
+            queue_routes = self._route[topic] = {}
+        route = queue_routes.get(queue_id)
         if route is None:
             cq = self.queues.get((topic, queue_id)) or self._new_queue(topic, queue_id)
-            route = (f"{topic}-{queue_id}", cq)
-            self._route[(topic, queue_id)] = route
+            route = queue_routes[queue_id] = (f"{topic}-{queue_id}", cq)
         return route
 
     def _dispatch(self, record: codec.Record, tags: int) -> None:
@@ -438,13 +454,15 @@ class MessageStore:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
                              detail=f"properties string of {len(props_string)} chars is too long")
         sys_flag = msg.sys_flag
-        tran = sys_flag & SYSFLAG_TRANSACTION_MASK
-        dispatch = tran not in _NO_DISPATCH
+        # A prepared (0x4) or rolled-back (0xC) transaction message is not dispatched: the two
+        # transaction types with bit 0x4 set (_NO_DISPATCH).
+        dispatch = not sys_flag & SYSFLAG_TRANSACTION_PREPARED
         level = msg.delay_level
         if level is None:
             text = props.get(PROP_DELAY)
-            level = 0
-            if text is not None:
+            if text is None:
+                level = 0
+            else:
                 level = java_parse_int(text)
                 if level is None:
                     return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
@@ -461,25 +479,28 @@ class MessageStore:
             schedule_level = level
         elif props_string is None:
             props_string = properties_to_string(props)
-        props_bytes = props_string.encode("utf-8")
+        props_bytes = props_string.encode()  # UTF-8
         if len(props_bytes) > PROPERTIES_LENGTH_BYTES_MAX:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, topic, queue_id,
                              detail=f"properties of {len(props_bytes)} bytes exceed "
                                     f"{PROPERTIES_LENGTH_BYTES_MAX}")
-        fields = self._fields
-        topic_field = fields.topic_fields.get(topic) or fields.topic_field(topic)
-        store_host = msg.store_host or self._store_host
-        born_host = msg.born_host
-        born_addr, born_port, store_addr, store_port, v6_bits, header = (
-            fields.host_pairs.get((born_host, store_host)) or fields.hosts(born_host, store_host))
+        topic_field = self._topic_fields.get(topic) or self._fields.topic_field(topic)
+        store_host = msg.store_host
+        if not store_host:
+            store_host = self._store_host
+            host_parts = self._own_host_pairs.get(msg.born_host) or self._own_hosts(msg.born_host)
+        else:
+            host_parts = self._fields.hosts(msg.born_host, store_host)
+        born_field, store_field, v6_bits, header, header_size = host_parts
         # The broker sets the V6 bits from the address types before encoding (§1.9).
         sys_flag = (sys_flag & ~_V6_BITS) | v6_bits
-        size = header.size + len(body) + len(topic_field) + 2 + len(props_bytes)
+        size = header_size + len(body) + len(topic_field) + 2 + len(props_bytes)
         if size > self._record_bytes_max:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
                              detail=f"record of {size} bytes cannot fit a commit-log file")
         store_ts = self.clock()
-        route = self._route.get((topic, queue_id))
+        queue_routes = self._route.get(topic)
+        route = queue_routes.get(queue_id) if queue_routes is not None else None
         if route is None:
             route = self._queue_route(topic, queue_id)
         key, cq = route
@@ -501,8 +522,8 @@ class MessageStore:
         try:
             head = header.pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
                                queue_id, msg.flag, queue_offset, phys, sys_flag, msg.born_ts,
-                               born_addr, born_port, store_ts, store_addr, store_port,
-                               msg.reconsume_times, msg.prepared_tx_offset, len(body))
+                               born_field, store_ts, store_field, msg.reconsume_times,
+                               msg.prepared_tx_offset, len(body))
         except struct.error as exc:
             if dispatch:
                 commit_log.unreserve(key, queue_offset)
@@ -591,8 +612,7 @@ class MessageStore:
             return refused(PutStatus.MESSAGE_ILLEGAL, "the batch holds no message")
 
         store_host = batch.store_host or self._store_host
-        born_addr, born_port, store_addr, store_port, v6_bits, header = (
-            self._fields.hosts(batch.born_host, store_host))
+        born_field, store_field, v6_bits, header, _ = self._fields.hosts(batch.born_host, store_host)
         sys_flag = (sys_flag & ~_V6_BITS) | v6_bits
         topic_field = self._fields.topic_field(topic)
         fixed = header.size + len(topic_field) + _PROPS_LEN.size
@@ -628,7 +648,7 @@ class MessageStore:
             return refused(PutStatus.MESSAGE_ILLEGAL,
                            f"batch of {len(records)} records, {total} bytes, cannot fit a commit-log file")
 
-        key, cq = self._route.get((topic, queue_id)) or self._queue_route(topic, queue_id)
+        key, cq = self._queue_route(topic, queue_id)
         commit_log = self.commit_log
         first_phys, first_queue_offset = commit_log.reserve(total, key, True, len(records))
         phys = first_phys
@@ -642,8 +662,8 @@ class MessageStore:
         try:
             for size, flag, body, props_length, own, separator, tags in records:
                 parts += (pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
-                               queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_addr, born_port,
-                               store_ts, store_addr, store_port, reconsume_times, 0, len(body)),
+                               queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_field,
+                               store_ts, store_field, reconsume_times, 0, len(body)),
                           body, topic_field, props_len(props_length), own, separator, batch_bytes)
                 units.append((phys, size, tags))
                 phys += size
