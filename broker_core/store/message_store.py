@@ -287,10 +287,12 @@ class MessageStore:
         self._route: dict[str, dict[int, tuple[str, ConsumeQueue]]] = {}
         self._valid_topics: set[str] = set()
         self._fields = FieldCache()
-        # Read first by put_message (a dict lookup, no call): the topic-field cache, and the host
-        # parts of messages stored under the store's own host, by born host (_own_hosts).
+        # Read first by put_message (a dict lookup, no call): the topic-field cache, the host
+        # parts of messages stored under the store's own host by born host (_own_hosts), and
+        # the others' by (born, store) host.
         self._topic_fields = self._fields.topic_fields
         self._own_host_pairs: dict[str, tuple] = {}
+        self._host_pairs = self._fields.host_pairs
         self._max_body = config.max_message_size
         self._store_host = config.store_host
         # The largest record a commit-log file can take (CommitLog.fits_in_a_file).
@@ -490,7 +492,8 @@ class MessageStore:
             store_host = self._store_host
             host_parts = self._own_host_pairs.get(msg.born_host) or self._own_hosts(msg.born_host)
         else:
-            host_parts = self._fields.hosts(msg.born_host, store_host)
+            host_parts = (self._host_pairs.get((msg.born_host, store_host))
+                          or self._fields.hosts(msg.born_host, store_host))
         born_field, store_field, v6_bits, header, header_size = host_parts
         # The broker sets the V6 bits from the address types before encoding (§1.9).
         sys_flag = (sys_flag & ~_V6_BITS) | v6_bits
