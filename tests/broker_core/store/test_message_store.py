@@ -282,6 +282,9 @@ def test_delay_level_parser_reads_the_default_table():
     ("[2001:db8::10]:50000", "192.168.0.1:10911"),
     ("10.0.0.2:50000", "[2001:db8::1]:10911"),
     ("[::1]:1", "[2001:db8::1]:10911"),
+    # None: the store's own host (StoreConfig.store_host), found by born host alone.
+    ("10.0.0.2:50000", None),
+    ("[2001:db8::10]:50000", None),
 ])
 def test_put_path_bytes_equal_the_codec_encoding(tmp_path, born_host, store_host):
     """The bytes put_message writes equal codec.encode_record of the same fields, IPv6 hosts included."""
@@ -289,19 +292,24 @@ def test_put_path_bytes_equal_the_codec_encoding(tmp_path, born_host, store_host
     store = open_store(tmp_path / "s", clock)
     store.start()
     store.put_message(MessageInner("T", 0, b"first", {}))
+    # The same born host under the other store host first, so a cache keyed on the born host
+    # alone would hand this put the wrong store host.
+    store.put_message(MessageInner("T", 1, b"other", {}, born_host=born_host,
+                                   store_host="[2001:db8::99]:1" if store_host is None else None))
     props = {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "AB" * 16, "ÜNI": "ключ"}
     msg = MessageInner("T", 2, "body ✓".encode(), props, flag=7, sys_flag=0x1, born_ts=99,
                        born_host=born_host, store_host=store_host, reconsume_times=3,
                        prepared_tx_offset=5)
     result = store.put_message(msg)
     raw = store.commit_log.files.read(result.phys_offset, result.total_size)
+    stored_host = store_host or store.config.store_host
     expected = codec.encode_record(codec.Record(
-        "T", 2, 7, 0, result.phys_offset, 0x1, 99, born_host, 1_234_567, store_host, 3, 5,
+        "T", 2, 7, 0, result.phys_offset, 0x1, 99, born_host, 1_234_567, stored_host, 3, 5,
         msg.body, props))
     assert raw == expected
     decoded = codec.decode_record(raw, 0)
-    assert (decoded.born_host, decoded.store_host, decoded.properties) == (born_host, store_host, props)
-    assert result.msg_id == create_message_id(store_host, result.phys_offset)
+    assert (decoded.born_host, decoded.store_host, decoded.properties) == (born_host, stored_host, props)
+    assert result.msg_id == create_message_id(stored_host, result.phys_offset)
     store.shutdown()
 
 
