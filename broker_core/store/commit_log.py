@@ -121,7 +121,10 @@ class FieldCache:
         return field_bytes
 
     def hosts(self, born_host: str, store_host: str) -> tuple[bytes, bytes, int, struct.Struct, int]:
-        """(born host field, store host field, sysFlag V6 bits, header struct, its size).
+        """(born host field, store host field, sysFlag V6 bits, header struct, fixed size).
+
+        The fixed size is the bytes of a record besides its body, topic and properties: the
+        header's and the properties length field's.
 
         A broker sees few (born, store) host pairs, so the whole tuple is kept per pair.
         """
@@ -134,7 +137,8 @@ class FieldCache:
             store_v6 = len(store_field) == 20
             header = RECORD_HEADERS[born_v6 | store_v6 << 1]
             parts = (born_field, store_field,
-                     born_v6 * SYSFLAG_BORNHOST_V6 | store_v6 * SYSFLAG_STOREHOST_V6, header, header.size)
+                     born_v6 * SYSFLAG_BORNHOST_V6 | store_v6 * SYSFLAG_STOREHOST_V6, header,
+                     header.size + PROPERTIES_LENGTH.size)
             if len(self.host_pairs) < HOST_CACHE_ENTRIES_MAX:
                 self.host_pairs[key] = parts
         return parts

@@ -84,6 +84,7 @@ _NO_DISPATCH = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
 # put_message tells them by one bit: the transaction types with 0x4 set are exactly these.
 assert all(bool(t & SYSFLAG_TRANSACTION_PREPARED) == (t in _NO_DISPATCH) for t in range(0, 16, 4))
 _V6_BITS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
+_NOT_V6_BITS = ~_V6_BITS
 _PROPS_LEN = struct.Struct(">h")
 
 
@@ -494,10 +495,10 @@ class MessageStore:
         else:
             host_parts = (self._host_pairs.get((msg.born_host, store_host))
                           or self._fields.hosts(msg.born_host, store_host))
-        born_field, store_field, v6_bits, header, header_size = host_parts
+        born_field, store_field, v6_bits, header, fixed_size = host_parts
         # The broker sets the V6 bits from the address types before encoding (§1.9).
-        sys_flag = (sys_flag & ~_V6_BITS) | v6_bits
-        size = header_size + len(body) + len(topic_field) + 2 + len(props_bytes)
+        sys_flag = (sys_flag & _NOT_V6_BITS) | v6_bits
+        size = fixed_size + len(body) + len(topic_field) + len(props_bytes)
         if size > self._record_bytes_max:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
                              detail=f"record of {size} bytes cannot fit a commit-log file")
@@ -510,8 +511,9 @@ class MessageStore:
         commit_log = self.commit_log
         log_files = commit_log.files
         phys = log_files.wrote_offset
+        end = phys + size
         log_tail = log_files.tail
-        if log_tail is not None and phys + size + END_FILE_MIN_BLANK_LENGTH_BYTES <= log_files.tail_end:
+        if log_tail is not None and end + END_FILE_MIN_BLANK_LENGTH_BYTES <= log_files.tail_end:
             # commit_log.reserve's common case inline: the record fits the open buffer with room
             # for the file's end record after it (a call is ~3% of an append; MappedFileQueue).
             queue_offset = 0
@@ -522,6 +524,7 @@ class MessageStore:
         else:
             log_tail = None
             phys, queue_offset = commit_log.reserve(size, key, dispatch)
+            end = phys + size
         try:
             head = header.pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
                                queue_id, msg.flag, queue_offset, phys, sys_flag, msg.born_ts,
@@ -535,7 +538,7 @@ class MessageStore:
         record = b"".join((head, body, topic_field, _PROPS_LEN.pack(len(props_bytes)), props_bytes))
         if log_tail is not None:
             log_tail += record
-            log_files.wrote_offset = phys + size
+            log_files.wrote_offset = end
         else:
             written_at = log_files.append(record)
             assert written_at == phys, f"record reserved at {phys} but written at {written_at}"
@@ -551,12 +554,13 @@ class MessageStore:
             cq_files = cq.files
             cq_tail = cq_files.tail
             slot = queue_offset * CQ_UNIT_SIZE_BYTES
+            slot_end = slot + CQ_UNIT_SIZE_BYTES
             if (cq_tail is not None and slot == cq_files.wrote_offset
-                    and slot + CQ_UNIT_SIZE_BYTES <= cq_files.tail_end and phys + size > cq.max_physic_offset):
+                    and slot_end <= cq_files.tail_end and end > cq.max_physic_offset):
                 # ConsumeQueue.put's common case inline: the next slot of the open buffer.
                 cq_tail += pack_cq_unit(phys, size, tags)
-                cq_files.wrote_offset = slot + CQ_UNIT_SIZE_BYTES
-                cq.max_physic_offset = phys + size
+                cq_files.wrote_offset = slot_end
+                cq.max_physic_offset = end
             else:
                 cq.put(phys, size, tags, queue_offset)
             self._last_dispatch_ts = store_ts
@@ -616,7 +620,7 @@ class MessageStore:
 
         store_host = batch.store_host or self._store_host
         born_field, store_field, v6_bits, header, _ = self._fields.hosts(batch.born_host, store_host)
-        sys_flag = (sys_flag & ~_V6_BITS) | v6_bits
+        sys_flag = (sys_flag & _NOT_V6_BITS) | v6_bits
         topic_field = self._fields.topic_field(topic)
         fixed = header.size + len(topic_field) + _PROPS_LEN.size
         batch_tags = _last_tags(batch_bytes)
