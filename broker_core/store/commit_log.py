@@ -84,6 +84,7 @@ def _header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
 
 
 _PORT = struct.Struct(">i")
+_V6_HOST_FIELD_BYTES = 16 + _PORT.size  # an IPv6 address and its port
 
 
 def host_field(host: str) -> bytes:
@@ -133,8 +134,8 @@ class FieldCache:
         if parts is None:
             born_field = self.host(born_host)
             store_field = self.host(store_host)
-            born_v6 = len(born_field) == 20
-            store_v6 = len(store_field) == 20
+            born_v6 = len(born_field) == _V6_HOST_FIELD_BYTES
+            store_v6 = len(store_field) == _V6_HOST_FIELD_BYTES
             header = RECORD_HEADERS[born_v6 | store_v6 << 1]
             parts = (born_field, store_field,
                      born_v6 * SYSFLAG_BORNHOST_V6 | store_v6 * SYSFLAG_STOREHOST_V6, header,

@@ -619,10 +619,10 @@ class MessageStore:
             return refused(PutStatus.MESSAGE_ILLEGAL, "the batch holds no message")
 
         store_host = batch.store_host or self._store_host
-        born_field, store_field, v6_bits, header, _ = self._fields.hosts(batch.born_host, store_host)
+        born_field, store_field, v6_bits, header, fixed_size = self._fields.hosts(batch.born_host, store_host)
         sys_flag = (sys_flag & _NOT_V6_BITS) | v6_bits
         topic_field = self._fields.topic_field(topic)
-        fixed = header.size + len(topic_field) + _PROPS_LEN.size
+        fixed = fixed_size + len(topic_field)
         batch_tags = _last_tags(batch_bytes)
         schedule = topic == SCHEDULE_TOPIC
         store_ts = self.clock()
