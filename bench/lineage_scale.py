@@ -6,7 +6,9 @@ sizes are sets of further simulated runs of the same scenario, one seed each, si
 parallel processes (``bench/inputs.py``): every record comes from the simulator, and each run has
 its own run id, so a set is read as one input holding several runs.
 
-Measured. Spark ``local[2]``: session start (JVM) timed once and reported apart, then
+Measured. Spark ``local[2]``: session start (JVM) timed once and reported apart; then the JIT
+warm-up, a few untimed lineage runs on the smallest input (the first timed and reported apart:
+a fresh JVM compiles as much as it computes at small sizes); then
 ``assets.lineage.run_lineage`` (message_hops + message_lineage, written as Parquet) per size.
 DuckDB (same run, same files): the same grouping -- message_key, hop kind and group per record,
 chains numbered by window, next-hop times, then one row per (message, group) with hops, retries,
@@ -46,6 +48,12 @@ BASE_MESSAGES_QUICK = 1_000
 SIZES_FULL = (1_000_000, 10_000_000, 50_000_000)
 SIZES_QUICK = ()  # quick: the simulated base run only
 RUNS_BY_SIZE = ((200_000, 2), (10**12, 1))  # repeats, fewer for big inputs
+# Lineage runs on the smallest input before any timing: the JVM compiles Spark's code and the
+# generated classes as they get hot, and on 2 cores its JIT threads compete with the tasks (the
+# first run of a fresh JVM on 98k records spent 18.9 CPU-s in the compilers, the fourth 5.9;
+# bench/results/lineage_scale.md). The first is reported apart, as the session start is.
+WARMUP_RUNS_FULL = 3
+WARMUP_RUNS_QUICK = 1
 MSG_ID_HOST_HEX_CHARS = 16  # an offset msgId: 8 hex IPv4 + 8 hex port, then 16 hex offset
 DUCKDB_THREADS = 2  # the same two cores Spark local[2] gets
 
@@ -245,9 +253,13 @@ def stats_pair(samples: list[tuple[float, float]]) -> tuple[Stats, Stats]:
 
 
 def measure(runs_dirs: list[tuple[str, Path, int]], data_dir: Path, quick: bool = False,
-            done=None) -> tuple[float, list[dict]]:
-    """(Spark session start seconds, one row of timings per input); ``done(jvm_s, rows)`` is
-    called after each input, so a long run leaves a table even if it is stopped early."""
+            done=None) -> tuple[dict, list[dict]]:
+    """(the session's start facts, one row of timings per input); ``done(start, rows)`` is
+    called after each input, so a long run leaves a table even if it is stopped early.
+
+    The start facts: ``jvm_s`` (JVM + first job), ``first_s`` / ``first_cpu`` (the first lineage
+    run, on the smallest input, while the JIT compiles) and ``warmups`` (lineage runs before any
+    timing, that first one included)."""
     from assets.lineage import run_lineage
     from assets.spark import get_spark, stop_spark
 
@@ -260,6 +272,13 @@ def measure(runs_dirs: list[tuple[str, Path, int]], data_dir: Path, quick: bool 
     scratch = data_dir / "lineage-scale-scratch"
     out = []
     try:
+        warmups = WARMUP_RUNS_QUICK if quick else WARMUP_RUNS_FULL
+        smallest = min(runs_dirs, key=lambda item: item[2])[1]
+        say(f"warm-up: {warmups} lineage runs on {smallest.name}, untimed after the first")
+        first_s, first_cpu = timed_cpu(lambda: run_lineage(smallest, spark), jvm_cpu)
+        for _ in range(warmups - 1):
+            run_lineage(smallest, spark)
+        start = {"jvm_s": jvm_s, "first_s": first_s, "first_cpu": first_cpu, "warmups": warmups}
         for label, run_dir, records in runs_dirs:
             runs = 1 if quick else runs_for(records)
             say(f"{label}: {records:,} records, {runs} runs")
@@ -279,11 +298,11 @@ def measure(runs_dirs: list[tuple[str, Path, int]], data_dir: Path, quick: bool 
                         "floor_spark": floor_spark, "floor_duckdb": floor_duck,
                         "files": lineage_files(run_dir)})
             if done is not None:
-                done(jvm_s, out)
+                done(start, out)
     finally:
         stop_spark()
         shutil.rmtree(scratch, ignore_errors=True)
-    return jvm_s, out
+    return start, out
 
 
 def lineage_files(run_dir: Path) -> str:
@@ -486,7 +505,7 @@ def main(argv: list[str] | None = None) -> Path:
                              "files written"], rows, notes)
     planned = len(inputs)
 
-    def report(jvm_s: float, results: list[dict]) -> Path:
+    def report(start: dict, results: list[dict]) -> Path:
         rows = []
         for r in results:
             sp, dk, spc, dkc = r["spark"], r["duckdb"], r["spark_cpu"], r["duckdb_cpu"]
@@ -502,8 +521,11 @@ def main(argv: list[str] | None = None) -> Path:
         per_rec = [r["spark"].median / r["records"] for r in results]
         floor_worst = max(r["floor_spark"][0] / r["floor_duckdb"][0] for r in results)
         notes = (
-            f"Spark {SPARK_MASTER_BENCH}, session start (JVM + first job) {jvm_s:.1f} s, excluded from "
-            f"the table. DuckDB with {DUCKDB_THREADS} threads. {load_note()} when the table was written "
+            f"Spark {SPARK_MASTER_BENCH}, session start (JVM + first job) {start['jvm_s']:.1f} s, excluded from "
+            f"the table, and so is the JIT compilers' warm-up: {start['warmups']} lineage runs on the "
+            f"smallest input before any timing, the first {start['first_s']:.1f} s "
+            f"({start['first_cpu']:.1f} JVM CPU-s; what a one-run process such as the CLI pays once). "
+            f"DuckDB with {DUCKDB_THREADS} threads. {load_note()} when the table was written "
             "(wall times: the machine is shared). CPU s: the Spark JVM's CPU time (every thread: "
             "tasks, JIT compilers, GC, planning) and the DuckDB process's, over the same calls; "
             "a loaded machine distorts them less than wall time.\n\n"
@@ -539,7 +561,7 @@ def main(argv: list[str] | None = None) -> Path:
                             rows, notes)
 
     paths = []
-    measure(inputs, data_dir, args.quick, done=lambda j, r: paths.append(report(j, r)))
+    measure(inputs, data_dir, args.quick, done=lambda st, r: paths.append(report(st, r)))
     return paths[-1]
 
 
