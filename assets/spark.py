@@ -33,8 +33,9 @@ DRIVER_MEMORY = "1g"  # the driver only plans and collects row counts; the data 
 EXECUTOR_MEMORY = "1g"  # per executor on a standalone cluster; fits a 2 GiB worker
 # Compiled classes of generated code a session keeps (Spark's default: 100). One lineage run
 # generates more than 100, so a session running it again compiled everything again: a warm
-# session's runs of a 98,310-record lineage took 13.3-15.8 s with 100, 9.6-13.3 s with 2,000
-# (one sitting, alternating). A class is a few tens of KiB of driver memory.
+# session's runs of a 98,310-record lineage took 13.3-15.8 s with 100, 9.6-13.3 s with 2,000,
+# then 12.4 -> 10.7 s median from 100 to 1,000 (each pair one sitting, alternating; docs/lineage.md).
+# A class is a few tens of KiB of driver memory.
 CODEGEN_CACHE_ENTRIES = 1000
 SPARK_LOCAL_IP_DEFAULT = "127.0.0.1"  # never bind the driver on a public interface by accident
 # Extra Spark settings, "key=value;key=value", for clusters that need more than the master URL.
