@@ -167,8 +167,9 @@ def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
     This is the lineage's one shuffle of the records: every window here and in the lineage
     partitions by (run_id, message_key[, group]), which the range partitioning satisfies, and a
     write sorted by (run_id, message_key, ...) needs only a sort within each partition. Besides
-    the message_hops columns the rows keep the record facts the lineage reads (queue_offset,
-    retry_topic, real_topic, and the record's own ORIGIN_MESSAGE_ID as rec_origin_msg_id).
+    the message_hops columns the rows keep the record facts the lineage reads (uniq_key,
+    queue_offset, retry_topic, real_topic, and the record's own ORIGIN_MESSAGE_ID as
+    rec_origin_msg_id).
     """
     hops = (classify_hops(commitlog_df.select(*RECORD_COLUMNS))
             .withColumnRenamed("origin_msg_id", "rec_origin_msg_id")
@@ -268,9 +269,17 @@ def _chains(hops: DataFrame, subs: DataFrame) -> DataFrame:
 def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
                  per_chain: DataFrame) -> DataFrame:
     """Add final_state to per-chain rows holding _last (kind of the last hop) and _consumable
-    (the last PUBLISH/DELIVER/RETRY record: phys_offset, topic, queue_id, queue_offset)."""
+    (the last PUBLISH/DELIVER/RETRY record: phys_offset, topic, queue_id, queue_offset, uniq_key)."""
+    # An ACKED delivery counts for the record it names: by offset and, for a record with a
+    # UNIQ_KEY, by that key (after a crash a lost record's offset may hold another message). For
+    # a record without one the consumer reports the offset msgId (MessageClientExt.getMsgId), so
+    # the offset alone decides; '' stands for "no key" on both sides of the join.
+    reported = _present(F.col("uniq_key"))
     acked = (consume_attempts_df.where(F.col("outcome") == ACKED)
-             .select("run_id", "group", F.col("phys_offset").alias("_c_phys")).distinct()
+             .select("run_id", "group", F.col("phys_offset").alias("_c_phys"),
+                     F.coalesce(F.when(~reported.eqNullSafe(F.col("msg_id")), reported),
+                                F.lit("")).alias("_c_key"))
+             .distinct()
              .withColumn("_acked", F.lit(True)))
     # Committed offsets witness consumption only in runs without delivery rows (imported stores).
     runs_with_attempts = consume_attempts_df.select("run_id").distinct()
@@ -282,8 +291,9 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
     rows = (per_chain
             .withColumns({"_c_phys": F.col("_consumable.phys_offset"),
                           "_c_topic": F.col("_consumable.topic"),
-                          "_c_queue": F.col("_consumable.queue_id")})
-            .join(acked, ["run_id", "group", "_c_phys"], "left")
+                          "_c_queue": F.col("_consumable.queue_id"),
+                          "_c_key": F.coalesce(_present(F.col("_consumable.uniq_key")), F.lit(""))})
+            .join(acked, ["run_id", "group", "_c_phys", "_c_key"], "left")
             # One row per (group, topic, queue): small enough to broadcast at any run size.
             .join(F.broadcast(committed), ["run_id", "group", "_c_topic", "_c_queue"], "left"))
     consumed = (F.coalesce(F.col("_acked"), F.lit(False))
@@ -304,12 +314,12 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
                           produced_df: DataFrame) -> DataFrame:
     """message_lineage: one row per (message, subscribing group) with its path and final state.
 
-    ``hops_df`` is a message_hops table; the record facts it lacks (queue offset, RETRY_TOPIC,
-    REAL_TOPIC, ORIGIN_MESSAGE_ID) are joined back from the commit log by (run_id, phys_offset).
-    ``run_lineage`` skips that join: its hops still carry those facts.
+    ``hops_df`` is a message_hops table; the record facts it lacks (UNIQ_KEY, queue offset,
+    RETRY_TOPIC, REAL_TOPIC, ORIGIN_MESSAGE_ID) are joined back from the commit log by
+    (run_id, phys_offset). ``run_lineage`` skips that join: its hops still carry those facts.
     """
     record_facts = commitlog_df.select(
-        "run_id", "phys_offset", "queue_offset", "retry_topic", "real_topic",
+        "run_id", "phys_offset", "uniq_key", "queue_offset", "retry_topic", "real_topic",
         F.col("origin_msg_id").alias("rec_origin_msg_id"))
     hops = (hops_df.join(record_facts, ["run_id", "phys_offset"], "left")
             .repartition("run_id", "message_key"))
@@ -329,7 +339,7 @@ def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: D
 
     consumable = F.col("hop_kind").isin(*CONSUMABLE_KINDS)
     last = F.struct("hop_kind", "topic", "store_ts")
-    last_consumable = F.struct("phys_offset", "topic", "queue_id", "queue_offset")
+    last_consumable = F.struct("phys_offset", "topic", "queue_id", "queue_offset", "uniq_key")
     per_chain = chain.groupBy("run_id", "message_key", "group").agg(
         F.count(F.lit(1)).cast("int").alias("hops"),
         F.count(F.when(F.col("hop_kind") == "RETRY", F.lit(1))).cast("int").alias("retries"),

@@ -75,11 +75,13 @@ def ms(value: datetime | None) -> int | None:
     return round(value.timestamp() * 1000) - round(T0.timestamp() * 1000)
 
 
-def attempt(group: str, queue_topic: str, phys: int, outcome: str, *, topic: str | None = None,
-            run: str = RUN) -> dict:
+def attempt(group: str, queue_topic: str, phys: int, outcome: str, *, uniq: str | None = None,
+            topic: str | None = None, run: str = RUN) -> dict:
+    """One delivery; its uniq_key is what the consumer reports: the record's UNIQ_KEY, else the
+    offset msgId."""
     return {"run_id": run, "group": group, "consumer_id": "c1", "model": "CLUSTERING",
             "queue_topic": queue_topic, "queue_id": 0, "queue_offset": 0, "msg_id": f"M{phys:04d}",
-            "uniq_key": None, "topic": topic or queue_topic, "reconsume_times": 0,
+            "uniq_key": uniq or f"M{phys:04d}", "topic": topic or queue_topic, "reconsume_times": 0,
             "start_ts": ts(0), "end_ts": ts(0), "status": "CONSUME_SUCCESS", "outcome": outcome,
             "phys_offset": phys}
 
@@ -143,12 +145,12 @@ DELAYED = [
         origin="M0200", reconsume=3),
 ]
 DELAYED_ATTEMPTS = [
-    attempt("GroupA", "OrderTopic", 0, "ACKED"),
-    attempt("GroupA", "OrderTopic", 200, "ACKED"),
-    attempt("GroupB", "OrderTopic", 0, "ACKED"),
-    attempt("GroupB", "OrderTopic", 200, "SENT_BACK"),
-    attempt("GroupB", "%RETRY%GroupB", 400, "SENT_BACK", topic="OrderTopic"),
-    attempt("GroupB", "%RETRY%GroupB", 600, "SENT_BACK", topic="OrderTopic"),
+    attempt("GroupA", "OrderTopic", 0, "ACKED", uniq="U1"),
+    attempt("GroupA", "OrderTopic", 200, "ACKED", uniq="U2"),
+    attempt("GroupB", "OrderTopic", 0, "ACKED", uniq="U1"),
+    attempt("GroupB", "OrderTopic", 200, "SENT_BACK", uniq="U2"),
+    attempt("GroupB", "%RETRY%GroupB", 400, "SENT_BACK", uniq="U2", topic="OrderTopic"),
+    attempt("GroupB", "%RETRY%GroupB", 600, "SENT_BACK", uniq="U2", topic="OrderTopic"),
 ]
 
 
@@ -212,10 +214,10 @@ TWO_GROUPS = [
         delay=4, queue_id=3, reconsume=2),
 ]
 TWO_GROUPS_ATTEMPTS = [
-    attempt("G1", "PayTopic", 10, "SENT_BACK"),
-    attempt("G2", "PayTopic", 10, "SENT_BACK"),
-    attempt("G1", "%RETRY%G1", 50, "ACKED", topic="PayTopic"),
-    attempt("G2", "%RETRY%G2", 40, "SENT_BACK", topic="PayTopic"),
+    attempt("G1", "PayTopic", 10, "SENT_BACK", uniq="U3"),
+    attempt("G2", "PayTopic", 10, "SENT_BACK", uniq="U3"),
+    attempt("G1", "%RETRY%G1", 50, "ACKED", uniq="U3", topic="PayTopic"),
+    attempt("G2", "%RETRY%G2", 40, "SENT_BACK", uniq="U3", topic="PayTopic"),
 ]
 
 
@@ -292,20 +294,27 @@ STATES = [
     rec(1003, "%RETRY%Gs", 20002, uniq="UR", real_topic="%RETRY%Gs", retry_topic="Shop",
         origin="M1002", delay=3, reconsume=1),
     rec(1004, "Nobody", 5, uniq="UN"),                                     # no subscriber at all
+    rec(1005, "Shop", 6, uniq="UX", queue_offset=3),                       # offset reused, below
 ]
-STATES_ATTEMPTS = [attempt("Gs", "Shop", 1000, "ACKED"), attempt("Gs", "Shop", 1002, "SENT_BACK")]
+STATES_ATTEMPTS = [attempt("Gs", "Shop", 1000, "ACKED", uniq="UC"),
+                   attempt("Gs", "Shop", 1002, "SENT_BACK", uniq="UR"),
+                   # An ACKED delivery of another message's record at 1005, lost in a crash before
+                   # UX was stored at the same offset: it does not consume UX.
+                   attempt("Gs", "Shop", 1005, "ACKED", uniq="UGONE")]
 STATES_PRODUCED = [produced("UC", "Shop"), produced("UL", "Shop"), produced("UF", "Shop", "FAILED"),
                    produced("UL2", "Nobody2")]
 
 
 def test_final_states_consumed_unconsumed_retrying_lost_and_group_null(built):
-    """CONSUMED needs an ACKED delivery, an unconsumed PUBLISH is UNCONSUMED, an unconsumed RETRY
-    is RETRYING, a SEND_OK key with no record is LOST (hops 0), an unsubscribed topic gets group null."""
+    """CONSUMED needs an ACKED delivery of the record that names its message, an unconsumed PUBLISH
+    is UNCONSUMED, an unconsumed RETRY is RETRYING, a SEND_OK key with no record is LOST (hops 0),
+    an unsubscribed topic gets group null."""
     _hops, lineage = built[RUN]
-    lineage = {k: r for k, r in lineage.items() if k[0] in {"UC", "UU", "UR", "UN", "UL", "UL2"}}
+    lineage = {k: r for k, r in lineage.items()
+               if k[0] in {"UC", "UU", "UR", "UN", "UL", "UL2", "UX", "UGONE"}}
     states = {key: (row.final_state, row.hops) for key, row in lineage.items()}
     assert states == {
-        ("UC", "Gs"): ("CONSUMED", 1), ("UU", "Gs"): ("UNCONSUMED", 1),
+        ("UC", "Gs"): ("CONSUMED", 1), ("UU", "Gs"): ("UNCONSUMED", 1), ("UX", "Gs"): ("UNCONSUMED", 1),
         ("UR", "Gs"): ("RETRYING", 2), ("UN", None): ("UNCONSUMED", 1),
         ("UL", "Gs"): ("LOST", 0), ("UL2", None): ("LOST", 0)}
     lost = lineage[("UL", "Gs")]
@@ -427,9 +436,17 @@ def test_run_lineage_writes_contract_schemas_and_replaces_output_whole(spark, ru
     row counts; a second run (given a URI) replaces the directory, leaving no temporary siblings."""
     messages: list[str] = []
     counts = run_lineage(run_dir, spark, progress=messages.append)
-    # Hops: U1 1 + U2 7 + STATES 5. Lineage: U1 x2, U2 x2, UC/UU/UR x Gs, UN x null, UL x Gs, UL2.
-    assert counts == {"message_hops": 13, "message_lineage": 10}
-    assert any("message_hops 13 rows" in m for m in messages)
+    # Hops: U1 1 + U2 7 + STATES 6. Lineage: U1 x2, U2 x2, UC/UU/UR/UX x Gs, UN x null, UL x Gs, UL2.
+    assert counts == {"message_hops": 14, "message_lineage": 11}
+    assert any("message_hops 14 rows" in m for m in messages)
+    # The ACKED and SEND_OK rows reach their messages through the stream's one shuffle.
+    states = {(r["message_key"], r["group"]): r["final_state"]
+              for r in pq.read_table(run_dir / "lineage" / "message_lineage").to_pylist()}
+    assert states == {("U1", "GroupA"): "CONSUMED", ("U1", "GroupB"): "CONSUMED",
+                      ("U2", "GroupA"): "CONSUMED", ("U2", "GroupB"): "DLQ",
+                      ("UC", "Gs"): "CONSUMED", ("UU", "Gs"): "UNCONSUMED", ("UR", "Gs"): "RETRYING",
+                      ("UX", "Gs"): "UNCONSUMED", ("UN", None): "UNCONSUMED", ("UL", "Gs"): "LOST",
+                      ("UL2", None): "LOST"}
     for table, schema in (("message_hops", MESSAGE_HOPS), ("message_lineage", MESSAGE_LINEAGE)):
         written = pq.read_table(run_dir / "lineage" / table)
         assert written.schema.equals(schema, check_metadata=False), (table, written.schema)
