@@ -230,8 +230,9 @@ def _subscriptions(consume_attempts_df: DataFrame, consumer_offsets_df: DataFram
                    commitlog_df: DataFrame) -> DataFrame:
     """(run_id, group, topic) a group is known to consume: from deliveries, committed offsets, and
     the RETRY_TOPIC (origin topic) of the group's %RETRY%/%DLQ% records."""
-    attempts = consume_attempts_df.select("run_id", "group", "topic").unionByName(
-        consume_attempts_df.select("run_id", "group", F.col("queue_topic").alias("topic")))
+    # Both topics of a delivery (the message's and the queue's) from one scan of the deliveries.
+    attempts = consume_attempts_df.select(
+        "run_id", "group", F.explode(F.array("topic", "queue_topic")).alias("topic"))
     offsets = consumer_offsets_df.select("run_id", "group", "topic")
     # Read straight from the commit log (a filter, no join) so the hops are not computed twice.
     from_records = (commitlog_df.select("run_id", _group_of(F.col("topic")).alias("group"),
