@@ -1,0 +1,101 @@
+"""P4's DuckDB baseline writes the same rows, in the same order, as the Spark lineage.
+
+The benchmark compares the Spark lineage's time with this baseline's; the comparison means
+something only while both build the same tables. One run directory holds several runs side by
+side (their run ids differ): simulated runs with faults and several groups, the real 4.9.4 store
+fixtures imported (committed offsets, no deliveries), and the lineage tests' hand-built journeys
+(records without UNIQ_KEY, a crash-reused offset, LOST sends, a message without groups).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from bench.duckdb_lineage import duckdb_lineage
+from bench.lineage_scale import _duck
+from broker_core.export.parquet import write_rows
+from broker_core.export.schema import LINEAGE_TABLES
+
+TESTS = Path(__file__).resolve().parents[1]
+SCENARIOS = TESTS.parent / "scenarios"
+sys.path.insert(0, str(TESTS / "assets"))
+import test_lineage as hand  # noqa: E402  (the hand-built journeys of the Spark lineage tests)
+
+_spec = importlib.util.spec_from_file_location("tests_assets_conftest", TESTS / "assets" / "conftest.py")
+_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_module)
+spark = _module.spark  # the test run's one Spark session
+
+SIMULATED = ("small", "fault-broker-crash", "story-delay-offset-not-persisted")
+IMPORTED = ("store-clean", "store-crashed")
+
+
+def _merge_into(run: Path, combined: Path) -> None:
+    """Hard-link a run's Parquet files into ``combined``, one folder per table."""
+    for part in (run / "parquet").glob("*/*.parquet"):
+        target = combined / "parquet" / part.parent.name / f"{run.name}-{part.name}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.hardlink_to(part)
+
+
+@pytest.fixture
+def runs(tmp_path, store_fixtures) -> Path:
+    """One run directory holding every run above."""
+    from broker_core.export.store_import import import_store
+    from broker_core.sim.run import simulate
+
+    root = tmp_path / "runs"
+    combined = root / "all"
+    for name in SIMULATED:
+        simulate(SCENARIOS / f"{name}.yaml", root / name)
+        _merge_into(root / name, combined)
+    for name in IMPORTED:
+        import_store(store_fixtures / name, root / name)
+        _merge_into(root / name, combined)
+    built = root / "hand-built" / "parquet"
+    write_rows(built, "commitlog", hand.PLAIN + hand.DELAYED + hand.TWO_GROUPS + hand.NO_UNIQ
+               + hand.STATES + hand.IMPORTED + hand.manifest_commitlog())
+    write_rows(built, "consume_attempts", hand.DELAYED_ATTEMPTS + hand.TWO_GROUPS_ATTEMPTS
+               + hand.NO_UNIQ_ATTEMPTS + hand.STATES_ATTEMPTS)
+    write_rows(built, "consumer_offsets", hand.IMPORTED_OFFSETS)
+    write_rows(built, "produced", hand.STATES_PRODUCED)
+    _merge_into(root / "hand-built", combined)
+    return combined
+
+
+def _contract(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table``'s contract columns in contract types (DuckDB writes times in microseconds)."""
+    return pa.table([pc.cast(table.column(f.name), f.type) for f in schema], schema=schema)
+
+
+def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp_path):
+    from assets.lineage import run_lineage
+
+    counts = run_lineage(runs, spark)
+    out = tmp_path / "duckdb"
+    out.mkdir()
+    con = _duck()
+    try:
+        duckdb_lineage(con, runs, out)
+    finally:
+        con.close()
+    for name, schema in LINEAGE_TABLES.items():
+        expected = _contract(pq.read_table(runs / "lineage" / name), schema)
+        got = _contract(pq.read_table(out / f"{name}.parquet"), schema)
+        assert got.num_rows == counts[name] > 0, name
+        # Every journey kind is present, so a rule the baseline skipped would show.
+        if name == "message_lineage":
+            states = set(expected.column("final_state").to_pylist())
+            assert states == {"CONSUMED", "UNCONSUMED", "RETRYING", "DLQ", "LOST"}, states
+            assert len(set(expected.column("run_id").to_pylist())) >= len(SIMULATED) + len(IMPORTED) + 1
+        if not got.equals(expected):
+            diff = [(i, a, b) for i, (a, b) in enumerate(zip(got.to_pylist(), expected.to_pylist(), strict=True))
+                    if a != b][:3]
+            pytest.fail(f"{name}: DuckDB and Spark rows differ (row, duckdb, spark): {diff}")
