@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -100,8 +101,14 @@ def conform(df: DataFrame, schema: pa.Schema) -> DataFrame:
     # Spark writes a column it proves non-null (row_number, a literal) as a Parquet "required"
     # field, which readers then see as `not null` - not the contract's type. A union with an empty
     # frame of the nullable schema makes every output column nullable; it costs no data movement.
-    empty = df.sparkSession.createDataFrame([], spark_schema(schema))
-    return df.select(*cols).unionByName(empty)
+    # The empty frame has no partitions (a frame made from an empty list has one per core, each
+    # one more task in every stage that reads the union).
+    return df.select(*cols).unionByName(_empty(df.sparkSession, schema))
+
+
+def _empty(spark: SparkSession, schema: pa.Schema) -> DataFrame:
+    """An empty frame of a contract schema, with no partitions."""
+    return spark.createDataFrame(spark.sparkContext.emptyRDD(), spark_schema(schema))
 
 
 # --- hop classification ------------------------------------------------------------------------
@@ -436,7 +443,7 @@ def read_run_tables(spark: SparkSession, run_dir: str | Path) -> dict[str, DataF
         elif name == "commitlog" and is_uri(run_dir):
             raise BadInputError("no parquet/commitlog table: not a run directory", where=str(run_dir))
         else:
-            tables[name] = spark.createDataFrame([], spark_schema(schema))
+            tables[name] = _empty(spark, schema)
     return tables
 
 
@@ -445,12 +452,14 @@ def _write(df: DataFrame, location: str) -> int:
     # Snappy, as the raw tables are written (broker_core.export.parquet.COMPRESSION), whatever
     # codec a cluster's spark.sql.parquet.compression.codec names.
     df.write.mode("error").option("compression", COMPRESSION).parquet(location)
-    if not is_uri(location):
-        # Hadoop's local checksum files are noise beside Parquet's own checksums.
-        for marker in Path(location).glob(".*.crc"):
-            marker.unlink()
-    # Row counts from the Parquet footers: no data is read again.
-    return df.sparkSession.read.parquet(location).count()
+    if is_uri(location):
+        # Row counts from the Parquet footers: no data is read again.
+        return df.sparkSession.read.parquet(location).count()
+    # Hadoop's local checksum files are noise beside Parquet's own checksums.
+    for marker in Path(location).glob(".*.crc"):
+        marker.unlink()
+    # The footers read here rather than by two Spark jobs (list the files, then count).
+    return sum(pq.ParquetFile(part).metadata.num_rows for part in Path(location).glob("*.parquet"))
 
 
 def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
