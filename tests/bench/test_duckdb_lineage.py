@@ -34,6 +34,7 @@ _spec.loader.exec_module(_module)
 spark = _module.spark  # the test run's one Spark session
 
 SIMULATED = ("small", "fault-broker-crash", "story-delay-offset-not-persisted")
+SWARM_SCENARIOS = 3  # random scenarios, seeds seed .. seed + 2
 IMPORTED = ("store-clean", "store-crashed")
 
 
@@ -45,16 +46,26 @@ def _merge_into(run: Path, combined: Path) -> None:
         target.hardlink_to(part)
 
 
+def swarm_seeds(seed: int) -> list[int]:
+    return list(range(seed, seed + SWARM_SCENARIOS))
+
+
 @pytest.fixture
-def runs(tmp_path, store_fixtures) -> Path:
+def runs(tmp_path, store_fixtures, seed) -> Path:
     """One run directory holding every run above."""
     from broker_core.export.store_import import import_store
     from broker_core.sim.run import simulate
+    from broker_core.sim.scenario import load_scenario_text
+    from broker_core.sim.swarm import random_scenario_yaml
 
     root = tmp_path / "runs"
     combined = root / "all"
     for name in SIMULATED:
         simulate(SCENARIOS / f"{name}.yaml", root / name)
+        _merge_into(root / name, combined)
+    for k in swarm_seeds(seed):
+        name = f"swarm-{k}"
+        simulate(name, root / name, scenario=load_scenario_text(random_scenario_yaml(k), source=name))
         _merge_into(root / name, combined)
     for name in IMPORTED:
         import_store(store_fixtures / name, root / name)
@@ -75,7 +86,7 @@ def _contract(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.table([pc.cast(table.column(f.name), f.type) for f in schema], schema=schema)
 
 
-def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp_path):
+def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp_path, seed):
     from assets.lineage import run_lineage
 
     counts = run_lineage(runs, spark)
@@ -94,8 +105,11 @@ def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp
         if name == "message_lineage":
             states = set(expected.column("final_state").to_pylist())
             assert states == {"CONSUMED", "UNCONSUMED", "RETRYING", "DLQ", "LOST"}, states
-            assert len(set(expected.column("run_id").to_pylist())) >= len(SIMULATED) + len(IMPORTED) + 1
+            runs_built = len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + 1
+            assert len(set(expected.column("run_id").to_pylist())) >= runs_built
         if not got.equals(expected):
             diff = [(i, a, b) for i, (a, b) in enumerate(zip(got.to_pylist(), expected.to_pylist(), strict=True))
                     if a != b][:3]
-            pytest.fail(f"{name}: DuckDB and Spark rows differ (row, duckdb, spark): {diff}")
+            pytest.fail(f"{name}: DuckDB and Spark rows differ (row, duckdb, spark): {diff}; swarm "
+                        f"seeds {swarm_seeds(seed)}; reproduce: SEED={seed} python -m pytest "
+                        "tests/bench/test_duckdb_lineage.py")
