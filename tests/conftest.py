@@ -1,4 +1,5 @@
-"""Shared test options and fixtures: the --seed option and the paths of the real RocketMQ data."""
+"""Shared test options and fixtures: the --seed option, the paths of the real RocketMQ data, and
+the test run's one Spark session."""
 
 from __future__ import annotations
 
@@ -49,3 +50,15 @@ def writable_store_copy(tmp_path) -> callable:
         return dest
 
     return make
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The process's SparkSession (local unless RETRY_AUDIT_SPARK_MASTER says otherwise).
+
+    Starting the JVM costs seconds, so every test in every package uses this one session, created
+    on first use; ``assets.spark.get_spark`` caches it per process.
+    """
+    from assets.spark import get_spark
+
+    return get_spark(app_name="retry-audit-tests")

@@ -9,7 +9,6 @@ fixtures imported (committed offsets, no deliveries), and the lineage tests' han
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -27,11 +26,6 @@ TESTS = Path(__file__).resolve().parents[1]
 SCENARIOS = TESTS.parent / "scenarios"
 sys.path.insert(0, str(TESTS / "assets"))
 import test_lineage as hand  # noqa: E402  (the hand-built journeys of the Spark lineage tests)
-
-_spec = importlib.util.spec_from_file_location("tests_assets_conftest", TESTS / "assets" / "conftest.py")
-_module = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_module)
-spark = _module.spark  # the test run's one Spark session
 
 SIMULATED = ("small", "fault-broker-crash", "story-delay-offset-not-persisted")
 SWARM_SCENARIOS = 3  # random scenarios, seeds seed .. seed + 2

@@ -1,22 +1,14 @@
-"""Fixtures for the failure stories: the one Spark session of the test run, and the story warehouse.
+"""Fixtures for the failure stories: the story warehouse.
 
-The ``spark`` fixture is the one ``tests/assets/conftest.py`` defines (re-exported here, so every
-package shares one JVM); ``story_warehouse`` runs every ``scenarios/story-*.yaml`` through the same
+``story_warehouse`` runs every ``scenarios/story-*.yaml`` through the same
 functions the CLI calls (simulate -> lineage -> warehouse) once per test session.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
-
-_ASSETS_CONFTEST = Path(__file__).parents[1] / "assets" / "conftest.py"
-_spec = importlib.util.spec_from_file_location("tests_assets_conftest", _ASSETS_CONFTEST)
-_module = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_module)
-spark = _module.spark  # the session-scoped fixture, registered here under its own name
 
 SCENARIOS = Path(__file__).parents[2] / "scenarios"
 STORIES = ("story-delay-offset-not-persisted", "story-long-consume", "story-consumer-restarts",
