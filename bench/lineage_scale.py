@@ -41,6 +41,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BENCH_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "retry-heavy.yaml"
 DATA_DIR_DEFAULT = PROJECT_ROOT / "var" / "bench"
 TARGET_RATIO_TO_DUCKDB = 5.0
+# "Flat" cost per record, made checkable: across the sized inputs (the sets of runs: 1M, 10M, 50M
+# records, the sizes P4 names), the largest Spark us/record is at most this multiple of the smallest.
+FLAT_SPREAD_MAX = 1.5
 SPARK_MASTER_BENCH = "local[2]"
 BASE_MESSAGES_FULL = 50_000  # about 100k commit-log records with this scenario
 BASE_MESSAGES_QUICK = 1_000
@@ -469,8 +472,14 @@ def main(argv: list[str] | None = None) -> Path:
                          f"{sp.median / r['records'] * 1e6:.2f}", f"{dk.median / r['records'] * 1e6:.2f}",
                          f"{fs:.2f} / {fd:.2f} = {fs / fd:.1f}x",
                          f"{fsc:.1f} / {fdc:.1f} = {fsc / fdc:.1f}x"])
-        worst = max(r["spark"].median / r["duckdb"].median for r in results)
-        per_rec = [r["spark"].median / r["records"] for r in results]
+        # The target's sizes are the sets of runs; the base run (first input) is reported beside them.
+        sized = results[1:] or results
+        worst = max(r["spark"].median / r["duckdb"].median for r in sized)
+        per_rec = [r["spark"].median / r["records"] for r in sized]
+        duck_rec = [r["duckdb"].median / r["records"] for r in sized]
+        spread = max(per_rec) / min(per_rec)
+        base = results[0]
+        sized_records = ", ".join(f"{r['records']:,}" for r in sized)
         floor_worst = max(r["floor_spark"][0] / r["floor_duckdb"][0] for r in results)
         notes = (
             f"Spark {SPARK_MASTER_BENCH}, session start (JVM + first job) {start['jvm_s']:.1f} s, excluded from "
@@ -481,10 +490,17 @@ def main(argv: list[str] | None = None) -> Path:
             "(wall times: the machine is shared). CPU s: the Spark JVM's CPU time (every thread: "
             "tasks, JIT compilers, GC, planning) and the DuckDB process's, over the same calls; "
             "a loaded machine distorts them less than wall time.\n\n"
-            f"Target: Spark <= {TARGET_RATIO_TO_DUCKDB:.0f}x DuckDB's time -- worst ratio "
-            f"{worst:.1f}x: {'met' if worst <= TARGET_RATIO_TO_DUCKDB else 'MISSED'}; cost per record "
-            f"flat across sizes -- Spark us/record from {per_rec[0] * 1e6:.2f} (smallest) to "
-            f"{per_rec[-1] * 1e6:.2f} (largest).\n\n"
+            f"Target, on the sized inputs ({sized_records} records): "
+            f"Spark <= {TARGET_RATIO_TO_DUCKDB:.0f}x DuckDB's time -- worst ratio {worst:.1f}x: "
+            f"{'met' if worst <= TARGET_RATIO_TO_DUCKDB else 'MISSED'}; cost per record flat across "
+            f"sizes (largest / smallest Spark us/record <= {FLAT_SPREAD_MAX}) -- "
+            f"{' / '.join(f'{x * 1e6:.2f}' for x in per_rec)} us/record, spread {spread:.2f}: "
+            f"{'met' if spread <= FLAT_SPREAD_MAX else 'MISSED'} (DuckDB "
+            f"{' / '.join(f'{x * 1e6:.2f}' for x in duck_rec)}, spread "
+            f"{max(duck_rec) / min(duck_rec):.2f}). The base run of {base['records']:,} records, "
+            f"below the target's sizes: {base['spark'].median / base['duckdb'].median:.1f}x, "
+            f"{base['spark'].median / base['records'] * 1e6:.2f} us/record, where Spark's fixed "
+            "cost per run (stages, planning, JIT) outweighs the records.\n\n"
             "Floor (same run, same input): each engine reads the commit-log columns the lineage "
             "reads, sorts the records by (run_id, uniq_key, store_ts, phys_offset) -- for Spark one "
             "range shuffle -- and writes them as Parquet; no classification, windows or joins. "

@@ -9,6 +9,7 @@ Spark session never meets the test suite's.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,9 @@ def test_lineage_scale_writes_its_table(results, data_dir):
                      "--sizes", "400", "--messages-per-run", "100", "--data-dir", str(data_dir))
     assert_table(text, "P4 lineage scale", ["Spark median s", "DuckDB median s", "Spark / DuckDB"], 2)
     assert "simulated: 2 runs of 100 messages" in text
+    # The verdict is over the sized inputs (the set), the base run reported beside it.
+    assert re.search(r"Target, on the sized inputs \([\d,]+ records\)", text)
+    assert re.search(r"us/record, spread \d+\.\d+: (met|MISSED)", text)
 
 
 def test_warehouse_build_writes_its_table(results, data_dir):
