@@ -99,6 +99,16 @@ def test_lineage_scale_writes_its_table(results, data_dir):
     assert re.search(r"us/record, spread \d+\.\d+: (met|MISSED)", text)
 
 
+def test_lineage_scale_reports_duckdb_out_of_memory(results, data_dir):
+    """A DuckDB out-of-memory (as its whole lineage hit at 50M records) is a row, not a crash."""
+    text = run_bench("lineage_scale", results, "--quick", "--base-messages", "100", "--sizes", "",
+                     "--duckdb-memory-limit", "1MB", "--data-dir", str(data_dir))
+    assert "a memory limit of 1MB" in text
+    row = next(line for line in text.splitlines() if line.startswith("| simulated (100 messages)"))
+    assert "| out of memory after " in row
+    assert "no ratio: DuckDB finished none of them" in text  # no sized input: the base is judged
+
+
 def test_warehouse_build_writes_its_table(results, data_dir):
     """The warehouse benchmark writes build, checks and total rows (after the lineage test's Spark run)."""
     # The same set of two 100-message runs as the lineage test: its lineage exists when that
