@@ -16,7 +16,8 @@ both tables written as Parquet -- the same rows in the same order as run_lineage
 and of the DuckDB process. The floor, in the same run: each engine reads the same commit-log
 columns, sorts the records by message (Spark: one range shuffle) and writes them back.
 
-Run: ``python -m bench.lineage_scale [--quick] [--sizes 1000000,10000000] [--data-dir DIR]``.
+Run: ``python -m bench.lineage_scale [--quick] [--sizes 1000000,10000000] [--data-dir DIR]
+[--duckdb-memory-limit 4GB]``.
 """
 
 from __future__ import annotations
