@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
+# The benchmark inputs' root, the same for every benchmark's ``--data-dir``: full-size inputs in
+# its full/, the --quick ones in its quick/ (bench_data_dir).
+DATA_ROOT_DEFAULT = Path(__file__).resolve().parent.parent / "var" / "bench"
 
 
 @dataclass
@@ -35,6 +38,24 @@ class Stats:
     @property
     def max(self) -> float:
         return max(self.samples)
+
+
+def bench_data_dir(root: Path, quick: bool) -> Path:
+    """Where the inputs of a full or quick run live under ``root`` (a benchmark's ``--data-dir``).
+
+    One meaning for every benchmark: ``root`` holds ``full/`` and ``quick/``. A root that holds
+    the inputs themselves (``runs/``, ``set-*``), as a level of it does, is refused with the
+    directory it probably meant, rather than simulating everything again one level down.
+    """
+    root = Path(root)
+    if (root / "runs").is_dir() or any(root.glob("set-*")):
+        raise SystemExit(
+            f"--data-dir {root}: this directory holds benchmark inputs itself (runs/, set-*); "
+            f"--data-dir names their root, the directory holding full/ and quick/ "
+            f"(here probably {root.parent})")
+    out = root / ("quick" if quick else "full")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def repeat(fn: Callable[[], object], runs: int) -> Stats:

@@ -9,7 +9,8 @@ run directory with its own run id. One run is single-threaded, so the runs are s
 parallel worker processes, one per core.
 
 A set of about N records is the first ``ceil(N / records per run)`` of those runs, so the 10M set
-reuses the 1M set's run and the 50M set reuses the 10M set's. On disk, under ``DATA_DIR``::
+reuses the 1M set's run and the 50M set reuses the 10M set's. On disk, under ``DATA_DIR/full``
+(``DATA_DIR/quick`` with ``--quick``), where the other benchmarks look for them::
 
     runs/<name>-m<messages>-s<k>/   one simulated run each (store/ removed: only Parquet is read)
     set-<N>/parquet/<table>/        hard links to every run's Parquet files, so Spark and DuckDB
@@ -19,7 +20,8 @@ reuses the 1M set's run and the 50M set reuses the 10M set's. On disk, under ``D
 A run directory is complete or absent (``simulate`` writes it atomically), and a set directory
 is built beside its place and renamed in, so an interrupted generation resumes where it stopped.
 
-Run: ``python -m bench.inputs --records 10000000 [--data-dir var/bench/full] [--workers 2]``.
+Run: ``python -m bench.inputs --records 10000000 [--data-dir var/bench] [--quick] [--workers 2]``;
+``--data-dir`` means what it means to every benchmark: the root holding ``full/`` and ``quick/``.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from pathlib import Path
 
 import duckdb
 
+from bench.common import DATA_ROOT_DEFAULT, bench_data_dir
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BENCH_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "retry-heavy.yaml"
-DATA_DIR_DEFAULT = PROJECT_ROOT / "var" / "bench" / "full"
 # Messages per run: about 1M commit-log records with the benchmark scenario (1.97 records per
 # message measured at 50,000 messages), and about 1.2 GiB of simulator memory at most.
 SHARD_MESSAGES = 500_000
@@ -200,13 +203,16 @@ def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, required=True, help="commit-log records wanted")
     parser.add_argument("--messages", type=int, default=SHARD_MESSAGES, help="messages per run")
-    parser.add_argument("--data-dir", type=Path, default=DATA_DIR_DEFAULT)
+    parser.add_argument("--data-dir", type=Path, default=DATA_ROOT_DEFAULT,
+                        help="the benchmarks' input root: the set goes to its full/ (or quick/)")
+    parser.add_argument("--quick", action="store_true",
+                        help="into the root's quick/, where the --quick benchmarks look")
     parser.add_argument("--workers", type=int, default=None, help="runs simulated at once (cores)")
     parser.add_argument("--records-per-run", type=int, default=None,
                         help="expected records per run, to start every run at once "
                              "(default: simulate run 0 first and count)")
     args = parser.parse_args(argv)
-    out = simulated_set(args.data_dir, args.records, messages=args.messages, workers=args.workers,
+    out = simulated_set(bench_data_dir(args.data_dir, args.quick), args.records, messages=args.messages, workers=args.workers,
                         records_per_run=args.records_per_run)
     print(out)
     return out

@@ -41,7 +41,7 @@ from bench.inputs import SHARD_MESSAGES, set_runs, simulated_set
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BENCH_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "retry-heavy.yaml"
-DATA_DIR_DEFAULT = PROJECT_ROOT / "var" / "bench"
+DATA_DIR_DEFAULT = common.DATA_ROOT_DEFAULT
 TARGET_RATIO_TO_DUCKDB = 5.0
 # "Flat" cost per record, made checkable: across the sized inputs (the sets of runs: 1M, 10M, 50M
 # records, the sizes P4 names), the largest Spark us/record is at most this multiple of the smallest.
@@ -477,8 +477,7 @@ def main(argv: list[str] | None = None) -> Path:
     sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes
              else list(SIZES_QUICK if args.quick else SIZES_FULL))
     messages = args.base_messages or (BASE_MESSAGES_QUICK if args.quick else BASE_MESSAGES_FULL)
-    data_dir = args.data_dir / ("quick" if args.quick else "full")
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = common.bench_data_dir(args.data_dir, args.quick)
     base = base_run(data_dir, messages)
     base_rows = commitlog_rows(base)
     inputs = [(f"simulated ({messages:,} messages)", base, base_rows)]

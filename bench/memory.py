@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> Path:
                 else list(MESSAGES_QUICK if args.quick else MESSAGES_FULL))
     lineage_sizes = ([int(m) for m in args.lineage_records.split(",")] if args.lineage_records
                      else list(LINEAGE_RECORDS_QUICK if args.quick else LINEAGE_RECORDS_FULL))
-    data_dir = args.data_dir / ("quick" if args.quick else "full")
+    data_dir = common.bench_data_dir(args.data_dir, args.quick)
     work = data_dir / "memory"
     work.mkdir(parents=True, exist_ok=True)
     rows, points = [], {"simulate": [], "import": [], "lineage": []}

@@ -130,8 +130,7 @@ def main(argv: list[str] | None = None) -> Path:
     args = parser.parse_args(argv)
     records = args.records or (RECORDS_QUICK if args.quick else RECORDS_FULL)
     runs = args.runs or (RUNS_QUICK if args.quick else RUNS_FULL)
-    data_dir = args.data_dir / ("quick" if args.quick else "full")
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = common.bench_data_dir(args.data_dir, args.quick)
     messages = args.messages or (MESSAGES_PER_RUN_QUICK if args.quick else SHARD_MESSAGES)
     if args.run_dir:
         run_dirs = [d.absolute() for d in args.run_dir]

@@ -88,6 +88,30 @@ def test_memory_writes_its_table(results, data_dir):
     assert_table(text, "P5 peak memory vs run size", ["peak RSS MiB (process)", "commit-log records"], 4)
 
 
+def test_inputs_go_where_the_benchmarks_look(data_dir):
+    """``bench.inputs --data-dir D --quick`` simulates into the place ``--data-dir D --quick`` reads.
+
+    The lineage test below then finds this set on disk. A ``--data-dir`` that is a level of the
+    root (it holds runs/ itself) is refused with the root it probably meant, nothing simulated.
+    """
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+    made = subprocess.run([sys.executable, "-m", "bench.inputs", "--records", "400", "--messages", "100",
+                           "--data-dir", str(data_dir), "--quick", "--workers", "1"],
+                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=BENCH_TIMEOUT_S)
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert Path(made.stdout.strip()) == data_dir / "quick" / "set-400-m100"
+    assert (data_dir / "quick" / "set-400-m100" / "set.json").is_file()
+    before = sorted(p.name for p in (data_dir / "quick").iterdir())
+    refused = subprocess.run([sys.executable, "-m", "bench.inputs", "--records", "400", "--messages", "100",
+                              "--data-dir", str(data_dir / "quick")],
+                             cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=BENCH_TIMEOUT_S)
+    assert refused.returncode != 0
+    assert f"--data-dir {data_dir / 'quick'}: this directory holds benchmark inputs itself" in refused.stderr
+    assert f"(here probably {data_dir})" in refused.stderr
+    assert sorted(p.name for p in (data_dir / "quick").iterdir()) == before
+    assert not (data_dir / "quick" / "quick").exists()
+
+
 def test_lineage_scale_writes_its_table(results, data_dir):
     """The lineage benchmark writes Spark and DuckDB timings for the base run and a set of runs."""
     text = run_bench("lineage_scale", results, "--quick", "--base-messages", "100",
