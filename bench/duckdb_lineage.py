@@ -9,12 +9,20 @@ Spark's windows). ``tests/bench/test_duckdb_lineage.py`` checks that it writes t
 ``run_lineage`` on hand-built, simulated and imported runs, so the baseline cannot quietly drift
 into doing less.
 
+Two ways to run it. ``duckdb_lineage`` runs it over the whole input in one statement per table;
+at 50M records that ran out of memory (the per-chain aggregation over 51M chains held 18.8 GiB,
+bench/results/lineage_scale.md). ``duckdb_lineage_by_run`` runs the same statements once per
+run_id, in run_id order, and writes one file per run and table: every key of the lineage holds
+run_id, so the runs never meet and the files read in name order are the same rows in the same
+order. It is what one does with DuckDB when the whole does not fit, and what P4 times.
+
 It is a benchmark baseline, not a second lineage engine: the pipeline, the CLI and the warehouse
 use the Spark lineage only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -189,19 +197,51 @@ ORDER BY run_id, message_key, "group" NULLS FIRST
 
 
 def _input_table(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str) -> None:
-    """View ``name`` over RUN_DIR/parquet/<name>/, or an empty table of its contract schema."""
+    """View ``_all_<name>`` over RUN_DIR/parquet/<name>/, or an empty table of its contract
+    schema; the statements read ``name``, a view over it (all of it, or one run's rows)."""
     folder = run_dir / "parquet" / name
     if any(folder.glob("*.parquet")):
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{folder}/*.parquet')")
+        con.execute(f"CREATE OR REPLACE VIEW _all_{name} AS "
+                    f"SELECT * FROM read_parquet('{folder}/*.parquet')")
     else:
         con.register(f"_{name}_empty", pa.table({f.name: pa.array([], f.type) for f in RAW_TABLES[name]}))
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM _{name}_empty")
+        con.execute(f"CREATE OR REPLACE VIEW _all_{name} AS SELECT * FROM _{name}_empty")
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _all_{name}")
+
+
+def _write(con: duckdb.DuckDBPyConnection, hops: Path, lineage: Path) -> None:
+    con.execute("DROP TABLE IF EXISTS chained")
+    con.execute(CHAINED_SQL)
+    con.execute(f"COPY ({HOPS_SQL}) TO '{hops}' (FORMAT parquet)")
+    con.execute(f"COPY ({LINEAGE_SQL}) TO '{lineage}' (FORMAT parquet)")
+    con.execute("DROP TABLE chained")
 
 
 def duckdb_lineage(con: duckdb.DuckDBPyConnection, run_dir: Path, out: Path) -> None:
     """Write OUT/message_hops.parquet and OUT/message_lineage.parquet for RUN_DIR with ``con``."""
     for name in INPUT_TABLES:
         _input_table(con, run_dir, name)
-    con.execute(CHAINED_SQL)
-    con.execute(f"COPY ({HOPS_SQL}) TO '{out}/message_hops.parquet' (FORMAT parquet)")
-    con.execute(f"COPY ({LINEAGE_SQL}) TO '{out}/message_lineage.parquet' (FORMAT parquet)")
+    _write(con, out / "message_hops.parquet", out / "message_lineage.parquet")
+
+
+def duckdb_lineage_by_run(con: duckdb.DuckDBPyConnection, run_dir: Path, out: Path,
+                          progress: Callable[[int, int], None] | None = None) -> int:
+    """The same tables as ``duckdb_lineage``, one run_id at a time: OUT/<table>/part-NNNNN.parquet,
+    one file per run in run_id order (read in name order they are the whole tables' rows, in
+    order). ``progress(done, runs)`` is called after each run. Returns the number of runs."""
+    for name in INPUT_TABLES:
+        _input_table(con, run_dir, name)
+    run_ids = [row[0] for row in con.execute(
+        " UNION ".join(f"SELECT DISTINCT run_id FROM _all_{name}" for name in INPUT_TABLES)
+        + " ORDER BY run_id").fetchall()]
+    for table in ("message_hops", "message_lineage"):
+        (out / table).mkdir(parents=True, exist_ok=True)
+    for k, run_id in enumerate(run_ids):
+        for name in INPUT_TABLES:
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _all_{name} "
+                        f"WHERE run_id = '{run_id.replace(chr(39), chr(39) * 2)}'")
+        part = f"part-{k:05d}.parquet"
+        _write(con, out / "message_hops" / part, out / "message_lineage" / part)
+        if progress is not None:
+            progress(k + 1, len(run_ids))
+    return len(run_ids)

@@ -118,6 +118,7 @@ def test_lineage_scale_writes_its_table(results, data_dir):
                      "--sizes", "400", "--messages-per-run", "100", "--data-dir", str(data_dir))
     assert_table(text, "P4 lineage scale", ["Spark median s", "DuckDB median s", "Spark / DuckDB"], 2)
     assert "simulated: 2 runs of 100 messages" in text
+    assert "the lineage one run_id at a time (--duckdb-mode by-run)" in text
     # The verdict is over the sized inputs (the set), the base run reported beside it.
     assert re.search(r"Target, on the sized inputs \([\d,]+ records\)", text)
     assert re.search(r"us/record, spread \d+\.\d+: (met|MISSED)", text)

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from bench.duckdb_lineage import duckdb_lineage
+from bench.duckdb_lineage import duckdb_lineage, duckdb_lineage_by_run
 from bench.lineage_scale import _duck
 from broker_core.export.parquet import write_rows
 from broker_core.export.schema import LINEAGE_TABLES
@@ -80,7 +80,13 @@ def _contract(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.table([pc.cast(table.column(f.name), f.type) for f in schema], schema=schema)
 
 
-def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp_path, seed):
+def _read_parts(folder: Path) -> pa.Table:
+    """A by-run output table: its part files concatenated in name order (run_id order)."""
+    return pa.concat_tables([pq.read_table(part) for part in sorted(folder.glob("part-*.parquet"))])
+
+
+@pytest.mark.parametrize("by_run", [False, True], ids=["whole", "by-run"])
+def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp_path, seed, by_run):
     from assets.lineage import run_lineage
 
     counts = run_lineage(runs, spark)
@@ -88,12 +94,19 @@ def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp
     out.mkdir()
     con = _duck()
     try:
-        duckdb_lineage(con, runs, out)
+        if by_run:
+            done = []
+            run_count = duckdb_lineage_by_run(con, runs, out, progress=lambda k, n: done.append((k, n)))
+            assert run_count == len(done) >= len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + 1
+            assert done[-1] == (run_count, run_count)
+        else:
+            duckdb_lineage(con, runs, out)
     finally:
         con.close()
     for name, schema in LINEAGE_TABLES.items():
         expected = _contract(pq.read_table(runs / "lineage" / name), schema)
-        got = _contract(pq.read_table(out / f"{name}.parquet"), schema)
+        got = _contract(_read_parts(out / name) if by_run else pq.read_table(out / f"{name}.parquet"),
+                        schema)
         assert got.num_rows == counts[name] > 0, name
         # Every journey kind is present, so a rule the baseline skipped would show.
         if name == "message_lineage":
