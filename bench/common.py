@@ -91,8 +91,16 @@ def machine() -> dict[str, str]:
     }
 
 
+HAND_SECTION = "## "  # a results file's hand-written sections start with such a heading
+
+
 def write_result(name: str, title: str, header: list[str], rows: list[list[str]], notes: str = "") -> Path:
-    """Write ``bench/results/<name>.md``: the machine, the table, and notes; also print it."""
+    """Write ``bench/results/<name>.md``: the machine, the table, and notes; also print it.
+
+    The generated part is replaced; the hand-written sections after it (from the file's first
+    line starting with ``## ``, which no generated part has) are kept below the new table, so a
+    benchmark run never deletes the write-ups of what was measured by hand before.
+    """
     RESULTS.mkdir(parents=True, exist_ok=True)
     facts = machine()
     lines = [f"# {title}", "", "Machine: " + ", ".join(f"{k} {v}" for k, v in facts.items()), "",
@@ -100,11 +108,24 @@ def write_result(name: str, title: str, header: list[str], rows: list[list[str]]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     if notes:
         lines += ["", notes.strip()]
+    if any(line.startswith(HAND_SECTION) for line in "\n".join(lines).splitlines()):
+        raise ValueError(f"{name}: a generated results part may not hold a hand-section heading "
+                         f"(a line starting with {HAND_SECTION!r})")
     text = "\n".join(lines) + "\n"
-    path = RESULTS / f"{name}.md"
-    path.write_text(text)
     print(text)
+    path = RESULTS / f"{name}.md"
+    kept = hand_sections(path.read_text()) if path.exists() else ""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + ("\n" + kept if kept else ""))
+    tmp.replace(path)  # a stopped benchmark leaves the old file whole, never half of the new one
     return path
+
+
+def hand_sections(text: str) -> str:
+    """The hand-written part of a results file: from its first ``## `` line to the end."""
+    lines = text.splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines) if line.startswith(HAND_SECTION)), len(lines))
+    return "".join(lines[first:])
 
 
 # The machine is shared: wall time moves with everyone else's load, while the CPU time of a
