@@ -47,7 +47,7 @@ TARGET_RECORDS = 10_000_000
 # Past 64k rows (one full Parquet row group) and past the store's record cache, up to about 4.9M
 # records (2,500,000 messages, about 10 minutes): the two largest sizes give the slope that keeps
 # growing. Between 300k and 1M records the simulator was still growing into its bounded buffers
-# (169 B per record, a line to 2.02 GiB at 10M); from 1M to 4.9M it grew 24 B per record.
+# (169 B per record, a line to 2.02 GiB at 10M); from 1M to 4.9M it grew 24-37 B per record.
 MESSAGES_FULL = (5_000, 25_000, 50_000, 150_000, 500_000, 2_500_000)
 MESSAGES_QUICK = (500, 1_000)
 LINEAGE_RECORDS_FULL = (1_000_000, 10_000_000)  # plus the simulated base run
