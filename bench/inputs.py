@@ -212,8 +212,8 @@ def main(argv: list[str] | None = None) -> Path:
                         help="expected records per run, to start every run at once "
                              "(default: simulate run 0 first and count)")
     args = parser.parse_args(argv)
-    out = simulated_set(bench_data_dir(args.data_dir, args.quick), args.records, messages=args.messages, workers=args.workers,
-                        records_per_run=args.records_per_run)
+    out = simulated_set(bench_data_dir(args.data_dir, args.quick), args.records, messages=args.messages,
+                        workers=args.workers, records_per_run=args.records_per_run)
     print(out)
     return out
 
