@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import mmap
 import os
@@ -124,8 +125,12 @@ def bare_delivery_floor(store_root: Path, levels: tuple[int, ...], file_size: in
     and REAL_QID found by a byte search (no property map, no Java-int check), its header copied
     with the new total size, queue id, queue offset, physical offset and store time packed in
     place, and the record and its consume-queue unit appended to in-memory buffers. No due check,
-    clock, put door, flush policy, file roll or validation. ``with_row`` adds the least a
-    ``schedule_deliveries`` row can be: one tuple with both message ids as strings.
+    clock, put door, flush policy, file roll or validation, and CPython's cyclic garbage
+    collector is off for the loop (it makes no cycles; the many rows would otherwise wake the
+    collector every 700 allocations). ``with_row`` adds the least a
+    ``schedule_deliveries`` row can be: one tuple of what it is made from (level, queue offset,
+    both physical offsets, real topic, due and store time), the message id strings left to be
+    derived from the physical offsets later.
     """
     commit_dir = store_root / COMMIT_LOG_DIR_NAME
     maps = {}
@@ -137,7 +142,6 @@ def bare_delivery_floor(store_root: Path, levels: tuple[int, ...], file_size: in
     int64 = struct.Struct(">q")
     body_at = RECORD_HEADERS[0].size  # IPv4 hosts, as this benchmark sends: the body starts at 88
     store_ts_at = body_at - 32  # then storeTimestamp, storeHost, reconsumeTimes, prepared offset, body length
-    id_prefix = None  # an offset message id's store-host part, taken from the first record
     out = bytearray()
     queue_units: dict[tuple[bytes, int], bytearray] = {}
     queue_offsets: dict[tuple[bytes, int], int] = {}
@@ -146,6 +150,8 @@ def bare_delivery_floor(store_root: Path, levels: tuple[int, ...], file_size: in
     phys_out = 0
     store_ts = SIM_START_MS
     count = 0
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         for level in levels:
             cq_dir = consume_queue_dir(store_root, SCHEDULE_TOPIC, level - 1)
@@ -185,14 +191,13 @@ def bare_delivery_floor(store_root: Path, levels: tuple[int, ...], file_size: in
                         unit_buf = queue_units[key] = bytearray()
                     unit_buf += CQ_UNIT.pack(phys_out, total, 0)
                     if with_row:
-                        if id_prefix is None:
-                            id_prefix = data[store_ts_at + 8:store_ts_at + 16].hex().upper()
-                        rows.append((level, queue_offset_in, f"{id_prefix}{phys:016X}",
-                                     f"{id_prefix}{phys_out:016X}", topic, due_ts, store_ts))
+                        rows.append((level, queue_offset_in, phys, phys_out, topic, due_ts, store_ts))
                     queue_offset_in += 1
                     phys_out += total
                     count += 1
     finally:
+        if gc_was_enabled:
+            gc.enable()
         for mapped in maps.values():
             mapped.close()
     floor_dir = store_root.parent / f"floor-bare-{'row' if with_row else 'norow'}"
@@ -297,8 +302,9 @@ def main(argv: list[str] | None = None) -> Path:
              "REAL_QID by a byte search (no property map, no Java-int check), copies the header with "
              "the new size, queue id, queue offset, physical offset and store time packed in place, "
              "and appends the record and its queue unit to memory buffers: no due check, clock, put "
-             "door, flush, file roll or validation; with its row it also builds the least a "
-             "schedule_deliveries row can be (one tuple, both message ids as strings). It costs "
+             "door, flush, file roll, validation or cyclic garbage collector; with its row it also "
+             "builds the least a schedule_deliveries row can be (one tuple of its source fields: level, queue offset, "
+             "both physical offsets, topic, due and store time; no message id strings). It costs "
              f"{us['bare_row']:.2f} us with the row ({rate['bare_row']:,.0f}/s) and {us['bare']:.2f} us "
              f"without ({rate['bare']:,.0f}/s). One pread + one write of a {FLOOR_RECORD_BYTES} B record, "
              f"no decoding, costs {us['floor']:.2f} us ({rate['floor']:,.0f}/s). The drain is "
