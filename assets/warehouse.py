@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -93,6 +94,25 @@ def parquet_files(run_dir: Path, table: str) -> list[Path]:
     return sorted(p for p in base.rglob("*.parquet") if not p.name.startswith((".", "_")))
 
 
+# Characters DuckDB's glob reads as wildcards; in a directory's own name each is matched literally
+# by a one-character class ("[*]"), so a run directory may be called anything.
+_GLOB_SPECIAL = re.compile(r"([*?\[])")
+# The files a view reads: every Parquet file under a table's directory, at any depth, except the
+# hidden and underscore ones writers use for work in progress (what ``parquet_files`` lists).
+TABLE_FILES_GLOB = "**/[!._]*.parquet"
+
+
+def parquet_glob(run_dir: Path, table: str) -> str:
+    """The DuckDB glob of one table's Parquet files in a run directory (absolute path).
+
+    A view reads its table through this pattern rather than a list of the files there at build
+    time: Spark names its part files with a new UUID on every write (and writes as many as the
+    shuffle has partitions), so a listed file is gone after the next lineage.
+    """
+    base = _GLOB_SPECIAL.sub(r"[\1]", str(Path(run_dir).absolute() / TABLE_DIRS[table] / table))
+    return f"{base}/{TABLE_FILES_GLOB}"
+
+
 def run_id_of(run_dir: Path) -> str:
     """The run id a run directory carries in its ``runs`` table, else the directory's name."""
     for f in parquet_files(run_dir, "runs"):
@@ -159,8 +179,10 @@ def create_empty_tables(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | 
 def contract_select(table: str, runs: Sequence[tuple[Path, str]]) -> tuple[str, dict[str, int]]:
     """The SELECT reading one contract table from every run's Parquet, and its rows per run.
 
-    Each run contributes its files cast to the contract (run_id filled in); a table no run has
-    reads as an empty relation with the contract's columns and types.
+    Each run contributes its table directory's files cast to the contract (run_id filled in),
+    read through a glob so that a table rewritten in place (a new lineage) is read as it is now;
+    a table no run has reads as an empty relation with the contract's columns and types. The
+    columns and row counts are those of the files there at build time.
     """
     parts, rows = [], {}
     for run_dir, run_id in runs:
@@ -173,9 +195,10 @@ def contract_select(table: str, runs: Sequence[tuple[Path, str]]) -> tuple[str, 
             meta = pq.read_metadata(f)
             columns.update(meta.schema.to_arrow_schema().names)
             rows[run_id] += meta.num_rows
-        file_list = "[" + ", ".join(quote_literal(str(f)) for f in files) + "]"
+        # No hive partitioning: a "key=value" directory in a run's path must not add a column.
         parts.append(f"SELECT {_select_list(table, columns, run_id)} "
-                     f"FROM read_parquet({file_list}, union_by_name = true)")
+                     f"FROM read_parquet({quote_literal(parquet_glob(run_dir, table))}, "
+                     f"union_by_name = true, hive_partitioning = false)")
     if not parts:
         parts.append(f"SELECT {_select_list(table, set(), '')} WHERE false")
     return "\nUNION ALL\n".join(parts), rows

@@ -90,6 +90,16 @@ def test_two_runs_load_side_by_side(tmp_path):
     assert rows == [("run-a", 7), ("run-b", 7)]
 
 
+def test_a_run_directory_named_with_glob_characters_loads(tmp_path):
+    """The views read a table's directory by glob; wildcard characters in its path match literally."""
+    odd = write_tiny_run(tmp_path / "runs [1]" / "t*?y")
+    decoy = write_tiny_run(tmp_path / "runs 1" / "tiny", run_id="decoy")  # what "[1]" and "*?" would match
+    summary = build_warehouse([odd, decoy], tmp_path / "w.duckdb")
+    with open_read_only(summary.db_path) as con:
+        rows = con.execute("SELECT run_id, count(*) FROM message_hops GROUP BY 1 ORDER BY 1").fetchall()
+    assert rows == [("decoy", 7), ("tiny", 7)]
+
+
 def test_the_same_run_twice_is_refused(tmp_path):
     """Loading two directories with one run id would mix their rows, so it is refused."""
     a = write_tiny_run(tmp_path / "a")
