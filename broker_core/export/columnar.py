@@ -691,7 +691,7 @@ class CommitlogWriter:
     def _write(self, table: pa.Table) -> None:
         if self._writer is None:
             self._writer = pq.ParquetWriter(self.path, COMMITLOG, compression=COMPRESSION)
-        self._writer.write_table(table)
+        self._writer.write_table(table.combine_chunks())
         self.rows_written += table.num_rows
 
     def close(self) -> int:

@@ -21,8 +21,11 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+import pyarrow.compute as pc
+
 from broker_core.codec import Record
 from broker_core.errors import BadInputError, CorruptStoreError
+from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter
 from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.schema import RAW_TABLES
 from broker_core.message import create_message_id
@@ -34,6 +37,9 @@ RUN_SOURCE_IMPORT = "import"
 OFFSET_EVENT_RESTORE = "RESTORE"
 PARQUET_DIR_NAME = "parquet"
 _MAGIC_NAMES_MAX = 8  # distinct magic codes ever seen: v1 and v2; the cache stays tiny
+# How the commit log is decoded: whole slices of records into Arrow columns (columnar.py), or one
+# Record object per record (the reference the columnar decoder is tested against).
+DECODERS = ("columnar", "reference")
 
 
 @dataclass
@@ -196,19 +202,23 @@ def _strict_error(errors: list[Problem]) -> CorruptStoreError:
 def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None = None,
                  strict: bool = False, progress: Callable[[ScanProgress], None] | None = None,
                  broker: str | None = None,
-                 wall_clock: Callable[[], float] | None = None) -> ImportSummary:
+                 wall_clock: Callable[[], float] | None = None,
+                 decoder: str = DECODERS[0]) -> ImportSummary:
     """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
 
     ``name`` is the run id (default: the output directory's name); ``broker`` fills the broker
     column (default: the run id). ``wall_clock`` (e.g. ``time.monotonic``), when given, measures
-    ``wall_seconds`` for the runs table; the model itself never reads a clock.
+    ``wall_seconds`` for the runs table; the model itself never reads a clock. ``decoder`` is
+    one of :data:`DECODERS`; both write the same tables.
     """
+    if decoder not in DECODERS:
+        raise BadInputError(f"unknown decoder {decoder!r}", hint=f"use one of {', '.join(DECODERS)}")
     started = wall_clock() if wall_clock is not None else None
     store_dir = Path(store_dir)
     out_dir = Path(out_dir)
     run_id = validate_run_id(name if name is not None else out_dir.absolute().name)
     broker = broker or run_id
-    reader = StoreReader(store_dir)
+    reader = (ColumnarStoreReader if decoder == "columnar" else StoreReader)(store_dir)
     store_root = store_dir.resolve()
     out_resolved = out_dir.resolve()
     if out_resolved == store_root or store_root in out_resolved.parents:
@@ -221,11 +231,19 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     rows_by_table: dict[str, int] = {}
     with atomic_dir(out_dir) as tmp:
         parquet = tmp / PARQUET_DIR_NAME
-        commitlog = TableWriter(parquet, "commitlog")
-        for values in commitlog_values(reader, run_id, broker, progress):
-            by_topic[values[_TOPIC]] += 1
-            commitlog.write_values(values)
-        rows_by_table["commitlog"] = commitlog.close()
+        if isinstance(reader, ColumnarStoreReader):
+            columnar = CommitlogWriter(parquet)
+            for batch in reader.batches(progress):
+                counts = pc.value_counts(batch.columns["topic"]).to_pylist()
+                by_topic.update({c["values"]: c["counts"] for c in counts})
+                columnar.write(batch.table(run_id, broker))
+            rows_by_table["commitlog"] = columnar.close()
+        else:
+            commitlog = TableWriter(parquet, "commitlog")
+            for values in commitlog_values(reader, run_id, broker, progress):
+                by_topic[values[_TOPIC]] += 1
+                commitlog.write_values(values)
+            rows_by_table["commitlog"] = commitlog.close()
         if strict and reader.errors:
             raise _strict_error(reader.errors)
 
