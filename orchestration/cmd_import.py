@@ -47,6 +47,10 @@ def format_summary(summary: ImportSummary) -> str:
         f"  commit log: {summary.commitlog_files} file(s) of {summary.commitlog_file_size_bytes} bytes, "
         f"{summary.records} records, {summary.blanks} blanks, valid data ends at {summary.valid_end}",
     ]
+    if summary.first_offset:
+        lines.append(f"  first offset {summary.first_offset}: older commit-log files were deleted by "
+                     "retention (normal for a broker); chains that started before it are marked "
+                     "truncated by the lineage")
     if summary.checkpoint is not None:
         cp = summary.checkpoint
         lines.append(f"  checkpoint: physicMsgTimestamp {cp.physic_msg_timestamp}, logicsMsgTimestamp "

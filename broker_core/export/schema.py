@@ -105,6 +105,9 @@ RUNS = pa.schema([
     ("records_written", pa.int64()),
     ("version", pa.string()),
     ("source", pa.string()),  # "simulation" or "import"
+    # An import: the smallest physical offset of its commit log (the first file's name; > 0 once
+    # retention deleted older files). Null for a simulation, whose log starts at 0.
+    ("first_offset", pa.int64()),
 ])
 
 # One row per message a producer tried to send (simulation only): the ground truth that lets the
@@ -170,6 +173,8 @@ MESSAGE_LINEAGE = pa.schema([
     ("first_store_ts", TS),
     ("last_store_ts", TS),
     ("total_delay_ms", pa.int64()),
+    # The chain's earliest hops are not in the commit log: retention deleted them before the import.
+    ("truncated", pa.bool_()),
 ])
 
 # Tables a run directory's parquet/ holds, by name.

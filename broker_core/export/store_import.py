@@ -62,6 +62,9 @@ class ImportSummary:
     wall_seconds: float | None = None
     checkpoint: Checkpoint | None = None
     recovery_start_file: str | None = None  # the first file RocketMQ's recovery would check
+    # The smallest physical offset present (the first commit-log file's name): past 0 once
+    # retention deleted the oldest files, which is a broker's normal state, not damage.
+    first_offset: int = 0
 
     @property
     def errors(self) -> list[Problem]:
@@ -72,7 +75,8 @@ class ImportSummary:
             "run_id": self.run_id, "broker": self.broker, "store_dir": str(self.store_dir),
             "out_dir": str(self.out_dir), "commitlog_files": self.commitlog_files,
             "commitlog_file_size_bytes": self.commitlog_file_size_bytes,
-            "records": self.records, "blanks": self.blanks, "valid_end": self.valid_end,
+            "records": self.records, "blanks": self.blanks, "first_offset": self.first_offset,
+            "valid_end": self.valid_end,
             "records_by_topic": self.records_by_topic,
             "abort_file_present": self.abort_file_present,
             "problems": [{"file": p.file, "offset": p.offset, "kind": p.kind, "reason": p.reason,
@@ -275,7 +279,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                       "sim_start_ts": reader.first_store_ts, "sim_end_ts": reader.last_store_ts,
                       "wall_seconds": wall, "messages_produced": None,
                       "records_written": reader.record_count, "version": _version(),
-                      "source": RUN_SOURCE_IMPORT})
+                      "source": RUN_SOURCE_IMPORT, "first_offset": reader.first_offset})
         rows_by_table["runs"] = writer.close()
 
         for table in RAW_TABLES:
@@ -286,6 +290,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         run_id=run_id, broker=broker, store_dir=store_dir, out_dir=out_dir,
         commitlog_files=len(reader.files), commitlog_file_size_bytes=reader.file_size,
         records=reader.record_count, blanks=reader.blank_count, valid_end=reader.valid_end or 0,
+        first_offset=reader.first_offset,
         records_by_topic=dict(sorted(by_topic.items())), problems=reader.problems,
         rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
         wall_seconds=wall, checkpoint=reader.checkpoint,

@@ -23,6 +23,8 @@ CONSUME_QUEUE_DIR_NAME = "consumequeue"
 # fillPreBlank unit: (0, Integer.MAX_VALUE, 0) marks queue slots below the first real unit.
 PRE_BLANK_UNIT_SIZE = 2**31 - 1
 _PRE_BLANK = CQ_UNIT.pack(0, PRE_BLANK_UNIT_SIZE, 0)
+# correct_min_offset reads this many units at a time (bounded memory; usually the first one decides).
+CORRECT_MIN_OFFSET_BATCH_UNITS = 1024
 pack_cq_unit = CQ_UNIT.pack
 
 
@@ -122,6 +124,27 @@ class ConsumeQueue:
                 break
             pos += CQ_UNIT_SIZE_BYTES
         self.min_logic_offset = first.start + pos
+
+    def correct_min_offset(self, phys_min_offset: int) -> None:
+        """correctMinOffset: the queue's minimum moves to its first unit whose record is at or
+        after ``phys_min_offset``, the commit log's first offset.
+
+        The units before it name records whose commit-log files retention deleted; RocketMQ leaves
+        them in the file and only moves the minimum. 4.9.4 looks in the queue's first file only
+        (CleanConsumeQueueService deletes files whose units are all below); here every unit is
+        looked at, and a queue whose units all point below is empty (min = max), as in 5.x.
+        """
+        index = self.min_offset
+        while index < self.max_offset:
+            units = self.units(index, CORRECT_MIN_OFFSET_BATCH_UNITS)
+            if not units:
+                break
+            for phys, size, _tags in units:
+                if phys >= phys_min_offset and size != PRE_BLANK_UNIT_SIZE:
+                    self.min_logic_offset = index * CQ_UNIT_SIZE_BYTES
+                    return
+                index += 1
+        self.min_logic_offset = self.max_offset * CQ_UNIT_SIZE_BYTES
 
     # --- dispatch -----------------------------------------------------------------------------
 

@@ -10,6 +10,12 @@ still say exactly what was left out and why.
 
 Offsets in a Problem: commit-log problems carry the *physical* offset (the file name plus the
 position); every other file's problems carry the byte position inside that file.
+
+A commit log whose first file starts after offset 0 is the normal state of a broker that has run
+for a while: CleanCommitLogService deletes the oldest files once they are older than
+fileReservedTime. :attr:`StoreReader.first_offset` is where the log starts (the first file's
+name); consume-queue units that point below it name records retention removed (RocketMQ only
+moves each queue's min offset past them) and are not problems.
 """
 
 from __future__ import annotations
@@ -166,6 +172,9 @@ class StoreReader:
         self.files: list[CommitLogFile] = []
         self.file_size = 0
         self._list_commitlog_files()
+        # The smallest physical offset present: the first file's name (0 without files). Files
+        # before it were deleted by retention, which is not damage.
+        self.first_offset = self.files[0].start if self.files else 0
         self.abort_file_present = (self.root / ABORT_FILE_NAME).exists()
         if self.abort_file_present:
             self._file_problems.append(Problem(
@@ -532,23 +541,46 @@ class StoreReader:
                     pos += len(chunk)
 
     def _check_consume_queues(self, valid_end: int) -> list[Problem]:
-        """Units that point past the valid commit log (recovery's truncateDirtyLogicFiles drops them)."""
+        """Units that point outside the commit log that should be there.
+
+        Past the valid end: recovery's truncateDirtyLogicFiles drops them. Wholly below
+        :attr:`first_offset`: records retention removed, expected (RocketMQ's correctMinOffset moves
+        the queue's min offset past them, the file is not rewritten). A unit that starts below
+        the first offset and ends after it names a record that would cross a file boundary,
+        which no record does.
+        """
         problems = []
+        first_offset = self.first_offset
         for topic, queue_id, files in self.consume_queues():
-            first = None
-            count = 0
+            past: list = []  # [count, first (path, pos, unit)]
+            across: list = []
             try:
                 for path, pos, unit in self.cq_units(files):
-                    if unit.phys_offset + unit.size > valid_end:
-                        count += 1
-                        if first is None:
-                            first = (path, pos, unit)
+                    end = unit.phys_offset + unit.size
+                    if end <= first_offset:
+                        continue
+                    found = (past if end > valid_end else
+                             across if unit.phys_offset < first_offset else None)
+                    if found is None:
+                        continue
+                    if found:
+                        found[0] += 1
+                    else:
+                        found.extend([1, (path, pos, unit)])
             except OSError as exc:
                 problems.append(Problem(f"{CONSUME_QUEUE_DIR_NAME}/{topic}/{queue_id}", 0,
                                         "unreadable-file", str(exc)))
                 continue
-            if first is not None:
-                path, pos, unit = first
+            if across:
+                count, (path, pos, unit) = across
+                problems.append(Problem(
+                    self._rel(path), pos, "cq-across-first-offset",
+                    f"{count} unit(s) of {topic}/{queue_id} start before the commit log's first "
+                    f"offset ({first_offset}) and end after it, but no record crosses a file "
+                    f"boundary; first: queue offset {unit.queue_offset} -> phys {unit.phys_offset} "
+                    f"size {unit.size}"))
+            if past:
+                count, (path, pos, unit) = past
                 problems.append(Problem(
                     self._rel(path), pos, "cq-past-commitlog",
                     f"{count} unit(s) of {topic}/{queue_id} point past the end of the valid commit "

@@ -123,10 +123,14 @@ def truncate_consume_queues(queues: list[ConsumeQueue], process_offset: int,
 
 
 def rebuild_topic_queue_table(commit_log: CommitLog, queues: list[ConsumeQueue]) -> None:
-    """recoverTopicQueueTable: the next queue offset of each ``topic-queueId`` is its CQ max."""
+    """recoverTopicQueueTable: the next queue offset of each ``topic-queueId`` is its CQ max, and
+    each queue's min offset is corrected against the commit log's first offset (the first file's
+    name, past 0 once retention deleted older files)."""
     table = {}
+    min_phys = commit_log.min_offset
     for cq in queues:
         table[f"{cq.topic}-{cq.queue_id}"] = cq.max_offset
+        cq.correct_min_offset(min_phys)
     commit_log.topic_queue_table = table
 
 
@@ -196,11 +200,14 @@ def check_store(commit_log: CommitLog, queues: list[ConsumeQueue]) -> list[Probl
             f"valid records end at {end} but the write position is {commit_log.max_offset} "
             f"({commit_log.max_offset - end} bytes unreadable)"))
     for cq in sorted(queues, key=lambda q: (q.topic, q.queue_id)):
-        problems.extend(_check_queue(cq, records, next_offset.get((cq.topic, cq.queue_id), 0)))
+        problems.extend(_check_queue(cq, records, next_offset.get((cq.topic, cq.queue_id), 0),
+                                     commit_log.min_offset))
     return problems
 
 
-def _check_queue(cq: ConsumeQueue, records: dict, expected_max: int) -> list[Problem]:
+def _check_queue(cq: ConsumeQueue, records: dict, expected_max: int, first_offset: int) -> list[Problem]:
+    """The queue's units against the records; units wholly before the commit log's first offset
+    name records retention removed and are not judged."""
     where = f"{CONSUME_QUEUE_DIR_NAME}/{cq.topic}/{cq.queue_id}"
     found: list[Problem] = []
     bad = 0
@@ -211,7 +218,7 @@ def _check_queue(cq: ConsumeQueue, records: dict, expected_max: int) -> list[Pro
         if not units:
             break
         for phys, size, _tags in units:
-            if size == PRE_BLANK_UNIT_SIZE and phys == 0:
+            if (size == PRE_BLANK_UNIT_SIZE and phys == 0) or phys + size <= first_offset:
                 index += 1
                 continue
             record = records.get(phys)
