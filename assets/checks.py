@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX
+
 # Offending rows kept as evidence in a check's metadata (the count is always complete).
 EVIDENCE_ROWS_MAX = 10
 # RocketMQ's default maximum of redeliveries before the DLQ (SubscriptionGroupConfig.retryMaxTimes),
@@ -77,6 +79,26 @@ _CRASHES = f"""
       AND NOT coalesce(starts_with(f.detail, 'skipped'), false)
 """
 
+# Runs whose commit log starts past offset 0: retention deleted their oldest files before the
+# import (runs.first_offset; null for a simulation). The offset is also written as the 16
+# upper-case hex digits an offset msgId ends with: fixed-width hex orders as the number does, so
+# an ORIGIN_MESSAGE_ID is compared with it as text and nothing is cast.
+_CUT_RUNS = f"""
+    SELECT run_id, max(first_offset) AS first_offset,
+           printf('%0{MSG_ID_OFFSET_HEX_CHARS}X', max(first_offset)) AS first_offset_hex
+    FROM runs WHERE first_offset > 0 GROUP BY run_id
+"""
+
+
+def _names_a_removed_record(origin: str, uniq_key: str, first_offset_hex: str) -> str:
+    """SQL: the ORIGIN_MESSAGE_ID ``origin`` is an offset msgId below the run's first offset, so
+    the record it names was deleted by retention. A value equal to the record's UNIQ_KEY (a
+    client's fallback send) is not an offset msgId, though it has as many digits."""
+    return (f"coalesce(regexp_full_match({origin}, '{OFFSET_MSG_ID_REGEX}') "
+            f"AND {origin} IS DISTINCT FROM {uniq_key} "
+            f"AND upper(right({origin}, {MSG_ID_OFFSET_HEX_CHARS})) < {first_offset_hex}, false)")
+
+
 _CHAIN_HOPS = """
     SELECT l.run_id, l.message_key, l."group", h.hop_kind, h.hop_index, h.store_ts, h.phys_offset
     FROM message_lineage l
@@ -96,6 +118,7 @@ HOP_GRAMMAR_SQL = f"""
 WITH crashed AS (
     SELECT DISTINCT run_id FROM faults WHERE kind IN {CRASH_FAULT_KINDS!r}
 ),
+cut_runs AS ({_CUT_RUNS}),
 shared_repeated AS (
     -- Hashes of the messages with more than one shared hop (an aggregate on one integer costs a
     -- fraction of one on the values; the hops of one message share a hash).
@@ -171,7 +194,10 @@ shared_misfits AS (
     WHERE NOT (s.publishes = s.n
                OR (s.schedules = 1 AND s.delivers = s.n - 1
                    AND coalesce(s.schedule_first, t.first_letter = 'S', false)
-                   AND (s.n <= 2 OR s.run_id IN (SELECT run_id FROM crashed))))
+                   AND (s.n <= 2 OR s.run_id IN (SELECT run_id FROM crashed)))
+               -- A delayed publish whose SCHEDULE retention deleted: its DELIVER alone.
+               OR (s.delivers = s.n AND (s.n = 1 OR s.run_id IN (SELECT run_id FROM crashed))
+                   AND s.run_id IN (SELECT run_id FROM cut_runs)))
 ),
 shared_kinds AS (
     SELECT h.run_id, h.message_key, string_agg(h.hop_kind, ' > ' ORDER BY {_HOP_ORDER}) AS kinds
@@ -205,16 +231,51 @@ branch_shapes AS (
           FROM group_hops
           GROUP BY run_id, message_key, "group", branch)
 ),
+names_removed AS (
+    -- Messages of a cut run with a record whose ORIGIN_MESSAGE_ID names a record retention deleted.
+    SELECT DISTINCT h.run_id, h.message_key
+    FROM commitlog c
+    JOIN cut_runs r ON r.run_id = c.run_id
+    JOIN message_hops h ON h.run_id = c.run_id AND h.phys_offset = c.phys_offset
+    WHERE c.origin_msg_id IS NOT NULL
+      AND {_names_a_removed_record("c.origin_msg_id", "c.uniq_key", "r.first_offset_hex")}
+),
+head_removed AS (
+    -- Messages of a cut run whose first hops are not in the commit log (what the lineage marks
+    -- truncated, read again from the hops): no shared hop is left, the first shared hop is a
+    -- DELIVER (its SCHEDULE is gone), or a record names one retention deleted.
+    SELECT DISTINCT b.run_id, b.message_key
+    FROM branch_shapes b
+    WHERE b.run_id IN (SELECT run_id FROM cut_runs)
+      AND NOT EXISTS (SELECT 1 FROM shared s WHERE s.run_id = b.run_id AND s.message_key = b.message_key)
+    UNION
+    SELECT s.run_id, s.message_key
+    FROM shared_order s
+    WHERE s.run_id IN (SELECT run_id FROM cut_runs) AND s.delivers > 0 AND s.first_deliver_index = s.first_index
+    UNION
+    SELECT run_id, message_key FROM names_removed
+),
 branches AS (
-    SELECT h.run_id, h.message_key, h."group", h.branch, string_agg(h.letter, '' ORDER BY {_HOP_ORDER}) AS letters
-    FROM group_hops h
-    SEMI JOIN branch_shapes s
-      ON s.run_id = h.run_id AND s.message_key IS NOT DISTINCT FROM h.message_key
-     AND s."group" = h."group" AND s.branch = h.branch AND NOT s.in_order
-    GROUP BY h.run_id, h.message_key, h."group", h.branch
+    -- A branch of a message whose head was deleted may start after its first SCHEDULE: it is
+    -- judged with that SCHEDULE put back (head_restored), so only its start is forgiven.
+    SELECT *, 'S' || letters AS restored_letters,
+           starts_with(letters, 'R')
+           AND EXISTS (SELECT 1 FROM head_removed t
+                       WHERE t.run_id = b.run_id AND t.message_key = b.message_key) AS head_restored
+    FROM (SELECT h.run_id, h.message_key, h."group", h.branch,
+                 string_agg(h.letter, '' ORDER BY {_HOP_ORDER}) AS letters
+          FROM group_hops h
+          SEMI JOIN branch_shapes s
+            ON s.run_id = h.run_id AND s.message_key IS NOT DISTINCT FROM h.message_key
+           AND s."group" = h."group" AND s.branch = h.branch AND NOT s.in_order
+          GROUP BY h.run_id, h.message_key, h."group", h.branch) b
 ),
 branch_misfits AS (
-    SELECT * FROM branches WHERE NOT regexp_full_match(letters, '{BRANCH_GRAMMAR_REGEX}')
+    SELECT * EXCLUDE (letters, restored_letters),
+           CASE WHEN head_restored THEN restored_letters ELSE letters END AS letters
+    FROM branches
+    WHERE NOT regexp_full_match(CASE WHEN head_restored THEN restored_letters ELSE letters END,
+                                '{BRANCH_GRAMMAR_REGEX}')
 ),
 misfit_steps AS (
     SELECT h.run_id, h.message_key, h."group", h.branch, h.hop_kind, h.hop_index, h.store_ts, h.phys_offset,
@@ -243,7 +304,8 @@ redelivered AS (
     HAVING count(*) FILTER (WHERE r.outcome NOT IN ('LOCAL_RETRY')) > 1
 ),
 judged AS (
-    SELECT b.*, k.kinds, k.retries_ahead,
+    -- A restored SCHEDULE comes before every hop of its branch: one retry fewer ahead everywhere.
+    SELECT b.*, k.kinds, k.retries_ahead - CASE WHEN b.head_restored THEN 1 ELSE 0 END AS retries_ahead,
            b.run_id IN (SELECT run_id FROM crashed)
            OR EXISTS (SELECT 1 FROM redelivered r WHERE r.run_id = b.run_id AND r."group" = b."group"
                                                     AND r.uniq_key = b.message_key) AS interleaving_allowed
@@ -307,6 +369,15 @@ UNION ALL
 SELECT b.run_id, b.message_key, b."group", 'group hops without a real record before them'
 FROM (SELECT DISTINCT run_id, message_key, "group" FROM branch_shapes) b
 WHERE NOT EXISTS (SELECT 1 FROM shared s WHERE s.run_id = b.run_id AND s.message_key = b.message_key)
+  AND b.run_id NOT IN (SELECT run_id FROM cut_runs)
+UNION ALL
+SELECT l.run_id, l.message_key, l."group",
+       CASE WHEN l.truncated THEN 'truncated, but its first hop is in the commit log'
+            ELSE 'not truncated, but its first hops are before the commit log''s first offset' END
+FROM message_lineage l
+WHERE l.final_state <> 'LOST' AND (l.truncated OR l.run_id IN (SELECT run_id FROM cut_runs))
+  AND l.truncated <> EXISTS (SELECT 1 FROM head_removed t
+                             WHERE t.run_id = l.run_id AND t.message_key = l.message_key)
 UNION ALL
 SELECT run_id, message_key, "group",
        CASE WHEN n = 0 THEN 'no hops'
@@ -401,9 +472,11 @@ WHERE lateness_ms < 0 OR delivered_ts < due_ts
 
 # RETRY_TOPIC is set once, at the first send-back, and copied onwards: one value per chain.
 # ORIGIN_MESSAGE_ID is set once per branch and names the message itself: its UNIQ_KEY (a client's
-# fallback send) or the offset msgId of one of its real records (PUBLISH or DELIVER) that was sent back.
-ORIGIN_STABLE_SQL = """
-WITH message_proofs AS (
+# fallback send) or the offset msgId of one of its real records (PUBLISH or DELIVER) that was sent back,
+# which in an imported store may lie below the commit log's first offset (deleted by retention).
+ORIGIN_STABLE_SQL = f"""
+WITH cut_runs AS ({_CUT_RUNS}),
+message_proofs AS (
     -- Both rules are judged first from one summary per message over its hops' commit-log records,
     -- which proves most messages sound; the rest are judged from per-message and per-group
     -- summaries, which name a few suspects; only the suspects are matched with the lineage's
@@ -481,10 +554,13 @@ topics AS (
     GROUP BY t.run_id, t.message_key, t."group"
 ),
 claims AS (
-    -- ORIGIN_MESSAGE_IDs other than the message's UNIQ_KEY, per message and hop group.
-    SELECT DISTINCT run_id, message_key, "group", origin_msg_id
-    FROM suspect_records
-    WHERE origin_msg_id IS NOT NULL AND origin_msg_id IS DISTINCT FROM uniq_key
+    -- ORIGIN_MESSAGE_IDs other than the message's UNIQ_KEY, per message and hop group, except
+    -- those naming a record below the run's first offset (deleted by retention before the import).
+    SELECT DISTINCT s.run_id, s.message_key, s."group", s.origin_msg_id
+    FROM suspect_records s
+    LEFT JOIN cut_runs r ON r.run_id = s.run_id
+    WHERE s.origin_msg_id IS NOT NULL AND s.origin_msg_id IS DISTINCT FROM s.uniq_key
+      AND NOT {_names_a_removed_record("s.origin_msg_id", "s.uniq_key", "r.first_offset_hex")}
 ),
 real_ids AS (
     SELECT DISTINCT run_id, message_key, "group", msg_id

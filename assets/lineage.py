@@ -15,6 +15,10 @@ holds the full text) in short:
   are shared by every subscriber group (group null).
 * **final_state** per (message, group): DLQ, RETRYING, CONSUMED, UNCONSUMED, or LOST for a message
   the producer saw accepted that never reached the commit log.
+* **truncated**: the chain's first hops were deleted by retention before an import: the message
+  has no shared hop left, or its first one is a DELIVER, or one of its records names as
+  ORIGIN_MESSAGE_ID a record below its run's ``runs.first_offset``. Such a chain's retries come
+  from the reconsume counts its surviving records carry.
 
 Everything is built from Spark's built-in column functions and window functions: Python UDFs
 would move every row through a Python worker, which is the slow path on any cluster.
@@ -40,7 +44,8 @@ from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for
 from broker_core.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 from broker_core.errors import BadInputError
 from broker_core.export.parquet import COMPRESSION, atomic_dir
-from broker_core.export.schema import LINEAGE_TABLES, MESSAGE_HOPS, MESSAGE_LINEAGE, RAW_TABLES
+from broker_core.export.schema import LINEAGE_TABLES, MESSAGE_HOPS, MESSAGE_LINEAGE, RAW_TABLES, RUNS
+from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX, PROP_RECONSUME_TIME
 
 Progress = Callable[[str], None]
 
@@ -52,7 +57,8 @@ ACKED = "ACKED"
 SEND_OK = "SEND_OK"
 # Tables the lineage reads; a run without one of the optional ones (an import has no
 # consume_attempts rows, an old run may lack `produced`) gets an empty table of the contract type.
-INPUT_TABLES = ("commitlog", "consume_attempts", "consumer_offsets", "produced")
+# `runs` gives an import's first_offset (where retention left its commit log starting).
+INPUT_TABLES = ("commitlog", "consume_attempts", "consumer_offsets", "produced", "runs")
 LINEAGE_DIR = "lineage"
 # Row order of the written tables.
 HOPS_ORDER = ("run_id", "message_key", "hop_index", "group")
@@ -215,11 +221,49 @@ def _is_plain_topic(topic: Column) -> Column:
              | (topic == SCHEDULE_TOPIC))
 
 
-def _with_message_facts(hops: DataFrame) -> DataFrame:
-    """Add per-message columns (the same on every hop of a message): origin_topic, origin_msg_id
-    and _hop_groups (the groups holding a hop of it), as window aggregates over one partitioning."""
+def _first_offsets(runs_df: DataFrame) -> DataFrame:
+    """(run_id, _first_offset_hex) of the runs whose commit log starts past offset 0.
+
+    The offset is written as the 16 upper-case hex digits an offset msgId ends with, so that an
+    ORIGIN_MESSAGE_ID is compared with it as text: fixed-width hex orders as the number does, and
+    no cast can overflow on a value that only looks like a msgId.
+    """
+    return (runs_df.where(F.col("first_offset") > 0)
+            .groupBy("run_id")
+            .agg(F.lpad(F.hex(F.max("first_offset")), MSG_ID_OFFSET_HEX_CHARS, "0")
+                 .alias("_first_offset_hex")))
+
+
+def _names_a_removed_record() -> Column:
+    """The record's ORIGIN_MESSAGE_ID is an offset msgId below its run's first offset: the record
+    it names was in a commit-log file that retention deleted. A value equal to the record's
+    UNIQ_KEY (a client's fallback send) is not an offset msgId, though it has as many digits."""
+    origin = _present(F.col("rec_origin_msg_id"))
+    offset_hex = F.upper(F.substring(origin, -MSG_ID_OFFSET_HEX_CHARS, MSG_ID_OFFSET_HEX_CHARS))
+    return F.coalesce(origin.rlike(OFFSET_MSG_ID_REGEX) & ~origin.eqNullSafe(F.col("uniq_key"))
+                      & (offset_hex < F.col("_first_offset_hex")), F.lit(False))
+
+
+def _retries_seen() -> Column:
+    """On a group hop: the retries its record says happened up to it, from the reconsume count
+    (the larger of RECONSUME_TIME and the header's reconsume times; a client's send keeps the
+    count in the property). The k-th RETRY record carries k; a SCHEDULE or DLQ record carries
+    one more than the retries before it. Null on shared hops."""
+    count = F.greatest(F.col("reconsume_times"),
+                       F.coalesce(F.col("properties").getItem(PROP_RECONSUME_TIME).try_cast("int"),
+                                  F.lit(0)))
+    return F.when(F.col("group").isNotNull(),
+                  F.when(F.col("hop_kind") == "RETRY", count).otherwise(count - 1))
+
+
+def _with_message_facts(hops: DataFrame, first_offsets: DataFrame) -> DataFrame:
+    """Add per-message columns (the same on every hop of a message): origin_topic, origin_msg_id,
+    _truncated and _hop_groups (the groups holding a hop of it), as window aggregates over one
+    partitioning, and the per-hop _retries_seen."""
     message = Window.partitionBy("run_id", "message_key")
     order = F.struct("store_ts", "phys_offset")
+    # A broadcast of one row per run: the hops keep their partitioning for the windows below.
+    hops = hops.join(F.broadcast(first_offsets), "run_id", "left")
     shared_schedule = (F.col("hop_kind") == "SCHEDULE") & F.col("group").isNull()
     delayed_real_topic = F.when(shared_schedule, _present(F.col("real_topic")))
     published_topic = F.when(F.col("hop_kind").isin("PUBLISH", "DELIVER"), F.col("topic"))
@@ -228,8 +272,16 @@ def _with_message_facts(hops: DataFrame) -> DataFrame:
                               _first_by(published_topic, order).over(message))
     origin_msg_id = F.coalesce(_first_by(_present(F.col("rec_origin_msg_id")), order).over(message),
                                F.min_by(F.col("msg_id"), order).over(message))
+    # A chain's first hop is its message's first shared hop; without one, or when it is a DELIVER
+    # (the SCHEDULE before it is gone), the chain starts after its head.
+    shared = F.col("group").isNull()
+    first_shared_kind = F.min_by(F.when(shared, F.col("hop_kind")), F.when(shared, order)).over(message)
+    truncated = (first_shared_kind.isNull() | F.coalesce(first_shared_kind == "DELIVER", F.lit(False))
+                 | F.bool_or(_names_a_removed_record()).over(message))
     return hops.withColumns({"origin_topic": origin_topic, "origin_msg_id": origin_msg_id,
-                             "_hop_groups": F.collect_set("group").over(message)})
+                             "_truncated": truncated, "_retries_seen": _retries_seen(),
+                             "_hop_groups": F.collect_set("group").over(message)}
+                            ).drop("_first_offset_hex")
 
 
 def _subscriptions(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
@@ -318,29 +370,35 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
 
 def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
                           consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
-                          produced_df: DataFrame) -> DataFrame:
+                          produced_df: DataFrame, runs_df: DataFrame | None = None) -> DataFrame:
     """message_lineage: one row per (message, subscribing group) with its path and final state.
 
     ``hops_df`` is a message_hops table; the record facts it lacks (UNIQ_KEY, queue offset,
-    RETRY_TOPIC, REAL_TOPIC, ORIGIN_MESSAGE_ID) are joined back from the commit log by
+    RETRY_TOPIC, REAL_TOPIC, ORIGIN_MESSAGE_ID, properties) are joined back from the commit log by
     (run_id, phys_offset). ``run_lineage`` skips that join: its hops still carry those facts.
+    ``runs_df`` gives each run's ``first_offset``; without it no commit log is taken to start
+    past 0 (a chain is still truncated when it has no head at all).
     """
     record_facts = commitlog_df.select(
         "run_id", "phys_offset", "uniq_key", "queue_offset", "retry_topic", "real_topic",
-        F.col("origin_msg_id").alias("rec_origin_msg_id"))
+        F.col("origin_msg_id").alias("rec_origin_msg_id"), "properties")
     hops = (hops_df.join(record_facts, ["run_id", "phys_offset"], "left")
             .repartition("run_id", "message_key"))
-    return _lineage_of(hops, commitlog_df, consume_attempts_df, consumer_offsets_df, produced_df)
+    if runs_df is None:
+        runs_df = _empty(hops_df.sparkSession, RUNS)
+    return _lineage_of(hops, commitlog_df, consume_attempts_df, consumer_offsets_df, produced_df,
+                       runs_df)
 
 
 def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: DataFrame,
-                consumer_offsets_df: DataFrame, produced_df: DataFrame) -> DataFrame:
+                consumer_offsets_df: DataFrame, produced_df: DataFrame,
+                runs_df: DataFrame) -> DataFrame:
     """message_lineage from hops partitioned by (run_id, message_key) that carry the record facts.
 
     The per-message facts (window aggregates), the fan-out of shared hops to groups (a broadcast
     join) and the per-chain aggregation all reuse the hops' partitioning: no shuffle of the hops.
     """
-    hops = _with_message_facts(hops)
+    hops = _with_message_facts(hops, _first_offsets(runs_df))
     subs = _subscriptions(consume_attempts_df, consumer_offsets_df, commitlog_df)
     chain = _chains(hops, subs).withColumn("_label", _hop_label())
 
@@ -357,7 +415,15 @@ def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: D
         F.max_by(last_consumable, F.when(consumable, F.col("hop_index"))).alias("_consumable"),
         F.max("origin_topic").alias("origin_topic"),
         F.max("origin_msg_id").alias("origin_msg_id"),
+        F.bool_or("_truncated").alias("truncated"),
+        F.max("_retries_seen").alias("_retries_seen"),
     )
+    # A truncated chain lost RETRY hops with its head: its retries are what its surviving records
+    # say happened, when that is more than the RETRY hops left.
+    per_chain = per_chain.withColumn(
+        "retries", F.when(F.col("truncated"),
+                          F.greatest(F.col("retries"), F.coalesce(F.col("_retries_seen"), F.lit(0))))
+        .otherwise(F.col("retries")))
     stored = _final_state(consume_attempts_df, consumer_offsets_df, per_chain).withColumns({
         "final_topic": F.col("_last.topic"),
         "last_store_ts": F.col("_last.store_ts"),
@@ -380,7 +446,8 @@ def _lost_messages(commitlog_df: DataFrame, produced_df: DataFrame, subs: DataFr
                              "left")
                    .select(lost["*"], subs.group))
     rows = with_groups.withColumns({"message_key": F.col("uniq_key"), "hops": F.lit(0),
-                                    "retries": F.lit(0), "final_state": F.lit("LOST")})
+                                    "retries": F.lit(0), "final_state": F.lit("LOST"),
+                                    "truncated": F.lit(False)})
     return conform(rows, MESSAGE_LINEAGE)
 
 
@@ -481,7 +548,7 @@ def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
         # Kept before the global sort too: the sort samples its input to pick the partition
         # ranges, and the joins that make the rows would otherwise run once per sampling pass.
         lineage = _lineage_of(chained, tables["commitlog"], tables["consume_attempts"],
-                              tables["consumer_offsets"], tables["produced"]
+                              tables["consumer_offsets"], tables["produced"], tables["runs"]
                               ).persist(StorageLevel.MEMORY_AND_DISK)
         kept.append(lineage)
         counts["message_lineage"] = _write(lineage.orderBy(*LINEAGE_ORDER), f"{out}/message_lineage")

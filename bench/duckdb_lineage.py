@@ -31,6 +31,7 @@ import pyarrow as pa
 from assets.lineage import INPUT_TABLES, RECORD_COLUMNS
 from broker_core.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 from broker_core.export.schema import RAW_TABLES
+from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX, PROP_RECONSUME_TIME
 
 _RETRY, _DLQ = RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX
 
@@ -67,6 +68,7 @@ WITH records AS (
         FROM records WHERE uniq_key IS NULL OR length(uniq_key) = 0)
 ), classified AS (
   SELECT * EXCLUDE (born_ts, born_host, body_crc, properties),
+         properties['{PROP_RECONSUME_TIME}'] AS rec_reconsume_time,
          CASE WHEN topic = '{SCHEDULE_TOPIC}' THEN 'SCHEDULE'
               WHEN starts_with(topic, '{_RETRY}') THEN 'RETRY'
               WHEN starts_with(topic, '{_DLQ}') THEN 'DLQ'
@@ -95,9 +97,14 @@ ORDER BY run_id, message_key, hop_index, "group" NULLS FIRST
 """
 
 LINEAGE_SQL = f"""
-WITH facts AS (
+WITH first_offsets AS (
+  -- Runs whose commit log starts past 0 (retention), the offset as an offset msgId's last digits.
+  SELECT run_id, printf('%0{MSG_ID_OFFSET_HEX_CHARS}X', max(first_offset)) AS first_offset_hex
+  FROM runs WHERE first_offset > 0 GROUP BY run_id
+), facts AS (
   -- Per message: the origin topic and message id (first non-null by store time), the groups
-  -- holding a hop of it.
+  -- holding a hop of it, and whether its first hops are gone: no shared hop, a DELIVER as the
+  -- first, or an ORIGIN_MESSAGE_ID (not the UNIQ_KEY) naming a record below the first offset.
   SELECT run_id, message_key,
          coalesce(arg_min(nullif(retry_topic, ''), (store_ts, phys_offset)),
                   arg_min(nullif(real_topic, ''), (store_ts, phys_offset))
@@ -106,8 +113,14 @@ WITH facts AS (
                     FILTER (WHERE hop_kind IN ('PUBLISH', 'DELIVER'))) AS origin_topic,
          coalesce(arg_min(nullif(rec_origin_msg_id, ''), (store_ts, phys_offset)),
                   arg_min_null(msg_id, (store_ts, phys_offset))) AS origin_msg_id,
-         coalesce(list(DISTINCT "group") FILTER (WHERE "group" IS NOT NULL), []) AS hop_groups
-  FROM chained GROUP BY run_id, message_key
+         coalesce(list(DISTINCT "group") FILTER (WHERE "group" IS NOT NULL), []) AS hop_groups,
+         coalesce(arg_min(hop_kind, (store_ts, phys_offset)) FILTER (WHERE "group" IS NULL),
+                  'DELIVER') = 'DELIVER'
+           OR coalesce(bool_or(regexp_full_match(rec_origin_msg_id, '{OFFSET_MSG_ID_REGEX}')
+                               AND rec_origin_msg_id IS DISTINCT FROM uniq_key
+                               AND upper(right(rec_origin_msg_id, {MSG_ID_OFFSET_HEX_CHARS}))
+                                   < o.first_offset_hex), false) AS truncated
+  FROM chained LEFT JOIN first_offsets o USING (run_id) GROUP BY run_id, message_key
 ), subs AS (
   -- (run, group, topic) a group is known to consume: deliveries (both topics), committed
   -- offsets, and the RETRY_TOPIC of the group's own %RETRY%/%DLQ% records.
@@ -122,7 +135,11 @@ WITH facts AS (
 ), fanned AS (
   -- A shared hop (group null) belongs to the chain of every group of its message, or stays
   -- alone with group null when the message has none.
-  SELECT c.*, f.origin_topic, f.origin_msg_id,
+  SELECT c.*, f.origin_topic, f.origin_msg_id, f.truncated,
+         -- On a group hop, the retries its reconsume count says happened up to it.
+         CASE WHEN c."group" IS NOT NULL THEN
+           greatest(reconsume_times, coalesce(TRY_CAST(rec_reconsume_time AS INTEGER), 0))
+           - CASE WHEN hop_kind = 'RETRY' THEN 0 ELSE 1 END END AS retries_seen,
          unnest(CASE WHEN c."group" IS NOT NULL THEN [c."group"]
                      WHEN len(list_distinct(list_concat(coalesce(s.groups, []), f.hop_groups))) = 0
                        THEN [NULL]
@@ -144,7 +161,8 @@ WITH facts AS (
          arg_max({{'phys': phys_offset, 'topic': topic, 'queue': queue_id, 'qoff': queue_offset,
                   'uniq': uniq_key}}, hop_index)
            FILTER (WHERE hop_kind IN ('PUBLISH', 'DELIVER', 'RETRY')) AS consumable,
-         max(origin_topic) AS origin_topic, max(origin_msg_id) AS origin_msg_id
+         max(origin_topic) AS origin_topic, max(origin_msg_id) AS origin_msg_id,
+         bool_or(truncated) AS truncated, max(retries_seen) AS retries_seen
   FROM fanned GROUP BY run_id, message_key, chain_group
 ), acked AS (
   -- An ACKED delivery counts for the record it names: offset and UNIQ_KEY ('' when the consumer
@@ -160,7 +178,10 @@ WITH facts AS (
   WHERE NOT EXISTS (SELECT 1 FROM consume_attempts a WHERE a.run_id = o.run_id)
   GROUP BY ALL
 ), stored AS (
-  SELECT p.run_id, p.message_key, p."group", p.origin_topic, p.origin_msg_id, p.hops, p.retries,
+  SELECT p.run_id, p.message_key, p."group", p.origin_topic, p.origin_msg_id, p.hops,
+         -- A truncated chain: the retries its surviving records say happened, if more.
+         CASE WHEN p.truncated THEN greatest(p.retries, coalesce(p.retries_seen, 0))
+              ELSE p.retries END AS retries,
          p.path, p.last.topic AS final_topic,
          CASE WHEN p.last.kind = 'DLQ' THEN 'DLQ'
               WHEN p.last.kind = 'SCHEDULE' THEN 'RETRYING'
@@ -169,7 +190,7 @@ WITH facts AS (
               WHEN p.last.kind = 'RETRY' THEN 'RETRYING'
               ELSE 'UNCONSUMED' END AS final_state,
          p.first_store_ts, p.last.ts AS last_store_ts,
-         epoch_ms(p.last.ts) - epoch_ms(p.first_store_ts) AS total_delay_ms
+         epoch_ms(p.last.ts) - epoch_ms(p.first_store_ts) AS total_delay_ms, p.truncated
   FROM per_chain p
   LEFT JOIN acked a ON a.run_id = p.run_id AND a."group" = p."group"
                    AND a.phys = p.consumable.phys AND a.ukey = coalesce(nullif(p.consumable.uniq, ''), '')
@@ -184,7 +205,7 @@ WITH facts AS (
   SELECT l.run_id, l.uniq_key AS message_key, s."group", l.origin_topic, l.origin_msg_id,
          0 AS hops, 0 AS retries, NULL AS path, NULL AS final_topic, 'LOST' AS final_state,
          NULL::TIMESTAMPTZ AS first_store_ts, NULL::TIMESTAMPTZ AS last_store_ts,
-         NULL::BIGINT AS total_delay_ms
+         NULL::BIGINT AS total_delay_ms, false AS truncated
   FROM accepted l
   LEFT JOIN subs s ON s.run_id = l.run_id AND s.topic = l.origin_topic
   WHERE NOT EXISTS (SELECT 1 FROM chained k WHERE k.run_id = l.run_id AND k.uniq_key = l.uniq_key)

@@ -60,6 +60,11 @@ HASHMAP_TREEIFY_CAPACITY_MIN = 64  # below this capacity a long bin makes the ta
 # --- ids ---------------------------------------------------------------------------------------
 MSG_ID_IPV4_HEX_CHARS = 32  # 4 addr + 4 port + 8 offset bytes
 MSG_ID_IPV6_HEX_CHARS = 56  # 16 addr + 4 port + 8 offset bytes
+MSG_ID_OFFSET_HEX_CHARS = 16  # the physical offset: the last 8 bytes of either form
+# An offset message id as text, for Spark and SQL: 32 or 56 hex digits (a UNIQ_KEY has 32 too, so
+# a caller tells the two apart by other means, e.g. that the value is not the record's UNIQ_KEY).
+OFFSET_MSG_ID_REGEX = (f"^([0-9A-Fa-f]{{{MSG_ID_IPV4_HEX_CHARS}}}|"
+                       f"[0-9A-Fa-f]{{{MSG_ID_IPV6_HEX_CHARS}}})$")
 UNIQ_KEY_IPV4_BYTES = 16
 UNIQ_KEY_IPV6_BYTES = 28
 UNIQ_KEY_COUNTER_MODULUS = 1 << 16  # the counter is written as a short
