@@ -52,6 +52,28 @@ def writable_store_copy(tmp_path) -> callable:
     return make
 
 
+def drop_oldest_commitlog_files(store: Path, count: int) -> int:
+    """Delete a store's ``count`` oldest commit-log files, as RocketMQ's CleanCommitLogService does
+    after fileReservedTime; return the first offset left (the next file's name)."""
+    files = sorted((Path(store) / "commitlog").iterdir())
+    assert 0 <= count < len(files), f"{store} has {len(files)} commit-log files, cannot drop {count}"
+    for path in files[:count]:
+        path.unlink()
+    return int(files[count].name)
+
+
+@pytest.fixture
+def retained_store_copy(writable_store_copy) -> callable:
+    """A writable copy of a fixture store whose ``count`` oldest commit-log files retention deleted."""
+
+    def make(name: str = "store-clean", count: int = 1) -> Path:
+        store = writable_store_copy(name)
+        drop_oldest_commitlog_files(store, count)
+        return store
+
+    return make
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The process's SparkSession (local unless RETRY_AUDIT_SPARK_MASTER says otherwise).

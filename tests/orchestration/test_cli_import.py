@@ -59,3 +59,27 @@ def test_quiet_prints_nothing(store_fixtures, tmp_path, capsys):
     assert main(["--quiet", "import-store", str(store_fixtures / "store-clean"), "--out", str(tmp_path / "q")]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""
+
+
+def test_a_log_cut_by_retention_imports_strictly_with_its_first_offset(retained_store_copy, tmp_path, capsys):
+    """--strict accepts a store without its oldest files; --json and the text summary give first_offset."""
+    store = retained_store_copy("store-clean", 2)
+    assert main(["import-store", str(store), "--out", str(tmp_path / "j"), "--strict", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["first_offset"], summary["valid_end"], summary["records"]) == (32768, 55490, 43)
+    assert summary["problems"] == []
+    assert main(["import-store", str(store), "--out", str(tmp_path / "t"), "--strict"]) == 0
+    text = capsys.readouterr().out
+    assert "first offset 32768" in text and "problems: none" in text
+
+
+def test_json_problems_name_kind_severity_file_and_offset(retained_store_copy, tmp_path, capsys):
+    """Each --json problem has kind, severity, file and offset; a cut crashed store keeps its damage."""
+    store = retained_store_copy("store-crashed", 1)
+    assert main(["import-store", str(store), "--out", str(tmp_path / "c"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["first_offset"] == 16384 and summary["valid_end"] == 54903
+    found = {(p["kind"], p["severity"], p["file"], p["offset"]) for p in summary["problems"]}
+    assert ("torn-record", "error", "commitlog/00000000000000049152", 54903) in found
+    assert ("cq-past-commitlog", "error", "consumequeue/%DLQ%GroupA/0/00000000000000000000", 140) in found
+    assert main(["import-store", str(store), "--out", str(tmp_path / "s"), "--strict"]) == 2

@@ -243,3 +243,20 @@ def test_a_batch_sends_records_import_one_row_per_message(tmp_path):
     assert [r["queue_offset"] for r in rows] == [0, 1, 2, 3, 4]
     assert [dict(r["properties"]).get("CLUSTER") for r in rows] == [None, "c1", "c1", "c1", None]
     assert len({r["msg_id"] for r in rows}) == 5
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_log_cut_by_retention_imports_with_its_first_offset(retained_store_copy, manifest_data, tmp_path,
+                                                                strict):
+    """A store whose oldest file retention deleted imports (also strictly) with first_offset in the
+    summary, its JSON and the runs row; a whole store's first_offset is 0."""
+    summary = import_store(retained_store_copy("store-clean", 1), tmp_path / "cut", strict=strict)
+    kept = [e for e in _messages(manifest_data) if e["physicalOffset"] >= 16384]
+    assert (summary.first_offset, summary.valid_end, summary.records) == (16384, 55490, len(kept))
+    assert summary.problems == [] and summary.to_json()["first_offset"] == 16384
+    assert read_table(tmp_path / "cut", "runs").column("first_offset").to_pylist() == [16384]
+    assert read_table(tmp_path / "cut", "commitlog").column("phys_offset").to_pylist() == \
+        [e["physicalOffset"] for e in kept]
+    whole = import_store(MANIFEST.parent / "store-clean", tmp_path / "whole")
+    assert whole.first_offset == 0
+    assert read_table(tmp_path / "whole", "runs").column("first_offset").to_pylist() == [0]

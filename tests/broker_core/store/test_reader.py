@@ -261,3 +261,39 @@ def test_a_directory_under_a_commit_log_name_is_named_as_not_a_file(writable_sto
     kinds = {(p.file, p.kind) for p in reader.problems}
     assert ("commitlog/00000000000000065536", "not-a-file") in kinds
     assert not any(p.kind == "bad-file-name" for p in reader.problems)
+
+
+# --- a store whose oldest commit-log files retention deleted ------------------------------------
+
+@pytest.mark.parametrize("count", [1, 2])
+@pytest.mark.parametrize("name", ["store-clean", "store-crashed"])
+def test_a_log_cut_by_retention_starts_at_its_first_file(retained_store_copy, manifest_data, name, count):
+    """Without its oldest files the log starts at the first file's name, and no problem is added."""
+    store = retained_store_copy(name, count)
+    full = StoreReader(MANIFEST.parent / name)
+    full.check()
+    reader = StoreReader(store)
+    records = list(reader.records())
+    first = count * manifest_data["storeConfig"]["mappedFileSizeCommitLog"]
+    assert reader.first_offset == first and full.first_offset == 0
+    assert [r.phys_offset for r in records] == [e["physicalOffset"] for e in _messages(manifest_data)
+                                                if first <= e["physicalOffset"] < full.valid_end]
+    assert reader.valid_end == full.valid_end
+    # The same findings as on the whole store: the units of the deleted records are not problems.
+    assert [(p.file, p.offset, p.kind) for p in reader.problems] == \
+        [(p.file, p.offset, p.kind) for p in full.problems]
+    if name == "store-clean":
+        assert reader.problems == []
+
+
+def test_consume_queue_units_into_the_present_log_are_still_judged(retained_store_copy, manifest_data):
+    """Units wholly below the first offset pass; one across it, or past the valid end, is an error."""
+    store = retained_store_copy("store-clean", 1)
+    rel = "consumequeue/OrderTopic/0/00000000000000000000"
+    units = sum(1 for e in _messages(manifest_data) if e["topic"] == "OrderTopic" and e["queueId"] == 0)
+    # Two more units after the queue's last: one across the first offset, one past the valid end.
+    _damage(store, rel, units * 20, struct.pack(">qiq", 16_300, 300, 0) + struct.pack(">qiq", 60_000, 300, 0))
+    reader = StoreReader(store)
+    reader.check()
+    found = {(p.file, p.offset, p.kind) for p in reader.errors}
+    assert found == {(rel, units * 20, "cq-across-first-offset"), (rel, units * 20 + 20, "cq-past-commitlog")}

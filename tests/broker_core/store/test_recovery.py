@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 from broker_core.store.message_store import MessageInner, MessageStore, StoreConfig
@@ -115,6 +116,34 @@ def test_crashed_fixture_recovers_like_rocketmq(writable_store_copy):
         assert store.max_offset(queue["topic"], queue["queueId"]) == expected, queue["topic"]
     assert store.max_offset("%DLQ%GroupA", 0) == 7
     assert store.check() == []
+
+
+def test_a_log_cut_by_retention_loads_from_its_first_file(retained_store_copy):
+    """Without its two oldest files the fixture loads from offset 32768: each queue's min offset is its
+    first unit at or after it (correctMinOffset), max offsets are kept, and check() finds nothing."""
+    store = MessageStore(retained_store_copy("store-clean", 2), StoreConfig(**FIXTURE_CONFIG), Clock())
+    assert store.load(), store.load_error
+    assert store.min_phys_offset == store.recovery_report.scan_start_offset == 32768
+    assert store.max_phys_offset == MANIFEST["commitLogMaxPhysicalOffset"]
+    for queue in MANIFEST["consumeQueues"]:
+        units = queue["entries_physOffset_size_tagsCode"]
+        first_kept = next((i for i, (phys, _size, _tags) in enumerate(units) if phys >= 32768), len(units))
+        assert (store.min_offset(queue["topic"], queue["queueId"]),
+                store.max_offset(queue["topic"], queue["queueId"])) == (first_kept, len(units)), queue["topic"]
+    assert store.min_offset("OrderTopic", 0) > 0 and store.min_offset("%DLQ%GroupA", 0) == 0
+    assert store.check() == []
+
+
+def test_a_unit_into_the_kept_log_that_names_no_record_is_still_found(retained_store_copy):
+    """After retention, a consume-queue unit above the first offset that names no record is reported."""
+    root = retained_store_copy("store-clean", 1)
+    first_dlq = MANIFEST["consumeQueues"][0]["entries_physOffset_size_tagsCode"][0]
+    with open(root / "consumequeue" / "%DLQ%GroupA" / "0" / "00000000000000000000", "r+b") as fh:
+        fh.write(struct.pack(">qiq", first_dlq[0] + 4, first_dlq[1], first_dlq[2]))
+    store = MessageStore(root, StoreConfig(**FIXTURE_CONFIG), Clock())
+    assert store.load(), store.load_error
+    found = [(p.file, p.offset, p.kind) for p in store.check()]
+    assert found == [("consumequeue/%DLQ%GroupA/0", 0, "cq_unit_dangling")]
 
 
 def test_a_tail_torn_at_every_byte_recovers_to_the_valid_prefix(writable_store_copy):
