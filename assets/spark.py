@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 
 from broker_core.errors import BadInputError
 
@@ -78,12 +80,45 @@ def _is_alive(session) -> bool:
     return getattr(context, "_jsc", None) is not None
 
 
-def get_spark(master: str | None = None, app_name: str = APP_NAME_DEFAULT):
+def spark_running() -> bool:
+    """True when this process already has a live SparkContext, whoever started it."""
+    if _session is not None and _is_alive(_session):
+        return True
+    if "pyspark" not in sys.modules:
+        return False  # nothing can have started Spark without importing it
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    # getActiveSession() is per thread on the JVM side (a session made in another thread, as a
+    # Dagster step's may be, is not "active" here); the context is one per process.
+    return SparkSession.getActiveSession() is not None or SparkContext._active_spark_context is not None
+
+
+@contextmanager
+def spark_session(master: str | None = None, app_name: str = APP_NAME_DEFAULT, *, quiet: bool = False):
+    """This process's SparkSession for one command; stopped at the end only if the command started it.
+
+    A command run inside a process that already has a session (a test run's shared one, a
+    notebook's) leaves it running for whoever started it: stopping it would break every later
+    user of the one SparkContext a process may hold.
+    """
+    started_here = not spark_running()
+    session = get_spark(master, app_name, quiet=quiet)
+    try:
+        yield session
+    finally:
+        if started_here:
+            stop_spark()
+
+
+def get_spark(master: str | None = None, app_name: str = APP_NAME_DEFAULT, *, quiet: bool = False):
     """Return this process's SparkSession, creating it on first use.
 
     ``master`` is a Spark master URL (``local[2]``, ``spark://host:7077``, ...); when omitted the
     environment variable ``RETRY_AUDIT_SPARK_MASTER`` decides, else ``local[*]``. Times are UTC
     in the session so that timestamps round-trip unchanged between Parquet, Spark and DuckDB.
+    ``quiet`` sends the JVM's own stderr (its start-up warnings and log lines) to /dev/null when
+    this call starts the JVM; errors still reach Python as exceptions.
     """
     global _session, _session_master
     wanted = resolve_master(master)
@@ -98,50 +133,71 @@ def get_spark(master: str | None = None, app_name: str = APP_NAME_DEFAULT):
                     f"{wanted!r}", where="spark master",
                     hint="one SparkContext per process: run the other master in a new process")
             return _session
-        _session = _build_session(wanted, app_name)
+        _session = _build_session(wanted, app_name, quiet=quiet)
         _session_master = wanted
         return _session
 
 
-def _build_session(master: str, app_name: str):
+def _launch_jvm_quietly(conf) -> None:
+    """Start the Spark JVM with its stderr on /dev/null, unless this process already has one.
+
+    The JVM prints before any Spark setting can reach it: the JDK's "WARNING: Using incubator
+    modules", log4j's default-profile notice and the warnings logged while the context starts.
+    PySpark starts the JVM on first use with our stderr; starting it here first, with the same
+    settings on its command line, is the one place its stderr can be chosen.
+    """
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is None:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.DEVNULL})
+        SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _build_session(master: str, app_name: str, *, quiet: bool = False):
     # The environment must be set before the JVM starts: Spark reads it once at launch.
     os.environ.setdefault("SPARK_LOCAL_IP", SPARK_LOCAL_IP_DEFAULT)
     # Executors (local or on a cluster's workers) must run the same Python as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession  # imported late: importing pyspark costs ~1 s
+    from pyspark import SparkConf  # imported late: importing pyspark costs ~1 s
+    from pyspark.sql import SparkSession
 
     ui_enabled = os.environ.get(SPARK_UI_ENV, "0") == "1"
     # UTC times; the parallel collector: the lineage is a batch job where throughput matters, and
     # G1's collector threads took 10-13% of the JVM's CPU on 1M records, the parallel one 5%.
     jvm_options = "-Duser.timezone=UTC -XX:+UseParallelGC"
-    builder = (
-        SparkSession.builder.master(master).appName(app_name)
-        .config(SHUFFLE_PARTITIONS_KEY, str(SHUFFLE_PARTITIONS))
-        .config("spark.default.parallelism", str(SHUFFLE_PARTITIONS))
-        .config("spark.driver.memory", DRIVER_MEMORY)
-        .config("spark.executor.memory", EXECUTOR_MEMORY)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", jvm_options)
-        .config("spark.executor.extraJavaOptions", jvm_options)
-        .config("spark.ui.enabled", "true" if ui_enabled else "false")
-        .config("spark.ui.showConsoleProgress", "false")
+    # One SparkConf for the JVM's launch and the session: a quiet launch starts the JVM itself and
+    # must hand it the same settings getOrCreate() would.
+    conf = (
+        SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
+        .set(SHUFFLE_PARTITIONS_KEY, str(SHUFFLE_PARTITIONS))
+        .set("spark.default.parallelism", str(SHUFFLE_PARTITIONS))
+        .set("spark.driver.memory", DRIVER_MEMORY)
+        .set("spark.executor.memory", EXECUTOR_MEMORY)
+        .set("spark.sql.session.timeZone", "UTC")
+        .set("spark.driver.extraJavaOptions", jvm_options)
+        .set("spark.executor.extraJavaOptions", jvm_options)
+        .set("spark.ui.enabled", "true" if ui_enabled else "false")
+        .set("spark.ui.showConsoleProgress", "false")
         # The data contract's times are timestamp[ms, UTC]: write them as Parquet TIMESTAMP_MILLIS.
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
+        .set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
         # Writes go to a temp dir that is renamed into place; no _SUCCESS marker files are needed.
-        .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
+        .set("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+        .set("spark.sql.adaptive.enabled", "true")
+        .set("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         # The lineage keeps its classified hops between its two writes. Kept uncompressed they
         # cost less CPU to build and read: warm runs on 991,075 records 23.1-23.3 -> 21.7-22.3 s
         # (task CPU -10 %), 9,867,014 records 206 -> 198 s, the JVM's peak the same (1,549 vs
         # 1,561 MiB: the heap is capped and the rest spills to local disk). A cluster short of
         # memory can turn compression back on through RETRY_AUDIT_SPARK_CONF.
-        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
+        .set("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
     for key, value in _conf_overrides().items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
+        conf.set(key, value)
+    if quiet:
+        _launch_jvm_quietly(conf)
+    session = SparkSession.builder.config(conf=conf).getOrCreate()
     # The CLI prints progress itself; Spark's INFO/WARN chatter would drown it.
     session.sparkContext.setLogLevel("ERROR")
     return session

@@ -25,6 +25,8 @@ examples:
   retry-audit sql --db var/warehouse.duckdb "select final_state, count(*) from message_lineage group by 1"
 """
 
+QUIET_HELP = "print only errors (nothing from Spark's JVM either, unless --debug)"
+
 # subcommand -> "module:function"; each function takes the parsed args and returns an exit code.
 HANDLERS = {
     "simulate": "orchestration.cmd_sim:simulate",
@@ -46,14 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "A retry audit warehouse for RocketMQ-style brokers.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--quiet", "-q", action="store_true", help="print only errors")
+    parser.add_argument("--quiet", "-q", action="store_true", help=QUIET_HELP)
     # The same two flags are accepted after the subcommand too; SUPPRESS keeps a flag given before
     # the subcommand from being reset by the subparser's default.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show tracebacks on errors")
     common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
-                        help="print only errors")
+                        help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add = sub.add_parser
 
@@ -81,11 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
 
-    p = sub.add_parser("warehouse", help="load runs into the DuckDB audit warehouse")
+    p = sub.add_parser("warehouse", help="load runs into the DuckDB audit warehouse",
+                       description="Load runs into the DuckDB audit warehouse and run the checks. "
+                                   "Exit 0 when every blocking check passes, 1 when a blocking "
+                                   "(ERROR) check fails on a run (the warehouse is kept, to look "
+                                   "into it), 2 on bad input.")
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--db", default="var/warehouse.duckdb")
 
-    p = sub.add_parser("trace", help="one message's journey as a timeline")
+    p = sub.add_parser("trace", help="one message's journey as a timeline",
+                       description="One message's journey as a timeline. Exit 0 when a message "
+                                   "has the key, 1 when none has (the lookup failed), 2 on bad "
+                                   "input (no warehouse file).")
     p.add_argument("key", help="UNIQ_KEY, offset msgId or ORIGIN_MESSAGE_ID")
     p.add_argument("--db", default="var/warehouse.duckdb")
     p.add_argument("--json", action="store_true")

@@ -46,7 +46,7 @@ def lineage(args) -> int:
     """``retry-audit lineage RUN_DIR``: build message_hops and message_lineage with Spark."""
     from assets.lineage import is_uri, run_lineage
     from assets.raw import table_rows
-    from assets.spark import get_spark, stop_spark
+    from assets.spark import spark_session
 
     # A cluster's run directory may be a URI (hdfs://, s3a://): Spark checks it, not this process.
     remote = is_uri(args.run_dir)
@@ -55,13 +55,13 @@ def lineage(args) -> int:
         raise BadInputError("not a run directory (no parquet/commitlog inside)", where=str(run_dir),
                             hint="create one with `retry-audit simulate` or `retry-audit import-store`")
     records = 0 if remote else table_rows(run_dir, ["commitlog"])["commitlog"]
-    spark = get_spark(args.spark_master)
-    try:
+    # Quiet keeps the JVM's start-up chatter off stderr too; --debug lets it through.
+    quiet = getattr(args, "quiet", False) and not getattr(args, "debug", False)
+    # A process that already runs Spark (a test run, a notebook calling main()) keeps its session.
+    with spark_session(args.spark_master, quiet=quiet) as spark:
         started = time.perf_counter()
         counts = run_lineage(run_dir, spark, progress=lambda m: _say(args, m))
         seconds = time.perf_counter() - started
-    finally:
-        stop_spark()
     if remote:
         records = counts["message_hops"]  # one hop per commit-log record of a journey
     rate = records / seconds if seconds > 0 else 0.0
@@ -74,7 +74,11 @@ def lineage(args) -> int:
 # --- warehouse ------------------------------------------------------------------------------------
 
 def warehouse(args) -> int:
-    """``retry-audit warehouse RUN_DIR... --db FILE``: build the audit warehouse and swap it in."""
+    """``retry-audit warehouse RUN_DIR... --db FILE``: build the audit warehouse and swap it in.
+
+    Exit 1 when a blocking (ERROR) check fails on any run: the data broke an invariant. The
+    warehouse stays in place so the failure can be looked into with ``trace`` and ``sql``.
+    """
     from assets.audit import build_warehouse
     from assets.checks import run_checks_per_run
 
@@ -96,6 +100,12 @@ def warehouse(args) -> int:
         verdict = term.verdict(o.passed, "passed" if o.passed else f"FAILED ({o.check.severity})")
         first = "" if o.passed else f"  {o.violations:,} violation(s); first: {o.metadata()['evidence'][0]}"
         print(f"  {run_id:<16} {verdict:<16} {o.check.name}{first}")
+    failed = sorted({f"{run_id}: {o.check.name}" for run_id, o in outcomes if o.blocking and not o.passed})
+    if failed:
+        # An error (exit 1, one line on stderr even under -q) after the verdicts are printed.
+        raise RetryAuditError(f"blocking check(s) failed: {'; '.join(failed)}", where=str(summary.db_path),
+                              hint="the warehouse is kept: look with `retry-audit trace KEY` or "
+                                   "`retry-audit sql` (docs/warehouse.md lists each check's rule)")
     return 0
 
 
@@ -215,7 +225,11 @@ def format_trace(messages: Sequence[dict]) -> str:
 
 
 def trace(args) -> int:
-    """``retry-audit trace KEY --db FILE``: one message's journey as a timeline (or --json)."""
+    """``retry-audit trace KEY --db FILE``: one message's journey as a timeline (or --json).
+
+    A key no message has is exit 1, not 2: the key is well-formed input, the lookup found nothing
+    (as grep exits 1 on no match); exit 2 stays for input that cannot be used (no warehouse file).
+    """
     con = open_read_only(args.db)
     try:
         messages = trace_messages(con, args.key)

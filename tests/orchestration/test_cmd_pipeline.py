@@ -15,7 +15,7 @@ import pytest
 from orchestration.cli import main
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "assets"))
-from tiny_runs import write_tiny_run  # noqa: E402
+from tiny_runs import ts, write_tiny_run  # noqa: E402
 
 
 @pytest.fixture
@@ -55,6 +55,28 @@ def test_trace_by_offset_msg_id_and_origin_msg_id(db, capsys):
         assert code == 0
         doc = json.loads(out)
         assert [m["message_key"] for m in doc["messages"]] == ["UB"]
+
+
+def test_warehouse_exits_1_when_a_blocking_check_fails(tmp_path, capsys):
+    """A run that breaks an invariant (a delivery before its due time) makes warehouse exit 1."""
+    def early(tables):
+        row = tables["schedule_deliveries"][0]
+        row["delivered_ts"], row["lateness_ms"] = ts(10_015), -5
+
+    run = write_tiny_run(tmp_path / "runs" / "tiny", early)
+    db = tmp_path / "w.duckdb"
+    code, out, err = run_cli(capsys, "-q", "warehouse", str(run), "--db", str(db))
+    assert code == 1
+    assert "FAILED (ERROR)   no_delivery_before_due_time" in out
+    assert err.startswith("retry-audit: error: ") and "tiny: no_delivery_before_due_time" in err
+    assert db.is_file(), "the warehouse is kept to look into the failure"
+
+
+def test_trace_of_an_unknown_key_exits_1(db, capsys):
+    """A key no message has is a failed lookup (exit 1, one line naming the key), not bad input."""
+    code, out, err = run_cli(capsys, "trace", "NO-SUCH-KEY", "--db", str(db))
+    assert code == 1 and out == ""
+    assert "no message has UNIQ_KEY, msgId or ORIGIN_MESSAGE_ID 'NO-SUCH-KEY'" in err
 
 
 def test_trace_key_with_quotes_and_semicolons_is_only_data(db, capsys):

@@ -32,6 +32,8 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networkin
                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed")
+# The warehouse the browser test's run built, by partition: the recipes reuse it when it is there.
+UI_WAREHOUSES: dict[str, Path] = {}
 
 
 def free_port() -> int:
@@ -124,6 +126,7 @@ def test_materialize_a_partition_from_the_ui_and_see_checks_and_plots(ui_server)
         page.goto(f"{base}/runs/{run['runId']}", wait_until="networkidle")
         page.screenshot(path=ARTIFACTS / "03-run.png")
         assert run["status"] == "SUCCESS", f"run {run['runId']} ended {run['status']}"
+        UI_WAREHOUSES[PARTITION] = ui_server["home"] / "warehouse.duckdb"
 
         page.goto(f"{base}/assets/audit/retry_funnel?partition={PARTITION}", wait_until="networkidle")
         page.get_by_text("[Show Markdown]").first.click()  # the plot is markdown metadata
@@ -159,12 +162,16 @@ def readme_sql_blocks() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def default_warehouse(ui_server, tmp_path_factory) -> Path:
-    """The default scenario's warehouse: the one the UI test built, else built here by the CLI."""
+def default_warehouse(spark, tmp_path_factory) -> Path:
+    """The default scenario's warehouse: the one the browser test built, else built here by the CLI.
+
+    Never through ``dagster dev``: without a browser the UI server is not needed, and the CLI's
+    lineage runs on the test run's shared Spark session (and leaves it running).
+    """
     import duckdb
 
-    db = ui_server["home"] / "warehouse.duckdb"
-    if db.exists():
+    db = UI_WAREHOUSES.get("default")
+    if db is not None and db.exists():
         con = duckdb.connect(str(db), read_only=True)
         try:
             if con.execute("select count(*) from runs where run_id = 'default'").fetchone()[0]:

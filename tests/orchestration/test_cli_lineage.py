@@ -1,0 +1,65 @@
+"""The lineage command as a user runs it: beside a warehouse built before it, inside a process
+that already runs Spark, and quietly.
+
+The scenario is tests/golden/tiny.yaml (a few dozen records): enough for real part files and a
+real warehouse, small enough that each lineage takes seconds on the test run's shared session.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestration.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "golden" / "tiny.yaml"
+SCRIPT = Path(sys.executable).parent / "retry-audit"
+# A lineage subprocess starts its own JVM: tens of seconds on a busy two-core machine.
+LINEAGE_SUBPROCESS_S_MAX = 300
+
+
+@pytest.fixture
+def tiny_run(tmp_path) -> Path:
+    run_dir = tmp_path / "runs" / "tiny"
+    assert main(["-q", "simulate", str(TINY), "--out", str(run_dir)]) == 0
+    return run_dir
+
+
+def test_lineage_leaves_a_spark_session_it_did_not_start_running(spark, tiny_run, capsys):
+    """The lineage command run inside a process that already has a SparkSession does not stop it."""
+    assert main(["-q", "lineage", str(tiny_run)]) == 0
+    capsys.readouterr()
+    assert spark.range(5).count() == 5
+    from assets.spark import get_spark
+
+    assert get_spark() is spark
+
+
+def test_a_new_lineage_shows_through_a_warehouse_built_before_it(spark, tiny_run, tmp_path, capsys):
+    """lineage, warehouse, lineage again: the warehouse's views read the new lineage's files."""
+    db = tmp_path / "warehouse.duckdb"
+    assert main(["-q", "lineage", str(tiny_run)]) == 0
+    assert main(["-q", "warehouse", str(tiny_run), "--db", str(db)]) == 0
+    first = sorted((tiny_run / "lineage" / "message_hops").glob("*.parquet"))
+    assert main(["-q", "lineage", str(tiny_run)]) == 0
+    assert sorted((tiny_run / "lineage" / "message_hops").glob("*.parquet")) != first, \
+        "the rerun was meant to write new part files"
+    capsys.readouterr()
+    for table in ("message_hops", "message_lineage"):
+        code = main(["sql", "--db", str(db), f"select count(*) as n from {table}"])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        assert int(captured.out.splitlines()[1]) > 0
+
+
+def test_quiet_lineage_prints_nothing_on_stderr(tiny_run):
+    """`retry-audit -q lineage RUN` starting its own JVM writes nothing to stderr when it succeeds."""
+    proc = subprocess.run([str(SCRIPT), "-q", "lineage", str(tiny_run)], capture_output=True, text=True,
+                          timeout=LINEAGE_SUBPROCESS_S_MAX, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout.startswith(f"lineage {tiny_run}: message_hops ")
