@@ -1,0 +1,287 @@
+"""A RocketMQ name server and brokers of one cluster as ``java`` processes on 127.0.0.1.
+
+Every process runs in its own process group with its own ``user.home`` (logs, the name server's
+kv store) and its own store root, on ports probed free before it starts. Readiness is the boot
+line on stdout; a clean stop is SIGTERM and a wait, after which the store's ``abort`` file must be
+gone (RocketMQ deletes it last on a clean shutdown; without the JDK 17 module flags 4.9.4 cannot
+unmap its files and leaves it). :class:`Cluster` is a context manager that ends every process it
+started, whatever happened, and keeps their logs for the report of a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_core.errors import RetryAuditError
+
+# 4.9.4 unmaps files through reflection into java.nio and jdk.internal.ref (MappedFile.clean); the
+# sun.nio.ch export serves the DirectBuffer casts of the warm-up and transient-pool paths.
+JDK17_FLAGS = ("--add-opens", "java.base/java.nio=ALL-UNNAMED",
+               "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
+               "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED")
+COMMON_FLAGS = ("-XX:-OmitStackTraceInFastThrow", "-Djava.net.preferIPv4Stack=true", "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1")
+NAMESRV_MEMORY = ("-Xms64m", "-Xmx128m")
+# The scripts' 8 GiB pre-touched heaps would not fit three JVMs on a small machine; the commit
+# log is memory-mapped, outside the heap.
+BROKER_MEMORY = ("-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m")
+DRIVER_MEMORY = ("-Xmx256m",)
+NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
+BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+NAMESRV_BOOT_LINE = "The Name Server boot success"
+BROKER_BOOT_LINE = "boot success"
+BOOT_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 60.0
+PORT_BASE_MIN, PORT_BASE_MAX = 21000, 59000
+PORT_TRIES_MAX = 50
+LOG_TAIL_LINES = 40
+
+# 4.9.4 configures logback from <rocketmq.home>/conf/logback_*.xml and exits without it.
+_LOGBACK = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>${user.home}/logs/rocketmq.log</file>
+    <encoder><pattern>%d{yyyy-MM-dd HH:mm:ss.SSS} %-5level [%thread] %logger{24} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
+@dataclass
+class BrokerSpec:
+    """What a broker of the cluster is configured with beyond the harness's defaults."""
+
+    name: str
+    message_delay_level: str
+    commitlog_file_size_bytes: int = 1 << 20
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+    home: Path
+    store: Path | None = None
+    addr: str | None = None
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+def _port_free(port: int) -> bool:
+    # 4.9.4 binds the wildcard address, so probe that, not only loopback.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_ports(brokers: int) -> tuple[int, list[int]]:
+    """A name-server port and one listen port per broker, each with its P-2 and P+1 free."""
+    chooser = random.SystemRandom()
+    for _ in range(PORT_TRIES_MAX):
+        base = chooser.randrange(PORT_BASE_MIN, PORT_BASE_MAX, 100)
+        ns = base
+        listen = [base + 11 + 10 * i for i in range(brokers)]
+        needed = [ns] + [p + d for p in listen for d in (-2, 0, 1)]
+        if all(_port_free(p) for p in needed):
+            return ns, listen
+    raise RetryAuditError("no free ports for a name server and brokers on 127.0.0.1")
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+class Cluster:
+    """A name server and brokers of one cluster under ``root``; a context manager that ends them all."""
+
+    def __init__(self, root: Path, lib: Path, brokers: list[BrokerSpec], *, cluster_name: str = "DefaultCluster",
+                 log=None):
+        self.root = Path(root)
+        self.lib = lib
+        self.specs = brokers
+        self.cluster_name = cluster_name
+        self.log = log or (lambda _m: None)
+        self.procs: dict[str, Proc] = {}
+        self.namesrv_addr: str | None = None
+        self.broker_addrs: dict[str, str] = {}
+        self.boot_seconds: dict[str, float] = {}
+        self._ports: list[int] = []
+        self._home = self.root / "rocketmq-home"
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def __enter__(self) -> Cluster:
+        try:
+            self.start()
+        except BaseException:
+            self.kill_all()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kill_all()
+
+    def start(self) -> None:
+        (self._home / "conf").mkdir(parents=True, exist_ok=True)
+        for name in ("logback_namesrv.xml", "logback_broker.xml", "logback_tools.xml"):
+            (self._home / "conf" / name).write_text(_LOGBACK)
+        ns_port, listen = pick_ports(len(self.specs))
+        self.namesrv_addr = f"127.0.0.1:{ns_port}"
+        ns_home = self.root / "namesrv"
+        ns_home.mkdir(parents=True, exist_ok=True)
+        conf = ns_home / "namesrv.properties"
+        conf.write_text(f"listenPort={ns_port}\n"
+                        f"kvConfigPath={ns_home / 'kvConfig.json'}\n"
+                        f"configStorePath={ns_home / 'namesrv-config.properties'}\n")
+        self._launch("namesrv", ns_home, NAMESRV_MEMORY, [NAMESRV_MAIN, "-c", str(conf)], NAMESRV_BOOT_LINE)
+        for spec, port in zip(self.specs, listen, strict=True):
+            self.start_broker(spec, port)
+
+    def start_broker(self, spec: BrokerSpec, port: int | None = None) -> None:
+        """Start (or restart, on the same port and store) the broker ``spec``."""
+        home = self.root / spec.name
+        store = home / "store"
+        store.mkdir(parents=True, exist_ok=True)
+        if port is None:
+            port = int(self.broker_addrs[spec.name].rsplit(":", 1)[1])
+        props = {
+            "brokerClusterName": self.cluster_name,
+            "brokerName": spec.name,
+            "brokerId": "0",
+            "brokerRole": "ASYNC_MASTER",
+            "namesrvAddr": self.namesrv_addr,
+            "brokerIP1": "127.0.0.1",
+            "brokerIP2": "127.0.0.1",
+            "listenPort": str(port),
+            "haListenPort": str(port + 1),
+            "storePathRootDir": str(store),
+            "storePathCommitLog": str(store / "commitlog"),
+            "mappedFileSizeCommitLog": str(spec.commitlog_file_size_bytes),
+            "mappedFileSizeConsumeQueue": "60000",
+            "maxHashSlotNum": "5000",
+            "maxIndexNum": "20000",
+            "messageDelayLevel": spec.message_delay_level,
+            "flushDiskType": "ASYNC_FLUSH",
+            "autoCreateTopicEnable": "true",
+            "autoCreateSubscriptionGroup": "true",
+            "deleteWhen": "99",
+            "fileReservedTime": "72",
+        }
+        props.update(spec.extra)
+        conf = home / "broker.properties"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.broker_addrs[spec.name] = f"127.0.0.1:{port}"
+        self._launch(spec.name, home, BROKER_MEMORY, [BROKER_MAIN, "-c", str(conf)], BROKER_BOOT_LINE,
+                     store=store, addr=self.broker_addrs[spec.name])
+
+    def _launch(self, name: str, home: Path, memory, main_args: list[str], boot_line: str, *,
+                store: Path | None = None, addr: str | None = None) -> None:
+        log = home / "stdout.log"
+        cmd = ["java", *JDK17_FLAGS, *COMMON_FLAGS, *memory, f"-Duser.home={home}",
+               f"-Drocketmq.home.dir={self._home}", "-cp", str(self.lib / "*"), *main_args]
+        started = time.monotonic()
+        with open(log, "ab") as out:
+            popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, cwd=home,
+                                     env=dict(os.environ, ROCKETMQ_HOME=str(self._home)))
+        proc = Proc(name, popen, log, home, store, addr)
+        self.procs[name] = proc
+        offset = 0
+        deadline = started + BOOT_TIMEOUT_S
+        while True:
+            text = log.read_text(errors="replace")
+            if boot_line in text[offset:]:
+                break
+            if not proc.alive():
+                raise RetryAuditError(f"{name} exited with code {popen.returncode} before it booted:\n"
+                                      f"{tail(log)}", where=str(log))
+            if time.monotonic() > deadline:
+                raise RetryAuditError(f"{name} did not boot within {BOOT_TIMEOUT_S:.0f} s:\n{tail(log)}",
+                                      where=str(log))
+            time.sleep(0.1)
+        self.boot_seconds[name] = time.monotonic() - started
+        self.log(f"{name} booted in {self.boot_seconds[name]:.1f} s ({addr or self.namesrv_addr})")
+
+    # --- stopping --------------------------------------------------------------------------------
+
+    def stop(self, name: str) -> float:
+        """SIGTERM ``name`` and wait; the seconds it took. A broker must leave no ``abort`` file."""
+        proc = self.procs[name]
+        started = time.monotonic()
+        if proc.alive():
+            os.killpg(proc.popen.pid, signal.SIGTERM)
+            try:
+                proc.popen.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired as e:
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+                proc.popen.wait()
+                raise RetryAuditError(f"{name} did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM:\n"
+                                      f"{tail(proc.log)}", where=str(proc.log)) from e
+        if proc.store is not None and (proc.store / "abort").exists():
+            raise RetryAuditError(f"{name} left an abort file after SIGTERM: its shutdown was not clean\n"
+                                  f"{tail(proc.log)}", where=str(proc.store / "abort"))
+        return time.monotonic() - started
+
+    def kill(self, name: str) -> None:
+        """SIGKILL ``name`` (a crash: the broker's store keeps its abort file)."""
+        proc = self.procs[name]
+        if proc.alive():
+            os.killpg(proc.popen.pid, signal.SIGKILL)
+            proc.popen.wait()
+
+    def stop_all(self) -> dict[str, float]:
+        """Stop the brokers, then the name server (a broker unregisters from it on the way out)."""
+        seconds = {}
+        for name in [n for n in self.procs if n != "namesrv"] + ["namesrv"]:
+            if name in self.procs and self.procs[name].alive():
+                seconds[name] = self.stop(name)
+        return seconds
+
+    def kill_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.alive():
+                try:
+                    os.killpg(proc.popen.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.popen.wait()
+
+    def rss_mib(self) -> dict[str, float]:
+        """Resident memory of each live process, from /proc (MiB)."""
+        out = {}
+        for name, proc in self.procs.items():
+            if not proc.alive():
+                continue
+            try:
+                for line in Path(f"/proc/{proc.popen.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        out[name] = int(line.split()[1]) / 1024
+            except OSError:
+                pass
+        return out
+
+    def logs(self) -> dict[str, str]:
+        """The tail of every process's stdout and RocketMQ log, for a failure report."""
+        out = {}
+        for name, proc in self.procs.items():
+            out[f"{name}/stdout"] = tail(proc.log)
+            out[f"{name}/rocketmq.log"] = tail(proc.home / "logs" / "rocketmq.log")
+        return out

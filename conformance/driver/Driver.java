@@ -1,0 +1,336 @@
+// The conformance driver: real RocketMQ clients (DefaultMQProducer, DefaultMQPushConsumer) playing a
+// plan written by retry-audit, printing one JSON line per send result and per listener call.
+//
+// The plan is a tab-separated text file (no JSON library: the driver compiles against any
+// RocketMQ client version, whose bundled JSON libraries differ). Lines:
+//   namesrv  ADDR
+//   broker   NAME  ADDR
+//   topic    NAME  QUEUES_PER_BROKER
+//   group    NAME  MODEL(CLUSTERING|BROADCASTING)  MODE(CONCURRENTLY|ORDERLY)  CONSUMERS
+//            MAX_RECONSUME_TIMES  CONSUME_TIME_MS  TOPIC[,TOPIC...]
+//   verdict  GROUP  KEY  STATUS      KEY is UNIQ_KEY/RECONSUME_TIMES (clustering) or
+//                                    UNIQ_KEY/CONSUMER_INDEX (broadcasting); absent = success
+//   msg      AT_MS  PRODUCER  PRODUCER_GROUP  TOPIC  TAGS|-  KEYS  DELAY_LEVEL  UNIQ_KEY  BODY_HEAD  BODY_SIZE
+//   expect   GROUP  UNIQ_KEY  CALLS  the listener calls after which (GROUP, UNIQ_KEY) is done
+//   setting  NAME  VALUE         idle_ms, timeout_ms, settle_ms, start_wait_ms
+// Output lines (stdout): {"ev":"send",...}, {"ev":"consume",...}, {"ev":"phase",...}, {"ev":"done",...}.
+import java.io.BufferedReader;
+import java.io.FileReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.*;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyContext;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyContext;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageAccessor;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
+import org.apache.rocketmq.common.subscription.SubscriptionGroupConfig;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+public class Driver {
+    static final PrintStream OUT = new PrintStream(System.out, true);
+    static final Object OUT_LOCK = new Object();
+    static final AtomicLong LAST_EVENT_MS = new AtomicLong(System.currentTimeMillis());
+
+    static String namesrv;
+    static final Map<String, String> brokers = new LinkedHashMap<>();
+    static final List<String[]> topics = new ArrayList<>();
+    static final List<String[]> groups = new ArrayList<>();
+    static final Map<String, String> verdicts = new HashMap<>();
+    static final List<String[]> msgs = new ArrayList<>();
+    static final Map<String, Integer> expectCalls = new HashMap<>();
+    static final Map<String, AtomicInteger> calls = new ConcurrentHashMap<>();
+    static final Map<String, Long> settings = new HashMap<>();
+
+    public static void main(String[] args) {
+        // Client threads are not daemons: any failure must still end the process.
+        try {
+            run(args[0]);
+        } catch (Throwable e) {
+            e.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    static void run(String planPath) throws Exception {
+        readPlan(planPath);
+        long idleMs = settings.getOrDefault("idle_ms", 15000L);
+        long timeoutMs = settings.getOrDefault("timeout_ms", 180000L);
+        long settleMs = settings.getOrDefault("settle_ms", 3000L);
+        long startWaitMs = settings.getOrDefault("start_wait_ms", 3000L);
+        long t0 = System.currentTimeMillis();
+
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(namesrv);
+        admin.setInstanceName("conformance-admin");
+        admin.start();
+        for (Map.Entry<String, String> b : brokers.entrySet()) {
+            for (String[] t : topics) {
+                int q = Integer.parseInt(t[1]);
+                admin.createAndUpdateTopicConfig(b.getValue(), new TopicConfig(t[0], q, q, 6));
+            }
+            for (String[] g : groups) {
+                SubscriptionGroupConfig sg = new SubscriptionGroupConfig();
+                sg.setGroupName(g[0]);
+                int max = Integer.parseInt(g[4]);
+                if (max >= 0) sg.setRetryMaxTimes(max);
+                sg.setConsumeBroadcastEnable(true);
+                admin.createAndUpdateSubscriptionGroupConfig(b.getValue(), sg);
+            }
+        }
+        phase("admin", t0);
+
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        for (String[] g : groups) {
+            int n = Integer.parseInt(g[3]);
+            for (int i = 0; i < n; i++) consumers.add(startConsumer(g, i));
+        }
+        Thread.sleep(startWaitMs);
+        phase("consumers", t0);
+
+        Map<Integer, DefaultMQProducer> producers = new TreeMap<>();
+        long sendStart = System.currentTimeMillis();
+        for (String[] m : msgs) {
+            long at = Long.parseLong(m[0]);
+            long wait = sendStart + at - System.currentTimeMillis();
+            if (wait > 0) Thread.sleep(wait);
+            int p = Integer.parseInt(m[1]);
+            DefaultMQProducer producer = producers.get(p);
+            if (producer == null) {
+                producer = new DefaultMQProducer(m[2]);
+                producer.setNamesrvAddr(namesrv);
+                producer.setInstanceName("producer-" + p);
+                producer.start();
+                producers.put(p, producer);
+            }
+            send(producer, p, m);
+        }
+        phase("sent", t0);
+
+        String reason = "timeout";
+        while (System.currentTimeMillis() - t0 < timeoutMs) {
+            Thread.sleep(200);
+            if (allDone()) {
+                Thread.sleep(settleMs);
+                reason = "complete";
+                break;
+            }
+            if (System.currentTimeMillis() - LAST_EVENT_MS.get() > idleMs) {
+                reason = "idle";
+                break;
+            }
+        }
+        for (DefaultMQPushConsumer c : consumers) c.shutdown();
+        for (DefaultMQProducer p : producers.values()) p.shutdown();
+        admin.shutdown();
+        emit("{\"ev\":\"done\",\"reason\":\"" + reason + "\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
+    }
+
+    static boolean allDone() {
+        for (Map.Entry<String, Integer> e : expectCalls.entrySet()) {
+            AtomicInteger c = calls.get(e.getKey());
+            if (c == null || c.get() < e.getValue()) return false;
+        }
+        return true;
+    }
+
+    static void phase(String name, long t0) {
+        emit("{\"ev\":\"phase\",\"name\":\"" + name + "\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
+    }
+
+    static void send(DefaultMQProducer producer, int p, String[] m) {
+        byte[] body = body(m[8], Integer.parseInt(m[9]));
+        Message msg = new Message(m[3], "-".equals(m[4]) ? null : m[4], m[5], body);
+        int level = Integer.parseInt(m[6]);
+        if (level > 0) msg.setDelayTimeLevel(level);
+        // The plan names each message's UNIQ_KEY (the model's), so both sides agree on it; the
+        // client keeps a UNIQ_KEY that is already set (MessageClientIDSetter.setUniqID).
+        MessageAccessor.putProperty(msg, "UNIQ_KEY", m[7]);
+        long ts = System.currentTimeMillis();
+        StringBuilder sb = new StringBuilder("{\"ev\":\"send\"");
+        field(sb, "producer", p);
+        field(sb, "uniq_key", m[7]);
+        field(sb, "topic", m[3]);
+        field(sb, "delay_level", level);
+        field(sb, "send_ts", ts);
+        try {
+            SendResult r = producer.send(msg);
+            MessageQueue q = r.getMessageQueue();
+            field(sb, "status", r.getSendStatus().name());
+            field(sb, "msg_id", r.getOffsetMsgId());
+            field(sb, "client_msg_id", r.getMsgId());
+            field(sb, "broker", q.getBrokerName());
+            field(sb, "queue_id", q.getQueueId());
+            field(sb, "queue_offset", r.getQueueOffset());
+        } catch (Exception e) {
+            field(sb, "status", "FAILED");
+            field(sb, "error", e.toString());
+        }
+        sb.append('}');
+        emit(sb.toString());
+    }
+
+    static byte[] body(String head, int size) {
+        byte[] h = head.getBytes(StandardCharsets.UTF_8);
+        if (h.length >= size) return Arrays.copyOf(h, size);
+        byte[] b = new byte[size];
+        Arrays.fill(b, (byte) '.');
+        System.arraycopy(h, 0, b, 0, h.length);
+        return b;
+    }
+
+    static DefaultMQPushConsumer startConsumer(String[] g, int index) throws Exception {
+        final String group = g[0];
+        final boolean broadcasting = "BROADCASTING".equals(g[1]);
+        final boolean orderly = "ORDERLY".equals(g[2]);
+        final int max = Integer.parseInt(g[4]);
+        final long consumeMs = Long.parseLong(g[5]);
+        final String consumerId = group + "-c" + index;
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(namesrv);
+        c.setInstanceName(consumerId);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.setPollNameServerInterval(1000);
+        c.setHeartbeatBrokerInterval(1000);
+        c.setPersistConsumerOffsetInterval(1000);
+        c.setConsumeThreadMin(2);
+        c.setConsumeThreadMax(2);
+        if (broadcasting) c.setMessageModel(MessageModel.BROADCASTING);
+        c.setMaxReconsumeTimes(max);
+        if (orderly) c.setSuspendCurrentQueueTimeMillis(1000);
+        for (String t : g[6].split(",")) c.subscribe(t, "*");
+        if (orderly) {
+            c.registerMessageListener((MessageListenerOrderly) (list, ctx) -> {
+                String status = "CONSUME_SUCCESS";
+                for (MessageExt msg : list) {
+                    status = consume(group, consumerId, index, broadcasting, "ORDERLY", msg, ctx.getMessageQueue(), consumeMs);
+                }
+                return "CONSUME_SUCCESS".equals(status) ? ConsumeOrderlyStatus.SUCCESS
+                        : ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT;
+            });
+        } else {
+            c.registerMessageListener((MessageListenerConcurrently) (list, ctx) -> {
+                String status = "CONSUME_SUCCESS";
+                for (MessageExt msg : list) {
+                    status = consume(group, consumerId, index, broadcasting, broadcasting ? "BROADCASTING" : "CLUSTERING",
+                            msg, ctx.getMessageQueue(), consumeMs);
+                }
+                switch (status) {
+                    case "CONSUME_SUCCESS": return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                    case "EXCEPTION": throw new IllegalStateException("conformance: listener throws");
+                    case "RETURN_NULL": return null;
+                    default: return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                }
+            });
+        }
+        c.start();
+        return c;
+    }
+
+    static String consume(String group, String consumerId, int index, boolean broadcasting, String model,
+                          MessageExt msg, MessageQueue q, long consumeMs) {
+        long start = System.currentTimeMillis();
+        String uniq = msg.getProperty("UNIQ_KEY");
+        String key = broadcasting ? uniq + "/" + index : uniq + "/" + msg.getReconsumeTimes();
+        String status = verdicts.getOrDefault(group + "\t" + key, "CONSUME_SUCCESS");
+        if (consumeMs > 0) {
+            try { Thread.sleep(consumeMs); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
+        }
+        long end = System.currentTimeMillis();
+        StringBuilder sb = new StringBuilder("{\"ev\":\"consume\"");
+        field(sb, "group", group);
+        field(sb, "consumer_id", consumerId);
+        field(sb, "model", model);
+        field(sb, "queue_topic", q.getTopic());
+        field(sb, "broker", q.getBrokerName());
+        field(sb, "queue_id", q.getQueueId());
+        field(sb, "queue_offset", msg.getQueueOffset());
+        field(sb, "msg_id", msg.getMsgId());
+        field(sb, "offset_msg_id", offsetMsgId(msg));
+        field(sb, "uniq_key", uniq);
+        field(sb, "topic", msg.getTopic());
+        field(sb, "reconsume_times", msg.getReconsumeTimes());
+        field(sb, "commit_log_offset", msg.getCommitLogOffset());
+        field(sb, "store_ts", msg.getStoreTimestamp());
+        field(sb, "born_ts", msg.getBornTimestamp());
+        field(sb, "origin_message_id", msg.getProperty("ORIGIN_MESSAGE_ID"));
+        field(sb, "start_ts", start);
+        field(sb, "end_ts", end);
+        field(sb, "status", status);
+        sb.append('}');
+        emit(sb.toString());
+        calls.computeIfAbsent(group + "\t" + uniq, k -> new AtomicInteger()).incrementAndGet();
+        return status;
+    }
+
+    static String offsetMsgId(MessageExt msg) {
+        try {
+            java.lang.reflect.Method m = msg.getClass().getMethod("getOffsetMsgId");
+            return (String) m.invoke(msg);
+        } catch (Exception e) {
+            return null;
+        }
+    }
+
+    static void emit(String line) {
+        synchronized (OUT_LOCK) {
+            OUT.println(line);
+        }
+        LAST_EVENT_MS.set(System.currentTimeMillis());
+    }
+
+    static void field(StringBuilder sb, String name, Object value) {
+        sb.append(",\"").append(name).append("\":");
+        if (value == null) {
+            sb.append("null");
+        } else if (value instanceof Number) {
+            sb.append(value);
+        } else {
+            sb.append('"');
+            for (char ch : value.toString().toCharArray()) {
+                if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
+                else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
+                else sb.append(ch);
+            }
+            sb.append('"');
+        }
+    }
+
+    static void readPlan(String path) throws Exception {
+        try (BufferedReader r = new BufferedReader(new FileReader(path, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = r.readLine()) != null) {
+                if (line.isEmpty() || line.startsWith("#")) continue;
+                String[] f = line.split("\t", -1);
+                String[] rest = Arrays.copyOfRange(f, 1, f.length);
+                switch (f[0]) {
+                    case "namesrv": namesrv = f[1]; break;
+                    case "broker": brokers.put(f[1], f[2]); break;
+                    case "topic": topics.add(rest); break;
+                    case "group": groups.add(rest); break;
+                    case "verdict": verdicts.put(f[1] + "\t" + f[2], f[3]); break;
+                    case "msg": msgs.add(rest); break;
+                    case "expect": expectCalls.put(f[1] + "\t" + f[2], Integer.parseInt(f[3])); break;
+                    case "setting": settings.put(f[1], Long.parseLong(f[2])); break;
+                    default: throw new IllegalArgumentException("plan line of unknown kind: " + line);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+"""RocketMQ's own jars from Maven Central, one lib directory per release, resolved on demand.
+
+Nothing is downloaded when the package is imported: :func:`resolve` runs ``mvn`` the first time a
+release is asked for, copies the runtime dependency closure into ``<cache>/<version>/lib`` and
+writes a marker once the copy is complete, so a half-copied directory is never taken for a whole
+one. Maven keeps its own cache in ``~/.m2``; a second resolve of a release is a directory listing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from broker_core.errors import BadInputError, RetryAuditError
+
+CACHE_ENV = "RETRY_AUDIT_ROCKETMQ_CACHE"  # where lib directories live (default ~/.cache/retry-audit/rocketmq)
+GROUP_ID = "org.apache.rocketmq"
+# The name server depends on tools; the broker on store, remoting, client, common. The client is
+# listed too because the driver compiles against it.
+ARTIFACTS = ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-client", "rocketmq-tools")
+MARKER = "COMPLETE"
+VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+$")
+MVN_TIMEOUT_S = 900  # a cold ~/.m2 fetches about 30 MB per release
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>retry-audit</groupId>
+  <artifactId>rocketmq-lib</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+{dependencies}
+  </dependencies>
+</project>
+"""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "retry-audit" / "rocketmq")
+
+
+def lib_dir(version: str) -> Path:
+    return cache_root() / version / "lib"
+
+
+def check_version(version: str) -> str:
+    if not VERSION_PATTERN.match(version):
+        raise BadInputError(f"not a RocketMQ release number: {version!r}", where="--rocketmq",
+                            hint="for example 4.9.4")
+    return version
+
+
+def resolve(version: str, *, log=None) -> Path:
+    """The lib directory of RocketMQ ``version``, resolving it with Maven if it is not there yet."""
+    check_version(version)
+    lib = lib_dir(version)
+    if (lib / MARKER).exists():
+        return lib
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RetryAuditError("Maven (mvn) is needed to fetch RocketMQ's jars and was not found",
+                              hint="apt-get install maven (make conformance and .ci/run do it)")
+    if log:
+        log(f"resolving RocketMQ {version} with Maven into {lib}")
+    deps = "\n".join(f"    <dependency><groupId>{GROUP_ID}</groupId><artifactId>{a}</artifactId>"
+                     f"<version>{version}</version></dependency>" for a in ARTIFACTS)
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rocketmq-pom-") as tmp:
+        (Path(tmp) / "pom.xml").write_text(_POM.format(dependencies=deps))
+        partial = Path(tempfile.mkdtemp(prefix="lib-", dir=lib.parent))
+        try:
+            proc = subprocess.run(
+                [mvn, "-q", "-B", "dependency:copy-dependencies", "-DincludeScope=runtime",
+                 f"-DoutputDirectory={partial}"],
+                cwd=tmp, capture_output=True, text=True, timeout=MVN_TIMEOUT_S)
+            if proc.returncode != 0:
+                tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+                raise RetryAuditError(f"Maven could not resolve RocketMQ {version}: {' | '.join(tail)}",
+                                      where="mvn dependency:copy-dependencies")
+            (partial / MARKER).write_text(version + "\n")
+            if lib.exists():
+                shutil.rmtree(lib)
+            partial.rename(lib)
+        finally:
+            if partial.exists():
+                shutil.rmtree(partial, ignore_errors=True)
+    return lib
+
+
+def classpath(lib: Path) -> str:
+    return str(lib / "*")

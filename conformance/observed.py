@@ -1,0 +1,84 @@
+"""What the real clients observed, from the driver's JSON lines to the contract's tables.
+
+``produced`` gets one row per send the real producer made, ``consume_attempts`` one row per call
+of a real listener. These are the ground truth the audit of the real stores is held to.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_core.errors import RetryAuditError
+from broker_core.export.parquet import write_rows
+from broker_core.export.schema import CONSUME_ATTEMPTS, PRODUCED
+
+SUCCESS = "CONSUME_SUCCESS"
+
+
+@dataclass
+class Observed:
+    sends: list[dict] = field(default_factory=list)
+    consumes: list[dict] = field(default_factory=list)
+    phases: dict[str, int] = field(default_factory=dict)
+    done: dict | None = None
+
+
+def parse_lines(lines) -> Observed:
+    """Parse the driver's stdout; a line that is not one of its events is an error naming it."""
+    seen = Observed()
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue  # the client library's own chatter, if any reached stdout
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise RetryAuditError(f"driver output line {number} is not JSON: {e}: {line[:200]}") from e
+        kind = event.get("ev")
+        if kind == "send":
+            seen.sends.append(event)
+        elif kind == "consume":
+            seen.consumes.append(event)
+        elif kind == "phase":
+            seen.phases[event["name"]] = event["elapsed_ms"]
+        elif kind == "done":
+            seen.done = event
+    return seen
+
+
+def outcome(model: str, status: str) -> str:
+    """What happened after the listener returned, as the push consumer handles each status."""
+    if status == SUCCESS:
+        return "ACKED"
+    # A broadcasting consumer drops a failed message; a clustering one sends it back.
+    return "DROPPED" if model == "BROADCASTING" else "SENT_BACK"
+
+
+def write_tables(seen: Observed, out_dir: Path, run_id: str) -> dict[str, int]:
+    """Write ``out_dir/produced/`` and ``out_dir/consume_attempts/`` (Parquet, contract columns)."""
+    produced = [{
+        "run_id": run_id, "uniq_key": s["uniq_key"], "topic": s["topic"], "queue_id": s.get("queue_id"),
+        "delay_level": s["delay_level"], "send_ts": s["send_ts"], "status": s["status"],
+        "msg_id": s.get("msg_id"), "phys_offset": _phys_offset(s.get("msg_id")), "attempts": 1,
+    } for s in seen.sends]
+    attempts = [{
+        "run_id": run_id, "group": c["group"], "consumer_id": c["consumer_id"], "model": c["model"],
+        "queue_topic": c["queue_topic"], "queue_id": c["queue_id"], "queue_offset": c["queue_offset"],
+        "msg_id": c["offset_msg_id"], "uniq_key": c["uniq_key"], "topic": c["topic"],
+        "reconsume_times": c["reconsume_times"], "start_ts": c["start_ts"], "end_ts": c["end_ts"],
+        "status": c["status"], "outcome": outcome(c["model"], c["status"]),
+        "phys_offset": c["commit_log_offset"],
+    } for c in sorted(seen.consumes, key=lambda c: (c["start_ts"], c["group"], c["consumer_id"]))]
+    return {
+        "produced": write_rows(out_dir, "produced", produced, PRODUCED),
+        "consume_attempts": write_rows(out_dir, "consume_attempts", attempts, CONSUME_ATTEMPTS),
+    }
+
+
+def _phys_offset(offset_msg_id: str | None) -> int | None:
+    # The offset msgId is the store host (4-byte IPv4 + 4-byte port) then the 8-byte physical offset.
+    if not offset_msg_id or len(offset_msg_id) != 32:
+        return None
+    return int(offset_msg_id[16:], 16)

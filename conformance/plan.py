@@ -1,0 +1,99 @@
+"""What the real clients play: the scenario's topics, groups and messages, and the model's verdicts.
+
+The model runs the scenario first. Its run fixes every message's UNIQ_KEY, tags, keys, body and
+send time, and every listener verdict it drew (a random draw per delivery in the model). The plan
+hands all of it to the Java driver, which sends the same messages with the same UNIQ_KEY and makes
+its listeners return the model's verdict for the same (group, message, attempt): the real run and
+the model run then differ only where the broker and clients behave differently, which is what the
+comparison looks for.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from broker_core.sim.scenario import Scenario
+
+BROADCASTING = "BROADCASTING"
+CLUSTERING = "CLUSTERING"
+SUCCESS = "CONSUME_SUCCESS"
+TIMEOUT_MARGIN_S = 120  # beyond the model's simulated duration, before the driver gives up
+IDLE_MS = 20_000
+DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"  # no listener call for this long after the sends: the driver stops waiting
+
+
+@dataclass
+class Plan:
+    text: str
+    messages: int
+    expected_calls: dict[tuple[str, str], int]
+    timeout_ms: int
+
+
+def _body_head(keys: str) -> str:
+    # The model's body is "p<producer>-m<index>|" padded with '.'; its KEYS are "p<producer>-<index>".
+    producer, index = keys[1:].split("-", 1)
+    return f"p{producer}-m{index}|"
+
+
+def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: dict[str, str]) -> Plan:
+    """The driver's plan for ``scenario``, from the model's run of it in ``model_run``."""
+    parquet = Path(model_run) / "parquet"
+    produced = pq.read_table(parquet / "produced").to_pylist()
+    publish = {}
+    for row in pq.read_table(parquet / "commitlog", columns=["uniq_key", "tags", "keys", "body_size",
+                                                             "reconsume_times", "origin_msg_id"]).to_pylist():
+        # The first record of a message is its publish (or its SCHEDULE record for a delayed one).
+        if row["uniq_key"] not in publish and row["origin_msg_id"] is None and row["reconsume_times"] == 0:
+            publish[row["uniq_key"]] = row
+    attempts = pq.read_table(parquet / "consume_attempts").to_pylist()
+    attempts.sort(key=lambda r: (r["start_ts"], r["group"], r["consumer_id"]))
+
+    lines = [f"namesrv\t{namesrv}"]
+    lines += [f"broker\t{name}\t{addr}" for name, addr in brokers.items()]
+    lines += [f"topic\t{t.name}\t{t.queues}" for t in scenario.topics]
+    models = {}
+    for g in scenario.groups:
+        model = BROADCASTING if g.model == "broadcasting" else CLUSTERING
+        models[g.name] = model
+        lines.append("\t".join(["group", g.name, model, g.mode.upper(), str(g.consumers),
+                                str(g.max_reconsume_times), str(g.behavior.consume_time_ms),
+                                ",".join(g.subscribe)]))
+    verdicts: dict[tuple[str, str], str] = {}
+    attempts_seen: dict[tuple[str, str], set] = defaultdict(set)
+    for a in attempts:
+        group, uniq = a["group"], a["uniq_key"]
+        if models.get(group) == BROADCASTING:
+            key = f"{uniq}/{a['consumer_id'].rsplit('-c', 1)[1]}"
+        else:
+            key = f"{uniq}/{a['reconsume_times']}"
+        attempts_seen[(group, uniq)].add(key)
+        # The first verdict for an attempt wins: a duplicate delivery replays it.
+        verdicts.setdefault((group, key), a["status"])
+    lines += [f"verdict\t{g}\t{k}\t{s}" for (g, k), s in verdicts.items() if s != SUCCESS]
+    expected = {gk: len(keys) for gk, keys in attempts_seen.items()}
+    lines += [f"expect\t{g}\t{u}\t{n}" for (g, u), n in expected.items()]
+
+    start = min(r["send_ts"] for r in produced)
+    # A real client refuses to start in the group DEFAULT_PRODUCER (DefaultMQProducerImpl.checkConfig),
+    # the model's default; the group never reaches the store of a plain send, so any name will do.
+    groups_of_producer = {i: (f"conformance-producer-{i}" if p.producer_group == DEFAULT_PRODUCER_GROUP
+                              else p.producer_group) for i, p in enumerate(scenario.producers)}
+    for row in sorted(produced, key=lambda r: (r["send_ts"], r["uniq_key"])):
+        if row["status"] != "SEND_OK":
+            continue
+        first = publish[row["uniq_key"]]
+        producer = int(first["keys"][1:].split("-", 1)[0])
+        at_ms = int((row["send_ts"] - start).total_seconds() * 1000)
+        lines.append("\t".join(["msg", str(at_ms), str(producer), groups_of_producer[producer],
+                                row["topic"], first["tags"] or "-", first["keys"], str(row["delay_level"]),
+                                row["uniq_key"], _body_head(first["keys"]), str(first["body_size"])]))
+    runs = pq.read_table(parquet / "runs").to_pylist()[0]
+    simulated_s = (runs["sim_end_ts"] - runs["sim_start_ts"]).total_seconds()
+    timeout_ms = int((simulated_s + TIMEOUT_MARGIN_S) * 1000)
+    lines += [f"setting\ttimeout_ms\t{timeout_ms}", f"setting\tidle_ms\t{IDLE_MS}"]
+    return Plan("\n".join(lines) + "\n", len(produced), expected, timeout_ms)

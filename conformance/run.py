@@ -1,0 +1,206 @@
+"""One conformance run: the model and real RocketMQ play the same scenario; the audit is judged.
+
+Steps, each timed in the report: simulate the scenario (the model's run), resolve the release's
+jars and compile the driver, start a name server and two brokers, let the real clients play the
+plan, stop the brokers cleanly, copy their stores, import each store and build the lineage of
+every run, build one warehouse with every check, then compare (``compare.py``).
+
+The output directory is written as ``DIR.partial`` and renamed to ``DIR`` at the end, so a
+directory called ``DIR`` always holds a finished report; a failed run leaves ``DIR.partial`` with
+the processes' logs for a post-mortem, and the error names it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+from broker_core.errors import BadInputError, RetryAuditError
+from broker_core.sim.scenario import load_scenario
+from conformance import compare, jars, observed
+from conformance.cluster import COMMON_FLAGS, DRIVER_MEMORY, JDK17_FLAGS, BrokerSpec, Cluster, tail
+from conformance.driver import MAIN_CLASS, compile_driver
+from conformance.plan import build_plan
+
+BROKERS = ("broker-a", "broker-b")
+DRIVER_GRACE_S = 90  # beyond the plan's own timeout before the driver process is killed
+REBALANCE_WAIT_MS = 2000  # the clients' periodic rebalance (default 20 s): two consumers settle fast
+REPORT_NAME = "report.json"
+
+
+def _timed(timings: dict[str, float], name: str):
+    @contextmanager
+    def block():
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            timings[name] = round(time.perf_counter() - started, 2)
+    return block()
+
+
+def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path, *, spark=None,
+                    log: Callable[[str], None] | None = None) -> dict:
+    """Run the scenario on RocketMQ ``version`` and on the model; write and return the report."""
+    from broker_core.export.store_import import import_store
+    from broker_core.sim.run import simulate
+
+    say = log or (lambda _m: None)
+    jars.check_version(version)
+    scenario_path = Path(scenario_path)
+    if not scenario_path.is_file():
+        raise BadInputError("scenario file does not exist", where=str(scenario_path))
+    scenario = load_scenario(scenario_path)
+    out = Path(out_dir).absolute()
+    work = out.parent / f"{out.name}.partial"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    timings: dict[str, float] = {}
+    report: dict = {"rocketmq_version": version, "scenario": scenario.name,
+                    "scenario_file": str(scenario_path), "brokers": list(BROKERS)}
+    try:
+        with _timed(timings, "model_simulate_s"):
+            simulate(scenario_path, work / "runs" / "model", scenario=scenario)
+        with _timed(timings, "resolve_jars_s"):
+            lib = jars.resolve(version, log=say)
+            classes = compile_driver(lib)
+
+        specs = [BrokerSpec(name, scenario.broker.message_delay_level,
+                            scenario.broker.commitlog_file_size_bytes) for name in BROKERS]
+        with Cluster(work / "cluster", lib, specs, cluster_name=scenario.broker.cluster, log=say) as cluster:
+            timings["boot_s"] = {k: round(v, 2) for k, v in cluster.boot_seconds.items()}
+            plan = build_plan(scenario, work / "runs" / "model", namesrv=cluster.namesrv_addr,
+                              brokers=cluster.broker_addrs)
+            plan_path = work / "plan.tsv"
+            plan_path.write_text(plan.text)
+            say(f"real clients: {plan.messages} messages on {', '.join(BROKERS)} (RocketMQ {version})")
+            with _timed(timings, "real_clients_s"):
+                seen, driver_rss = _run_driver(classes, lib, plan_path, work, plan.timeout_ms)
+            report["jvm_rss_mib"] = {**{k: round(v) for k, v in cluster.rss_mib().items()},
+                                     "driver": driver_rss}
+            with _timed(timings, "stop_brokers_s"):
+                cluster.stop_all()
+            _keep_logs(cluster, work)
+            (work / "stores").mkdir()
+            for name in BROKERS:
+                shutil.move(cluster.procs[name].store, work / "stores" / name)
+        shutil.rmtree(work / "cluster", ignore_errors=True)
+        report["driver"] = {"phases_ms": seen.phases, "end": seen.done}
+        observed.write_tables(seen, work / "clients", f"{scenario.name}-clients")
+
+        runs = [work / "runs" / "model"]
+        with _timed(timings, "import_s"):
+            for name in BROKERS:
+                run_dir = work / "runs" / name
+                import_store(work / "stores" / name, run_dir, name=f"{scenario.name}-{name}", broker=name)
+                runs.append(run_dir)
+        with _timed(timings, "lineage_s"):
+            _lineage(runs, spark)
+        with _timed(timings, "warehouse_s"):
+            checks = _warehouse(runs, work / "warehouse.duckdb")
+        report["checks"] = checks
+        with _timed(timings, "compare_s"):
+            report.update(compare.compare_all(work, scenario, model_run_id=scenario.name,
+                                              real_run_ids=[f"{scenario.name}-{n}" for n in BROKERS]))
+        report["timings"] = timings
+        (work / REPORT_NAME).write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    except BaseException as e:
+        if isinstance(e, RetryAuditError):
+            e.hint = (e.hint + "; " if e.hint else "") + f"logs and partial output kept in {work}"
+        raise
+    old = out.parent / f".{out.name}.old"
+    if out.exists():
+        os.rename(out, old)
+    os.rename(work, out)
+    shutil.rmtree(old, ignore_errors=True)
+    return report
+
+
+def _run_driver(classes: Path, lib: Path, plan_path: Path, work: Path, timeout_ms: int):
+    home = work / "cluster" / "driver"
+    home.mkdir(parents=True, exist_ok=True)
+    stdout_path, stderr_path = work / "driver.out", work / "driver.err"
+    cmd = ["java", *JDK17_FLAGS, *COMMON_FLAGS, *DRIVER_MEMORY, f"-Duser.home={home}",
+           f"-Drocketmq.client.logRoot={home / 'logs'}",
+           f"-Drocketmq.client.rebalance.waitInterval={REBALANCE_WAIT_MS}",
+           "-cp", f"{classes}{os.pathsep}{lib / '*'}", MAIN_CLASS, str(plan_path)]
+    peak_rss = 0.0
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout_ms / 1000 + DRIVER_GRACE_S
+        try:
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    raise RetryAuditError(f"the client driver did not finish in time:\n{tail(stderr_path)}",
+                                          where=str(stdout_path))
+                peak_rss = max(peak_rss, _rss_mib(proc.pid))
+                time.sleep(0.5)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if proc.returncode != 0:
+        raise RetryAuditError(f"the client driver exited with code {proc.returncode}:\n{tail(stderr_path)}",
+                              where=str(stderr_path))
+    seen = observed.parse_lines(stdout_path.read_text().splitlines())
+    if seen.done is None:
+        raise RetryAuditError("the client driver ended without its done line", where=str(stdout_path))
+    return seen, round(peak_rss)
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _keep_logs(cluster: Cluster, work: Path) -> None:
+    logs = work / "logs"
+    logs.mkdir(exist_ok=True)
+    for name, proc in cluster.procs.items():
+        for src in (proc.log, proc.home / "logs" / "rocketmq.log"):
+            if src.exists():
+                shutil.copy(src, logs / f"{name}-{src.name}")
+
+
+def _lineage(runs: list[Path], spark) -> None:
+    from assets.lineage import run_lineage
+    from assets.spark import spark_session
+
+    if spark is not None:
+        for run in runs:
+            run_lineage(run, spark)
+        return
+    with spark_session(quiet=True) as session:
+        for run in runs:
+            run_lineage(run, session)
+
+
+def _warehouse(runs: list[Path], db: Path) -> dict:
+    from assets.audit import build_warehouse
+    from assets.checks import run_checks_per_run
+    from assets.warehouse import open_read_only
+
+    summary = build_warehouse(runs, db)
+    con = open_read_only(summary.db_path)
+    try:
+        verdicts = run_checks_per_run(con, summary.run_ids)
+    finally:
+        con.close()
+    out = {}
+    for run_id, outcomes in verdicts.items():
+        out[run_id] = {o.check.name: {"passed": o.passed, "blocking": o.blocking, "violations": o.violations,
+                                      "first": None if o.passed else o.metadata()["evidence"][0]}
+                       for o in outcomes}
+    return out
