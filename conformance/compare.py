@@ -1,3 +1,240 @@
-"""Placeholder replaced below."""
-def compare_all(work, scenario, *, model_run_id, real_run_ids):
-    return {}
+"""The two comparisons of a conformance run, message by message.
+
+**The audit vs the real clients.** For every (message, group) a real listener saw, the deliveries
+the clients observed (queue topic and reconsume times, in order, duplicates of one record counted
+once) must equal the consumable hops the audit rebuilt from the real stores (the records in the
+real topic and in ``%RETRY%group``), the final state must agree (a success seen means CONSUMED;
+``max + 1`` failures mean DLQ after ``max`` retries) and every delayed or retried hop must have
+waited at least its level's delay.
+
+**The model vs the real broker.** For every message, the model's run and the real run must have
+the same hops per group (kind, topic, delay level, reconsume times; the queue of the schedule,
+retry and DLQ topics), the same final state per group, the same properties on every hop (keys,
+values and order; ids, hosts, queue placement and timestamps aside) and schedule waits within
+:data:`SCHEDULE_DWELL_TOLERANCE_MS` of each other. A difference is *explained* when its kind is in
+:data:`EXPLAINED` (each has its reason in docs/decisions.md), else *unexplained*.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import duckdb
+
+from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
+from broker_core.delay_levels import parse_delay_levels
+from broker_core.sim.scenario import Scenario
+
+# The real scheduler re-checks a level every 100 ms and each put costs a few ms; the model runs
+# on a poll grid of its own. Beyond this the two disagree about when a delayed hop came out.
+SCHEDULE_DWELL_TOLERANCE_MS = 1000
+EXAMPLES_MAX = 20
+DIFFERENCES_MAX = 50
+SUCCESS = "CONSUME_SUCCESS"
+# Properties that name where or when a record was stored, not what it is: the offset msgId of the
+# first record (host and offset), the real topic's queue (two brokers vs the model's one).
+PLACEMENT_PROPERTIES = frozenset({"ORIGIN_MESSAGE_ID", "REAL_QID"})
+# Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).
+_SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
+
+# Difference kinds the real broker and the model are known and documented to differ in.
+EXPLAINED = {
+    "broadcast_group_absent_from_store":
+        "a broadcasting group keeps its offsets in the client and drops failures: its store holds "
+        "nothing of it (docs/decisions.md, 'Broadcasting groups leave no trace in a store')",
+}
+
+
+def _rows(con, sql: str, params: list | None = None) -> list[dict]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def _max_reconsume(scenario: Scenario) -> dict[str, int]:
+    return {g.name: (RETRY_MAX_TIMES_DEFAULT if g.max_reconsume_times < 0 else g.max_reconsume_times)
+            for g in scenario.groups}
+
+
+def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_ids: list[str]) -> dict:
+    con = duckdb.connect(str(work / "warehouse.duckdb"), read_only=True)
+    try:
+        attempts = _client_attempts(work)
+        return {
+            "lineage_vs_clients": lineage_vs_clients(con, scenario, attempts, real_run_ids),
+            "model_vs_real": model_vs_real(con, scenario, model_run_id, real_run_ids),
+        }
+    finally:
+        con.close()
+
+
+def _client_attempts(work: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+    rows = pq.read_table(work / "clients" / "consume_attempts").to_pylist()
+    rows.sort(key=lambda r: (r["start_ts"], r["consumer_id"]))
+    return rows
+
+
+def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
+    """Every hop of the given runs, per message, in (group, hop index) order."""
+    marks = ", ".join("?" for _ in run_ids)
+    out: dict[str, list[dict]] = defaultdict(list)
+    for h in _rows(con, f"""
+            SELECT h.run_id, h.message_key, h."group", h.hop_index, h.hop_kind, h.topic, h.queue_id,
+                   h.delay_level, h.reconsume_times, h.dwell_ms, c.properties
+            FROM message_hops h JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+            WHERE h.run_id IN ({marks})
+            ORDER BY h.message_key, h."group" NULLS FIRST, h.hop_index""", run_ids):
+        out[h["message_key"]].append(h)
+    return out
+
+
+def _lineage(con, run_ids: list[str]) -> dict[tuple[str, str], dict]:
+    marks = ", ".join("?" for _ in run_ids)
+    return {(r["message_key"], r["group"]): r for r in _rows(con, f"""
+        SELECT message_key, "group", final_state, retries, path FROM message_lineage
+        WHERE run_id IN ({marks})""", run_ids)}
+
+
+def _consumable(hops: list[dict], group: str) -> list[tuple[str, int]]:
+    """The records a consumer of ``group`` is handed: in the real topic, or in its retry topic."""
+    return [(h["topic"], h["reconsume_times"]) for h in hops
+            if h["group"] in (None, group) and h["hop_kind"] in ("PUBLISH", "DELIVER", "RETRY")]
+
+
+def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_ids: list[str]) -> dict:
+    models = {g.name: g.model for g in scenario.groups}
+    max_by_group = _max_reconsume(scenario)
+    levels_ms = parse_delay_levels(scenario.broker.message_delay_level)
+    hops = _hops(con, real_run_ids)
+    lineage = _lineage(con, real_run_ids)
+
+    by_pair: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for a in attempts:
+        by_pair[(a["uniq_key"], a["group"])].append(a)
+    not_auditable: Counter[str] = Counter()
+    bad_messages: set[str] = set()
+    compared: set[str] = set()
+    examples: list[dict] = []
+
+    def disagree(key: str, group: str | None, what: str, audit, clients) -> None:
+        bad_messages.add(key)
+        if len(examples) < EXAMPLES_MAX:
+            examples.append({"uniq_key": key, "group": group, "what": what, "audit": audit, "clients": clients})
+
+    for (key, group), calls in sorted(by_pair.items()):
+        if models.get(group) == "broadcasting":
+            not_auditable[group] += 1  # the store keeps nothing of a broadcasting group
+            continue
+        compared.add(key)
+        seen, delivered = set(), []
+        for c in calls:
+            record = (c["queue_topic"], c["queue_id"], c["queue_offset"], c["phys_offset"])
+            if record not in seen:
+                seen.add(record)
+                delivered.append((c["queue_topic"], c["reconsume_times"]))
+        audit = _consumable(hops.get(key, []), group)
+        if audit != delivered:
+            disagree(key, group, "deliveries", audit, delivered)
+        failures = sum(1 for c in calls if c["status"] != SUCCESS)
+        if any(c["status"] == SUCCESS for c in calls):
+            expected_state = "CONSUMED"
+        elif failures >= max_by_group[group] + 1:
+            expected_state = "DLQ"
+        else:
+            expected_state = "RETRYING"
+        chain = lineage.get((key, group))
+        state = chain["final_state"] if chain else None
+        if state != expected_state:
+            disagree(key, group, "final_state", state, expected_state)
+        retries_seen = sum(1 for t, _ in delivered if t.startswith("%RETRY%"))
+        if chain is not None and chain["retries"] != retries_seen:
+            disagree(key, group, "retries", chain["retries"], retries_seen)
+        if expected_state == "DLQ" and chain is not None and chain["retries"] != max_by_group[group]:
+            disagree(key, group, "dlq_after_max", chain["retries"], max_by_group[group])
+
+    early = 0
+    for key, hs in hops.items():
+        for h in hs:
+            if h["hop_kind"] == "SCHEDULE" and h["dwell_ms"] is not None:
+                due_ms = levels_ms[h["delay_level"] - 1]
+                if h["dwell_ms"] < due_ms:
+                    early += 1
+                    disagree(key, h["group"], "waited_less_than_its_level",
+                             h["dwell_ms"], f">= {due_ms} (level {h['delay_level']})")
+    return {"messages": len(compared), "agree": len(compared - bad_messages),
+            "disagree": len(bad_messages), "examples": examples,
+            "pairs_compared": sum(1 for (_, g) in by_pair if models.get(g) != "broadcasting"),
+            "delayed_hops_checked": sum(1 for hs in hops.values() for h in hs if h["hop_kind"] == "SCHEDULE"),
+            "delayed_hops_early": early,
+            "not_auditable": {g: {"pairs": n, "reason": EXPLAINED["broadcast_group_absent_from_store"]}
+                              for g, n in sorted(not_auditable.items())}}
+
+
+def _hop_shape(h: dict) -> tuple:
+    system = h["topic"].startswith(_SYSTEM_PREFIXES)
+    return (h["group"], h["hop_kind"], h["topic"], h["queue_id"] if system else None,
+            h["delay_level"], h["reconsume_times"])
+
+
+def _properties(h: dict) -> list[tuple[str, str]]:
+    props = h["properties"] or {}
+    items = props.items() if isinstance(props, dict) else props
+    return [(k, v) for k, v in items if k not in PLACEMENT_PROPERTIES]
+
+
+def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list[str]) -> dict:
+    models = {g.name: g.model for g in scenario.groups}
+    model_hops = _hops(con, [model_run_id])
+    real_hops = _hops(con, real_run_ids)
+    model_lineage = _lineage(con, [model_run_id])
+    real_lineage = _lineage(con, real_run_ids)
+    keys = sorted(set(model_hops) | set(real_hops))
+    differences: list[dict] = []
+    kinds_by_message: dict[str, set[str]] = defaultdict(set)
+    explained_kinds: Counter[str] = Counter()
+    unexplained_kinds: Counter[str] = Counter()
+
+    def differ(key: str, group: str | None, kind: str, model, real) -> None:
+        kinds_by_message[key].add(kind)
+        (explained_kinds if kind in EXPLAINED else unexplained_kinds)[kind] += 1
+        if len(differences) < DIFFERENCES_MAX and kind not in EXPLAINED:
+            differences.append({"uniq_key": key, "group": group, "kind": kind, "model": model, "real": real})
+
+    for key in keys:
+        m, r = model_hops.get(key, []), real_hops.get(key, [])
+        if not m or not r:
+            differ(key, None, "message_missing", bool(m), bool(r))
+            continue
+        m_shape, r_shape = [_hop_shape(h) for h in m], [_hop_shape(h) for h in r]
+        if m_shape != r_shape:
+            differ(key, None, "hops", [list(s) for s in m_shape], [list(s) for s in r_shape])
+        else:
+            for mh, rh in zip(m, r, strict=True):
+                if _properties(mh) != _properties(rh):
+                    differ(key, mh["group"], "properties", _properties(mh), _properties(rh))
+                if mh["hop_kind"] == "SCHEDULE" and mh["dwell_ms"] is not None and rh["dwell_ms"] is not None \
+                        and abs(mh["dwell_ms"] - rh["dwell_ms"]) > SCHEDULE_DWELL_TOLERANCE_MS:
+                    differ(key, mh["group"], "schedule_dwell", mh["dwell_ms"], rh["dwell_ms"])
+        groups = {g for (k, g) in model_lineage if k == key} | {g for (k, g) in real_lineage if k == key}
+        for group in sorted(g for g in groups if g is not None):
+            ms = model_lineage.get((key, group), {}).get("final_state")
+            rs = real_lineage.get((key, group), {}).get("final_state")
+            if ms == rs:
+                continue
+            if rs is None and models.get(group) == "broadcasting":
+                differ(key, group, "broadcast_group_absent_from_store", ms, rs)
+            else:
+                differ(key, group, "final_state", ms, rs)
+
+    identical = sum(1 for k in keys if not kinds_by_message.get(k))
+    unexplained = sum(1 for k in keys if any(kind not in EXPLAINED for kind in kinds_by_message.get(k, ())))
+    return {"messages": len(keys), "identical": identical,
+            "explained": len(keys) - identical - unexplained, "unexplained": unexplained,
+            "explained_kinds": {k: {"count": n, "reason": EXPLAINED[k]} for k, n in sorted(explained_kinds.items())},
+            "unexplained_kinds": dict(sorted(unexplained_kinds.items())),
+            "differences": differences,
+            "hops": {"model": sum(len(v) for v in model_hops.values()),
+                     "real": sum(len(v) for v in real_hops.values())},
+            "schedule_dwell_tolerance_ms": SCHEDULE_DWELL_TOLERANCE_MS}

@@ -5,9 +5,10 @@ jars and compile the driver, start a name server and two brokers, let the real c
 plan, stop the brokers cleanly, copy their stores, import each store and build the lineage of
 every run, build one warehouse with every check, then compare (``compare.py``).
 
-The output directory is written as ``DIR.partial`` and renamed to ``DIR`` at the end, so a
-directory called ``DIR`` always holds a finished report; a failed run leaves ``DIR.partial`` with
-the processes' logs for a post-mortem, and the error names it.
+``report.json`` is written last, atomically: a directory without it is an unfinished or failed
+run (the warehouse's views name the run directories by path, so the directory is built in place
+rather than renamed at the end). A failed run keeps the processes' logs there for a post-mortem,
+and the error names the directory.
 """
 
 from __future__ import annotations
@@ -57,9 +58,11 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     if not scenario_path.is_file():
         raise BadInputError("scenario file does not exist", where=str(scenario_path))
     scenario = load_scenario(scenario_path)
-    out = Path(out_dir).absolute()
-    work = out.parent / f"{out.name}.partial"
+    work = Path(out_dir).absolute()
     if work.exists():
+        if not (work / REPORT_NAME).exists() and any(work.iterdir()):
+            raise BadInputError("the output directory exists and is not a conformance run's", where=str(work),
+                                hint="choose a new directory (an earlier run's is replaced)")
         shutil.rmtree(work)
     work.mkdir(parents=True)
     timings: dict[str, float] = {}
@@ -110,16 +113,12 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
             report.update(compare.compare_all(work, scenario, model_run_id=scenario.name,
                                               real_run_ids=[f"{scenario.name}-{n}" for n in BROKERS]))
         report["timings"] = timings
-        (work / REPORT_NAME).write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
-    except BaseException as e:
-        if isinstance(e, RetryAuditError):
-            e.hint = (e.hint + "; " if e.hint else "") + f"logs and partial output kept in {work}"
+        partial = work / f".{REPORT_NAME}.tmp"
+        partial.write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(partial, work / REPORT_NAME)
+    except RetryAuditError as e:
+        e.hint = (e.hint + "; " if e.hint else "") + f"logs and partial output kept in {work} (no report.json)"
         raise
-    old = out.parent / f".{out.name}.old"
-    if out.exists():
-        os.rename(out, old)
-    os.rename(work, out)
-    shutil.rmtree(old, ignore_errors=True)
     return report
 
 
