@@ -30,6 +30,7 @@ from broker_core.export.schema import (
     MESSAGE_HOPS,
     MESSAGE_LINEAGE,
     PRODUCED,
+    RUNS,
 )
 from tests.conftest import STORE_FIXTURES
 
@@ -49,11 +50,13 @@ def ts(ms: int) -> datetime:
 def rec(phys: int, topic: str, at: int, *, uniq: str | None = None, origin: str | None = None,
         real_topic: str | None = None, retry_topic: str | None = None, delay: int = 0,
         queue_id: int = 0, queue_offset: int = 0, reconsume: int = 0, born_at: int = 0,
-        born_host: str = "10.0.0.9:5000", crc: int = 77, run: str = RUN) -> dict:
+        born_host: str = "10.0.0.9:5000", crc: int = 77, run: str = RUN,
+        reconsume_time: int | None = None) -> dict:
     """One commit-log row in contract shape; properties carry what the broker would put there."""
     props = {}
     for name, value in (("UNIQ_KEY", uniq), ("ORIGIN_MESSAGE_ID", origin), ("REAL_TOPIC", real_topic),
-                        ("RETRY_TOPIC", retry_topic), ("DELAY", str(delay) if delay else None)):
+                        ("RETRY_TOPIC", retry_topic), ("DELAY", str(delay) if delay else None),
+                        ("RECONSUME_TIME", None if reconsume_time is None else str(reconsume_time))):
         if value is not None:
             props[name] = value
     return {
@@ -103,13 +106,14 @@ def frame(spark, rows, schema):
     return conform(spark.read.parquet(str(folder)), schema)
 
 
-def lineage_of(spark, commitlog, attempts=(), offsets=(), produced_rows=()):
+def lineage_of(spark, commitlog, attempts=(), offsets=(), produced_rows=(), runs_rows=()):
     """Build hops and lineage; per run: (hops by (key, group, index), lineage by (key, group))."""
     cl = frame(spark, list(commitlog), COMMITLOG)
     hops = build_message_hops(cl)
     lineage = build_message_lineage(hops, cl, frame(spark, list(attempts), CONSUME_ATTEMPTS),
                                     frame(spark, list(offsets), CONSUMER_OFFSETS),
-                                    frame(spark, list(produced_rows), PRODUCED))
+                                    frame(spark, list(produced_rows), PRODUCED),
+                                    frame(spark, list(runs_rows), RUNS))
     runs: dict[str, tuple[dict, dict]] = {}
     for r in hops.collect():
         runs.setdefault(r.run_id, ({}, {}))[0][(r.message_key, r.group, r.hop_index)] = r
@@ -338,6 +342,83 @@ def test_imported_store_consumed_state_comes_from_the_last_committed_offset(buil
         ("K0", "Gi"): "CONSUMED", ("K1", "Gi"): "UNCONSUMED", ("K2", "Gi"): "UNCONSUMED"}
 
 
+# --- an import whose oldest commit-log files retention deleted ----------------------------------
+
+CUT_RUN = "r3"  # its commit log starts at 1000: every record below was in a deleted file
+CUT_FIRST_OFFSET = 1000
+CUT_RUNS = [{"run_id": CUT_RUN, "source": "import", "first_offset": CUT_FIRST_OFFSET}]
+
+
+def offset_id(phys: int) -> str:
+    """The offset msgId of the record at ``phys`` on the cut run's broker."""
+    return f"0A00000100002A9F{phys:016X}"
+
+
+def _cut(phys, topic, at, uniq, **kw):
+    return rec(phys, topic, at, uniq=uniq, run=CUT_RUN, **kw)
+
+
+_RETRY_GC = dict(real_topic="%RETRY%Gc", retry_topic="Cut")
+# TF's UNIQ_KEY has an offset msgId's shape and ends in a small "offset": as an ORIGIN_MESSAGE_ID
+# (a client's fallback send) it is the message itself, not a record below the first offset.
+TF_KEY = "0A00000100002A9F00000000000000AA"
+TRUNCATED = [
+    # TA: its PUBLISH (500) is gone; both retries are left.
+    _cut(1100, SCHED, 1100, "TA", origin=offset_id(500), delay=3, queue_id=2, reconsume=1, **_RETRY_GC),
+    _cut(1200, "%RETRY%Gc", 1200, "TA", origin=offset_id(500), delay=3, reconsume=1, **_RETRY_GC),
+    _cut(1300, SCHED, 1300, "TA", origin=offset_id(500), delay=4, queue_id=3, reconsume=2, **_RETRY_GC),
+    _cut(1400, "%RETRY%Gc", 1400, "TA", origin=offset_id(500), delay=4, reconsume=2, **_RETRY_GC),
+    # TB: its PUBLISH and first retry are gone: the second RETRY and the DLQ (whose count a
+    # client's send put in RECONSUME_TIME) say two retries happened.
+    _cut(1500, "%RETRY%Gc", 1500, "TB", origin=offset_id(600), delay=4, reconsume=2, **_RETRY_GC),
+    _cut(1600, "%DLQ%Gc", 1600, "TB", origin=offset_id(600), reconsume=1, reconsume_time=3,
+         retry_topic="Cut"),
+    # TC: a delayed publish whose SCHEDULE (700) is gone: its DELIVER is first.
+    _cut(1700, "Cut", 1700, "TC", real_topic="Cut", delay=2),
+    # TD: whole; its retry names its PUBLISH, which is kept.
+    _cut(1800, "Cut", 1800, "TD"),
+    _cut(1900, SCHED, 1900, "TD", origin=offset_id(1800), delay=3, queue_id=2, reconsume=1, **_RETRY_GC),
+    _cut(2000, "%RETRY%Gc", 2000, "TD", origin=offset_id(1800), delay=3, reconsume=1, **_RETRY_GC),
+    # TE: sent twice; the first PUBLISH (800) is gone, its send-back names it; the second is kept.
+    _cut(2100, "Cut", 2100, "TE"),
+    _cut(2200, SCHED, 2200, "TE", origin=offset_id(800), delay=3, queue_id=2, reconsume=1, **_RETRY_GC),
+    # TF: whole; a client's fallback send names the UNIQ_KEY as ORIGIN_MESSAGE_ID.
+    _cut(2300, "Cut", 2300, TF_KEY),
+    _cut(2400, SCHED, 2400, TF_KEY, origin=TF_KEY, delay=3, queue_id=2, reconsume=1, reconsume_time=1,
+         **_RETRY_GC),
+]
+# A simulated run (no first_offset) whose message has no head at all: it is truncated too (the
+# hop_grammar_valid check is what says that a simulation must not lose a head).
+HEADLESS_RUN = "r4"
+HEADLESS = [rec(5, "%RETRY%Gh", 50, uniq="H1", origin="M0001", real_topic="%RETRY%Gh",
+                retry_topic="Lost", reconsume=1, run=HEADLESS_RUN)]
+
+
+def test_chains_whose_head_retention_deleted_are_truncated_with_their_retries(built):
+    """A chain without a shared hop, with a DELIVER first, or with a record naming one below the
+    first offset is truncated; its retries are what its surviving records count, its final state
+    and origin topic are read as for a whole chain; chains that start at their first hop are not."""
+    _hops, lineage = built[CUT_RUN]
+    got = {key: (r.truncated, r.retries, r.final_state, r.origin_topic, r.hops) for key, r in lineage.items()}
+    assert got == {
+        ("TA", "Gc"): (True, 2, "RETRYING", "Cut", 4),
+        ("TB", "Gc"): (True, 2, "DLQ", "Cut", 2),
+        ("TC", "Gc"): (True, 0, "UNCONSUMED", "Cut", 1),
+        ("TD", "Gc"): (False, 1, "RETRYING", "Cut", 3),
+        ("TE", "Gc"): (True, 0, "RETRYING", "Cut", 2),
+        (TF_KEY, "Gc"): (False, 0, "RETRYING", "Cut", 2),
+    }
+    assert lineage[("TA", "Gc")].origin_msg_id == offset_id(500)
+    assert built[HEADLESS_RUN][1][("H1", "Gh")].truncated is True
+
+
+def test_every_other_chain_is_not_truncated(built):
+    """truncated is false on every row of the runs that start at offset 0 (LOST rows included)."""
+    for run in (RUN, IMPORT_RUN, FIXTURE_RUN):
+        flags = {key: r.truncated for key, r in built[run][1].items()}
+        assert flags and set(flags.values()) == {False}, (run, [k for k, v in flags.items() if v is not False])
+
+
 # --- the real RocketMQ 4.9.4 store --------------------------------------------------------------
 
 def manifest_commitlog() -> list[dict]:
@@ -413,9 +494,10 @@ def built(spark):
     """Hops and lineage of the hand-built run, the import-style run and the fixture store, by run."""
     return lineage_of(
         spark,
-        PLAIN + DELAYED + TWO_GROUPS + NO_UNIQ + STATES + IMPORTED + manifest_commitlog(),
+        PLAIN + DELAYED + TWO_GROUPS + NO_UNIQ + STATES + IMPORTED + manifest_commitlog() + TRUNCATED
+        + HEADLESS,
         DELAYED_ATTEMPTS + TWO_GROUPS_ATTEMPTS + NO_UNIQ_ATTEMPTS + STATES_ATTEMPTS,
-        IMPORTED_OFFSETS, STATES_PRODUCED)
+        IMPORTED_OFFSETS, STATES_PRODUCED, CUT_RUNS)
 
 
 # --- run directories ---------------------------------------------------------------------------

@@ -3,12 +3,14 @@
 The benchmark compares the Spark lineage's time with this baseline's; the comparison means
 something only while both build the same tables. One run directory holds several runs side by
 side (their run ids differ): simulated runs with faults and several groups, the real 4.9.4 store
-fixtures imported (committed offsets, no deliveries), and the lineage tests' hand-built journeys
-(records without UNIQ_KEY, a crash-reused offset, LOST sends, a message without groups).
+fixtures imported (committed offsets, no deliveries), whole and without their oldest commit-log
+files (truncated chains), and the lineage tests' hand-built journeys (records without UNIQ_KEY, a
+crash-reused offset, LOST sends, a message without groups, heads deleted by retention).
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from bench.duckdb_lineage import duckdb_lineage, duckdb_lineage_by_run
 from bench.lineage_scale import _duck
 from broker_core.export.parquet import write_rows
 from broker_core.export.schema import LINEAGE_TABLES
+from tests.conftest import drop_oldest_commitlog_files
 
 TESTS = Path(__file__).resolve().parents[1]
 SCENARIOS = TESTS.parent / "scenarios"
@@ -30,6 +33,8 @@ import test_lineage as hand  # noqa: E402  (the hand-built journeys of the Spark
 SIMULATED = ("small", "fault-broker-crash", "story-delay-offset-not-persisted")
 SWARM_SCENARIOS = 3  # random scenarios, seeds seed .. seed + 2
 IMPORTED = ("store-clean", "store-crashed")
+# Imported again without their oldest commit-log files: (fixture, files retention deleted).
+RETAINED = (("store-clean", 1), ("store-crashed", 2))
 
 
 def _merge_into(run: Path, combined: Path) -> None:
@@ -64,9 +69,16 @@ def runs(tmp_path, store_fixtures, seed) -> Path:
     for name in IMPORTED:
         import_store(store_fixtures / name, root / name)
         _merge_into(root / name, combined)
+    for name, count in RETAINED:
+        cut = f"{name}-cut{count}"
+        shutil.copytree(store_fixtures / name, root / "stores" / cut)
+        drop_oldest_commitlog_files(root / "stores" / cut, count)
+        import_store(root / "stores" / cut, root / cut)
+        _merge_into(root / cut, combined)
     built = root / "hand-built" / "parquet"
     write_rows(built, "commitlog", hand.PLAIN + hand.DELAYED + hand.TWO_GROUPS + hand.NO_UNIQ
-               + hand.STATES + hand.IMPORTED + hand.manifest_commitlog())
+               + hand.STATES + hand.IMPORTED + hand.manifest_commitlog() + hand.TRUNCATED + hand.HEADLESS)
+    write_rows(built, "runs", hand.CUT_RUNS)
     write_rows(built, "consume_attempts", hand.DELAYED_ATTEMPTS + hand.TWO_GROUPS_ATTEMPTS
                + hand.NO_UNIQ_ATTEMPTS + hand.STATES_ATTEMPTS)
     write_rows(built, "consumer_offsets", hand.IMPORTED_OFFSETS)
@@ -80,9 +92,11 @@ def _contract(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.table([pc.cast(table.column(f.name), f.type) for f in schema], schema=schema)
 
 
-def _read_parts(folder: Path) -> pa.Table:
-    """A by-run output table: its part files concatenated in name order (run_id order)."""
-    return pa.concat_tables([pq.read_table(part) for part in sorted(folder.glob("part-*.parquet"))])
+def _read_parts(folder: Path, schema: pa.Schema) -> pa.Table:
+    """A by-run output table: its part files concatenated in name order (run_id order), each in
+    contract shape first (DuckDB writes a column without nulls in its part as not null)."""
+    return pa.concat_tables([_contract(pq.read_table(part), schema)
+                             for part in sorted(folder.glob("part-*.parquet"))])
 
 
 @pytest.mark.parametrize("by_run", [False, True], ids=["whole", "by-run"])
@@ -97,7 +111,7 @@ def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp
         if by_run:
             done = []
             run_count = duckdb_lineage_by_run(con, runs, out, progress=lambda k, n: done.append((k, n)))
-            assert run_count == len(done) >= len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + 1
+            assert run_count == len(done) >= len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + len(RETAINED) + 1
             assert done[-1] == (run_count, run_count)
         else:
             duckdb_lineage(con, runs, out)
@@ -105,14 +119,15 @@ def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp
         con.close()
     for name, schema in LINEAGE_TABLES.items():
         expected = _contract(pq.read_table(runs / "lineage" / name), schema)
-        got = _contract(_read_parts(out / name) if by_run else pq.read_table(out / f"{name}.parquet"),
+        got = _contract(_read_parts(out / name, schema) if by_run else pq.read_table(out / f"{name}.parquet"),
                         schema)
         assert got.num_rows == counts[name] > 0, name
         # Every journey kind is present, so a rule the baseline skipped would show.
         if name == "message_lineage":
             states = set(expected.column("final_state").to_pylist())
             assert states == {"CONSUMED", "UNCONSUMED", "RETRYING", "DLQ", "LOST"}, states
-            runs_built = len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + 1
+            assert set(expected.column("truncated").to_pylist()) == {True, False}
+            runs_built = len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + len(RETAINED) + 1
             assert len(set(expected.column("run_id").to_pylist())) >= runs_built
         if not got.equals(expected):
             diff = [(i, a, b) for i, (a, b) in enumerate(zip(got.to_pylist(), expected.to_pylist(), strict=True))
