@@ -11,11 +11,23 @@ export RETRY_AUDIT_HOME ?= $(abspath var)
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package to the version the tests passed with (make lock refreshes it).
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+# Re-resolve the newest versions pyproject.toml allows in a throwaway venv and pin them; then
+# `make venv` installs them and `make test` says whether they work.
+.PHONY: lock
+lock:
+	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(PYTHON) -m venv "$$tmp/venv"; \
+	"$$tmp/venv/bin/pip" install -q --upgrade pip; \
+	"$$tmp/venv/bin/pip" install -q -e '.[dev]'; \
+	{ sed -n '/^#/p' constraints.txt; "$$tmp/venv/bin/pip" freeze --exclude-editable; } > "$$tmp/constraints.txt"; \
+	mv "$$tmp/constraints.txt" constraints.txt
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
