@@ -314,3 +314,134 @@ def test_hop_grammar_orders_a_delayed_publish_by_index_then_store_time(tmp_path,
             if case == "tie, deliver stored first":
                 deliver["store_ts"] = schedule["store_ts"] - (deliver["store_ts"] - schedule["store_ts"])
     assert _shared_hop_details(tmp_path, change) == expected
+
+
+# --- an import whose oldest commit-log files retention deleted ----------------------------------
+
+def _renumber(tables):
+    """hop_index 0..n-1 along every chain (shared hops first) and each lineage row's hop count, as
+    the lineage writes them for the hops that are left."""
+    chains: dict = {}
+    for h in tables["message_hops"]:
+        chains.setdefault((h["message_key"], h["group"]), []).append(h)
+    for (key, group), hops in sorted(chains.items(), key=lambda kv: kv[0][1] is not None):
+        start = 0 if group is None else len(chains.get((key, None), []))
+        for i, h in enumerate(sorted(hops, key=lambda h: (h["store_ts"], h["phys_offset"])), start):
+            h["hop_index"] = i
+    for row in tables["message_lineage"]:
+        if row["final_state"] != "LOST":
+            row["hops"] = (len(chains.get((row["message_key"], None), []))
+                           + len(chains.get((row["message_key"], row["group"]), [])))
+
+
+def _drop_record(tables, phys):
+    """The record at ``phys`` and its hop row are gone (renumbered as the lineage would)."""
+    tables["commitlog"] = [r for r in tables["commitlog"] if r["phys_offset"] != phys]
+    tables["message_hops"] = [h for h in tables["message_hops"] if h["phys_offset"] != phys]
+    _renumber(tables)
+
+
+def _cut_at(first_offset):
+    """The tiny run as an import whose commit log starts at ``first_offset``: every record below
+    was in a file retention deleted, a message left without records has no lineage row, and the
+    lineage marks the chains that lost a record truncated. An import has no deliveries, sends,
+    faults or manifest."""
+    def cut(tables):
+        gone = {r["phys_offset"] for r in tables["commitlog"] if r["phys_offset"] < first_offset}
+        lost = {h["message_key"] for h in tables["message_hops"] if h["phys_offset"] in gone}
+        for phys in sorted(gone):
+            _drop_record(tables, phys)
+        left = {h["message_key"] for h in tables["message_hops"]}
+        tables["message_lineage"] = [r for r in tables["message_lineage"] if r["message_key"] in left]
+        for row in tables["message_lineage"]:
+            row["truncated"] = row["message_key"] in lost
+        for table in ("consume_attempts", "schedule_deliveries", "faults", "produced"):
+            tables[table] = []
+        tables["run.json"] = None
+        tables["runs"][0].update(scenario=None, seed=None, source="import", first_offset=first_offset)
+    return cut
+
+
+def _two_retries(tables):
+    """UB retried twice before the DLQ: P S R S R DLQ (records 100, 200, 300, 320, 340, 400)."""
+    cl = tables["commitlog"]
+    sched, retry, dlq = (next(r for r in cl if r["phys_offset"] == p) for p in (200, 300, 400))
+    cl.append(dict(sched, phys_offset=320, msg_id="0A00000100002A9F0000000000000140", store_ts=ts(10_024),
+                   reconsume_times=2, delay_level=4, queue_id=3))
+    cl.append(dict(retry, phys_offset=340, msg_id="0A00000100002A9F0000000000000154", store_ts=ts(10_026),
+                   reconsume_times=2, delay_level=4))
+    dlq["reconsume_times"] = 3
+    hops = tables["message_hops"]
+    base = {h["phys_offset"]: h for h in hops}
+    hops.append(dict(base[200], phys_offset=320, store_ts=ts(10_024)))
+    hops.append(dict(base[300], phys_offset=340, store_ts=ts(10_026)))
+    _renumber(tables)
+
+
+def _then(*changes):
+    def change(tables):
+        for step in changes:
+            step(tables)
+    return change
+
+
+@pytest.mark.parametrize("first_offset", [150, 550], ids=["publish-gone", "schedule-of-a-delayed-publish-gone"])
+def test_a_head_retention_deleted_passes_every_invariant(tmp_path, first_offset):
+    """A chain that starts after its first hop, in a run whose log starts there, breaks no invariant:
+    group hops with no PUBLISH before them, an ORIGIN_MESSAGE_ID below the first offset, a DELIVER
+    whose SCHEDULE is gone."""
+    result = outcomes(tmp_path, _then(_two_retries, _cut_at(first_offset)))
+    assert all(result[k.name].passed for k in c.INVARIANTS), {
+        k: o.examples for k, o in result.items() if not o.passed}
+
+
+def test_a_missing_head_still_fails_where_the_log_starts_at_zero(tmp_path):
+    """In a run whose commit log starts at 0 (a simulation) a chain without its head is broken,
+    whatever the lineage's truncated says."""
+    def simulated(tables):
+        _cut_at(150)(tables)
+        tables["runs"][0].update(source="simulation", first_offset=None)
+    result = outcomes(tmp_path, simulated)
+    details = {e["detail"] for e in result[c.HOP_GRAMMAR].examples if e["message_key"] == "UB"}
+    assert details == {"group hops without a real record before them",
+                       "truncated, but its first hop is in the commit log"}
+    assert not result[c.ORIGIN_STABLE].passed
+
+
+@pytest.mark.parametrize("phys", [300, 320], ids=["middle", "end"])
+def test_a_record_missing_inside_a_truncated_chain_still_fails(tmp_path, phys):
+    """Only the head of a truncated chain is forgiven: losing its first RETRY (S S R DLQ) or the
+    SCHEDULE before its last RETRY (S R R DLQ) breaks the grammar."""
+    result = outcomes(tmp_path, _then(_two_retries, _cut_at(150), lambda t: _drop_record(t, phys)))
+    hop_grammar = result[c.HOP_GRAMMAR]
+    assert [(e["message_key"], e["detail"].split(": ")[1]) for e in hop_grammar.examples] == [
+        ("UB", {300: "SCHEDULE > SCHEDULE > RETRY > DLQ", 320: "SCHEDULE > RETRY > RETRY > DLQ"}[phys]
+         + " is not (SCHEDULE -> RETRY)* -> DLQ?")]
+
+
+def test_truncated_must_say_what_the_hops_say(tmp_path):
+    """A chain that lost its head must be marked truncated, and one that starts at its first hop must not."""
+    def swapped(tables):
+        _cut_at(150)(tables)
+        for row in tables["message_lineage"]:
+            if row["message_key"] in ("UB", "UC"):
+                row["truncated"] = not row["truncated"]
+    result = outcomes(tmp_path, swapped)[c.HOP_GRAMMAR]
+    assert {(e["message_key"], e["detail"]) for e in result.examples} == {
+        ("UB", "not truncated, but its first hops are before the commit log's first offset"),
+        ("UC", "truncated, but its first hop is in the commit log")}
+
+
+def test_an_origin_is_forgiven_only_below_the_first_offset(tmp_path):
+    """An ORIGIN_MESSAGE_ID below the first offset names a deleted record; one at or past it must
+    still name a real record of the message."""
+    assert outcomes(tmp_path / "below", _cut_at(150))[c.ORIGIN_STABLE].passed
+
+    def inside(tables):
+        _cut_at(150)(tables)
+        for rec in tables["commitlog"]:
+            if rec["uniq_key"] == "UB":
+                rec["origin_msg_id"] = "0A00000100002A9F00000000000000A0"  # phys 160: no record
+    result = outcomes(tmp_path / "inside", inside)[c.ORIGIN_STABLE]
+    assert [e["message_key"] for e in result.examples] == ["UB"]
+    assert "0A00000100002A9F00000000000000A0 is neither the UNIQ_KEY" in result.examples[0]["detail"]
