@@ -81,6 +81,7 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
             timings["boot_s"] = {k: round(v, 2) for k, v in cluster.boot_seconds.items()}
             plan = build_plan(scenario, work / "runs" / "model", namesrv=cluster.namesrv_addr,
                               brokers=cluster.broker_addrs)
+            report["messages"] = plan.messages
             plan_path = work / "plan.tsv"
             plan_path.write_text(plan.text)
             say(f"real clients: {plan.messages} messages on {', '.join(BROKERS)} (RocketMQ {version})")

@@ -23,6 +23,7 @@ examples:
   retry-audit trace C0A8000A0000000000000000000A0001 --db var/warehouse.duckdb
   retry-audit resend-plan --db var/warehouse.duckdb --group notice-service --json
   retry-audit sql --db var/warehouse.duckdb "select final_state, count(*) from message_lineage group by 1"
+  retry-audit conformance --rocketmq 4.9.4 --out var/conformance/4.9.4
 """
 
 QUIET_HELP = "print only errors (nothing from Spark's JVM either, unless --debug)"
@@ -38,6 +39,7 @@ HANDLERS = {
     "report": "orchestration.report:report",
     "resend-plan": "orchestration.cmd_pipeline:resend_plan",
     "sql": "orchestration.cmd_pipeline:sql",
+    "conformance": "orchestration.cmd_conformance:conformance",
 }
 
 
@@ -114,6 +116,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query")
     p.add_argument("--db", default="var/warehouse.duckdb")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("conformance", help="real RocketMQ brokers and clients vs the audit and the model",
+                       description="Run a scenario on real RocketMQ (a name server and two brokers "
+                                   "from Maven Central jars, real clients) and on the model; audit "
+                                   "the real stores and compare message by message. Writes "
+                                   "OUT/report.json, OUT/stores/<broker>/, OUT/clients/<table>/. "
+                                   "Exit 0 when the audit agrees with the clients and every "
+                                   "model/real difference is explained, 1 otherwise, 2 on bad input. "
+                                   "Needs java, javac and mvn.")
+    p.add_argument("--rocketmq", default="4.9.4", help="RocketMQ release (default 4.9.4)")
+    p.add_argument("--scenario", default="scenarios/conformance.yaml", help="scenario YAML file")
+    p.add_argument("--out", required=True, help="output directory (an earlier run's is replaced)")
 
     p = sub.add_parser("swarm", help="run random scenarios with faults and check every invariant")
     p.add_argument("--seeds", default="1..20", help="A..B (inclusive)")

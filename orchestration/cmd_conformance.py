@@ -1,0 +1,73 @@
+"""``retry-audit conformance``: real RocketMQ brokers and clients vs the audit and the model.
+
+Exit 0 only when the audit agrees with the real clients on every message and the model's run
+differs from the real one only in documented ways; 1 otherwise (the report is still written).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from broker_core.errors import RetryAuditError
+
+DEFAULT_SCENARIO = "scenarios/conformance.yaml"
+
+
+def _say(args, text: str) -> None:
+    if not getattr(args, "quiet", False):
+        print(text, file=sys.stderr, flush=True)
+
+
+def format_summary(report: dict, out: Path) -> str:
+    lvc, mvr = report["lineage_vs_clients"], report["model_vs_real"]
+    t = report["timings"]
+    lines = [
+        f"conformance {report['scenario']} on RocketMQ {report['rocketmq_version']} "
+        f"({', '.join(report['brokers'])}) -> {out}",
+        f"  audit vs real clients: {lvc['messages']} messages, {lvc['agree']} agree, {lvc['disagree']} disagree"
+        f" ({lvc['pairs_compared']} message/group pairs, {lvc['delayed_hops_checked']} delayed hops checked)",
+        f"  model vs real broker:  {mvr['messages']} messages, {mvr['identical']} identical, "
+        f"{mvr['explained']} explained, {mvr['unexplained']} unexplained "
+        f"({mvr['hops']['model']} model hops, {mvr['hops']['real']} real hops)",
+    ]
+    for kind, info in mvr["explained_kinds"].items():
+        lines.append(f"    explained {kind}: {info['count']}")
+    for kind, count in mvr["unexplained_kinds"].items():
+        lines.append(f"    UNEXPLAINED {kind}: {count}")
+    failed = [f"{run}: {name}" for run, checks in report["checks"].items()
+              for name, c in checks.items() if c["blocking"] and not c["passed"]]
+    lines.append(f"  blocking checks: {'all passed' if not failed else 'FAILED ' + '; '.join(failed)}")
+    lines.append("  seconds: " + ", ".join(f"{k.removesuffix('_s')} {v}" for k, v in t.items()
+                                          if not isinstance(v, dict)))
+    rss = report.get("jvm_rss_mib", {})
+    if rss:
+        lines.append("  JVM resident MiB: " + ", ".join(f"{k} {v}" for k, v in sorted(rss.items())))
+    return "\n".join(lines)
+
+
+def verdict_failures(report: dict) -> list[str]:
+    """Why a report is not a pass (empty when it is)."""
+    out = []
+    if report["lineage_vs_clients"]["disagree"]:
+        out.append(f"{report['lineage_vs_clients']['disagree']} message(s) where the audit and the real clients disagree")
+    if report["model_vs_real"]["unexplained"]:
+        out.append(f"{report['model_vs_real']['unexplained']} message(s) with unexplained model/real differences")
+    for run, checks in report["checks"].items():
+        for name, c in checks.items():
+            if c["blocking"] and not c["passed"]:
+                out.append(f"blocking check {name} failed on {run}")
+    return out
+
+
+def conformance(args) -> int:
+    from conformance.run import run_conformance
+
+    out = Path(args.out)
+    report = run_conformance(args.rocketmq, args.scenario, out, log=lambda m: _say(args, m))
+    print(format_summary(report, out))
+    failures = verdict_failures(report)
+    if failures:
+        raise RetryAuditError("; ".join(failures), where=str(out / "report.json"),
+                              hint="the report's examples and differences name each message")
+    return 0

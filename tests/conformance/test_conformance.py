@@ -1,0 +1,152 @@
+"""Real RocketMQ 4.9.4 (a name server, two brokers, real clients) against the audit and the model.
+
+One short run of scenarios/conformance.yaml is shared by the tests of this module (about a minute
+of real brokers). The machine needs java, javac and mvn with Maven Central; without javac or mvn
+the module skips, as the browser test does without Chromium (.ci/run installs both).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from broker_core.sim.scenario import load_scenario
+from conformance import compare
+from conformance.run import run_conformance
+from orchestration.cmd_conformance import verdict_failures
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = ROOT / "scenarios" / "conformance.yaml"
+VERSION = "4.9.4"
+BROKERS = ("broker-a", "broker-b")
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
+    reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory, spark):
+    out = tmp_path_factory.mktemp("conformance") / "out"
+    report = run_conformance(VERSION, SCENARIO, out, spark=spark)
+    return out, report
+
+
+def test_the_audit_agrees_with_the_real_clients_and_the_model_with_the_real_broker(real_run):
+    """On real 4.9.4 brokers, every message's rebuilt hops match what the real clients saw, and the model's run differs from the real one only in documented ways."""
+    out, report = real_run
+    assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
+    lvc, mvr = report["lineage_vs_clients"], report["model_vs_real"]
+    produced = pq.read_table(out / "runs" / "model" / "parquet" / "produced").num_rows
+    assert lvc["messages"] == produced == 66
+    assert lvc["agree"] == produced and lvc["disagree"] == 0
+    assert lvc["delayed_hops_checked"] > 0 and lvc["delayed_hops_early"] == 0
+    assert mvr["messages"] == produced and mvr["unexplained"] == 0
+    assert mvr["hops"]["model"] == mvr["hops"]["real"] > produced
+    # The broadcasting group is the one documented difference; every other message is identical.
+    assert set(mvr["explained_kinds"]) <= set(compare.EXPLAINED)
+    assert mvr["identical"] + mvr["explained"] == produced
+
+
+def test_the_report_and_its_files_follow_the_contract(real_run):
+    """report.json has the contract's keys, the real stores sit under stores/<broker>/ and the clients' tables under clients/<table>/."""
+    out, report = real_run
+    on_disk = json.loads((out / "report.json").read_text())
+    assert on_disk["rocketmq_version"] == VERSION and on_disk["scenario"] == "conformance"
+    assert on_disk["brokers"] == list(BROKERS) and on_disk["messages"] == 66
+    for key in ("messages", "agree", "disagree", "examples"):
+        assert key in on_disk["lineage_vs_clients"]
+    for key in ("messages", "identical", "explained", "unexplained", "differences"):
+        assert key in on_disk["model_vs_real"]
+    for broker in BROKERS:
+        store = out / "stores" / broker
+        assert sorted(p.name for p in (store / "commitlog").iterdir())[0] == "00000000000000000000"
+        assert not (store / "abort").exists(), "a SIGTERM stop must leave no abort file"
+    produced = pq.read_table(out / "clients" / "produced")
+    attempts = pq.read_table(out / "clients" / "consume_attempts")
+    assert {"uniq_key", "topic", "queue_id", "delay_level", "send_ts", "status", "msg_id"} <= set(produced.column_names)
+    assert {"group", "consumer_id", "model", "queue_topic", "queue_offset", "uniq_key", "topic",
+            "reconsume_times", "start_ts", "end_ts", "status", "outcome"} <= set(attempts.column_names)
+    assert set(produced.column("status").to_pylist()) == {"SEND_OK"}
+    # Both brokers took messages: the producers spread over the queues of the cluster.
+    brokers_seen = {r for r in pq.read_table(out / "runs" / "broker-b" / "parquet" / "commitlog").column("broker").to_pylist()}
+    assert brokers_seen == {"broker-b"}
+    assert report["timings"]["real_clients_s"] > 0 and report["jvm_rss_mib"]["broker-a"] > 0
+
+
+def test_the_real_listeners_replayed_the_models_verdicts(real_run):
+    """Every failure status the model drew for a (group, message, attempt) is what the real listener returned for it."""
+    out, _ = real_run
+    model = pq.read_table(out / "runs" / "model" / "parquet" / "consume_attempts").to_pylist()
+    real = pq.read_table(out / "clients" / "consume_attempts").to_pylist()
+    def verdicts(rows):
+        out = {}
+        for r in rows:
+            if r["model"] == "CLUSTERING":
+                out.setdefault((r["group"], r["uniq_key"], r["reconsume_times"]), r["status"])
+        return out
+    m, r = verdicts(model), verdicts(real)
+    assert m == r
+    assert {"RECONSUME_LATER", "EXCEPTION", "RETURN_NULL"} <= set(m.values())
+
+
+def test_the_client_comparison_fails_when_a_delivery_is_missing(real_run):
+    """Dropping one delivery the clients saw makes the audit and the clients disagree on that message."""
+    out, _ = real_run
+    import duckdb
+    attempts = compare._client_attempts(out)
+    retried = next(a for a in attempts if a["queue_topic"].startswith("%RETRY%"))
+    fewer = [a for a in attempts if a is not retried]
+    con = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
+    try:
+        scenario = load_scenario(SCENARIO)
+        result = compare.lineage_vs_clients(con, scenario, fewer, [f"conformance-{b}" for b in BROKERS])
+    finally:
+        con.close()
+    assert result["disagree"] >= 1
+    assert retried["uniq_key"] in {e["uniq_key"] for e in result["examples"]}
+
+
+def test_the_model_comparison_fails_when_the_model_retries_differently(real_run, spark, tmp_path):
+    """A model that dead-letters notice-service after 1 retry instead of 2 differs from the real run on exactly those messages, unexplained."""
+    from assets.audit import build_warehouse
+    from assets.lineage import run_lineage
+    from broker_core.sim.run import simulate
+
+    out, report = real_run
+    text = SCENARIO.read_text()
+    assert text.count("max_reconsume_times: 2") == 1
+    changed = tmp_path / "conformance.yaml"
+    changed.write_text(text.replace("max_reconsume_times: 2", "max_reconsume_times: 1"))
+    other = tmp_path / "other"
+    simulate(changed, other)  # same name and seed: the same messages and UNIQ_KEYs
+    run_lineage(other, spark)
+    db = tmp_path / "w.duckdb"
+    build_warehouse([other, out / "runs" / "broker-a", out / "runs" / "broker-b"], db)
+    import duckdb
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        result = compare.model_vs_real(con, load_scenario(SCENARIO), "conformance",
+                                       [f"conformance-{b}" for b in BROKERS])
+    finally:
+        con.close()
+    dead_lettered = report["model_vs_real"]
+    assert result["unexplained"] > 0
+    assert {d["kind"] for d in result["differences"]} == {"hops"}
+    assert result["messages"] == dead_lettered["messages"]
+    assert result["identical"] < dead_lettered["identical"]
+
+
+def test_a_bad_release_number_is_refused_before_anything_starts(tmp_path):
+    """`retry-audit conformance --rocketmq 4.9` exits 2 naming the flag, and writes nothing."""
+    proc = subprocess.run([sys.executable, "-m", "orchestration.cli", "conformance", "--rocketmq", "4.9",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert "--rocketmq" in proc.stderr and "4.9" in proc.stderr
+    assert not (tmp_path / "out").exists()
