@@ -84,7 +84,7 @@ def import_store(args) -> int:
                             hint="pass the directory that holds commitlog/, consumequeue/ and config/")
     summary = run_import(store, Path(args.out), name=args.name, strict=args.strict,
                          progress=_progress_printer(getattr(args, "quiet", False)),
-                         wall_clock=time.monotonic)
+                         wall_clock=time.monotonic, decoder=getattr(args, "decoder", "columnar"))
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
     elif not getattr(args, "quiet", False):

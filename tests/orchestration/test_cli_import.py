@@ -83,3 +83,21 @@ def test_json_problems_name_kind_severity_file_and_offset(retained_store_copy, t
     assert ("torn-record", "error", "commitlog/00000000000000049152", 54903) in found
     assert ("cq-past-commitlog", "error", "consumequeue/%DLQ%GroupA/0/00000000000000000000", 140) in found
     assert main(["import-store", str(store), "--out", str(tmp_path / "s"), "--strict"]) == 2
+
+
+def test_decoder_flag_picks_the_reference_decoder(store_fixtures, tmp_path, capsys):
+    """--decoder reference imports with the per-record decoder into the same commitlog file as the
+    default columnar one; an unknown decoder is a usage error (exit 2)."""
+    store = str(store_fixtures / "store-crashed")
+    for decoder in ("reference", "columnar"):
+        args = ["import-store", store, "--out", str(tmp_path / decoder), "--name", "c", "--decoder", decoder]
+        assert main(args) == 0
+    part = "parquet/commitlog/part-00000.parquet"
+    assert (tmp_path / "reference" / part).read_bytes() == (tmp_path / "columnar" / part).read_bytes()
+    capsys.readouterr()
+    try:
+        code = main(["import-store", store, "--out", str(tmp_path / "x"), "--decoder", "fast"])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2 and "invalid choice: 'fast'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
