@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export RETRY_AUDIT_HOME ?= $(abspath var)
 
-.PHONY: venv test demo ui bench bench-quick lint clean
+.PHONY: venv test demo ui bench bench-quick lint clean conformance
 
 venv: $(STAMP)
 
@@ -31,6 +31,15 @@ lock:
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Real RocketMQ brokers and clients against the audit and the model (the long workload: 16
+# retries to the DLQ). Needs java, javac and mvn; ROCKETMQ=4.9.4 by default.
+ROCKETMQ ?= 4.9.4
+conformance: $(STAMP)
+	@for tool in java javac mvn; do command -v $$tool >/dev/null || { \
+	  echo "make conformance needs $$tool: apt-get install openjdk-17-jdk-headless maven" >&2; exit 2; }; done
+	$(BIN)/retry-audit conformance --rocketmq $(ROCKETMQ) --scenario scenarios/conformance-long.yaml \
+	  --out var/conformance/$(ROCKETMQ)
 
 demo: $(STAMP)
 	$(BIN)/python -m orchestration.demo

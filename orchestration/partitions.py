@@ -7,7 +7,10 @@ code location from the UI) without a code change:
 * ``<scenarios>/<name>.yaml``: a scenario; materializing ``raw/run`` simulates it;
 * ``<data home>/stores/<name>/``: a RocketMQ store directory; ``raw/run`` imports it;
 * ``<data home>/runs/<name>/`` whose ``runs`` table says source ``import``: a store imported with
-  ``retry-audit import-store``; ``raw/run`` takes it as it is.
+  ``retry-audit import-store``; ``raw/run`` takes it as it is;
+* ``<data home>/conformance/<version>/stores/<broker>/``: a real broker's store written by
+  ``make conformance``; partition ``conformance-<version, dots as underscores>-<broker>``, imported
+  like any store.
 
 The data home is ``RETRY_AUDIT_HOME`` (default ``./var``, made absolute); nothing here reads the
 environment at import time.
@@ -28,6 +31,7 @@ HOME_DEFAULT = "var"
 SCENARIOS_ENV = "RETRY_AUDIT_SCENARIOS"
 RUNS_DIR = "runs"
 STORES_DIR = "stores"
+CONFORMANCE_DIR = "conformance"
 WAREHOUSE_FILE = "warehouse.duckdb"
 DAGSTER_HOME_DIR = "dagster_home"
 SOURCE_IMPORT = "import"
@@ -94,6 +98,10 @@ def discover_runs(home: Path, scenarios: Path) -> dict[str, RunSource]:
         for store in sorted(stores.iterdir()):
             if store.is_dir() and RUN_NAME_PATTERN.fullmatch(store.name) and (store / "commitlog").is_dir():
                 found[store.name] = RunSource(store.name, STORE, store)
+    for store in sorted((home / CONFORMANCE_DIR).glob(f"*/{STORES_DIR}/*")):
+        name = f"{CONFORMANCE_DIR}-{store.parent.parent.name.replace('.', '_')}-{store.name}"
+        if (store / "commitlog").is_dir() and RUN_NAME_PATTERN.fullmatch(name):
+            found[name] = RunSource(name, STORE, store)
     if scenarios.is_dir():
         for scenario in sorted(scenarios.glob("*.yaml")):
             if RUN_NAME_PATTERN.fullmatch(scenario.stem):

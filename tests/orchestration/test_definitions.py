@@ -80,3 +80,16 @@ def test_embedded_scenarios_are_partitions(tmp_path, name):
     """The embedded scenarios are partitions of every asset."""
     found = discover_runs(tmp_path, scenarios_dir())
     assert found[name].kind == "scenario"
+
+
+def test_a_conformance_runs_real_stores_are_partitions(tmp_path):
+    """The real brokers' stores `make conformance` leaves under conformance/<version>/stores/ are store partitions."""
+    home = tmp_path / "home"
+    for broker in ("broker-a", "broker-b"):
+        (home / "conformance" / "4.9.4" / "stores" / broker / "commitlog").mkdir(parents=True)
+    (home / "conformance" / "4.9.4" / "stores" / "empty").mkdir(parents=True)
+    found = discover_runs(home, tmp_path / "no-scenarios")
+    assert {n: (s.kind, s.path.name) for n, s in found.items()} == {
+        "conformance-4_9_4-broker-a": ("store", "broker-a"),
+        "conformance-4_9_4-broker-b": ("store", "broker-b"),
+    }
