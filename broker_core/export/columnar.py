@@ -71,6 +71,7 @@ from broker_core.store.reader import (
     _SIZE_MAGIC,
     CQ_PRE_BLANK_UNIT_SIZE,
     PROGRESS_EVERY_RECORDS,
+    READ_CHUNK_BYTES,
     RELEASE_MAPPED_EVERY_BYTES,
     WARNING,
     CommitLogFile,
@@ -82,9 +83,11 @@ from broker_core.store.reader import (
 )
 
 # A slice is decoded at once: this many records at most, and at most this much of the file, so
-# the gathered columns and their temporaries stay bounded (tens of MiB) whatever the file size.
-SLICE_RECORDS = ROW_GROUP_ROWS
-SLICE_BYTES = 16 * 1024 * 1024
+# the gathered columns and their temporaries stay bounded (a few MiB) whatever the file size.
+# Smaller slices keep the temporaries in cache: on 300,000 records of 450 bytes, 4 MiB slices
+# decoded in about 20 % less CPU than 16 MiB ones, and 1 MiB ones lost it again to per-slice calls.
+SLICE_RECORDS = 16 * 1024
+SLICE_BYTES = 4 * 1024 * 1024
 
 # Record layout (ROCKETMQ_SPEC §1.2; codec's header struct): positions from the record start.
 _TOTAL, _MAGIC, _CRC, _QUEUE_ID, _QUEUE_OFFSET, _PHYS, _SYSFLAG, _BORN_TS, _BORN_HOST = (
@@ -213,7 +216,7 @@ class ColumnarStoreReader(StoreReader):
         The rest of the last file is usually tens of MiB of zeros; the reference copies it out
         in chunks to strip them, which cost as much as decoding a tenth of the records.
         """
-        if limit > pos and _any_nonzero(buf, pos, limit):
+        if limit > pos and _any_nonzero(cf.path, pos, limit):
             super()._check_zero_tail(cf, buf, pos, limit)
 
     def _check_consume_queues(self, valid_end: int) -> list[Problem]:
@@ -237,18 +240,20 @@ class ColumnarStoreReader(StoreReader):
                 for path in files:
                     if path.stat().st_size % _CQ_UNIT.itemsize:
                         return False
-                    if ended:
-                        continue
-                    units = np.fromfile(path, dtype=_CQ_UNIT)
-                    phys, size = units["phys"], units["size"].astype(np.int64)
-                    pre_blank = (phys == 0) & (size == CQ_PRE_BLANK_UNIT_SIZE) & (units["tags"] == 0)
-                    count = _first(~pre_blank & ((phys < 0) | (size <= 0)))
-                    ended = count < len(units)
-                    used = ~pre_blank[:count]
-                    phys, size = phys[:count][used], size[:count][used]
-                    # end = phys + size, compared without forming it (no int64 overflow)
-                    if np.any(phys > valid_end - size) or np.any((phys < first) & (phys > first - size)):
-                        return False
+                    with open(path, "rb") as fh:
+                        # In pieces, up to the first invalid unit: a queue file is preallocated
+                        # (zeros after its last unit), as in the reference.
+                        while not ended and len(chunk := fh.read(READ_CHUNK_BYTES)) >= _CQ_UNIT.itemsize:
+                            units = np.frombuffer(chunk, dtype=_CQ_UNIT, count=len(chunk) // _CQ_UNIT.itemsize)
+                            phys, size = units["phys"], units["size"].astype(np.int64)
+                            pre_blank = (phys == 0) & (size == CQ_PRE_BLANK_UNIT_SIZE) & (units["tags"] == 0)
+                            count = _first(~pre_blank & ((phys < 0) | (size <= 0)))
+                            ended = count < len(units)
+                            used = ~pre_blank[:count]
+                            phys, size = phys[:count][used], size[:count][used]
+                            # end = phys + size, compared without forming it (no int64 overflow)
+                            if np.any(phys > valid_end - size) or np.any((phys < first) & (phys > first - size)):
+                                return False
         except OSError:
             return False
         return True
@@ -400,20 +405,23 @@ def _check_and_copy(buf, limit, p, check_crc, i8, i4, i2, u1) -> _Slice:
         v6_born=v6_born[sl], v6_store=v6_store[sl], topic=topic, properties=props)
 
 
-def _any_nonzero(buf, start: int, end: int) -> bool:
-    """Whether ``buf[start:end]`` holds a non-zero byte, looked at 8 bytes at a time in pieces."""
-    head = min(end, start + (-start) % 8)
-    words_end = head + (end - head) // 8 * 8
-    for a, b in ((start, head), (words_end, end)):
-        if any(buf[a:b]):
-            return True
-    step = SLICE_BYTES
-    for at in range(head, words_end, step):
-        words = np.frombuffer(buf, dtype=np.uint64, count=(min(words_end, at + step) - at) // 8, offset=at)
-        found = bool(words.any())
-        del words  # no view of the mapping may outlive this call
-        if found:
-            return True
+def _any_nonzero(path, start: int, end: int) -> bool:
+    """Whether bytes ``[start, end)`` of the file hold a non-zero byte (True when unreadable).
+
+    Read into one buffer rather than through the mapping: faulting in tens of MiB of mapped
+    zeros page by page costs several times the copy.
+    """
+    piece = bytearray(min(SLICE_BYTES, end - start))
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            fh.seek(start)
+            while start < end:
+                got = fh.readinto(memoryview(piece)[:min(len(piece), end - start)])
+                if not got or np.count_nonzero(np.frombuffer(piece, dtype=np.uint8, count=got)):
+                    return True
+                start += got
+    except OSError:
+        return True
     return False
 
 
@@ -623,6 +631,7 @@ def _properties(props: pa.Array) -> dict[str, pa.Array]:
     seg_end = np.empty(segments, dtype=np.int64)
     seg_end[last_of_row] = offs[1:]
     seg_end[~last_of_row] = seps
+    # A segment's split is its first \x01 (if it comes before the segment's end).
     ones = np.flatnonzero(data == 1)
     ones = ones[ones >= offs[0]]
     nxt = np.searchsorted(ones, seg_start)
@@ -669,9 +678,9 @@ def _properties(props: pa.Array) -> dict[str, pa.Array]:
     hit = np.flatnonzero(column_of >= 0)
     take = np.full((len(wanted), n), -1, dtype=np.int64)
     take[column_of[hit], entry_row[hit]] = hit
-    present = set(column_of[hit].tolist())
+    present = np.bincount(column_of[hit], minlength=len(wanted))
     for slot, column in enumerate(_EXTRACTED):
-        if slot not in present:
+        if not present[slot]:
             default = _INT_DEFAULTS.get(column)
             out[column] = (pa.nulls(n, pa.string()) if column not in _INT_DEFAULTS else
                            pa.nulls(n, pa.int32()) if default is None else
