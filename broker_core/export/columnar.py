@@ -679,6 +679,8 @@ def _properties(props: pa.Array) -> dict[str, pa.Array]:
     take = np.full((len(wanted), n), -1, dtype=np.int64)
     take[column_of[hit], entry_row[hit]] = hit
     present = np.bincount(column_of[hit], minlength=len(wanted))
+    flat = take.ravel()
+    texts = values.take(pa.array(flat, mask=flat < 0))  # every extracted column in one take
     for slot, column in enumerate(_EXTRACTED):
         if not present[slot]:
             default = _INT_DEFAULTS.get(column)
@@ -686,8 +688,8 @@ def _properties(props: pa.Array) -> dict[str, pa.Array]:
                            pa.nulls(n, pa.int32()) if default is None else
                            pa.array(np.full(n, default, dtype=np.int32), pa.int32()))
             continue
-        texts = values.take(pa.array(take[slot], mask=take[slot] < 0))
-        out[column] = _ints(texts, _INT_DEFAULTS[column]) if column in _INT_DEFAULTS else texts
+        mine = texts.slice(slot * n, n)
+        out[column] = _ints(mine, _INT_DEFAULTS[column]) if column in _INT_DEFAULTS else mine
     return out
 
 
