@@ -371,13 +371,19 @@ FROM (SELECT DISTINCT run_id, message_key, "group" FROM branch_shapes) b
 WHERE NOT EXISTS (SELECT 1 FROM shared s WHERE s.run_id = b.run_id AND s.message_key = b.message_key)
   AND b.run_id NOT IN (SELECT run_id FROM cut_runs)
 UNION ALL
-SELECT l.run_id, l.message_key, l."group",
-       CASE WHEN l.truncated THEN 'truncated, but its first hop is in the commit log'
-            ELSE 'not truncated, but its first hops are before the commit log''s first offset' END
+-- The lineage's truncated against head_removed, each side from its own few rows: a filter on
+-- truncated (Parquet statistics skip the row groups without one), and a join from head_removed
+-- (empty outside cut runs, so message_lineage is not even read).
+SELECT l.run_id, l.message_key, l."group", 'truncated, but its first hop is in the commit log'
 FROM message_lineage l
-WHERE l.final_state <> 'LOST' AND (l.truncated OR l.run_id IN (SELECT run_id FROM cut_runs))
-  AND l.truncated <> EXISTS (SELECT 1 FROM head_removed t
-                             WHERE t.run_id = l.run_id AND t.message_key = l.message_key)
+WHERE l.truncated AND l.final_state <> 'LOST'
+  AND NOT EXISTS (SELECT 1 FROM head_removed t WHERE t.run_id = l.run_id AND t.message_key = l.message_key)
+UNION ALL
+SELECT l.run_id, l.message_key, l."group",
+       'not truncated, but its first hops are before the commit log''s first offset'
+FROM head_removed t
+JOIN message_lineage l ON l.run_id = t.run_id AND l.message_key = t.message_key
+WHERE NOT l.truncated AND l.final_state <> 'LOST'
 UNION ALL
 SELECT run_id, message_key, "group",
        CASE WHEN n = 0 THEN 'no hops'
