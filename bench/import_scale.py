@@ -1,4 +1,4 @@
-"""import-store on a simulated store: the columnar and the reference decoder beside two floors.
+"""P7: import-store on a simulated store, the columnar and the reference decoder beside two floors.
 
 The input is a simulated broker's store: ``bench/scenarios/retry-heavy.yaml`` scaled to
 ``--messages`` (152,000 by default: about 300,000 commit-log records in three 64 MiB files),
@@ -169,7 +169,7 @@ def _measure(args, store: Path, files: list[Path], work: Path, runs: int, messag
         # Quick or resized tables never overwrite the committed full-size one.
         (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
         name = "quick/import_scale"
-    return write_result(name, "import-store: columnar vs reference decoder, beside read and write floors",
+    return write_result(name, "P7 import-store: columnar vs reference decoder, beside read and write floors",
                         ["path", "median rec/s", "p90 rec/s", "max rec/s", "CPU rec/s", "CPU MB/s",
                          "CPU median s", "CPU / write floor"], rows, notes)
 

@@ -1,4 +1,4 @@
-"""Run every benchmark (P1-P6), each in its own process, and print one summary.
+"""Run every benchmark (P1-P7), each in its own process, and print one summary.
 
 ``python -m bench.run_all`` writes the full result tables under ``bench/results/`` (committed, so
 a regression shows in review); ``--quick`` runs small sizes in a few minutes and writes its
@@ -57,6 +57,7 @@ BENCHES = (
     Bench("P4", "lineage_scale", timeout_s_full=BENCH_TIMEOUT_S_LINEAGE_FULL),
     Bench("P5", "memory"),
     Bench("P6", "warehouse_build"),
+    Bench("P7", "import_scale"),
 )
 
 

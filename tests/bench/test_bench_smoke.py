@@ -142,3 +142,12 @@ def test_warehouse_build_writes_its_table(results, data_dir):
                      "--messages", "100", "--data-dir", str(data_dir))
     assert "in 2 simulated runs of 100 messages" in text
     assert_table(text, "P6 warehouse build + all checks", ["median s", "commit-log records/s at median"], 3)
+
+
+def test_import_scale_writes_its_table(results, data_dir):
+    """The import benchmark writes both decoders' imports, the decode alone and the two floors,
+    each with its CPU ratio to the Parquet-write floor, and a profile."""
+    text = run_bench("import_scale", results, "--quick", "--messages", "300", "--runs", "1",
+                     "--data-dir", str(data_dir))
+    assert_table(text, "P7 import-store", ["CPU rec/s", "CPU MB/s", "CPU / write floor"], 5)
+    assert "floor: write the commitlog table to Parquet | " in text and "cProfile" in text
