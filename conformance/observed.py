@@ -48,15 +48,22 @@ def parse_lines(lines) -> Observed:
     return seen
 
 
-def outcome(model: str, status: str) -> str:
+def outcome(model: str, status: str, mode: str | None = None, reconsume_times: int = 0,
+            max_reconsume_times: int | None = None) -> str:
     """What happened after the listener returned, as the push consumer handles each status."""
     if status == SUCCESS:
         return "ACKED"
+    if mode == "ORDERLY":
+        # An orderly client retries locally, and sends the message back itself once past the max
+        # (ConsumeMessageOrderlyService.checkReconsumeTimes; -1 means no max).
+        past_max = max_reconsume_times is not None and 0 <= max_reconsume_times <= reconsume_times
+        return "SENT_BACK_BY_CLIENT" if past_max else "LOCAL_RETRY"
     # A broadcasting consumer drops a failed message; a clustering one sends it back.
     return "DROPPED" if model == "BROADCASTING" else "SENT_BACK"
 
 
-def write_tables(seen: Observed, out_dir: Path, run_id: str) -> dict[str, int]:
+def write_tables(seen: Observed, out_dir: Path, run_id: str,
+                 max_reconsume_times: dict[str, int] | None = None) -> dict[str, int]:
     """Write ``out_dir/produced/`` and ``out_dir/consume_attempts/`` (Parquet, contract columns)."""
     produced = [{
         "run_id": run_id, "uniq_key": s["uniq_key"], "topic": s["topic"], "queue_id": s.get("queue_id"),
@@ -68,7 +75,9 @@ def write_tables(seen: Observed, out_dir: Path, run_id: str) -> dict[str, int]:
         "queue_topic": c["queue_topic"], "queue_id": c["queue_id"], "queue_offset": c["queue_offset"],
         "msg_id": c["offset_msg_id"], "uniq_key": c["uniq_key"], "topic": c["topic"],
         "reconsume_times": c["reconsume_times"], "start_ts": c["start_ts"], "end_ts": c["end_ts"],
-        "status": c["status"], "outcome": outcome(c["model"], c["status"]),
+        "status": c["status"],
+        "outcome": outcome(c["model"], c["status"], c.get("mode"), c["reconsume_times"],
+                           (max_reconsume_times or {}).get(c["group"])),
         "phys_offset": c["commit_log_offset"],
     } for c in sorted(seen.consumes, key=lambda c: (c["start_ts"], c["group"], c["consumer_id"]))]
     return {

@@ -16,14 +16,19 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from broker_core.delay_levels import parse_delay_levels
 from broker_core.sim.scenario import Scenario
 
 BROADCASTING = "BROADCASTING"
 CLUSTERING = "CLUSTERING"
 SUCCESS = "CONSUME_SUCCESS"
 TIMEOUT_MARGIN_S = 120  # beyond the model's simulated duration, before the driver gives up
-IDLE_MS = 20_000
-DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"  # no listener call for this long after the sends: the driver stops waiting
+# No listener call for this long after the sends and the driver stops waiting: a few seconds, and
+# more than twice the longest delay level, so a retry waiting in the schedule is never cut off.
+# (It ends early the runs whose redeliveries made the model's call counts unreachable.)
+IDLE_MS_MIN = 8_000
+IDLE_MS_PER_DELAY = 2
+DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 
 
 @dataclass
@@ -40,7 +45,8 @@ def _body_head(keys: str) -> str:
     return f"p{producer}-m{index}|"
 
 
-def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: dict[str, str]) -> Plan:
+def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: dict[str, str],
+               sides: list[tuple[str, int]] = (), side_dir: Path | None = None) -> Plan:
     """The driver's plan for ``scenario``, from the model's run of it in ``model_run``."""
     parquet = Path(model_run) / "parquet"
     produced = pq.read_table(parquet / "produced").to_pylist()
@@ -64,6 +70,7 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
                                 str(g.max_reconsume_times), str(g.behavior.consume_time_ms),
                                 ",".join(g.subscribe)]))
     verdicts: dict[tuple[str, str], str] = {}
+    calls_by_key: dict[tuple[str, str], int] = defaultdict(int)
     attempts_seen: dict[tuple[str, str], set] = defaultdict(set)
     for a in attempts:
         group, uniq = a["group"], a["uniq_key"]
@@ -72,8 +79,10 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
         else:
             key = f"{uniq}/{a['reconsume_times']}"
         attempts_seen[(group, uniq)].add(key)
-        # The first verdict for an attempt wins: a duplicate delivery replays it.
-        verdicts.setdefault((group, key), a["status"])
+        # A redelivery of the same attempt (after a consumer crash) is the next call with that key.
+        nth = calls_by_key[(group, key)]
+        calls_by_key[(group, key)] += 1
+        verdicts[(group, f"{key}/{nth}")] = a["status"]
     lines += [f"verdict\t{g}\t{k}\t{s}" for (g, k), s in verdicts.items() if s != SUCCESS]
     expected = {gk: len(keys) for gk, keys in attempts_seen.items()}
     lines += [f"expect\t{g}\t{u}\t{n}" for (g, u), n in expected.items()]
@@ -95,5 +104,9 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
     runs = pq.read_table(parquet / "runs").to_pylist()[0]
     simulated_s = (runs["sim_end_ts"] - runs["sim_start_ts"]).total_seconds()
     timeout_ms = int((simulated_s + TIMEOUT_MARGIN_S) * 1000)
-    lines += [f"setting\ttimeout_ms\t{timeout_ms}", f"setting\tidle_ms\t{IDLE_MS}"]
+    idle_ms = max(IDLE_MS_MIN, IDLE_MS_PER_DELAY * max(parse_delay_levels(scenario.broker.message_delay_level)))
+    lines += [f"setting\ttimeout_ms\t{timeout_ms}", f"setting\tidle_ms\t{idle_ms}"]
+    lines += [f"side\t{group}\t{index}" for group, index in sides]
+    if side_dir is not None:
+        lines.append(f"sidedir\t{side_dir}")
     return Plan("\n".join(lines) + "\n", len(produced), expected, timeout_ms)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -25,13 +24,12 @@ from pathlib import Path
 from broker_core.errors import BadInputError, RetryAuditError
 from broker_core.sim.scenario import load_scenario
 from conformance import compare, jars, observed
-from conformance.cluster import COMMON_FLAGS, DRIVER_MEMORY, JDK17_FLAGS, BrokerSpec, Cluster, tail
-from conformance.driver import MAIN_CLASS, compile_driver
+from conformance.cluster import BrokerSpec, Cluster
+from conformance.driver import compile_driver
 from conformance.plan import build_plan
+from conformance.play import SIDE_DIR, play, side_consumers
 
 BROKERS = ("broker-a", "broker-b")
-DRIVER_GRACE_S = 90  # beyond the plan's own timeout before the driver process is killed
-REBALANCE_WAIT_MS = 2000  # the clients' periodic rebalance (default 20 s): two consumers settle fast
 REPORT_NAME = "report.json"
 
 
@@ -58,6 +56,7 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     if not scenario_path.is_file():
         raise BadInputError("scenario file does not exist", where=str(scenario_path))
     scenario = load_scenario(scenario_path)
+    side_consumers(scenario)  # refuses faults the real cluster cannot play, before anything starts
     work = Path(out_dir).absolute()
     if work.exists():
         if not (work / REPORT_NAME).exists() and any(work.iterdir()):
@@ -80,13 +79,16 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
         with Cluster(work / "cluster", lib, specs, cluster_name=scenario.broker.cluster, log=say) as cluster:
             timings["boot_s"] = {k: round(v, 2) for k, v in cluster.boot_seconds.items()}
             plan = build_plan(scenario, work / "runs" / "model", namesrv=cluster.namesrv_addr,
-                              brokers=cluster.broker_addrs)
+                              brokers=cluster.broker_addrs, sides=side_consumers(scenario),
+                              side_dir=work / SIDE_DIR)
             report["messages"] = plan.messages
             plan_path = work / "plan.tsv"
             plan_path.write_text(plan.text)
             say(f"real clients: {plan.messages} messages on {', '.join(BROKERS)} (RocketMQ {version})")
             with _timed(timings, "real_clients_s"):
-                seen, driver_rss = _run_driver(classes, lib, plan_path, work, plan.timeout_ms)
+                played = play(scenario, classes, lib, plan_path, work, plan.timeout_ms, log=say)
+            seen, driver_rss = played.seen, played.driver_rss_mib
+            report["faults"] = played.faults
             report["jvm_rss_mib"] = {**{k: round(v) for k, v in cluster.rss_mib().items()},
                                      "driver": driver_rss}
             with _timed(timings, "stop_brokers_s"):
@@ -97,7 +99,8 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
                 shutil.move(cluster.procs[name].store, work / "stores" / name)
         shutil.rmtree(work / "cluster", ignore_errors=True)
         report["driver"] = {"phases_ms": seen.phases, "end": seen.done}
-        observed.write_tables(seen, work / "clients", f"{scenario.name}-clients")
+        observed.write_tables(seen, work / "clients", f"{scenario.name}-clients",
+                              {g.name: g.max_reconsume_times for g in scenario.groups})
 
         runs = [work / "runs" / "model"]
         with _timed(timings, "import_s"):
@@ -121,48 +124,6 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
         e.hint = (e.hint + "; " if e.hint else "") + f"logs and partial output kept in {work} (no report.json)"
         raise
     return report
-
-
-def _run_driver(classes: Path, lib: Path, plan_path: Path, work: Path, timeout_ms: int):
-    home = work / "cluster" / "driver"
-    home.mkdir(parents=True, exist_ok=True)
-    stdout_path, stderr_path = work / "driver.out", work / "driver.err"
-    cmd = ["java", *JDK17_FLAGS, *COMMON_FLAGS, *DRIVER_MEMORY, f"-Duser.home={home}",
-           f"-Drocketmq.client.logRoot={home / 'logs'}",
-           f"-Drocketmq.client.rebalance.waitInterval={REBALANCE_WAIT_MS}",
-           "-cp", f"{classes}{os.pathsep}{lib / '*'}", MAIN_CLASS, str(plan_path)]
-    peak_rss = 0.0
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout_ms / 1000 + DRIVER_GRACE_S
-        try:
-            while proc.poll() is None:
-                if time.monotonic() > deadline:
-                    raise RetryAuditError(f"the client driver did not finish in time:\n{tail(stderr_path)}",
-                                          where=str(stdout_path))
-                peak_rss = max(peak_rss, _rss_mib(proc.pid))
-                time.sleep(0.5)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    if proc.returncode != 0:
-        raise RetryAuditError(f"the client driver exited with code {proc.returncode}:\n{tail(stderr_path)}",
-                              where=str(stderr_path))
-    seen = observed.parse_lines(stdout_path.read_text().splitlines())
-    if seen.done is None:
-        raise RetryAuditError("the client driver ended without its done line", where=str(stdout_path))
-    return seen, round(peak_rss)
-
-
-def _rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def _keep_logs(cluster: Cluster, work: Path) -> None:

@@ -35,6 +35,11 @@ def format_summary(report: dict, out: Path) -> str:
         lines.append(f"    explained {kind}: {info['count']}")
     for kind, count in mvr["unexplained_kinds"].items():
         lines.append(f"    UNEXPLAINED {kind}: {count}")
+    dup = report.get("duplicates")
+    if dup:
+        lines.append(f"  duplicate consumes: model {dup['model']}, real {dup['real']}")
+    for f in report.get("faults", []):
+        lines.append(f"  fault at {f['at_ms'] / 1000:.1f} s: {f['kind']} {f['consumer']}")
     failed = [f"{run}: {name}" for run, checks in report["checks"].items()
               for name, c in checks.items() if c["blocking"] and not c["passed"]]
     lines.append(f"  blocking checks: {'all passed' if not failed else 'FAILED ' + '; '.join(failed)}")

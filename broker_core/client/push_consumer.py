@@ -369,14 +369,20 @@ class PushConsumer:
 
     def _deliver(self, msgs: list[PulledMessage], pq: ProcessQueue, mq: MessageQueue,
                  slot_start_ts: int, finish) -> None:
-        """Call the listener: resetRetryTopic, CONSUME_START_TIME, then the verdict's duration."""
+        """Call the listener: resetRetryTopic, CONSUME_START_TIME, then the verdict's duration.
+
+        Only the concurrent service stamps CONSUME_START_TIME into the message's properties (for
+        its consume-timeout scan); 4.9.4's ConsumeMessageOrderlyService does not, so a message an
+        orderly client sends back carries none (seen on real 4.9.4 clients, docs/conformance.md).
+        """
         now = self.sim.now()
         start_time = str(now)
         group = self.settings.group
         for msg in msgs:
             msg.reset_retry_topic(group)
             msg.consume_start_ts = now
-            msg.properties[PROP_CONSUME_START_TIME] = start_time
+            if not self.orderly:
+                msg.properties[PROP_CONSUME_START_TIME] = start_time
             msg.expired = False
             msg.attempts += 1
         verdict = self.listener.consume([m.uniq_key for m in msgs])

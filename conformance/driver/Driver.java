@@ -8,11 +8,17 @@
 //   topic    NAME  QUEUES_PER_BROKER
 //   group    NAME  MODEL(CLUSTERING|BROADCASTING)  MODE(CONCURRENTLY|ORDERLY)  CONSUMERS
 //            MAX_RECONSUME_TIMES  CONSUME_TIME_MS  TOPIC[,TOPIC...]
-//   verdict  GROUP  KEY  STATUS      KEY is UNIQ_KEY/RECONSUME_TIMES (clustering) or
-//                                    UNIQ_KEY/CONSUMER_INDEX (broadcasting); absent = success
+//   verdict  GROUP  KEY  STATUS      KEY is UNIQ_KEY/RECONSUME_TIMES/N (clustering) or
+//                                    UNIQ_KEY/CONSUMER_INDEX/N (broadcasting), N counting the
+//                                    calls with that key from 0 (a redelivery after a crash is
+//                                    the next N); absent = success
 //   msg      AT_MS  PRODUCER  PRODUCER_GROUP  TOPIC  TAGS|-  KEYS  DELAY_LEVEL  UNIQ_KEY  BODY_HEAD  BODY_SIZE
 //   expect   GROUP  UNIQ_KEY  CALLS  the listener calls after which (GROUP, UNIQ_KEY) is done
 //   setting  NAME  VALUE         idle_ms, timeout_ms, settle_ms, start_wait_ms
+//   side     GROUP  INDEX        a consumer run in a process of its own (so it can be SIGKILLed):
+//                                the main driver skips it, `Driver PLAN --only GROUP INDEX` runs it
+//   sidedir  DIR                 where those processes' stdout files are: their listener calls
+//                                count towards the main driver's "every message is done"
 // Output lines (stdout): {"ev":"send",...}, {"ev":"consume",...}, {"ev":"phase",...}, {"ev":"done",...}.
 import java.io.BufferedReader;
 import java.io.FileReader;
@@ -55,11 +61,19 @@ public class Driver {
     static final List<String[]> msgs = new ArrayList<>();
     static final Map<String, Integer> expectCalls = new HashMap<>();
     static final Map<String, AtomicInteger> calls = new ConcurrentHashMap<>();
+    static final Map<String, AtomicInteger> callsByKey = new ConcurrentHashMap<>();
     static final Map<String, Long> settings = new HashMap<>();
+    static final Set<String> sides = new HashSet<>();
+    static String sideDir;
+    static final Map<String, String> MODES = new HashMap<>();
 
     public static void main(String[] args) {
         // Client threads are not daemons: any failure must still end the process.
         try {
+            if (args.length == 4 && "--only".equals(args[1])) {
+                runOne(args[0], args[2], Integer.parseInt(args[3]));
+                return;
+            }
             run(args[0]);
         } catch (Throwable e) {
             e.printStackTrace();
@@ -99,7 +113,9 @@ public class Driver {
         List<DefaultMQPushConsumer> consumers = new ArrayList<>();
         for (String[] g : groups) {
             int n = Integer.parseInt(g[3]);
-            for (int i = 0; i < n; i++) consumers.add(startConsumer(g, i));
+            for (int i = 0; i < n; i++) {
+                if (!sides.contains(g[0] + "\t" + i)) consumers.add(startConsumer(g, i));
+            }
         }
         Thread.sleep(startWaitMs);
         phase("consumers", t0);
@@ -142,12 +158,56 @@ public class Driver {
         emit("{\"ev\":\"done\",\"reason\":\"" + reason + "\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
     }
 
+    // One consumer in a process of its own: runs until SIGTERM (a clean shutdown that persists its
+    // offsets) or SIGKILL (a crash).
+    static void runOne(String planPath, String group, int index) throws Exception {
+        readPlan(planPath);
+        String[] spec = null;
+        for (String[] g : groups) if (g[0].equals(group)) spec = g;
+        if (spec == null) throw new IllegalArgumentException("no group " + group + " in the plan");
+        final DefaultMQPushConsumer c = startConsumer(spec, index);
+        final Object stop = new Object();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            c.shutdown();
+            emit("{\"ev\":\"phase\",\"name\":\"stopped\",\"elapsed_ms\":0}");
+        }));
+        emit("{\"ev\":\"phase\",\"name\":\"started\",\"elapsed_ms\":0}");
+        synchronized (stop) {
+            while (true) stop.wait();
+        }
+    }
+
     static boolean allDone() {
+        Map<String, Integer> outside = sideCalls();
         for (Map.Entry<String, Integer> e : expectCalls.entrySet()) {
             AtomicInteger c = calls.get(e.getKey());
-            if (c == null || c.get() < e.getValue()) return false;
+            int n = (c == null ? 0 : c.get()) + outside.getOrDefault(e.getKey(), 0);
+            if (n < e.getValue()) return false;
         }
         return true;
+    }
+
+    // Listener calls printed by the consumers that run in processes of their own.
+    static Map<String, Integer> sideCalls() {
+        Map<String, Integer> out = new HashMap<>();
+        if (sideDir == null) return out;
+        java.io.File[] files = new java.io.File(sideDir).listFiles((d, n) -> n.endsWith(".out"));
+        if (files == null) return out;
+        java.util.regex.Pattern group = java.util.regex.Pattern.compile("\"group\":\"([^\"]*)\"");
+        java.util.regex.Pattern uniq = java.util.regex.Pattern.compile("\"uniq_key\":\"([^\"]*)\"");
+        for (java.io.File f : files) {
+            try (BufferedReader r = new BufferedReader(new FileReader(f, StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = r.readLine()) != null) {
+                    if (!line.startsWith("{\"ev\":\"consume\"") || !line.endsWith("}")) continue;
+                    java.util.regex.Matcher g = group.matcher(line), u = uniq.matcher(line);
+                    if (g.find() && u.find()) out.merge(g.group(1) + "\t" + u.group(1), 1, Integer::sum);
+                }
+            } catch (java.io.IOException e) {
+                // a file being written: counted on the next look
+            }
+        }
+        return out;
     }
 
     static void phase(String name, long t0) {
@@ -208,7 +268,6 @@ public class Driver {
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.setPollNameServerInterval(1000);
         c.setHeartbeatBrokerInterval(1000);
-        c.setPersistConsumerOffsetInterval(1000);
         c.setConsumeThreadMin(2);
         c.setConsumeThreadMax(2);
         if (broadcasting) c.setMessageModel(MessageModel.BROADCASTING);
@@ -219,7 +278,8 @@ public class Driver {
             c.registerMessageListener((MessageListenerOrderly) (list, ctx) -> {
                 String status = "CONSUME_SUCCESS";
                 for (MessageExt msg : list) {
-                    status = consume(group, consumerId, index, broadcasting, "ORDERLY", msg, ctx.getMessageQueue(), consumeMs);
+                    status = consume(group, consumerId, index, broadcasting, broadcasting ? "BROADCASTING" : "CLUSTERING",
+                            msg, ctx.getMessageQueue(), consumeMs);
                 }
                 return "CONSUME_SUCCESS".equals(status) ? ConsumeOrderlyStatus.SUCCESS
                         : ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT;
@@ -248,7 +308,8 @@ public class Driver {
         long start = System.currentTimeMillis();
         String uniq = msg.getProperty("UNIQ_KEY");
         String key = broadcasting ? uniq + "/" + index : uniq + "/" + msg.getReconsumeTimes();
-        String status = verdicts.getOrDefault(group + "\t" + key, "CONSUME_SUCCESS");
+        int nth = callsByKey.computeIfAbsent(group + "\t" + key, k -> new AtomicInteger()).getAndIncrement();
+        String status = verdicts.getOrDefault(group + "\t" + key + "/" + nth, "CONSUME_SUCCESS");
         if (consumeMs > 0) {
             try { Thread.sleep(consumeMs); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
         }
@@ -273,6 +334,7 @@ public class Driver {
         field(sb, "start_ts", start);
         field(sb, "end_ts", end);
         field(sb, "status", status);
+        field(sb, "mode", MODES.get(group));
         sb.append('}');
         emit(sb.toString());
         calls.computeIfAbsent(group + "\t" + uniq, k -> new AtomicInteger()).incrementAndGet();
@@ -323,11 +385,13 @@ public class Driver {
                     case "namesrv": namesrv = f[1]; break;
                     case "broker": brokers.put(f[1], f[2]); break;
                     case "topic": topics.add(rest); break;
-                    case "group": groups.add(rest); break;
+                    case "group": groups.add(rest); MODES.put(f[1], f[3]); break;
                     case "verdict": verdicts.put(f[1] + "\t" + f[2], f[3]); break;
                     case "msg": msgs.add(rest); break;
                     case "expect": expectCalls.put(f[1] + "\t" + f[2], Integer.parseInt(f[3])); break;
                     case "setting": settings.put(f[1], Long.parseLong(f[2])); break;
+                    case "side": sides.add(f[1] + "\t" + f[2]); break;
+                    case "sidedir": sideDir = f[1]; break;
                     default: throw new IllegalArgumentException("plan line of unknown kind: " + line);
                 }
             }

@@ -44,11 +44,13 @@ def test_the_audit_agrees_with_the_real_clients_and_the_model_with_the_real_brok
     assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
     lvc, mvr = report["lineage_vs_clients"], report["model_vs_real"]
     produced = pq.read_table(out / "runs" / "model" / "parquet" / "produced").num_rows
-    assert lvc["messages"] == produced == 66
+    assert lvc["messages"] == produced == 86
     assert lvc["agree"] == produced and lvc["disagree"] == 0
     assert lvc["delayed_hops_checked"] > 0 and lvc["delayed_hops_early"] == 0
     assert mvr["messages"] == produced and mvr["unexplained"] == 0
-    assert mvr["hops"]["model"] == mvr["hops"]["real"] > produced
+    assert mvr["hops"]["real"] > produced and mvr["hops"]["model"] > produced
+    # The crashed consumer's redeliveries are timing, so hop counts may differ; both runs had some.
+    assert report["faults"] and [f["kind"] for f in report["faults"]] == ["consumer_crash", "consumer_restart"]
     # The broadcasting group is the one documented difference; every other message is identical.
     assert set(mvr["explained_kinds"]) <= set(compare.EXPLAINED)
     assert mvr["identical"] + mvr["explained"] == produced
@@ -59,7 +61,7 @@ def test_the_report_and_its_files_follow_the_contract(real_run):
     out, report = real_run
     on_disk = json.loads((out / "report.json").read_text())
     assert on_disk["rocketmq_version"] == VERSION and on_disk["scenario"] == "conformance"
-    assert on_disk["brokers"] == list(BROKERS) and on_disk["messages"] == 66
+    assert on_disk["brokers"] == list(BROKERS) and on_disk["messages"] == 86
     for key in ("messages", "agree", "disagree", "examples"):
         assert key in on_disk["lineage_vs_clients"]
     for key in ("messages", "identical", "explained", "unexplained", "differences"):
@@ -91,9 +93,16 @@ def test_the_real_listeners_replayed_the_models_verdicts(real_run):
             if r["model"] == "CLUSTERING":
                 out.setdefault((r["group"], r["uniq_key"], r["reconsume_times"]), r["status"])
         return out
-    m, r = verdicts(model), verdicts(real)
+    # A crash's redeliveries differ between the runs (timing); every other attempt must match.
+    skip = compare.redelivered(model) | compare.redelivered(real)
+    m = {k: v for k, v in verdicts(model).items() if k[1] not in skip}
+    r = {k: v for k, v in verdicts(real).items() if k[1] not in skip}
     assert m == r
+    assert len(m) > 100 and len(skip) < 10
     assert {"RECONSUME_LATER", "EXCEPTION", "RETURN_NULL"} <= set(m.values())
+    # The orderly group's failures were retried locally, as its client does.
+    outcomes = {a["outcome"] for a in real if a["group"] == "seq-service" and a["status"] != "CONSUME_SUCCESS"}
+    assert outcomes == {"LOCAL_RETRY"}
 
 
 def test_the_client_comparison_fails_when_a_delivery_is_missing(real_run):

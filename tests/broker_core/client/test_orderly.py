@@ -53,3 +53,14 @@ def test_orderly_sends_to_the_dlq_at_a_small_max(rig):
     assert dlq[0].properties["RETRY_TOPIC"] == "O" and dlq[0].properties["RECONSUME_TIME"] == "2"
     assert rig.records("%RETRY%G") == []
     assert rig.broker.query_consumer_offset("G", "O", 0) == 2 and g.idle()
+
+
+def test_an_orderly_send_back_carries_no_consume_start_time(rig):
+    """An orderly client does not stamp CONSUME_START_TIME, so its DLQ record has none (a concurrent one's send-back does): as real 4.9.4 clients write it."""
+    _orderly_group(rig, max_reconsume_times=0)
+    key = rig.producer().send("O", b"o0")
+    rig.run_for(DLQ_WAIT_MS)
+    dlq = rig.records("%DLQ%G")
+    assert [r.uniq_key for r in dlq] == [key]
+    assert "CONSUME_START_TIME" not in dlq[0].properties
+    assert dlq[0].properties["MAX_RECONSUME_TIMES"] == "0"

@@ -1,0 +1,164 @@
+"""Playing a plan on the real cluster: the main driver process, and consumers run apart to be killed.
+
+A consumer that a scenario crashes (``consumer_crash`` / ``consumer_restart`` faults) runs in a
+driver process of its own, so that the crash is a real SIGKILL of a real client: its in-flight
+messages die with it and the offsets it had not yet persisted are delivered again, to whichever
+consumer the rebalance hands its queues. The fault times count from the first send, as in the
+model. Every process is ended when playing ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_core.errors import BadInputError, RetryAuditError
+from broker_core.sim.scenario import Scenario
+from conformance import observed
+from conformance.cluster import COMMON_FLAGS, DRIVER_MEMORY, JDK17_FLAGS, tail
+from conformance.driver import MAIN_CLASS
+
+DRIVER_GRACE_S = 90  # beyond the plan's own timeout before the driver process is killed
+REBALANCE_WAIT_MS = 2000  # the clients' periodic rebalance (default 20 s): queues move quickly
+POLL_S = 0.1
+SIDE_STOP_TIMEOUT_S = 30
+# Faults the real cluster plays; any other fault in a scenario is refused (it would make the two
+# runs differ for a reason the comparison cannot see).
+PLAYED_FAULTS = ("consumer_crash", "consumer_restart")
+SIDE_DIR = "side"
+
+
+def side_consumers(scenario: Scenario) -> list[tuple[str, int]]:
+    """The consumers the scenario crashes: they run in processes of their own."""
+    unsupported = sorted({f.kind for f in scenario.faults if f.kind not in PLAYED_FAULTS})
+    if unsupported:
+        raise BadInputError(f"fault(s) {', '.join(unsupported)} cannot be played on the real cluster",
+                            where=scenario.source,
+                            hint=f"conformance plays {', '.join(PLAYED_FAULTS)}")
+    return sorted({(f.group, f.consumer) for f in scenario.faults})
+
+
+@dataclass
+class Played:
+    seen: observed.Observed
+    driver_rss_mib: int
+    faults: list[dict] = field(default_factory=list)
+
+
+class _Side:
+    """The processes one side consumer has had (one per start)."""
+
+    def __init__(self, group: str, index: int):
+        self.group, self.index = group, index
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+
+def _java(classes: Path, lib: Path, home: Path) -> list[str]:
+    return ["java", *JDK17_FLAGS, *COMMON_FLAGS, *DRIVER_MEMORY, f"-Duser.home={home}",
+            f"-Drocketmq.client.logRoot={home / 'logs'}",
+            f"-Drocketmq.client.rebalance.waitInterval={REBALANCE_WAIT_MS}",
+            "-cp", f"{classes}{os.pathsep}{lib / '*'}", MAIN_CLASS]
+
+
+def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Path, timeout_ms: int,
+         log=None) -> Played:
+    """Run the main driver (and the side consumers); return what every client observed."""
+    say = log or (lambda _m: None)
+    home = work / "cluster" / "driver"
+    home.mkdir(parents=True, exist_ok=True)
+    side_dir = work / SIDE_DIR
+    side_dir.mkdir(exist_ok=True)
+    sides = {(g, i): _Side(g, i) for g, i in side_consumers(scenario)}
+    actions = sorted((f.at_ms, n, f.kind, (f.group, f.consumer)) for n, f in enumerate(scenario.faults))
+    stdout_path, stderr_path = work / "driver.out", work / "driver.err"
+    peak_rss = 0.0
+    faults: list[dict] = []
+
+    def start_side(side: _Side) -> None:
+        side.starts += 1
+        name = f"{side.group}-c{side.index}-{side.starts}"
+        out = open(side_dir / f"{name}.out", "wb")
+        err = open(side_dir / f"{name}.err", "wb")
+        side.proc = subprocess.Popen(
+            [*_java(classes, lib, home / name), str(plan_path), "--only", side.group, str(side.index)],
+            stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        out.close()
+        err.close()
+
+    def kill(proc: subprocess.Popen | None, sig: int) -> None:
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, sig)
+
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        main = subprocess.Popen([*_java(classes, lib, home), str(plan_path)], stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout_ms / 1000 + DRIVER_GRACE_S
+    sends_start: float | None = None
+    sides_started = False
+    try:
+        while main.poll() is None:
+            now = time.monotonic()
+            if now > deadline:
+                raise RetryAuditError(f"the client driver did not finish in time:\n{tail(stderr_path)}",
+                                      where=str(stdout_path))
+            if not sides_started or sends_start is None:
+                text = stdout_path.read_text(errors="replace")
+                if not sides_started and '"name":"admin"' in text:
+                    for side in sides.values():
+                        start_side(side)
+                    sides_started = True
+                if sends_start is None and '"name":"consumers"' in text:
+                    sends_start = now
+            while sends_start is not None and actions and now >= sends_start + actions[0][0] / 1000:
+                at_ms, _, kind, key = actions.pop(0)
+                side = sides[key]
+                if kind == "consumer_crash":
+                    kill(side.proc, signal.SIGKILL)
+                    if side.proc is not None:
+                        side.proc.wait()
+                else:
+                    kill(side.proc, signal.SIGTERM)
+                    start_side(side)
+                faults.append({"at_ms": at_ms, "kind": kind, "consumer": f"{key[0]}-c{key[1]}",
+                               "late_ms": round((now - sends_start) * 1000 - at_ms)})
+                say(f"fault at {at_ms / 1000:.1f} s: {kind} {key[0]}-c{key[1]}")
+            peak_rss = max(peak_rss, _rss_mib(main.pid))
+            time.sleep(POLL_S)
+    finally:
+        kill(main, signal.SIGKILL)
+        main.wait()
+        # A clean stop of every side consumer still running: it persists its offsets, as the main
+        # driver's consumers do when it ends.
+        for side in sides.values():
+            kill(side.proc, signal.SIGTERM)
+        for side in sides.values():
+            if side.proc is not None:
+                try:
+                    side.proc.wait(timeout=SIDE_STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    kill(side.proc, signal.SIGKILL)
+                    side.proc.wait()
+    if main.returncode != 0:
+        raise RetryAuditError(f"the client driver exited with code {main.returncode}:\n{tail(stderr_path)}",
+                              where=str(stderr_path))
+    seen = observed.parse_lines(stdout_path.read_text().splitlines())
+    for f in sorted(side_dir.glob("*.out")):
+        seen.consumes += observed.parse_lines(f.read_text().splitlines()).consumes
+    if seen.done is None:
+        raise RetryAuditError("the client driver ended without its done line", where=str(stdout_path))
+    return Played(seen, round(peak_rss), faults)
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
