@@ -617,44 +617,39 @@ def _properties(props: pa.Array) -> dict[str, pa.Array]:
     data = data[:offs[-1]]
     seps = np.flatnonzero(data == 2)
     seps = seps[seps >= offs[0]]
-    seg_counts = np.bincount(np.searchsorted(offs, seps, side="right") - 1, minlength=n) + 1
+    sep_row = np.searchsorted(offs, seps, side="right") - 1
+    seg_counts = np.bincount(sep_row, minlength=n) + 1
     seg_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(seg_counts, out=seg_offsets[1:])
     segments = int(seg_offsets[-1])
-    first_of_row = np.zeros(segments, dtype=bool)
-    first_of_row[seg_offsets[:-1]] = True
-    last_of_row = np.zeros(segments, dtype=bool)
-    last_of_row[seg_offsets[1:] - 1] = True
+    # Separator k (in byte order) ends segment sep_row[k] + k and starts the next one.
+    ends_at_sep = sep_row + np.arange(len(seps))
     seg_start = np.empty(segments, dtype=np.int64)
-    seg_start[first_of_row] = offs[:-1]
-    seg_start[~first_of_row] = seps + 1
+    seg_start[seg_offsets[:-1]] = offs[:-1]
+    seg_start[ends_at_sep + 1] = seps + 1
     seg_end = np.empty(segments, dtype=np.int64)
-    seg_end[last_of_row] = offs[1:]
-    seg_end[~last_of_row] = seps
+    seg_end[seg_offsets[1:] - 1] = offs[1:]
+    seg_end[ends_at_sep] = seps
     # A segment's split is its first \x01 (if it comes before the segment's end).
     ones = np.flatnonzero(data == 1)
     ones = ones[ones >= offs[0]]
     nxt = np.searchsorted(ones, seg_start)
     split = ones[np.minimum(nxt, len(ones) - 1)] if len(ones) else np.zeros(segments, dtype=np.int64)
-    valid = (nxt < len(ones)) & (split > seg_start) & (split + 1 < seg_end)
+    kept = np.flatnonzero((nxt < len(ones)) & (split > seg_start) & (split + 1 < seg_end))
+    entry_row = np.repeat(np.arange(n), seg_counts)[kept]
 
-    # Cut the data into pieces at every segment start, kept split and separator: keys and
-    # values are pieces, taken out of one zero-copy array.
-    not_last = ~last_of_row
-    per_segment = 1 + 2 * valid + not_last
-    at = np.zeros(segments + 1, dtype=np.int64)
-    np.cumsum(per_segment, out=at[1:])
-    bounds = np.empty(int(at[-1]) + 1, dtype=np.int64)
-    bounds[at[:-1]] = seg_start
-    bounds[at[:-1][valid] + 1] = split[valid]
-    bounds[at[:-1][valid] + 2] = split[valid] + 1
-    bounds[at[:-1][not_last] + 1 + 2 * valid[not_last]] = seg_end[not_last]
-    bounds[-1] = offs[-1]
+    # Cut the data at each kept segment's start, split and end: key, \x01, value, and whatever
+    # lies before the next kept segment. Keys and values are taken out of this one zero-copy array.
+    bounds = np.empty(4 * len(kept) + 1, dtype=np.int64)
+    bounds[0:-1:4] = seg_start[kept]
+    bounds[1::4] = split[kept]
+    bounds[2::4] = split[kept] + 1
+    bounds[3::4] = seg_end[kept]
+    bounds[-1] = bounds[-2] if len(kept) else 0
     cut = pa.Array.from_buffers(pa.string(), len(bounds) - 1,
                                 [None, pa.py_buffer(bounds.astype(np.int32)), props.buffers()[2]])
-    key_piece = at[:-1][valid]
+    key_piece = np.arange(0, 4 * len(kept), 4)
     value_piece = key_piece + 2
-    entry_row = np.repeat(np.arange(n), seg_counts)[valid]
 
     keys = cut.take(pa.array(key_piece))
     encoded = pc.dictionary_encode(keys)
