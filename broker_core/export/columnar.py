@@ -111,8 +111,8 @@ _INT_DEFAULTS = {"real_queue_id": None, "delay_level": 0, "max_reconsume_times":
 # sign, spaces, underscores, other digits, too many digits) goes through int() itself.
 _PLAIN_INT = r"^-?[0-9]{1,9}$"
 _MSG_ID_OFFSET_HEX_CHARS = 16
-_HEX_DIGITS = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
-_NIBBLE_SHIFTS = np.arange(60, -1, -4, dtype=np.uint64)
+# Byte value -> its two upper-case hex digits, as the 2 bytes of one uint16 element.
+_HEX_PAIRS = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint16)
 _MAGIC_NAMES = {m: f"0x{m:08X}" for m in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2)}
 _COLUMN_NAMES = tuple(COMMITLOG.names)
 _CQ_UNIT = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])  # reader.CQ_UNIT
@@ -345,13 +345,15 @@ def _read_slice(buf, limit: int, starts: np.ndarray, check_crc: bool) -> _Slice:
 
 def _check_and_copy(buf, limit, p, check_crc, i8, i4, i2, u1) -> _Slice:
     def at(view, offsets):
+        """Gather where a damaged record's fields may point anywhere (its values are not used)."""
         return view[np.minimum(offsets, len(view) - 1)]
 
-    total = at(i4, p + _TOTAL).astype(np.int32)
-    magic = at(i4, p + _MAGIC).astype(np.int64) & 0xFFFFFFFF
+    # The walk saw at least _MIN_TOTAL bytes at each start: the first fields are there.
+    total = i4[p + _TOTAL].astype(np.int32)
+    magic = i4[p + _MAGIC].astype(np.int64) & 0xFFFFFFFF
     v2 = magic == MESSAGE_MAGIC_CODE_V2
     topic_len_bytes = 1 + v2.astype(np.int64)
-    sys_flag = at(i4, p + _SYSFLAG).astype(np.int32)
+    sys_flag = i4[p + _SYSFLAG].astype(np.int32)
     v6_born = (sys_flag & SYSFLAG_BORNHOST_V6) != 0
     v6_store = (sys_flag & SYSFLAG_STOREHOST_V6) != 0
     born_extra = v6_born * _HOST_V6_EXTRA
@@ -372,7 +374,7 @@ def _check_and_copy(buf, limit, p, check_crc, i8, i4, i2, u1) -> _Slice:
     bad |= (props_len < 0) | (props_len_at + _PROPS_LEN_BYTES + props_len != end)
     count = _first(bad)
 
-    crc = at(i4, p[:count] + _CRC).astype(np.int32)
+    crc = i4[p[:count] + _CRC].astype(np.int32)
     if check_crc:
         body_at = (p[:count] + header[:count]).tolist()
         body_end = (p[:count] + header[:count] + body_len[:count]).tolist()
@@ -597,8 +599,7 @@ def _repeat_string(value: str, n: int) -> pa.Array:
 def _msg_ids(prefixes: list[str], store_index: np.ndarray, phys: np.ndarray) -> pa.Array:
     """Store-host prefix + the physical offset as 16 upper-case hex digits (two's complement)."""
     n = len(phys)
-    nibbles = (phys.view(np.uint64)[:, None] >> _NIBBLE_SHIFTS) & np.uint64(0xF)
-    digits = _HEX_DIGITS[nibbles.astype(np.intp)]
+    digits = _HEX_PAIRS[phys.astype(">i8").view(np.uint8)]  # two hex digits per big-endian byte
     offsets = np.arange(n + 1, dtype=np.int32) * _MSG_ID_OFFSET_HEX_CHARS
     hex_part = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(digits)])
     prefix = pa.array(prefixes, pa.string()).take(pa.array(store_index))
