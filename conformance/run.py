@@ -72,7 +72,7 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
             simulate(scenario_path, work / "runs" / "model", scenario=scenario)
         with _timed(timings, "resolve_jars_s"):
             lib = jars.resolve(version, log=say)
-            classes = compile_driver(lib)
+            classes = compile_driver(lib, version)
 
         specs = [BrokerSpec(name, scenario.broker.message_delay_level,
                             scenario.broker.commitlog_file_size_bytes) for name in BROKERS]
