@@ -35,9 +35,10 @@ from bench.common import Stats, load_note, write_result
 from broker_core.broker.broker import Broker, BrokerConfig
 from broker_core.broker.send import SendRequest
 from broker_core.clock import Simulator
+from broker_core.codec import BORN_HOST_POS, RECORD_HEADERS
 from broker_core.constants import MESSAGE_MAGIC_CODE_V1, SCHEDULE_TOPIC
 from broker_core.rng import Streams
-from broker_core.store.commit_log import BORN_HOST_POSITION, COMMIT_LOG_DIR_NAME, RECORD_HEADERS
+from broker_core.store.commit_log import COMMIT_LOG_DIR_NAME
 from broker_core.store.consume_queue import CQ_UNIT, consume_queue_dir
 
 TARGET_DELIVERIES_PER_S = 300_000
@@ -141,7 +142,7 @@ def bare_delivery_floor(store_root: Path, levels: tuple[int, ...], file_size: in
     head_front = struct.Struct(">iIiiiqq")  # total size .. physical offset (the record's first 36 B)
     int64 = struct.Struct(">q")
     body_at = RECORD_HEADERS[0].size  # IPv4 hosts, as this benchmark sends: the body starts at 88
-    store_ts_at = BORN_HOST_POSITION + 8  # the store timestamp follows the 8-byte IPv4 born host
+    store_ts_at = BORN_HOST_POS + 8  # the store timestamp follows the 8-byte IPv4 born host
     out = bytearray()
     queue_units: dict[tuple[bytes, int], bytearray] = {}
     queue_offsets: dict[tuple[bytes, int], int] = {}

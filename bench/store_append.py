@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -27,9 +26,9 @@ from pathlib import Path
 from bench import common
 from bench.common import load_note, machine, write_result
 from broker_core import codec
+from broker_core.codec import PROPERTIES_LENGTH, RECORD_HEADERS_HOSTS_PACKED, host_field
 from broker_core.constants import MESSAGE_MAGIC_CODE_V1
 from broker_core.message import JavaHashMap
-from broker_core.store.commit_log import RECORD_HEADERS, host_field
 from broker_core.store.consume_queue import CQ_UNIT
 from broker_core.store.message_store import MessageBatchInner, MessageInner, MessageStore, StoreConfig
 
@@ -145,10 +144,10 @@ def run_floor(root: Path, messages: list[MessageInner]) -> tuple[float, float]:
     consume-queue unit onto that queue's buffer; then one write per buffer. Left out: every check,
     the delay rewrite, the file-end rule, the tags hash, the result object and the store's files.
     """
-    header = RECORD_HEADERS[0]  # IPv4 born and store hosts, as this benchmark sends
+    header = RECORD_HEADERS_HOSTS_PACKED[0]  # IPv4 born and store hosts, as this benchmark sends
     born_field = host_field(messages[0].born_host)
     store_field = host_field(StoreConfig().store_host)
-    props_len = struct.Struct(">h")
+    props_len = PROPERTIES_LENGTH
     clock = Clock().now
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)

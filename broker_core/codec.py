@@ -61,17 +61,34 @@ from broker_core.message import (
     string_to_properties,
 )
 
-# Byte positions of the fields doAppend patches (MessageDecoder *_POSITION constants).
+# The record header (MessageExtEncoder, §1.2): every field up to the body length, in this order:
+# total size, magic, body CRC, queue id, flag, queue offset, physical offset, sysFlag, born
+# timestamp, born host, store timestamp, store host, reconsume times, prepared transaction offset,
+# body length. A host is its 4 (IPv4) or 16 (IPv6) address bytes and an int32 port; the sysFlag
+# bits 0x10 / 0x20 say which. This module owns the layout: the store's append path, the readers'
+# peeks at a file's first record and the columnar decoder take the struct and positions from here.
+_HEAD_BEFORE_BORN_HOST = ">iIiiiqqiq"  # total size .. born timestamp
+_HEAD_AFTER_STORE_HOST = "iqi"  # reconsume times, prepared transaction offset, body length
+TOTAL_SIZE_POS = 0
+MAGIC_POS = 4
+BODY_CRC_POS = 8
+QUEUE_ID_POS = 12
 QUEUE_OFFSET_POS = 20
 PHYS_OFFSET_POS = 28
 SYSFLAG_POS = 36
+BORN_TS_POS = 40
 BORN_HOST_POS = 48
+assert struct.calcsize(_HEAD_BEFORE_BORN_HOST) == BORN_HOST_POS
 HOST_V4_BYTES = 8  # 4 address bytes + int32 port
 HOST_V6_BYTES = 20  # 16 address bytes + int32 port
 # Everything but the variable parts: 84 bytes up to the body length with two IPv4 hosts,
 # then int32 body length; the topic length (1 or 2) and int16 properties length come after.
 RECORD_FIXED_V4_BYTES = 88
 PROPERTIES_LENGTH_FIELD_BYTES = 2
+PROPERTIES_LENGTH = struct.Struct(">h")
+assert PROPERTIES_LENGTH.size == PROPERTIES_LENGTH_FIELD_BYTES
+# The bytes of a file's first record that hold its store timestamp, whatever its born host.
+FIRST_RECORD_HEAD_BYTES = BORN_HOST_POS + HOST_V6_BYTES + 8
 COMPRESSION_TYPE_SHIFT = 8
 COMPRESSION_ZLIB_LEGACY = 0  # CompressionType.findByValue(0) reads as ZLIB
 COMPRESSION_LZ4 = 1
@@ -86,16 +103,73 @@ _MAGIC_BYTES = tuple(m.to_bytes(4, "big") for m in
                      (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE))
 
 
-def _header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
-    born = "16si" if born_v6 else "4si"
-    store = "16si" if store_v6 else "4si"
-    # size, magic, crc, queue id, flag, queue offset, phys offset, sysflag, born ts, born host,
-    # store ts, store host, reconsume times, prepared tx offset, body length
-    return struct.Struct(f">iIiiiqqiq{born}q{store}iqi")
+def record_header_struct(born_v6: bool, store_v6: bool, *, hosts_packed: bool = False) -> struct.Struct:
+    """The header struct for a pair of host kinds.
+
+    By default each host is two fields, its address bytes and its port (what a decode wants).
+    With ``hosts_packed`` each host is one bytes field, address and port together as
+    :func:`host_field` makes it: the append path packs a host once and reuses it, and a field
+    packed is a fixed cost on every record.
+    """
+    if hosts_packed:
+        born = f"{HOST_V6_BYTES if born_v6 else HOST_V4_BYTES}s"
+        store = f"{HOST_V6_BYTES if store_v6 else HOST_V4_BYTES}s"
+    else:
+        born = "16si" if born_v6 else "4si"
+        store = "16si" if store_v6 else "4si"
+    return struct.Struct(f"{_HEAD_BEFORE_BORN_HOST}{born}q{store}{_HEAD_AFTER_STORE_HOST}")
 
 
 # Indexed by (sys_flag >> 4) & 3: bit 0 born host v6, bit 1 store host v6.
-_HEADERS = tuple(_header_struct(bool(i & 1), bool(i & 2)) for i in range(4))
+RECORD_HEADERS = tuple(record_header_struct(bool(i & 1), bool(i & 2)) for i in range(4))
+RECORD_HEADERS_HOSTS_PACKED = tuple(record_header_struct(bool(i & 1), bool(i & 2), hosts_packed=True)
+                                    for i in range(4))
+assert RECORD_HEADERS[0].size == RECORD_FIXED_V4_BYTES
+
+
+def host_field(host: str) -> bytes:
+    """A record's host field: the 4 or 16 address bytes, then the port as a Java int."""
+    addr, port = host_to_bytes(host)
+    return addr + _I32.pack(port)
+
+
+def store_ts_position(sys_flag: int) -> int:
+    """Where the store timestamp starts: right after the born host, 8 or 20 bytes by sysFlag."""
+    return BORN_HOST_POS + (HOST_V6_BYTES if sys_flag & SYSFLAG_BORNHOST_V6 else HOST_V4_BYTES)
+
+
+def peek_magic_and_store_ts(head: bytes) -> tuple[int, int] | None:
+    """(magic, store timestamp) from a record's first bytes, None when too few to hold them.
+
+    Recovery reads these from each file's first record without decoding it
+    (``isMappedFileMatchedRecover``); the caller decides which magics it accepts.
+    """
+    if len(head) < SYSFLAG_POS + 4:
+        return None
+    (magic,) = _I32.unpack_from(head, MAGIC_POS)
+    (sys_flag,) = _I32.unpack_from(head, SYSFLAG_POS)
+    at = store_ts_position(sys_flag)
+    if at + 8 > len(head):
+        return None
+    return magic & 0xFFFFFFFF, _I64.unpack_from(head, at)[0]
+
+
+def encode_topic_field(topic: str, magic: int = MESSAGE_MAGIC_CODE_V1) -> bytes:
+    """The topic's length (1 byte in a v1 record, 2 in v2) and its UTF-8 bytes."""
+    raw = topic.encode("utf-8")
+    if magic == MESSAGE_MAGIC_CODE_V1:
+        if len(raw) > TOPIC_LENGTH_V1_BYTES_MAX:
+            raise RecordTooLargeError(
+                f"topic of {len(raw)} UTF-8 bytes exceeds {TOPIC_LENGTH_V1_BYTES_MAX} (v1 record)",
+                part="topic", where=f"topic {topic[:40]}")
+        return bytes((len(raw),)) + raw
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        if len(raw) > TOPIC_LENGTH_V2_BYTES_MAX:
+            raise RecordTooLargeError(
+                f"topic of {len(raw)} UTF-8 bytes exceeds {TOPIC_LENGTH_V2_BYTES_MAX} (v2 record)",
+                part="topic", where=f"topic {topic[:40]}")
+        return _I16.pack(len(raw)) + raw
+    raise BadInputError(f"unknown record magic {magic:#x}", where=f"topic {topic}")
 
 
 class RecordTooLargeError(BadInputError):
@@ -226,7 +300,7 @@ def encode_for_append(rec: Record) -> bytearray:
     v6_bits = (SYSFLAG_BORNHOST_V6 if len(born_addr) == 16 else 0) | (
         SYSFLAG_STOREHOST_V6 if len(store_addr) == 16 else 0)
     sys_flag = (rec.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)) | v6_bits
-    header = _HEADERS[v6_bits >> 4]
+    header = RECORD_HEADERS[v6_bits >> 4]
 
     body = rec.body
     if len(body) > BODY_SIZE_BYTES_MAX:
@@ -236,21 +310,7 @@ def encode_for_append(rec: Record) -> bytearray:
     if rec.body_crc not in (-1, crc):
         raise BadInputError(f"body_crc {rec.body_crc} does not match the body (CRC {crc})",
                             where=f"topic {rec.topic}")
-    topic = rec.topic.encode("utf-8")
-    if rec.magic == MESSAGE_MAGIC_CODE_V1:
-        if len(topic) > TOPIC_LENGTH_V1_BYTES_MAX:
-            raise RecordTooLargeError(
-                f"topic of {len(topic)} UTF-8 bytes exceeds {TOPIC_LENGTH_V1_BYTES_MAX} (v1 record)",
-                part="topic", where=f"topic {rec.topic[:40]}")
-        topic_field = bytes((len(topic),)) + topic
-    elif rec.magic == MESSAGE_MAGIC_CODE_V2:
-        if len(topic) > TOPIC_LENGTH_V2_BYTES_MAX:
-            raise RecordTooLargeError(
-                f"topic of {len(topic)} UTF-8 bytes exceeds {TOPIC_LENGTH_V2_BYTES_MAX} (v2 record)",
-                part="topic", where=f"topic {rec.topic[:40]}")
-        topic_field = _I16.pack(len(topic)) + topic
-    else:
-        raise BadInputError(f"unknown record magic {rec.magic:#x}", where=f"topic {rec.topic}")
+    topic_field = encode_topic_field(rec.topic, rec.magic)
     props = properties_to_string(rec.properties,
                                  trailing_separator=rec.properties_trailing_separator).encode("utf-8")
     if len(props) > PROPERTIES_LENGTH_BYTES_MAX:
@@ -276,7 +336,7 @@ def encode_for_append(rec: Record) -> bytearray:
     buf[pos:end] = body
     pos, end = end, end + len(topic_field)
     buf[pos:end] = topic_field
-    _I16.pack_into(buf, end, len(props))
+    PROPERTIES_LENGTH.pack_into(buf, end, len(props))
     buf[end + PROPERTIES_LENGTH_FIELD_BYTES:] = props
     return buf
 
@@ -292,8 +352,7 @@ def patch_append(buf: bytearray, queue_offset: int, phys_offset: int, store_ts: 
     _I64.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset)
     _I64.pack_into(buf, pos + PHYS_OFFSET_POS, phys_offset)
     (sys_flag,) = _I32.unpack_from(buf, pos + SYSFLAG_POS)
-    born_bytes = HOST_V6_BYTES if sys_flag & SYSFLAG_BORNHOST_V6 else HOST_V4_BYTES
-    _I64.pack_into(buf, pos + BORN_HOST_POS + born_bytes, store_ts)
+    _I64.pack_into(buf, pos + store_ts_position(sys_flag), store_ts)
 
 
 def encode_blank(size: int) -> bytes:
@@ -368,7 +427,7 @@ def decode_record(buf, pos: int, *, check_crc: bool = True, limit: int | None = 
     if total < RECORD_FIXED_V4_BYTES + topic_len_bytes + PROPERTIES_LENGTH_FIELD_BYTES:
         raise CorruptRecordError(f"TOTALSIZE {total} is smaller than any record", offset=pos)
     (sys_flag,) = _I32.unpack_from(buf, pos + SYSFLAG_POS)
-    header = _HEADERS[(sys_flag >> 4) & 3]
+    header = RECORD_HEADERS[(sys_flag >> 4) & 3]
     rec_end = pos + total
     fixed = header.size + topic_len_bytes + PROPERTIES_LENGTH_FIELD_BYTES
     if total < fixed:
@@ -395,7 +454,7 @@ def decode_record(buf, pos: int, *, check_crc: bool = True, limit: int | None = 
         raise CorruptRecordError(f"topic length {topic_len} runs past TOTALSIZE {total}", offset=pos)
     topic_raw = bytes(buf[cursor:cursor + topic_len])
     cursor += topic_len
-    (props_len,) = _I16.unpack_from(buf, cursor)
+    (props_len,) = PROPERTIES_LENGTH.unpack_from(buf, cursor)
     cursor += PROPERTIES_LENGTH_FIELD_BYTES
     if props_len < 0:
         raise CorruptRecordError(f"negative properties length {props_len}", offset=pos)

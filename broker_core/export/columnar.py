@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from broker_core import codec
 from broker_core.codec import Blank, decode_record
 from broker_core.constants import (
     BLANK_MAGIC_CODE,
@@ -89,14 +90,17 @@ from broker_core.store.reader import (
 SLICE_RECORDS = 16 * 1024
 SLICE_BYTES = 4 * 1024 * 1024
 
-# Record layout (ROCKETMQ_SPEC §1.2; codec's header struct): positions from the record start.
+# Record layout: positions from the record start, all the codec's (it owns the header layout).
 _TOTAL, _MAGIC, _CRC, _QUEUE_ID, _QUEUE_OFFSET, _PHYS, _SYSFLAG, _BORN_TS, _BORN_HOST = (
-    0, 4, 8, 12, 20, 28, 36, 40, 48)
-_HOST_V4 = 8  # 4 address bytes + int32 port
-_HOST_V6_EXTRA = 12  # a v6 host is 20 bytes: 12 more than a v4 one
-_AFTER_HOSTS = 48 + 8 + 8 + 8  # header bytes with two v4 hosts up to the reconsume times: 72
-_HEADER_V4 = 88  # with two v4 hosts, up to and including the body length
-_PROPS_LEN_BYTES = 2
+    codec.TOTAL_SIZE_POS, codec.MAGIC_POS, codec.BODY_CRC_POS, codec.QUEUE_ID_POS,
+    codec.QUEUE_OFFSET_POS, codec.PHYS_OFFSET_POS, codec.SYSFLAG_POS, codec.BORN_TS_POS,
+    codec.BORN_HOST_POS)
+_HOST_V4 = codec.HOST_V4_BYTES
+_HOST_V6_EXTRA = codec.HOST_V6_BYTES - codec.HOST_V4_BYTES  # a v6 host's bytes beyond a v4 one's
+# Header bytes with two v4 hosts up to the reconsume times: born host, store timestamp, store host.
+_AFTER_HOSTS = codec.BORN_HOST_POS + codec.HOST_V4_BYTES + 8 + codec.HOST_V4_BYTES
+_HEADER_V4 = codec.RECORD_FIXED_V4_BYTES  # with two v4 hosts, up to and including the body length
+_PROPS_LEN_BYTES = codec.PROPERTIES_LENGTH_FIELD_BYTES
 # The least TOTALSIZE decode_record accepts for a v1 record; the walk hands anything smaller
 # (and any v2 record of this size) to the reference path.
 _MIN_TOTAL = _HEADER_V4 + 1 + _PROPS_LEN_BYTES

@@ -26,17 +26,12 @@ from broker_core.constants import (
 )
 from broker_core.delay_levels import clamp_level, deliver_timestamp
 from broker_core.errors import CorruptRecordError
-from broker_core.message import PROP_DELAY, PROP_TAGS, host_to_bytes, tags_code
+from broker_core.message import PROP_DELAY, PROP_TAGS, tags_code
 from broker_core.store.mapped_file import MappedFile, MappedFileQueue
 
 COMMIT_LOG_DIR_NAME = "commitlog"
-_BLANK = struct.Struct(">iI")  # maxBlank, BLANK_MAGIC_CODE
 _INT32 = struct.Struct(">i")
 _HEAD = struct.Struct(">iI")  # TOTALSIZE, MAGICCODE
-_SYSFLAG = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-SYSFLAG_POSITION = 36  # MessageDecoder.SYSFLAG_POSITION
-BORN_HOST_POSITION = 48  # the store timestamp follows the born host (8 or 20 bytes)
 # Recovery and check() read a file in windows of this size rather than all of a 1 GiB file at once.
 SCAN_WINDOW_BYTES = 8 * 1024 * 1024
 _JAVA_INT_RE = re.compile(r"[+-]?[0-9]+")
@@ -72,30 +67,6 @@ def record_tags_code(topic: str, properties, store_ts: int, delay_levels: list[i
     return code
 
 
-def _header_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
-    """The fixed fields up to the body length (the codec's layout, §1.2).
-
-    Each host is one field, its address and port packed once per host (``host_field``): a field
-    packed is a fixed cost, and a host repeats on every record.
-    """
-    born = "20s" if born_v6 else "8s"
-    store = "20s" if store_v6 else "8s"
-    return struct.Struct(f">iIiiiqqiq{born}q{store}iqi")
-
-
-_PORT = struct.Struct(">i")
-_V6_HOST_FIELD_BYTES = 16 + _PORT.size  # an IPv6 address and its port
-
-
-def host_field(host: str) -> bytes:
-    """A record's host field: the 4 or 16 address bytes, then the port as a Java int."""
-    addr, port = host_to_bytes(host)
-    return addr + _PORT.pack(port)
-
-
-# Indexed by (born v6) | (store v6) << 1, like the sysFlag bits 0x10 / 0x20 shifted down by 4.
-RECORD_HEADERS = tuple(_header_struct(bool(i & 1), bool(i & 2)) for i in range(4))
-PROPERTIES_LENGTH = struct.Struct(">h")
 TOPIC_FIELD_CACHE_ENTRIES_MAX = 100_000  # distinct topics whose encoded field is kept
 HOST_CACHE_ENTRIES_MAX = 10_000
 
@@ -114,9 +85,7 @@ class FieldCache:
         """The v1 topic field: a 1-byte length, then the UTF-8 bytes (the topic is validated)."""
         field_bytes = self.topic_fields.get(topic)
         if field_bytes is None:
-            raw = topic.encode("utf-8")
-            assert len(raw) <= 127, f"topic {topic[:40]!r} longer than a v1 record allows"
-            field_bytes = bytes((len(raw),)) + raw
+            field_bytes = codec.encode_topic_field(topic)
             if len(self.topic_fields) < TOPIC_FIELD_CACHE_ENTRIES_MAX:
                 self.topic_fields[topic] = field_bytes
         return field_bytes
@@ -134,21 +103,21 @@ class FieldCache:
         if parts is None:
             born_field = self.host(born_host)
             store_field = self.host(store_host)
-            born_v6 = len(born_field) == _V6_HOST_FIELD_BYTES
-            store_v6 = len(store_field) == _V6_HOST_FIELD_BYTES
-            header = RECORD_HEADERS[born_v6 | store_v6 << 1]
+            born_v6 = len(born_field) == codec.HOST_V6_BYTES
+            store_v6 = len(store_field) == codec.HOST_V6_BYTES
+            header = codec.RECORD_HEADERS_HOSTS_PACKED[born_v6 | store_v6 << 1]
             parts = (born_field, store_field,
                      born_v6 * SYSFLAG_BORNHOST_V6 | store_v6 * SYSFLAG_STOREHOST_V6, header,
-                     header.size + PROPERTIES_LENGTH.size)
+                     header.size + codec.PROPERTIES_LENGTH.size)
             if len(self.host_pairs) < HOST_CACHE_ENTRIES_MAX:
                 self.host_pairs[key] = parts
         return parts
 
     def host(self, host: str) -> bytes:
-        """The host's record field (address and port, ``host_field``)."""
+        """The host's record field (address and port, ``codec.host_field``)."""
         field_bytes = self._hosts.get(host)
         if field_bytes is None:
-            field_bytes = host_field(host)
+            field_bytes = codec.host_field(host)
             if len(self._hosts) < HOST_CACHE_ENTRIES_MAX:
                 self._hosts[host] = field_bytes
         return field_bytes
@@ -224,7 +193,7 @@ class CommitLog:
             space = self.file_size
         if size + END_FILE_MIN_BLANK_LENGTH_BYTES > space:
             # END_OF_FILE: only the 8 header bytes of the blank are written; the file is full.
-            files.append(_BLANK.pack(space, BLANK_MAGIC_CODE))
+            files.append(codec.encode_blank(space))
             files.mark_file_full()
             files.ensure_writable_file()
         table = self.topic_queue_table
@@ -252,7 +221,7 @@ class CommitLog:
             last = files.ensure_writable_file(wrote)
         space = last.end - wrote
         if size + END_FILE_MIN_BLANK_LENGTH_BYTES > space:
-            files.append(_BLANK.pack(space, BLANK_MAGIC_CODE))
+            files.append(codec.encode_blank(space))
             files.mark_file_full()
             files.ensure_writable_file()
             wrote = files.wrote_offset
@@ -394,18 +363,10 @@ class CommitLog:
 
         isMappedFileMatchedRecover reads it without decoding the record.
         """
-        head = self.files.read(mapped.start, 64 + 20)
-        if len(head) < 64:
+        found = codec.peek_magic_and_store_ts(self.files.read(mapped.start, codec.FIRST_RECORD_HEAD_BYTES))
+        if found is None or found[0] not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
             return None
-        magic = _HEAD.unpack_from(head, 0)[1]
-        if magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
-            return None
-        sys_flag = _SYSFLAG.unpack_from(head, SYSFLAG_POSITION)[0]
-        born_len = 20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8
-        pos = BORN_HOST_POSITION + born_len
-        if pos + 8 > len(head):
-            return None
-        return _INT64.unpack_from(head, pos)[0]
+        return found[1]
 
     def check(self) -> list[Problem]:
         """Every damaged record, and unreadable bytes before the write position, without raising."""

@@ -85,7 +85,7 @@ _NO_DISPATCH = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
 assert all(bool(t & SYSFLAG_TRANSACTION_PREPARED) == (t in _NO_DISPATCH) for t in range(0, 16, 4))
 _V6_BITS = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 _NOT_V6_BITS = ~_V6_BITS
-_PROPS_LEN = struct.Struct(">h")
+_PROPS_LEN = codec.PROPERTIES_LENGTH
 
 
 @dataclass
@@ -525,6 +525,10 @@ class MessageStore:
             log_tail = None
             phys, queue_offset = commit_log.reserve(size, key, dispatch)
             end = phys + size
+        # codec.encode_record's bytes, packed inline: the header struct is codec's (hosts packed,
+        # FieldCache.hosts), the fields are in its order. This is the hot path of every run, so it
+        # stays inline; tests/broker_core/store/test_put_paths.py holds it (and the batch path
+        # below) to codec.encode_record on the same inputs.
         try:
             head = header.pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
                                queue_id, msg.flag, queue_offset, phys, sys_flag, msg.born_ts,
@@ -666,6 +670,7 @@ class MessageStore:
         born_ts = batch.born_ts
         reconsume_times = batch.reconsume_times
         props_len = _PROPS_LEN.pack
+        # As put_message: codec's layout packed inline, held to codec.encode_record by a test.
         try:
             for size, flag, body, props_length, own, separator, tags in records:
                 parts += (pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker_core.codec import Blank, Record, decode_record
+from broker_core.codec import FIRST_RECORD_HEAD_BYTES, Blank, Record, decode_record, peek_magic_and_store_ts
 from broker_core.constants import (
     BLANK_MAGIC_CODE,
     CHECKPOINT_FILE_SIZE_BYTES,
@@ -41,7 +41,6 @@ from broker_core.constants import (
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
     RECOVER_NORMAL_FILES_FROM_END,
-    SYSFLAG_BORNHOST_V6,
 )
 from broker_core.errors import BadInputError, CorruptRecordError
 from broker_core.store import config_files
@@ -59,12 +58,6 @@ _CHECKPOINT = struct.Struct(">qqqqq")  # physic, logics, index timestamps; 5.x: 
 _SIZE_MAGIC = struct.Struct(">iI")
 _KNOWN_MAGICS = (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE)
 _FILE_NAME = re.compile(rf"\d{{{FILE_NAME_DIGITS}}}")
-# Record header positions (§1.2) that abnormal recovery reads from each file's first record.
-_SYSFLAG_POS = 36
-_BORN_HOST_POS = 48
-_HOST_V4_BYTES = 8
-_HOST_V6_BYTES = 20
-_FIRST_RECORD_HEAD_BYTES = _BORN_HOST_POS + _HOST_V6_BYTES + 8
 _KEPT_NOTE = ("; this file is before the part recovery checks, so RocketMQ keeps it as it is: "
               "the scan goes on")
 
@@ -330,15 +323,13 @@ class StoreReader:
         for index in range(len(self.files) - 1, -1, -1):
             try:
                 with open(self.files[index].path, "rb") as fh:
-                    head = fh.read(_FIRST_RECORD_HEAD_BYTES)
+                    head = fh.read(FIRST_RECORD_HEAD_BYTES)
             except OSError:
                 continue
-            if len(head) < _FIRST_RECORD_HEAD_BYTES:
+            found = peek_magic_and_store_ts(head)
+            if found is None:
                 continue
-            _, magic = _SIZE_MAGIC.unpack_from(head, 0)
-            (sys_flag,) = struct.unpack_from(">i", head, _SYSFLAG_POS)
-            store_ts_pos = _BORN_HOST_POS + (_HOST_V6_BYTES if sys_flag & SYSFLAG_BORNHOST_V6 else _HOST_V4_BYTES)
-            (store_ts,) = struct.unpack_from(">q", head, store_ts_pos)
+            magic, store_ts = found
             # 4.9.4 accepts only the v1 magic here.
             if magic == MESSAGE_MAGIC_CODE_V1 and store_ts != 0 and store_ts <= min_ts:
                 return index

@@ -283,7 +283,7 @@ def encode(rec: dict, phys: int) -> bytes:
     born_addr, born_port = rec["born"]
     store_addr, store_port = rec["store"]
     v6 = (0x10 if len(born_addr) == 16 else 0) | (0x20 if len(store_addr) == 16 else 0)
-    header = codec._HEADERS[v6 >> 4]
+    header = codec.RECORD_HEADERS[v6 >> 4]
     topic = rec["topic"]
     if not rec["v2"] and len(topic) > 127:
         topic = topic[:127].decode("utf-8", "ignore").encode()  # a v1 topic has at most 127 bytes
