@@ -12,37 +12,49 @@ from broker_core.errors import BadInputError
 
 # parseDelayLevel's unit table: lowercase only, as RocketMQ's HashMap lookup of the last char.
 DELAY_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-# A level's delay is a Java long; anything larger cannot be written by a broker.
-DELAY_MS_MAX = 2**63 - 1
+# The schedule topic gets one queue per level; RocketMQ's default table has 18.
+DELAY_LEVELS_MAX = 256
+# RocketMQ takes any long; a level longer than 30 days is a unit typed wrong, and no simulation
+# runs that long (a scenario's horizon is at most 30 days).
+DELAY_LEVEL_MS_MAX = 30 * 24 * 3600 * 1000
 
 
-def parse_delay_levels(text: str) -> list[int]:
-    """Delay in ms of each level (index 0 is level 1); any bad token raises BadInputError naming it.
+def parse_delay_levels(text: str) -> tuple[int, ...]:
+    """Delay in ms of each level (index 0 is level 1), RocketMQ's ``parseDelayLevel``.
 
-    RocketMQ splits on a single space and reads each token as ``<long><unit>``; an empty token
-    (a double or leading space), an unknown or uppercase unit, or a non-number fails the load.
+    RocketMQ splits on a single space and reads each token as ``<long><unit>``: an empty token
+    (a double, leading or trailing space), an unknown or uppercase unit, or a non-number fails
+    the load. Any bad token raises :class:`BadInputError` whose message names the token; its
+    ``where`` is the setting, so a caller that knows the file and line (the scenario loader)
+    puts its own in front.
     """
+    where = "message_delay_level"
     if not isinstance(text, str):
-        raise BadInputError(f"message_delay_level must be a string, got {type(text).__name__}",
-                            where="message_delay_level")
+        raise BadInputError(f"must be a string such as \"1s 5s 10s\", got {type(text).__name__}",
+                            where=where)
     levels: list[int] = []
     for index, token in enumerate(text.split(" "), 1):
-        where = f"message_delay_level token {index}"
-        if len(token) < 2:
-            raise BadInputError(f"bad delay level token {token!r}: expected <number><s|m|h|d>",
+        if token == "":
+            raise BadInputError(f"token {index} is empty (two spaces, or a leading or trailing space)",
                                 where=where)
-        unit = DELAY_UNIT_MS.get(token[-1])
-        number = token[:-1]
-        # Long.parseLong accepts an optional sign and ASCII digits only.
-        digits = number[1:] if number[:1] in "+-" else number
-        if unit is None or not digits or not digits.isascii() or not digits.isdigit():
-            raise BadInputError(f"bad delay level token {token!r}: expected <number><s|m|h|d>",
+        unit, number = token[-1], token[:-1]
+        if unit not in DELAY_UNIT_MS:
+            raise BadInputError(f"token {index} {token!r} does not end in a unit s, m, h or d (lowercase)",
                                 where=where)
-        delay_ms = int(number) * unit
-        if not 0 <= delay_ms <= DELAY_MS_MAX:
-            raise BadInputError(f"delay level token {token!r} is out of range", where=where)
+        # Long.parseLong: an optional sign, then ASCII digits only.
+        digits = number[1:] if number[:1] in ("+", "-") else number
+        if not digits or not digits.isascii() or not digits.isdigit():
+            raise BadInputError(f"token {index} {token!r} is not a whole number of {unit}", where=where)
+        delay_ms = int(number) * DELAY_UNIT_MS[unit]
+        if delay_ms < 0:
+            raise BadInputError(f"token {index} {token!r} is negative", where=where)
+        if delay_ms > DELAY_LEVEL_MS_MAX:
+            raise BadInputError(f"token {index} {token!r} is longer than {DELAY_LEVEL_MS_MAX} ms (30 days)",
+                                where=where)
         levels.append(delay_ms)
-    return levels
+    if len(levels) > DELAY_LEVELS_MAX:
+        raise BadInputError(f"{len(levels)} levels; at most {DELAY_LEVELS_MAX}", where=where)
+    return tuple(levels)
 
 
 def clamp_level(level: int, max_level: int) -> int:
@@ -50,7 +62,7 @@ def clamp_level(level: int, max_level: int) -> int:
     return max_level if level > max_level else level
 
 
-def deliver_timestamp(levels: list[int], level: int, store_ts: int) -> int:
+def deliver_timestamp(levels: tuple[int, ...] | list[int], level: int, store_ts: int) -> int:
     """computeDeliverTimestamp: store time plus the level's delay, or plus 1 s for an unknown level."""
     if 1 <= level <= len(levels):
         return store_ts + levels[level - 1]

@@ -35,7 +35,8 @@ from broker_core.constants import (
     MESSAGE_DELAY_LEVEL_DEFAULT,
     SIM_MESSAGES_MAX,
 )
-from broker_core.errors import InvalidNameError, ScenarioError
+from broker_core.delay_levels import parse_delay_levels
+from broker_core.errors import BadInputError, InvalidNameError, ScenarioError
 
 # --- limits of a scenario (each one keeps a typo from turning into a run that never ends) --------
 SCENARIO_FILE_BYTES_MAX = 1024 * 1024  # a scenario is a hand-written file, not a data dump
@@ -56,8 +57,6 @@ CONSUME_TIMEOUT_MS_MAX = 24 * 3600 * 1000
 RATE_PER_S_MAX = 10_000_000.0  # messages per simulated second per producer
 TAGS_PER_PRODUCER_MAX = 1000
 TAG_LENGTH_MAX = 255
-DELAY_LEVELS_MAX = 256  # the schedule topic gets one queue per level
-DELAY_LEVEL_MS_MAX = 30 * 24 * 3600 * 1000
 COMMITLOG_FILE_SIZE_BYTES_MIN = 64 * 1024  # must hold the largest record we simulate plus a BLANK
 COMMITLOG_FILE_SIZE_BYTES_MAX = COMMITLOG_FILE_SIZE_BYTES_DEFAULT  # 1 GiB, RocketMQ's default
 CQ_UNITS_PER_FILE_MIN = 16
@@ -74,7 +73,6 @@ SIZE_UNITS_BYTES = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 _SIZE = re.compile(r"(\d+)\s*(B|KiB|MiB|GiB)")
 RATE_UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _RATE = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*(ms|s|m|h)")
-DELAY_LEVEL_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 MODELS = ("clustering", "broadcasting")
 MODES = ("concurrently", "orderly")
@@ -286,28 +284,6 @@ def parse_rate_per_s(value: Any) -> float:
     return float(m.group(1)) / RATE_UNITS_S[m.group(2)]
 
 
-def parse_delay_levels(text: str) -> tuple[int, ...]:
-    """RocketMQ's ``parseDelayLevel``: single-space separated tokens, lowercase unit last."""
-    if not isinstance(text, str):
-        raise ValueError("message_delay_level is a string such as \"1s 5s 10s\"")
-    levels = []
-    for i, token in enumerate(text.split(" ")):
-        if token == "":
-            raise ValueError(f"token {i + 1} is empty (two spaces, or a leading/trailing space)")
-        unit, digits = token[-1], token[:-1]
-        if unit not in DELAY_LEVEL_UNITS_MS:
-            raise ValueError(f"token {token!r} has no unit s, m, h or d (lowercase)")
-        if not digits.isdigit():
-            raise ValueError(f"token {token!r} is not a whole number of {unit}")
-        ms = int(digits) * DELAY_LEVEL_UNITS_MS[unit]
-        if ms > DELAY_LEVEL_MS_MAX:
-            raise ValueError(f"token {token!r} is longer than {DELAY_LEVEL_MS_MAX} ms")
-        levels.append(ms)
-    if len(levels) > DELAY_LEVELS_MAX:
-        raise ValueError(f"{len(levels)} levels; at most {DELAY_LEVELS_MAX}")
-    return tuple(levels)
-
-
 # --- loading -------------------------------------------------------------------------------------
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -497,8 +473,8 @@ class _Reader:
             levels_text = self.string(m["message_delay_level"], "broker.message_delay_level")
             try:
                 parse_delay_levels(levels_text)
-            except ValueError as exc:
-                raise self.fail(m["message_delay_level"], "broker.message_delay_level", str(exc),
+            except BadInputError as exc:
+                raise self.fail(m["message_delay_level"], "broker.message_delay_level", exc.message,
                                 levels_text) from None
         size = d.commitlog_file_size_bytes
         if "commitlog_file_size" in m:

@@ -76,13 +76,16 @@ SCENARIO_CASES = {
     "fractional-duration": (SMALL.replace("horizon: 30m", "horizon: 1.5h"), ["horizon", "'1.5h'"]),
     "bad-delay-level-unit": (SMALL.replace("  cq_units_per_file: 1000",
                                            '  cq_units_per_file: 1000\n  message_delay_level: "1s 5x 10s"'),
-                             ["broker.message_delay_level", "5x"]),
+                             ["broker.message_delay_level: '1s 5x 10s' token 2 '5x' does not end in a unit s, "
+                              "m, h or d (lowercase)"]),
     "empty-delay-levels": (SMALL.replace("  cq_units_per_file: 1000",
                                          '  cq_units_per_file: 1000\n  message_delay_level: ""'),
-                           ["broker.message_delay_level"]),
+                           ["broker.message_delay_level: '' token 1 is empty (two spaces, or a leading or "
+                            "trailing space)"]),
     "double-space-delay-levels": (SMALL.replace("  cq_units_per_file: 1000",
                                                 '  cq_units_per_file: 1000\n  message_delay_level: "1s  5s"'),
-                                  ["broker.message_delay_level"]),
+                                  ["broker.message_delay_level: '1s  5s' token 2 is empty (two spaces, or a "
+                                   "leading or trailing space)"]),
     "duplicate-group": (SMALL.replace("name: pay-service ", "name: order-service "),
                         ["groups[1].name", "declared twice"]),
     "duplicate-topic": (SMALL.replace("{name: PayTopic, queues: 2}", "{name: OrderTopic, queues: 2}"),

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from broker_core.constants import CONSUME_TIMEOUT_MS_DEFAULT, SIM_MESSAGES_MAX
+from broker_core.delay_levels import parse_delay_levels
 from broker_core.errors import ScenarioError
 from broker_core.sim.scenario import (
     DURATION_UNITS_MS,
     load_scenario,
     load_scenario_text,
-    parse_delay_levels,
     parse_duration_ms,
     parse_rate_per_s,
     parse_size_bytes,
@@ -95,9 +95,12 @@ ERROR_CASES = [
     ("name: t\n", "name: t\nseed: abc\n", 2, ["seed", "not an integer"]),
     ("name: t\n", "name: t\nbroker: {commitlog_file_size: 64MB}\n", 2, ["commitlog_file_size", "64MB"]),
     ("name: t\n", "name: t\nbroker: {commitlog_file_size: 1KiB}\n", 2, ["commitlog_file_size", "outside"]),
-    ("name: t\n", "name: t\nbroker: {message_delay_level: \"1s  5s\"}\n", 2, ["message_delay_level", "empty"]),
-    ("name: t\n", "name: t\nbroker: {message_delay_level: \"1s 5S\"}\n", 2, ["message_delay_level", "5S"]),
-    ("name: t\n", "name: t\nbroker: {message_delay_level: \"1s xs\"}\n", 2, ["message_delay_level", "xs"]),
+    ("name: t\n", "name: t\nbroker: {message_delay_level: \"1s  5s\"}\n", 2,
+     ["broker.message_delay_level: '1s  5s' token 2 is empty (two spaces, or a leading or trailing space)"]),
+    ("name: t\n", "name: t\nbroker: {message_delay_level: \"1s 5S\"}\n", 2,
+     ["broker.message_delay_level: '1s 5S' token 2 '5S' does not end in a unit s, m, h or d (lowercase)"]),
+    ("name: t\n", "name: t\nbroker: {message_delay_level: \"1s xs\"}\n", 2,
+     ["broker.message_delay_level: '1s xs' token 2 'xs' is not a whole number of s"]),
     ("name: t\n", "name: t\nbroker: {flush: fast}\n", 2, ["broker.flush", "fast", "async | sync"]),
     ("name: t\n", "name: t\nbroker: {store_host: 10.0.0.300:1}\n", 2, ["store_host"]),
     ("queues: 4", "queues: -1", 3, ["topics[0].queues", "-1"]),

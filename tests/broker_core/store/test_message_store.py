@@ -9,8 +9,7 @@ import pytest
 
 from broker_core import codec
 from broker_core.constants import SCHEDULE_TOPIC, SYSFLAG_TRANSACTION_PREPARED
-from broker_core.delay_levels import parse_delay_levels
-from broker_core.errors import BadInputError, InvalidNameError
+from broker_core.errors import InvalidNameError
 from broker_core.message import (
     JavaHashMap,
     broker_receive_properties,
@@ -260,21 +259,6 @@ def test_tags_code_of_a_normal_message_is_the_java_hash_of_its_tags(tmp_path):
     assert codec.decode_record(raw, 0).queue_offset == 0
     assert CQ_UNIT.size == 20
     store.shutdown()
-
-
-@pytest.mark.parametrize("text", ["1s  2s", " 1s", "1S", "1x", "s", "1.5s", "1s 2"])
-def test_delay_level_parser_names_the_bad_token(text):
-    """parseDelayLevel: a double space, an unknown or uppercase unit or a non-number fails, naming the token."""
-    with pytest.raises(BadInputError) as err:
-        parse_delay_levels(text)
-    assert "token" in str(err.value)
-
-
-def test_delay_level_parser_reads_the_default_table():
-    """The default table has 18 levels from 1 s to 2 h; d is a day."""
-    levels = parse_delay_levels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")
-    assert len(levels) == 18 and levels[0] == 1000 and levels[2] == 10_000 and levels[-1] == 7_200_000
-    assert parse_delay_levels("1d") == [86_400_000]
 
 
 @pytest.mark.parametrize("born_host, store_host", [
