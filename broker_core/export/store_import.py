@@ -29,8 +29,10 @@ from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter
 from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.schema import RAW_TABLES
 from broker_core.message import create_message_id
+from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.config_files import CONSUMER_OFFSET_FILE, split_topic_group
-from broker_core.store.reader import CONFIG_DIR_NAME, Checkpoint, Problem, ScanProgress, StoreReader
+from broker_core.store.problem import Problem
+from broker_core.store.reader import CONFIG_DIR_NAME, ScanProgress, StoreReader
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 RUN_SOURCE_IMPORT = "import"

@@ -28,6 +28,7 @@ from broker_core.delay_levels import clamp_level, deliver_timestamp
 from broker_core.errors import CorruptRecordError
 from broker_core.message import PROP_DELAY, PROP_TAGS, tags_code
 from broker_core.store.mapped_file import MappedFile, MappedFileQueue
+from broker_core.store.problem import Problem
 
 COMMIT_LOG_DIR_NAME = "commitlog"
 _INT32 = struct.Struct(">i")
@@ -121,16 +122,6 @@ class FieldCache:
             if len(self._hosts) < HOST_CACHE_ENTRIES_MAX:
                 self._hosts[host] = field_bytes
         return field_bytes
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One finding of :meth:`check`: where, what kind, and the detail a reader needs."""
-
-    file: str
-    offset: int
-    kind: str
-    detail: str
 
 
 @dataclass(frozen=True)

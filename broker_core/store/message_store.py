@@ -70,11 +70,11 @@ from broker_core.store.commit_log import (
     HOST_CACHE_ENTRIES_MAX,
     CommitLog,
     FieldCache,
-    Problem,
     java_parse_int,
     record_tags_code,
 )
 from broker_core.store.consume_queue import ConsumeQueue, list_consume_queues, pack_cq_unit
+from broker_core.store.problem import Problem
 
 FLUSH_SYNC = "sync"
 RECORD_CACHE_ENTRIES_MAX = 65_536  # decoded records kept for pulls; bounded memory (~tens of MiB)

@@ -35,7 +35,6 @@ from broker_core.codec import FIRST_RECORD_HEAD_BYTES, Blank, Record, decode_rec
 from broker_core.constants import (
     BLANK_MAGIC_CODE,
     CHECKPOINT_FILE_SIZE_BYTES,
-    CHECKPOINT_MIN_TIMESTAMP_SLACK_MS,
     CQ_UNIT_SIZE_BYTES,
     FILE_NAME_DIGITS,
     MESSAGE_MAGIC_CODE_V1,
@@ -44,17 +43,16 @@ from broker_core.constants import (
 )
 from broker_core.errors import BadInputError, CorruptRecordError
 from broker_core.store import config_files
+from broker_core.store.checkpoint import ABORT_FILE_NAME, CHECKPOINT_FILE_NAME, Checkpoint, parse_checkpoint
+from broker_core.store.problem import ERROR, WARNING, Problem
 
 COMMITLOG_DIR_NAME = "commitlog"
 CONSUME_QUEUE_DIR_NAME = "consumequeue"
 CONFIG_DIR_NAME = "config"
-CHECKPOINT_FILE_NAME = "checkpoint"
-ABORT_FILE_NAME = "abort"
 
 CQ_UNIT = struct.Struct(">qiq")  # ConsumeQueue unit: physOffset, size, tagsCode (§2.2)
 assert CQ_UNIT.size == CQ_UNIT_SIZE_BYTES
 CQ_PRE_BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes (0, Integer.MAX_VALUE, 0) below minOffset
-_CHECKPOINT = struct.Struct(">qqqqq")  # physic, logics, index timestamps; 5.x: flushed, confirm
 _SIZE_MAGIC = struct.Struct(">iI")
 _KNOWN_MAGICS = (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE)
 _FILE_NAME = re.compile(rf"\d{{{FILE_NAME_DIGITS}}}")
@@ -69,24 +67,6 @@ READ_CHUNK_BYTES = CQ_UNIT_SIZE_BYTES * 64 * 1024
 RELEASE_MAPPED_EVERY_BYTES = 32 * 1024 * 1024
 # How often a long scan reports progress, in records.
 PROGRESS_EVERY_RECORDS = 50_000
-
-ERROR = "error"
-WARNING = "warning"
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Something wrong in a store: which file (relative to the root), where, what kind, why."""
-
-    file: str
-    offset: int
-    kind: str
-    reason: str
-    severity: str = ERROR
-
-    def __str__(self) -> str:
-        return f"{self.severity}: {self.file}@{self.offset}: {self.kind}: {self.reason}"
-
 
 @dataclass(frozen=True)
 class LogEntry:
@@ -118,17 +98,6 @@ class CqUnit:
     phys_offset: int
     size: int
     tags_code: int
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """``<root>/checkpoint`` (StoreCheckpoint): store times of the last flush and dispatch."""
-
-    physic_msg_timestamp: int
-    logics_msg_timestamp: int
-    index_msg_timestamp: int
-    master_flushed_offset: int  # 5.x only; 0 in 4.9.4
-    confirm_phy_offset: int  # 5.x only; 0 in 4.9.4
 
 
 @dataclass(frozen=True)
@@ -264,9 +233,7 @@ class StoreReader:
             self._file_problems.append(Problem(
                 CHECKPOINT_FILE_NAME, min(len(data), CHECKPOINT_FILE_SIZE_BYTES), "wrong-size-file",
                 f"checkpoint is {len(data)} bytes, expected {CHECKPOINT_FILE_SIZE_BYTES}"))
-            if len(data) < _CHECKPOINT.size:
-                return None
-        return Checkpoint(*_CHECKPOINT.unpack_from(data, 0))
+        return parse_checkpoint(data)
 
     # --- the commit-log scan ----------------------------------------------------------------
 
@@ -316,10 +283,7 @@ class StoreReader:
         """
         if not self.abort_file_present:
             return max(0, len(self.files) - RECOVER_NORMAL_FILES_FROM_END)
-        min_ts = 0
-        if self.checkpoint is not None:
-            oldest = min(self.checkpoint.physic_msg_timestamp, self.checkpoint.logics_msg_timestamp)
-            min_ts = max(0, oldest - CHECKPOINT_MIN_TIMESTAMP_SLACK_MS)
+        min_ts = self.checkpoint.min_timestamp() if self.checkpoint is not None else 0
         for index in range(len(self.files) - 1, -1, -1):
             try:
                 with open(self.files[index].path, "rb") as fh:

@@ -30,8 +30,9 @@ from broker_core.constants import (
 )
 from broker_core.errors import CorruptRecordError
 from broker_core.store.checkpoint import StoreCheckpoint
-from broker_core.store.commit_log import COMMIT_LOG_DIR_NAME, CommitLog, Problem
+from broker_core.store.commit_log import COMMIT_LOG_DIR_NAME, CommitLog
 from broker_core.store.consume_queue import CONSUME_QUEUE_DIR_NAME, PRE_BLANK_UNIT_SIZE, ConsumeQueue
+from broker_core.store.problem import Problem
 
 RECOVERY_NORMAL = "normal"
 RECOVERY_ABNORMAL = "abnormal"

@@ -103,7 +103,7 @@ def test_check_reports_a_damaged_record_without_raising(tmp_path):
     problems = log.check()
     assert [p.kind for p in problems] == [CORRUPT_RECORD, DATA_ENDS_EARLY]
     assert problems[0].offset == phys and problems[0].file == "commitlog/00000000000000000000"
-    assert "CRC" in problems[0].detail
+    assert "CRC" in problems[0].reason
 
 
 def test_a_wrong_size_hint_is_ignored(tmp_path):
