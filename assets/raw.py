@@ -17,6 +17,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from assets.checks import INVARIANTS, CheckOutcome, run_checks
+from assets.progress import LOG_PROGRESS_INTERVAL_S, Throttle
 from assets.warehouse import parquet_files, run_id_of, run_views
 from broker_core.export.schema import LINEAGE_TABLES, RAW_TABLES
 
@@ -36,20 +37,14 @@ def table_rows(run_dir: Path, tables) -> dict[str, int]:
     return {t: sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(run_dir, t)) for t in tables}
 
 
-# Progress lines of a long simulation are at least this far apart.
-PROGRESS_INTERVAL_S = 5.0
-
-
 def _sim_progress(log):
     """A simulate() progress callback that logs simulated time and records, a few lines a minute."""
     if log is None:
         return None
-    last = [time.monotonic()]
+    throttle = Throttle(LOG_PROGRESS_INTERVAL_S)
 
     def report(sim_ms: int, records: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= PROGRESS_INTERVAL_S:
-            last[0] = now
+        if throttle.ready():
             log.info(f"simulated {sim_ms / 1000:,.0f} s, {records:,} records")
 
     return report

@@ -12,28 +12,23 @@ import sys
 import time
 from pathlib import Path
 
+from assets.progress import TERMINAL_PROGRESS_INTERVAL_S, Throttle
 from broker_core.errors import BadInputError
 from broker_core.export.store_import import ImportSummary
 from broker_core.export.store_import import import_store as run_import
 from broker_core.store.reader import ScanProgress
 
 PROBLEMS_SHOWN_MAX = 20  # the text summary lists this many problems; --json lists all
-# Progress lines are at least this far apart, so a small store (done in well under this) prints
-# none and a big one prints a steady, readable trickle.
-PROGRESS_INTERVAL_S = 1.0
 
 
-def _progress_printer(quiet: bool, clock=time.monotonic):
+def _progress_printer(quiet: bool):
     if quiet:
         return None
-    last = clock()
+    throttle = Throttle(TERMINAL_PROGRESS_INTERVAL_S)
 
     def report(p: ScanProgress) -> None:
-        nonlocal last
-        now = clock()
-        if now - last < PROGRESS_INTERVAL_S:
+        if not throttle.ready():
             return
-        last = now
         print(f"import-store: file {p.file_index + 1}/{p.file_count} {p.file_name}, "
               f"{p.records} records", file=sys.stderr, flush=True)
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
+from assets.progress import TERMINAL_PROGRESS_INTERVAL_S, Throttle
 from broker_core.errors import BadInputError
 from broker_core.sim.run import RunSummary, reproduce_command
 from broker_core.sim.run import simulate as run_simulation
 from orchestration.term import ProgressLine, bar, paint
-
-PROGRESS_EVERY_WALL_SECONDS = 1.0  # at most one progress line per wall second
 
 
 def _format_sim_ms(ms: int) -> str:
@@ -30,15 +28,13 @@ class _Progress:
     """A progress bar of simulated time against the horizon, at most once per wall second."""
 
     def __init__(self, horizon_ms: int) -> None:
-        self._last = 0.0
+        self._throttle = Throttle(TERMINAL_PROGRESS_INTERVAL_S)
         self._horizon_ms = max(1, horizon_ms)
         self._line = ProgressLine(sys.stderr)
 
     def __call__(self, sim_ms: int, records: int) -> None:
-        now = time.monotonic()
-        if now - self._last < PROGRESS_EVERY_WALL_SECONDS:
+        if not self._throttle.ready():
             return
-        self._last = now
         fraction = sim_ms / self._horizon_ms
         self._line.show(f"  {bar(fraction)} {fraction:4.0%}  simulated {_format_sim_ms(sim_ms)}"
                         f" of {_format_sim_ms(self._horizon_ms)}  records {records:,}")
