@@ -16,6 +16,10 @@ from broker_core.constants import SIM_EVENTS_MAX
 from broker_core.errors import SimulationLimitError
 
 
+def _always() -> bool:
+    return True
+
+
 class EventHandle:
     """A scheduled callback; ``cancel()`` makes it a no-op when its time comes."""
 
@@ -114,35 +118,13 @@ class Simulator:
         return SimulationLimitError(f"the simulation ran more than {self.events_max} events",
                                     hint="shorten the horizon or lower the message count")
 
-    def _take(self) -> EventHandle | None:
-        """Remove and return the next live event, the clock set to its time; None when there is none."""
-        due = self._due
-        while True:
-            queue = self._queue
-            if due and not (queue and queue[0][0] <= self._now):
-                handle = due.popleft()
-                if not handle.cancelled:
-                    return handle
-                continue
-            if not queue:
-                return None
-            time_ms, _seq, handle = heapq.heappop(queue)
-            if handle.cancelled:
-                continue
-            assert time_ms >= self._now, "time went backwards in the event queue"
-            self._now = time_ms
-            return handle
-
     def step(self) -> bool:
         """Run the next event; False when there is none."""
-        handle = self._take()
-        if handle is None:
-            return False
-        self.events_run += 1
-        if self.events_run > self.events_max:
-            raise self._over_limit()
-        handle.fire()
-        return True
+        # run() owns the ordering rules (the FIFO of events due now against the heap); one event
+        # of it is a step.
+        before = self.events_run
+        self.run(stop=_always)
+        return self.events_run > before
 
     def stop(self) -> None:
         """Make :meth:`run` return after the event that is running (an event calls this)."""
@@ -151,8 +133,9 @@ class Simulator:
     def run(self, until_ms: int | None = None, stop: Callable[[], bool] | None = None) -> None:
         """Run events in order until the queue is empty, ``until_ms`` is passed, an event calls
         :meth:`stop`, or ``stop()`` (asked after every event) is true."""
-        # _take() and fire(), inline: this is the innermost loop of every simulation, and a run
-        # executes about ten events per message.
+        # The one place the ordering rules live (step() is one event of this loop). fire() is
+        # inlined: this is the innermost loop of every simulation, and a run executes about ten
+        # events per message.
         heappop = heapq.heappop
         horizon = until_ms if until_ms is not None else float("inf")
         due = self._due
