@@ -26,10 +26,7 @@ would move every row through a Python worker, which is the slow path on any clus
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -597,24 +594,3 @@ def run_lineage(run_dir: str | Path, spark: SparkSession,
         raise
     files.replace(tmp, final)
     return counts
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m assets.lineage RUN_DIR [--master URL]``: build the lineage, print the counts."""
-    parser = argparse.ArgumentParser(prog="python -m assets.lineage", description=main.__doc__)
-    parser.add_argument("run_dir")
-    parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
-    args = parser.parse_args(argv)
-    from assets.spark import get_spark, stop_spark
-
-    spark = get_spark(args.master)
-    try:
-        counts = run_lineage(args.run_dir, spark, progress=lambda m: print(m, file=sys.stderr))
-    finally:
-        stop_spark()
-    print(json.dumps(counts, sort_keys=True))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

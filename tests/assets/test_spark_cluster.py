@@ -2,14 +2,14 @@
 one worker on 127.0.0.1).
 
 A process holds one SparkContext, and this test run's is local: the cluster lineage runs in a
-subprocess (`python -m assets.lineage RUN_DIR --master spark://...`) and its Parquet output is
+subprocess (`retry-audit lineage RUN_DIR --spark-master spark://...`) and its Parquet output is
 compared with the local session's.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -160,8 +160,8 @@ def test_lineage_on_a_standalone_cluster_equals_local_mode(spark, tmp_path):
                         "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY,
                         "--work-dir", str(work_dir)], worker_log, env)
         wait_for(WORKER_READY, worker_log, worker)
-        done = subprocess.run([sys.executable, "-m", "assets.lineage", str(cluster_run),
-                               "--master", master_url], cwd=PROJECT, env=env, capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "orchestration.cli", "lineage", str(cluster_run),
+                               "--spark-master", master_url], cwd=PROJECT, env=env, capture_output=True,
                               text=True, timeout=LINEAGE_WAIT_S)
         assert done.returncode == 0, done.stderr[-5000:]
     finally:
@@ -169,7 +169,10 @@ def test_lineage_on_a_standalone_cluster_equals_local_mode(spark, tmp_path):
             stop(worker)
         stop(master)
 
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == local_counts
+    counts = re.search(r"message_hops ([\d,]+) rows, message_lineage ([\d,]+) rows", done.stdout)
+    assert counts, done.stdout
+    assert {"message_hops": int(counts[1].replace(",", "")),
+            "message_lineage": int(counts[2].replace(",", ""))} == local_counts
     # The work was done by an executor the worker launched, not by a local fallback.
     assert list(work_dir.glob("app-*/*/stderr")), "no executor ran on the worker"
     for table, keys in (("message_hops", ["message_key", "group", "hop_index"]),
