@@ -753,7 +753,9 @@ class CheckOutcome:
 INVARIANTS: tuple[Check, ...] = (
     Check(HOP_GRAMMAR, "lineage/message_hops",
           "Every (message, group) chain reads real -> (SCHEDULE -> RETRY)* -> DLQ?, a delayed publish "
-          "starting SCHEDULE -> DELIVER, with hop_index 0..n-1.", ERROR, HOP_GRAMMAR_SQL),
+          "starting SCHEDULE -> DELIVER, with hop_index 0..n-1; where retention deleted a chain's "
+          "first hops (runs.first_offset > 0) it may start later, and truncated says so.",
+          ERROR, HOP_GRAMMAR_SQL),
     Check(NO_UNEXPLAINED_LOSS, "lineage/message_lineage",
           "Every SEND_OK message has a commit-log record, unless a broker_crash under async flush "
           "after its send explains the loss.", ERROR, NO_UNEXPLAINED_LOSS_SQL),
