@@ -1,38 +1,19 @@
-"""The DuckDB audit warehouse: the run tables side by side, and the audit tables built from them.
+"""The audit tables: the SQL in ``assets/sql/<table>.sql``, run in ``AUDIT_TABLES`` order, and
+the ``audit/<table>`` Dagster assets.
 
-``build_warehouse(run_dirs, db_path)`` loads every contract table of every run (a ``run_id``
-column on each), then runs ``assets/sql/<table>.sql`` for each audit table in ``AUDIT_TABLES``
-order. The file is written beside ``db_path`` and renamed into place (see ``assets.warehouse``),
-in DuckDB's v1.0.0 storage format so DuckDB 1.x clients open it too.
+``build_audit_tables(con)`` runs on a connection that already holds a run's (or many runs')
+contract tables; ``assets.warehouse.build_warehouse`` loads them and writes the warehouse file.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 
 import duckdb
-
-from assets.warehouse import (
-    LOADED,
-    attach_for_build,
-    check_run_dir,
-    distinct_run_ids,
-    finish_build,
-    load_runs,
-    quote_ident,
-    remove_db_file,
-)
 
 # Audit tables, in build order (a later table may read an earlier one); one SQL file each.
 AUDIT_TABLES = ("dlq_messages", "delay_accuracy", "retry_funnel", "delivery_accounting",
                 "group_health", "anomalies")
-# Every table of a built warehouse: the loaded contract tables, then the audit tables.
-WAREHOUSE_TABLES = tuple(LOADED) + AUDIT_TABLES
-
 # A delayed message delivered later than this after its due time is listed as LATE_DELIVERY. The
 # schedule service polls each level every 100 ms, so seconds of lateness mean it was stalled
 # (a crash, put failures, a busy store).
@@ -64,87 +45,7 @@ def build_audit_tables(con: duckdb.DuckDBPyConnection) -> None:
     for table in STAGING_TABLES + AUDIT_TABLES:
         con.execute(sql_text(table))
     for table in STAGING_TABLES:
-        con.execute(f"DROP TABLE temp.{quote_ident(table)}")
-
-
-@dataclass
-class WarehouseSummary:
-    """What a build wrote: the file, the runs in it, rows per table and how long it took."""
-
-    db_path: Path
-    run_ids: list[str]
-    rows: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
-
-
-def table_counts(con: duckdb.DuckDBPyConnection, run_id: str | None = None) -> dict[str, int]:
-    """Rows per warehouse table, for all runs or one."""
-    counts = {}
-    for table in WAREHOUSE_TABLES:
-        if run_id is None:
-            counts[table] = con.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()[0]
-        else:
-            counts[table] = con.execute(f"SELECT count(*) FROM {quote_ident(table)} WHERE run_id = ?",
-                                        [run_id]).fetchone()[0]
-    return counts
-
-
-def build_warehouse(run_dirs: Sequence[str | Path], db_path: str | Path, *,
-                    progress: Callable[[str], None] | None = None) -> WarehouseSummary:
-    """Build the warehouse of ``run_dirs`` into a new file and swap it into ``db_path``.
-
-    Each run directory needs ``parquet/`` and ``lineage/`` (run ``retry-audit lineage`` first).
-    A reader with the old file open keeps reading the old file; nothing blocks the build.
-    """
-    started = time.perf_counter()
-    dirs = [check_run_dir(Path(d)) for d in run_dirs]
-    assert dirs, "build_warehouse needs at least one run directory"
-    run_ids = distinct_run_ids(dirs)
-    db_path = Path(db_path).absolute()
-    con, built = attach_for_build(db_path)
-    try:
-        loaded = load_runs(con, list(zip(dirs, run_ids, strict=True)))
-        if progress:
-            for run_id, rows in loaded.items():
-                progress(f"loaded {run_id}: {rows['commitlog']:,} commit-log records, "
-                         f"{rows['message_hops']:,} hops")
-        build_audit_tables(con)
-        rows = table_counts(con)
-        finish_build(con, built, db_path)
-    except BaseException:
-        con.close()
-        remove_db_file(built)
-        raise
-    return WarehouseSummary(db_path=db_path, run_ids=run_ids, rows=rows,
-                            seconds=time.perf_counter() - started)
-
-
-TABLE_DESCRIPTIONS = {
-    "commitlog": "Every commit-log record of every run (physical-offset order), properties as a map.",
-    "consume_attempts": "Every delivery of a message to a listener, with its status and outcome (simulations).",
-    "schedule_deliveries": "Every delayed message moved out of SCHEDULE_TOPIC_XXXX, with its lateness.",
-    "consumer_offsets": "Consumer offset events (UPDATE, PERSIST, RESTORE) per group, topic and queue.",
-    "faults": "Faults injected into a simulated run (crashes, send-back and put failures, ...).",
-    "runs": "One row per run: scenario, seed, simulated start and end, source (simulation or import).",
-    "produced": "Every message a producer tried to send, with its send status (simulations).",
-    "delay_offsets": "Delay-level offsets of the schedule service (config/delayOffset.json).",
-    "store_problems": "Damage found while reading an imported store.",
-    "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
-    "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
-    "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",
-    "run_groups": "A simulated run's consumer groups from run.json (model, mode, max reconsume times).",
-    "delay_levels": "A simulated run's delay-level table (level -> ms) from run.json.",
-    "dlq_messages": "One row per DLQ record: origin topic and msgId, uniq key, group, retries, all "
-                    "properties and the last failed delivery.",
-    "delay_accuracy": "Per run and delay level: deliveries, expected delay, lateness p50/p99/max, early count.",
-    "retry_funnel": "Per run, group and origin topic: messages reaching each attempt, succeeding there, "
-                    "going to the DLQ after it.",
-    "delivery_accounting": "Per run and group, the OpenChaos queue checker's fields: enqueue_invoke, "
-                           "enqueue_success, dequeue_success, lost, duplicated, at_least_once, exactly_once.",
-    "group_health": "Per run and group: messages, consumed, DLQ, retrying, retry rate, end-to-end p50/p99.",
-    "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, STORE_DAMAGE.",
-}
-assert set(TABLE_DESCRIPTIONS) == set(WAREHOUSE_TABLES), "every warehouse table needs a description"
+        con.execute(f"DROP TABLE temp.{table}")  # our own names: plain identifiers
 
 
 def audit_assets(partitions_def) -> list:
@@ -158,7 +59,14 @@ def audit_assets(partitions_def) -> list:
 
     from assets.checks import DRIFTS, run_checks
     from assets.raw import LINEAGE_KEYS, RAW_RUN_KEY, check_result, failed_blocking_checks
-    from assets.warehouse import open_read_only, run_id_of
+    from assets.warehouse import (
+        TABLE_DESCRIPTIONS,
+        WAREHOUSE_TABLES,
+        build_warehouse,
+        open_read_only,
+        run_id_of,
+        table_counts,
+    )
 
     keys = {t: dg.AssetKey(["audit", t]) for t in WAREHOUSE_TABLES}
     specs = [dg.AssetSpec(keys[t], deps=[RAW_RUN_KEY, *LINEAGE_KEYS.values()], group_name="audit",

@@ -1,4 +1,5 @@
-"""Loading run directories into DuckDB and swapping a finished warehouse file into place.
+"""The DuckDB audit warehouse: loading run directories, building the audit tables on them, and
+swapping the finished file into place (``build_warehouse``).
 
 A run directory holds ``parquet/<table>/`` (the raw tables of the data contract) and
 ``lineage/<table>/`` (message_hops, message_lineage from Spark). Every table gets the contract's
@@ -17,13 +18,17 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from assets.audit import AUDIT_TABLES, build_audit_tables
 from broker_core.errors import BadInputError
 from broker_core.export.schema import LINEAGE_TABLES, RAW_TABLES
 
@@ -69,6 +74,8 @@ TABLE_DIRS: dict[str, str] = {**{name: "parquet" for name in RAW_TABLES},
 CONTRACT: dict[str, pa.Schema] = {**RAW_TABLES, **LINEAGE_TABLES}
 # Every table loaded from a run directory.
 LOADED: dict[str, pa.Schema] = {**CONTRACT, **MANIFEST_TABLES}
+# Every table of a built warehouse: the loaded contract tables, then the audit tables.
+WAREHOUSE_TABLES = tuple(LOADED) + AUDIT_TABLES
 
 
 def quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
@@ -358,3 +365,83 @@ def distinct_run_ids(run_dirs: Sequence[Path]) -> list[str]:
                                 hint="load each run once; re-import with a different --name")
         ids[rid] = run_dir
     return list(ids)
+
+
+@dataclass
+class WarehouseSummary:
+    """What a build wrote: the file, the runs in it, rows per table and how long it took."""
+
+    db_path: Path
+    run_ids: list[str]
+    rows: dict[str, int] = dataclass_field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def table_counts(con: duckdb.DuckDBPyConnection, run_id: str | None = None) -> dict[str, int]:
+    """Rows per warehouse table, for all runs or one."""
+    counts = {}
+    for table in WAREHOUSE_TABLES:
+        if run_id is None:
+            counts[table] = con.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()[0]
+        else:
+            counts[table] = con.execute(f"SELECT count(*) FROM {quote_ident(table)} WHERE run_id = ?",
+                                        [run_id]).fetchone()[0]
+    return counts
+
+
+def build_warehouse(run_dirs: Sequence[str | Path], db_path: str | Path, *,
+                    progress: Callable[[str], None] | None = None) -> WarehouseSummary:
+    """Build the warehouse of ``run_dirs`` into a new file and swap it into ``db_path``.
+
+    Each run directory needs ``parquet/`` and ``lineage/`` (run ``retry-audit lineage`` first).
+    A reader with the old file open keeps reading the old file; nothing blocks the build.
+    """
+    started = time.perf_counter()
+    dirs = [check_run_dir(Path(d)) for d in run_dirs]
+    assert dirs, "build_warehouse needs at least one run directory"
+    run_ids = distinct_run_ids(dirs)
+    db_path = Path(db_path).absolute()
+    con, built = attach_for_build(db_path)
+    try:
+        loaded = load_runs(con, list(zip(dirs, run_ids, strict=True)))
+        if progress:
+            for run_id, rows in loaded.items():
+                progress(f"loaded {run_id}: {rows['commitlog']:,} commit-log records, "
+                         f"{rows['message_hops']:,} hops")
+        build_audit_tables(con)
+        rows = table_counts(con)
+        finish_build(con, built, db_path)
+    except BaseException:
+        con.close()
+        remove_db_file(built)
+        raise
+    return WarehouseSummary(db_path=db_path, run_ids=run_ids, rows=rows,
+                            seconds=time.perf_counter() - started)
+
+
+TABLE_DESCRIPTIONS = {
+    "commitlog": "Every commit-log record of every run (physical-offset order), properties as a map.",
+    "consume_attempts": "Every delivery of a message to a listener, with its status and outcome (simulations).",
+    "schedule_deliveries": "Every delayed message moved out of SCHEDULE_TOPIC_XXXX, with its lateness.",
+    "consumer_offsets": "Consumer offset events (UPDATE, PERSIST, RESTORE) per group, topic and queue.",
+    "faults": "Faults injected into a simulated run (crashes, send-back and put failures, ...).",
+    "runs": "One row per run: scenario, seed, simulated start and end, source (simulation or import).",
+    "produced": "Every message a producer tried to send, with its send status (simulations).",
+    "delay_offsets": "Delay-level offsets of the schedule service (config/delayOffset.json).",
+    "store_problems": "Damage found while reading an imported store.",
+    "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
+    "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
+    "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",
+    "run_groups": "A simulated run's consumer groups from run.json (model, mode, max reconsume times).",
+    "delay_levels": "A simulated run's delay-level table (level -> ms) from run.json.",
+    "dlq_messages": "One row per DLQ record: origin topic and msgId, uniq key, group, retries, all "
+                    "properties and the last failed delivery.",
+    "delay_accuracy": "Per run and delay level: deliveries, expected delay, lateness p50/p99/max, early count.",
+    "retry_funnel": "Per run, group and origin topic: messages reaching each attempt, succeeding there, "
+                    "going to the DLQ after it.",
+    "delivery_accounting": "Per run and group, the OpenChaos queue checker's fields: enqueue_invoke, "
+                           "enqueue_success, dequeue_success, lost, duplicated, at_least_once, exactly_once.",
+    "group_health": "Per run and group: messages, consumed, DLQ, retrying, retry rate, end-to-end p50/p99.",
+    "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, STORE_DAMAGE.",
+}
+assert set(TABLE_DESCRIPTIONS) == set(WAREHOUSE_TABLES), "every warehouse table needs a description"

@@ -8,7 +8,7 @@ the several runs it is. Its lineage comes from one Spark job over the whole set
 ``--run-dir DIR ...`` takes run directories that already have their lineage instead (any
 layout the warehouse loads: one big run, or the runs of a set).
 
-Timed: ``assets.audit.build_warehouse`` (the contract tables as views over the Parquet, the audit
+Timed: ``assets.warehouse.build_warehouse`` (the contract tables as views over the Parquet, the audit
 tables built, the file swapped into place) and then every check on the built file, each alone.
 Wall time and this process's CPU time (DuckDB's threads included) are both reported: the machine
 is shared, so the CPU time is the steadier measure. Floors, measured once in the same run: DuckDB
@@ -63,9 +63,8 @@ class Timer:
 
 def build_and_check(run_dirs: list[Path], db_path: Path) -> tuple[Timer, dict[str, Timer], dict[str, int], list]:
     """(build timer, timer per check, rows per table, check outcomes) of one fresh build."""
-    from assets.audit import build_warehouse
     from assets.checks import ALL_CHECKS, run_check
-    from assets.warehouse import open_read_only
+    from assets.warehouse import build_warehouse, open_read_only
 
     for stale in db_path.parent.glob(db_path.name + "*"):
         stale.unlink()

@@ -149,9 +149,8 @@ def _lineage(runs: list[Path], spark) -> None:
 
 
 def _warehouse(runs: list[Path], db: Path) -> dict:
-    from assets.audit import build_warehouse
     from assets.checks import run_checks_per_run
-    from assets.warehouse import open_read_only
+    from assets.warehouse import build_warehouse, open_read_only
 
     summary = build_warehouse(runs, db)
     con = open_read_only(summary.db_path)

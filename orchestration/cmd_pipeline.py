@@ -1,7 +1,7 @@
 """The pipeline commands: ``lineage``, ``warehouse``, ``trace``, ``resend-plan`` and ``sql``.
 
 They call the same functions the Dagster assets call (``assets.lineage.run_lineage``,
-``assets.audit.build_warehouse``) and read the warehouse through read-only connections with
+``assets.warehouse.build_warehouse``) and read the warehouse through read-only connections with
 parameterized queries only: a key or group name is never pasted into SQL.
 """
 
@@ -79,8 +79,8 @@ def warehouse(args) -> int:
     Exit 1 when a blocking (ERROR) check fails on any run: the data broke an invariant. The
     warehouse stays in place so the failure can be looked into with ``trace`` and ``sql``.
     """
-    from assets.audit import build_warehouse
     from assets.checks import run_checks_per_run
+    from assets.warehouse import build_warehouse
 
     summary = build_warehouse(args.run_dirs, args.db, progress=lambda m: _say(args, m))
     print(f"warehouse {summary.db_path}: {len(summary.run_ids)} run(s) "

@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets.audit import AUDIT_TABLES, WAREHOUSE_TABLES, build_warehouse
-from assets.warehouse import STORAGE_VERSION, open_read_only
+from assets.audit import AUDIT_TABLES
+from assets.warehouse import STORAGE_VERSION, WAREHOUSE_TABLES, build_warehouse, open_read_only
 from broker_core.errors import BadInputError
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -260,8 +260,7 @@ def test_evidence_lists_counts_and_first_keys(tmp_path):
 
 def test_per_run_verdicts_match_checking_each_run(tmp_path):
     """run_checks_per_run (one query per check) gives each run the verdict run_checks gives it alone."""
-    from assets.audit import build_warehouse
-    from assets.warehouse import open_read_only
+    from assets.warehouse import build_warehouse, open_read_only
 
     def broken(tables):
         _swap_hop_kinds(tables)

@@ -99,9 +99,8 @@ def _lose_record(run: Path, phys: int) -> None:
 @pytest.fixture(scope="module")
 def retained(spark, tmp_path_factory):
     """The warehouse over every run, read only, and the run directories by run id."""
-    from assets.audit import build_warehouse
     from assets.lineage import run_lineage
-    from assets.warehouse import open_read_only
+    from assets.warehouse import build_warehouse, open_read_only
     from broker_core.sim.run import simulate
     from broker_core.sim.scenario import load_scenario_text
 

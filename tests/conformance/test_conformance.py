@@ -124,8 +124,8 @@ def test_the_client_comparison_fails_when_a_delivery_is_missing(real_run):
 
 def test_the_model_comparison_fails_when_the_model_retries_differently(real_run, spark, tmp_path):
     """A model that dead-letters notice-service after 1 retry instead of 2 differs from the real run on exactly those messages, unexplained."""
-    from assets.audit import build_warehouse
     from assets.lineage import run_lineage
+    from assets.warehouse import build_warehouse
     from broker_core.sim.run import simulate
 
     out, report = real_run

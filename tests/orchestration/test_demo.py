@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from assets.audit import build_warehouse
+from assets.warehouse import build_warehouse
 from orchestration.demo import EXAMPLE_QUERIES, print_summary
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "assets"))

@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from assets.audit import WAREHOUSE_TABLES
+from assets.warehouse import WAREHOUSE_TABLES
 from broker_core.export.schema import RAW_TABLES
 
 ROOT = Path(__file__).parents[2]

@@ -160,7 +160,7 @@ def _counts(db: Path) -> dict[str, int]:
 def hostile_warehouse(tmp_path):
     """A warehouse built from a run directory whose path holds a quote and a semicolon, and whose
     message UA is renamed to an SQL injection string."""
-    from assets.audit import build_warehouse
+    from assets.warehouse import build_warehouse
 
     parent = tmp_path / "it's; drop table x; --"
     run = write_tiny_run(parent / "tiny", _rename_key("UA", INJECTION))

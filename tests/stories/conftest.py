@@ -18,8 +18,8 @@ STORIES = ("story-delay-offset-not-persisted", "story-long-consume", "story-cons
 @pytest.fixture(scope="session")
 def story_warehouse_path(spark, tmp_path_factory) -> Path:
     """The warehouse file holding every story run (built once per test session)."""
-    from assets.audit import build_warehouse
     from assets.lineage import run_lineage
+    from assets.warehouse import build_warehouse
     from broker_core.sim.run import simulate
 
     root = tmp_path_factory.mktemp("stories")
