@@ -6,6 +6,8 @@ import json
 import struct
 from pathlib import Path
 
+import pytest
+
 from broker_core.store.message_store import MessageInner, MessageStore, StoreConfig
 from broker_core.store.recovery import RECOVERY_ABNORMAL, RECOVERY_NORMAL
 
@@ -118,15 +120,19 @@ def test_crashed_fixture_recovers_like_rocketmq(writable_store_copy):
     assert store.check() == []
 
 
-def test_a_log_cut_by_retention_loads_from_its_first_file(retained_store_copy):
-    """Without its two oldest files the fixture loads from offset 32768: each queue's min offset is its
-    first unit at or after it (correctMinOffset), max offsets are kept, and check() finds nothing."""
-    store = MessageStore(retained_store_copy("store-clean", 2), StoreConfig(**FIXTURE_CONFIG), Clock())
+@pytest.mark.parametrize("name", ["store-clean", "store-crashed"])
+def test_a_log_cut_by_retention_loads_from_its_first_file(retained_store_copy, name):
+    """Without its two oldest files the fixture loads from offset 32768 (normally, or abnormally after
+    the crash): each queue's min offset is its first unit at or after it (correctMinOffset), max
+    offsets are what recovery keeps, and check() finds nothing."""
+    store = MessageStore(retained_store_copy(name, 2), StoreConfig(**FIXTURE_CONFIG), Clock())
     assert store.load(), store.load_error
+    crashed = name == "store-crashed"
+    assert store.recovery_report.mode == (RECOVERY_ABNORMAL if crashed else RECOVERY_NORMAL)
     assert store.min_phys_offset == store.recovery_report.scan_start_offset == 32768
-    assert store.max_phys_offset == MANIFEST["commitLogMaxPhysicalOffset"]
+    assert store.max_phys_offset == (54903 if crashed else MANIFEST["commitLogMaxPhysicalOffset"])
     for queue in MANIFEST["consumeQueues"]:
-        units = queue["entries_physOffset_size_tagsCode"]
+        units = [u for u in queue["entries_physOffset_size_tagsCode"] if not (crashed and u[0] >= 54903)]
         first_kept = next((i for i, (phys, _size, _tags) in enumerate(units) if phys >= 32768), len(units))
         assert (store.min_offset(queue["topic"], queue["queueId"]),
                 store.max_offset(queue["topic"], queue["queueId"])) == (first_kept, len(units)), queue["topic"]
