@@ -8,6 +8,7 @@ same error.
 
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 import tempfile
@@ -182,6 +183,13 @@ def test_unknown_decoder_is_bad_input(store_fixtures, tmp_path):
 
 STORE_FILES = 4  # store-clean: four 16 KiB files, so damage lands before and inside the recovery window
 FILE_SIZE = 16 * 1024
+MANIFEST = ROOT / "tests" / "data" / "rocketmq-store-4.9.4" / "manifest.json"
+# (commit-log file index, position) of every record and BLANK of store-clean
+ENTRIES = [(int(e["file"].rsplit("/", 1)[1]) // FILE_SIZE, e["filePos"])
+           for e in json.loads(MANIFEST.read_text())["commitLog"]]
+# A record's fields by position: TOTALSIZE, magic, body CRC, sysFlag, body length, and (by the
+# record's own sizes, see apply_damage) the topic length, properties length and last byte.
+FIELDS = [0, 4, 8, 36, 84, "topic_len", "props_len", "last"]
 
 damage = st.one_of(
     st.tuples(st.just("flip"), st.integers(0, STORE_FILES - 1), st.integers(0, FILE_SIZE - 1),
@@ -195,15 +203,36 @@ damage = st.one_of(
               st.integers(1, 600)),
     st.tuples(st.just("append"), st.integers(0, STORE_FILES - 1), st.just(0), st.integers(1, 40)),
     st.tuples(st.just("abort"), st.just(0), st.just(0), st.just(0)),
+    st.tuples(st.just("field"), st.integers(0, len(ENTRIES) - 1), st.sampled_from(FIELDS),
+              st.sampled_from([0, 1, 0x7F, 0x80, 0xFF])),
 )
 
 
-def apply_damage(store: Path, kind: str, index: int, pos: int, value) -> None:
-    path = sorted((store / "commitlog").iterdir())[index]
-    data = bytearray(path.read_bytes())
+def apply_damage(store: Path, kind: str, index: int, pos, value) -> None:
     if kind == "abort":
         (store / "abort").write_bytes(b"")
         return
+    if kind == "field":  # one byte of a record's field set to value (the low byte of a number)
+        index, start = ENTRIES[index]
+        path = sorted((store / "commitlog").iterdir())[index]
+        data = bytearray(path.read_bytes())
+        if start + 89 > len(data):  # an earlier damage cut the file here, or a BLANK at its end
+            return
+        total, = struct.unpack_from(">i", data, start)
+        if isinstance(pos, int):
+            at = start + pos + (3 if pos != 0 or value != 0x80 else 0)  # 0x80 into TOTALSIZE's top byte
+        else:
+            body_len, = struct.unpack_from(">i", data, start + 84)
+            topic_at = start + 88 + max(0, body_len)
+            at = {"topic_len": topic_at,
+                  "props_len": topic_at + 1 + (data[topic_at] if topic_at < len(data) else 0),
+                  "last": start + total - 1}[pos]
+        if 0 <= at < len(data):
+            data[at] = value
+        path.write_bytes(bytes(data))
+        return
+    path = sorted((store / "commitlog").iterdir())[index]
+    data = bytearray(path.read_bytes())
     if kind == "flip" and pos < len(data):
         data[pos] ^= value
     elif kind == "set":
@@ -220,8 +249,8 @@ def apply_damage(store: Path, kind: str, index: int, pos: int, value) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(damages=st.lists(damage, min_size=1, max_size=4))
 def test_damaged_stores_decode_alike(store_fixtures, damages):
-    """A real store with bytes flipped, fields overwritten (sizes, magics, separators), files cut,
-    zeroed or grown, or an abort file, gives the same rows and problems from both decoders."""
+    """A real store with bytes flipped, fields overwritten (sizes, magics, CRCs, lengths, separators),
+    files cut, zeroed or grown, or an abort file, gives the same rows and problems from both decoders."""
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
         shutil.copytree(store_fixtures / "store-clean", store)
