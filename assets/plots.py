@@ -1,8 +1,11 @@
 """Pictures of a run: the retry funnel per group, delay lateness per level, and the hop flow.
 
-Each plot reads only the contract tables of the warehouse (``message_lineage``, ``message_hops``,
-``schedule_deliveries``), so it works for simulated and imported runs alike, and returns PNG bytes.
-The same PNGs go into Dagster asset metadata (as markdown data URIs) and the one-file HTML report.
+Each plot reads warehouse tables and computes nothing the warehouse already holds: the funnel is
+``retry_funnel`` summed over origin topics, the lateness is ``delay_accuracy`` (which measures an
+imported store's delays from its commit log, where no ``schedule_deliveries`` exist), the hop
+flow counts ``message_hops`` transitions. So a plot and the table beside it never disagree, for
+simulated and imported runs alike. Each returns PNG bytes; the same PNGs go into Dagster asset
+metadata (as markdown data URIs) and the one-file HTML report.
 """
 
 from __future__ import annotations
@@ -61,34 +64,21 @@ def _empty(title: str, text: str) -> bytes:
 
 
 def retry_funnel_data(con, run_id: str) -> dict[str, list[tuple[int, int, int, int]]]:
-    """Per group: (attempt, reached, succeeded, to_dlq) for attempts 0..N.
+    """Per group: (attempt, reached, succeeded, to_dlq) for attempts 0..N, from ``retry_funnel``.
 
-    Attempt 0 is the first delivery; attempt k is the k-th retry. A message that ended after k
-    retries reached attempts 0..k; it succeeded at k when CONSUMED, went to the DLQ at k when DLQ.
+    Attempt 0 is the first delivery; attempt k is the k-th retry. The table counts per origin
+    topic; a group's panel sums its origin topics.
     """
     rows = con.execute(
         """
-        select "group", retries, final_state, count(*)
-        from message_lineage
-        where run_id = ? and "group" is not null and final_state <> 'LOST'
+        select "group", attempt, sum(reached), sum(succeeded), sum(to_dlq)
+        from retry_funnel
+        where run_id = ? and attempt <= ?
         group by all order by 1, 2
-        """, [run_id]).fetchall()
-    per_group: dict[str, dict[int, list[int]]] = {}
-    for group, retries, state, n in rows:
-        ends = per_group.setdefault(group, {})
-        slot = ends.setdefault(int(retries), [0, 0, 0])  # ended here: total, consumed, dlq
-        slot[0] += n
-        slot[1] += n if state == "CONSUMED" else 0
-        slot[2] += n if state == "DLQ" else 0
+        """, [run_id, FUNNEL_ATTEMPTS_MAX]).fetchall()
     result: dict[str, list[tuple[int, int, int, int]]] = {}
-    for group, ends in per_group.items():
-        last = min(max(ends), FUNNEL_ATTEMPTS_MAX)
-        series = []
-        for k in range(last + 1):
-            reached = sum(v[0] for r, v in ends.items() if r >= k)
-            done = ends.get(k, [0, 0, 0])
-            series.append((k, reached, done[1], done[2]))
-        result[group] = series
+    for group, attempt, reached, succeeded, to_dlq in rows:
+        result.setdefault(group, []).append((int(attempt), int(reached), int(succeeded), int(to_dlq)))
     return result
 
 
@@ -118,15 +108,14 @@ def retry_funnel_plot(con, run_id: str) -> Plot:
     return Plot("retry_funnel", title, _png(fig))
 
 
-def lateness_data(con, run_id: str) -> list[tuple[int, int, float, float, float, int]]:
-    """Per delay level: (level, deliveries, p50, p99, max lateness in ms, early count)."""
+def lateness_data(con, run_id: str) -> list[tuple[int, int, int, int, int, int]]:
+    """Per delay level: (level, deliveries, p50, p99, max lateness in ms, early count), from
+    ``delay_accuracy``."""
     return [tuple(r) for r in con.execute(
         """
-        select delay_level, count(*),
-               quantile_cont(lateness_ms, 0.5), quantile_cont(lateness_ms, 0.99), max(lateness_ms),
-               count(*) filter (where lateness_ms < 0)
-        from schedule_deliveries where run_id = ?
-        group by 1 order by 1
+        select delay_level, deliveries, lateness_p50_ms, lateness_p99_ms, lateness_max_ms, early_count
+        from delay_accuracy where run_id = ?
+        order by delay_level
         """, [run_id]).fetchall()]
 
 

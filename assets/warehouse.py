@@ -270,6 +270,16 @@ def run_views(run_dir: Path, con: duckdb.DuckDBPyConnection | None = None) -> du
     return con
 
 
+def run_warehouse(run_dir: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory warehouse of a single run: :func:`run_views` and the audit tables built on them.
+
+    What the HTML report reads when it is given a run directory rather than a warehouse file.
+    """
+    con = run_views(run_dir)
+    build_audit_tables(con)
+    return con
+
+
 def build_path(db_path: Path) -> Path:
     """The temporary file a build of ``db_path`` writes before the swap."""
     return db_path.parent / f".{db_path.name}{BUILD_SUFFIX}-{os.getpid()}"

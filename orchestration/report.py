@@ -1,7 +1,8 @@
 """``retry-audit report RUN_DIR --out report.html``: one self-contained HTML file with a run's plots.
 
-The report reads the run's own Parquet (``parquet/`` and ``lineage/``) through an in-memory DuckDB,
-or an existing warehouse with ``--db``. Images are embedded as data URIs, so the file can be
+The report reads the run's own Parquet (``parquet/`` and ``lineage/``) through an in-memory DuckDB
+with the audit tables built on it (``assets.warehouse.run_warehouse``), or an existing warehouse
+with ``--db``: either way the plots read the same warehouse tables. Images are embedded as data URIs, so the file can be
 mailed or attached to a ticket as it is.
 """
 
@@ -14,24 +15,22 @@ from pathlib import Path
 import duckdb
 
 from assets.plots import all_plots
+from assets.warehouse import TABLE_DIRS, run_warehouse
 from broker_core.errors import BadInputError
 
-REPORT_TABLES = ("message_lineage", "message_hops", "schedule_deliveries", "runs")
+# Tables a run directory must hold for a report; the others may be absent (an import has no
+# consume_attempts) and read as empty.
+REPORT_TABLES = ("message_lineage", "message_hops", "runs")
 
 
 def _connect_run(run_dir: Path) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(":memory:")
     for table in REPORT_TABLES:
-        folder = "lineage" if table.startswith("message_") else "parquet"
-        path = run_dir / folder / table
-        if not path.exists():
+        folder = TABLE_DIRS[table]
+        if not (run_dir / folder / table).exists():
             hint = ("run `retry-audit lineage RUN_DIR` first" if folder == "lineage"
                     else "is this a run directory written by `simulate` or `import-store`?")
             raise BadInputError(f"missing table {folder}/{table}", where=str(run_dir), hint=hint)
-        # DDL cannot take parameters: quote the path as a SQL string literal.
-        literal = str(path / "**" / "*.parquet").replace("'", "''")
-        con.execute(f"create view {table} as select * from read_parquet('{literal}')")
-    return con
+    return run_warehouse(run_dir)
 
 
 def _run_id(con, run_dir: Path) -> str:

@@ -1,4 +1,5 @@
-"""Plots and the HTML report are computed from the contract tables of a run."""
+"""Plots and the HTML report read the warehouse tables of a run (retry_funnel, delay_accuracy,
+message_hops)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assets import plots
+from assets.warehouse import run_warehouse
 from broker_core.export import schema
 from orchestration.cli import main as cli_main
 
@@ -72,37 +73,27 @@ def make_run(run_dir: Path) -> None:
     write(run_dir, "parquet", "runs", runs, schema.RUNS)
 
 
-def connect(run_dir: Path):
-    con = duckdb.connect()
-    for folder, table in [("lineage", "message_hops"), ("lineage", "message_lineage"),
-                          ("parquet", "schedule_deliveries")]:
-        path = str(run_dir / folder / table / "*.parquet").replace("'", "''")
-        con.execute(f"create view {table} as select * from read_parquet('{path}')")
-    return con
-
-
 def test_retry_funnel_counts_reached_succeeded_and_dlq_per_attempt(tmp_path):
     """Attempt k is reached by every message with at least k retries; success and DLQ land at their k."""
     make_run(tmp_path)
-    data = plots.retry_funnel_data(connect(tmp_path), "r1")
+    data = plots.retry_funnel_data(run_warehouse(tmp_path), "r1")
     assert data == {"g": [(0, 3, 1, 0), (1, 2, 1, 0), (2, 1, 0, 1)]}
 
 
 def test_hop_flow_counts_every_transition_once_per_group_chain(tmp_path):
     """Transitions follow each group's chain: shared PUBLISH, then the group's own hops."""
     make_run(tmp_path)
-    flows = plots.hop_flow_data(connect(tmp_path), "r1")
+    flows = plots.hop_flow_data(run_warehouse(tmp_path), "r1")
     assert flows == {("PUBLISH", "END"): 1, ("PUBLISH", "SCHEDULE"): 2, ("SCHEDULE", "RETRY"): 3,
                      ("RETRY", "SCHEDULE"): 1, ("RETRY", "DLQ"): 1, ("RETRY", "END"): 1,
                      ("DLQ", "END"): 1}
 
 
 def test_lateness_per_level(tmp_path):
-    """Per level: deliveries, p50/p99/max lateness and the early count."""
+    """Per level: deliveries, p50/p99/max lateness and the early count, as delay_accuracy has them."""
     make_run(tmp_path)
-    rows = plots.lateness_data(connect(tmp_path), "r1")
-    assert [(r[0], r[1], r[4], r[5]) for r in rows] == [(3, 2, 90, 0), (4, 1, 10, 0)]
-    assert rows[0][2] == 65.0
+    rows = plots.lateness_data(run_warehouse(tmp_path), "r1")
+    assert rows == [(3, 2, 40, 90, 90, 0), (4, 1, 10, 10, 10, 0)]
 
 
 def test_report_is_one_file_with_every_plot_embedded(tmp_path):
@@ -125,3 +116,32 @@ def test_report_without_lineage_says_what_to_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "missing table" in err and "retry-audit lineage" in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_an_imported_stores_report_shows_the_lateness_delay_accuracy_measured(tmp_path, spark, store_fixtures):
+    """An imported store records no schedule_deliveries; the report's lateness per level is the
+    delay_accuracy table's (measured from the commit log), in a warehouse and in a report of the run alone."""
+    from assets.lineage import run_lineage
+    from assets.warehouse import build_warehouse, open_read_only
+    from broker_core.export.store_import import import_store
+
+    run = tmp_path / "runs" / "clean"
+    import_store(store_fixtures / "store-clean", run)
+    run_lineage(run, spark)
+    db = build_warehouse([run], tmp_path / "warehouse.duckdb").db_path
+    con = open_read_only(db)
+    try:
+        measured = con.execute(
+            "select delay_level, deliveries, lateness_p50_ms, lateness_p99_ms, lateness_max_ms, early_count "
+            "from delay_accuracy where run_id = 'clean' order by delay_level").fetchall()
+        shown = plots.lateness_data(con, "clean")
+        plot = plots.lateness_plot(con, "clean")
+    finally:
+        con.close()
+    assert measured, "store-clean has delayed records: delay_accuracy measures them from the commit log"
+    assert shown == [tuple(r) for r in measured]
+    # The report of the run directory alone (no --db) embeds the same lateness picture.
+    out = tmp_path / "report.html"
+    assert cli_main(["report", str(run), "--out", str(out)]) == 0
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', out.read_text())
+    assert plot.data_uri().removeprefix("data:image/png;base64,") in images
