@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from assets.checks import INVARIANTS, CheckOutcome, run_checks
 from assets.progress import LOG_PROGRESS_INTERVAL_S, Throttle
+from assets.run_source import IMPORTED, SCENARIO, STORE, RunSource
 from assets.warehouse import parquet_files, run_id_of, run_views
 from broker_core.export.schema import LINEAGE_TABLES, RAW_TABLES
 
@@ -50,10 +51,8 @@ def _sim_progress(log):
     return report
 
 
-def materialize_run(source, run_dir: Path, log=None) -> dict:
+def materialize_run(source: RunSource, run_dir: Path, log=None) -> dict:
     """Simulate or import the partition's run into ``run_dir``; return metadata describing it."""
-    from orchestration.partitions import IMPORTED, SCENARIO, STORE
-
     started = time.perf_counter()
     meta: dict = {"source": source.kind, "source_path": dg.MetadataValue.path(str(source.path))}
     if source.kind == SCENARIO:

@@ -1,7 +1,9 @@
 """The Dagster definitions: ``dagster dev -w workspace.yaml`` loads ``defs`` from here.
 
 Kept thin: ``build_definitions()`` finds the runs on disk (scenario files, stores, imports) and
-wires the assets, checks and resources; it reads the environment only when called.
+wires the assets, checks and resources. Importing this module does neither: ``defs`` is a
+``@dg.definitions`` function, which Dagster's loader calls when it loads (and reloads) the code
+location, so the disk is scanned and the environment read then, not at import.
 """
 
 from __future__ import annotations
@@ -29,4 +31,7 @@ def build_definitions(home: Path | None = None, scenarios: Path | None = None,
                           executor=dg.in_process_executor)
 
 
-defs = build_definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The definitions for RETRY_AUDIT_HOME (or ./var) and the project's scenarios, built on load."""
+    return build_definitions()

@@ -21,10 +21,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
+from assets.run_source import IMPORTED, SCENARIO, STORE, RunSource
 
 HOME_ENV = "RETRY_AUDIT_HOME"
 HOME_DEFAULT = "var"
@@ -37,20 +38,6 @@ DAGSTER_HOME_DIR = "dagster_home"
 SOURCE_IMPORT = "import"
 # Partition keys are run ids and directory names: the same safe alphabet as scenario names.
 RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,128}")
-
-SCENARIO = "scenario"
-STORE = "store"
-IMPORTED = "imported"
-
-
-@dataclass(frozen=True)
-class RunSource:
-    """Where a partition's run comes from: a scenario file, a store to import, or an imported run."""
-
-    name: str
-    kind: str
-    path: Path
-
 
 def project_root() -> Path:
     return Path(__file__).resolve().parent.parent

@@ -10,13 +10,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from orchestration.partitions import (
-    DAGSTER_HOME_DIR,
-    RUNS_DIR,
-    WAREHOUSE_FILE,
-    RunSource,
-    discover_runs,
-)
+from assets.run_source import RunSource
+from orchestration.partitions import DAGSTER_HOME_DIR, RUNS_DIR, WAREHOUSE_FILE, discover_runs
 
 
 class DataHome(dg.ConfigurableResource):

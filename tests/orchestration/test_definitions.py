@@ -93,3 +93,32 @@ def test_a_conformance_runs_real_stores_are_partitions(tmp_path):
         "conformance-4_9_4-broker-a": ("store", "broker-a"),
         "conformance-4_9_4-broker-b": ("store", "broker-b"),
     }
+
+
+LAZY_PROBE = """
+import orchestration.partitions as partitions
+scanned = []
+real = partitions.discover_runs
+partitions.discover_runs = lambda home, scenarios: scanned.append(str(home)) or real(home, scenarios)
+import dagster as dg
+import orchestration.definitions as module
+assert scanned == [], f"importing the definitions scanned {scanned}"
+defs = module.defs()  # what Dagster's loader does with a @dg.definitions function
+partitions_def = defs.resolve_asset_graph().get(dg.AssetKey(["raw", "run"])).partitions_def
+print(scanned, "broker-z" in partitions_def.get_partition_keys())
+"""
+
+
+def test_importing_the_definitions_scans_nothing_until_dagster_loads_them(tmp_path):
+    """Importing orchestration.definitions reads neither the disk nor RETRY_AUDIT_HOME; Dagster's
+    loader builds the definitions, from the environment of that moment."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    (home / "stores" / "broker-z" / "commitlog").mkdir(parents=True)
+    env = dict(os.environ, RETRY_AUDIT_HOME=str(home))
+    done = subprocess.run([sys.executable, "-c", LAZY_PROBE], cwd=Path(__file__).parents[2], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == [f"['{home}']", "True"]
