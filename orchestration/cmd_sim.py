@@ -16,6 +16,8 @@ from broker_core.sim.run import RunSummary, reproduce_command
 from broker_core.sim.run import simulate as run_simulation
 from orchestration.term import ProgressLine, bar, paint
 
+SWARM_DIR = "swarm"  # under the data home: each seed's scenario, and the runs that failed
+
 
 def _format_sim_ms(ms: int) -> str:
     s, ms = divmod(int(ms), 1000)
@@ -91,10 +93,12 @@ def simulate(args) -> int:
 def swarm(args) -> int:
     """Random scenarios with faults over a range of seeds, every checker on each run."""
     from broker_core.sim.swarm import parse_seed_range, run_swarm
+    from orchestration.partitions import data_home
 
     seeds = parse_seed_range(args.seeds)
     quiet = getattr(args, "quiet", False)
-    report = run_swarm(seeds, log=None if quiet else (lambda line: print(line, file=sys.stderr)))
+    report = run_swarm(seeds, base=data_home() / SWARM_DIR,
+                       log=None if quiet else (lambda line: print(line, file=sys.stderr)))
     if getattr(args, "json", False):
         print(json.dumps(report, indent=2, sort_keys=True))
     else:

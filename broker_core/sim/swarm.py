@@ -8,7 +8,6 @@ deleted; failing ones are kept for a post-mortem.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import traceback
@@ -22,8 +21,6 @@ from broker_core.sim.run import reproduce_command, simulate
 from broker_core.sim.scenario import load_scenario
 
 SEEDS_PER_SWARM_MAX = 100_000
-SWARM_DIR_ENV = "RETRY_AUDIT_HOME"  # the swarm writes under $RETRY_AUDIT_HOME/swarm (default var/)
-SWARM_DIR_DEFAULT = Path("var")
 TOPICS_MAX = 3
 GROUPS_MAX = 4
 MESSAGES_PER_PRODUCER_MIN = 50
@@ -115,10 +112,6 @@ def random_scenario_yaml(seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def swarm_dir() -> Path:
-    return Path(os.environ.get(SWARM_DIR_ENV, str(SWARM_DIR_DEFAULT))) / "swarm"
-
-
 def run_seed(seed: int, base: Path) -> dict | None:
     """Run one seed; None when every checker passes, else a failure record (run kept on disk)."""
     base.mkdir(parents=True, exist_ok=True)
@@ -143,10 +136,12 @@ def run_seed(seed: int, base: Path) -> dict | None:
     return None
 
 
-def run_swarm(seeds: list[int], *, base: Path | None = None,
-              log: Callable[[str], None] | None = None) -> dict:
-    """Run every seed; the report lists the failures with their reproduce commands."""
-    base = base if base is not None else swarm_dir()
+def run_swarm(seeds: list[int], *, base: Path, log: Callable[[str], None] | None = None) -> dict:
+    """Run every seed under ``base``; the report lists the failures with their reproduce commands.
+
+    ``base`` is the caller's (the CLI puts it under the data home): the model reads no
+    environment.
+    """
     failures = []
     for seed in seeds:
         failure = run_seed(seed, base)

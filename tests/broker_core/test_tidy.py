@@ -1,6 +1,9 @@
-"""broker_core takes time and chance as parameters: no wall clock, no global randomness."""
+"""broker_core takes time, chance and settings as parameters (no wall clock, no global randomness,
+no environment) and imports only the standard library, with two named exceptions by path."""
 
+import ast
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "broker_core"
@@ -8,15 +11,19 @@ BANNED = re.compile(
     r"time\.time\(|time\.monotonic\(|time\.perf_counter\(|datetime\.now\(|datetime\.utcnow\(|uuid4\(|"
     r"^import random|^from random import|[^_.a-zA-Z]random\.(random|randint|choice|uniform|seed|shuffle)\(",
     re.M)
-# Measuring wall time for the runs table is allowed only at the edge that reports it.
-ALLOWED = {"rng.py", "run.py", "swarm.py"}
+# By path under broker_core/: rng.py owns random; sim/run.py measures the wall time the runs
+# table reports.
+ALLOWED = {"rng.py", "sim/run.py"}
+# The only imports from outside the standard library, by path: Parquet and Arrow in export/,
+# PyYAML in the scenario loader (it reads YAML nodes to report each mistake's file and line).
+THIRD_PARTY_ALLOWED = {"export/": {"pyarrow", "numpy"}, "sim/scenario.py": {"yaml"}}
 
 
 def test_no_ambient_time_or_randomness_in_broker_core():
     """No broker_core module reads the wall clock or global random state (rng.py owns random)."""
     offenders = []
     for path in sorted(ROOT.rglob("*.py")):
-        if path.name in ALLOWED:
+        if path.relative_to(ROOT).as_posix() in ALLOWED:
             continue
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
             if BANNED.search(line):
@@ -31,9 +38,37 @@ def test_broker_core_imports_no_pipeline_packages():
     assert offenders == []
 
 
-def test_only_export_uses_pyarrow():
-    """Only broker_core/export may import pyarrow; the model itself is standard library."""
-    pattern = re.compile(r"^\s*(import|from)\s+pyarrow\b", re.M)
-    offenders = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
-                 if "export" not in p.parts and pattern.search(p.read_text())]
+def _imported_packages(path: Path) -> set[str]:
+    """Top-level names of every absolute import in a file, wherever it stands (a function too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _allowed_third_party(rel: str) -> set[str]:
+    return set().union(*(names for prefix, names in THIRD_PARTY_ALLOWED.items()
+                         if rel == prefix or (prefix.endswith("/") and rel.startswith(prefix))))
+
+
+def test_broker_core_imports_the_standard_library_only_but_where_named():
+    """Outside export/ (pyarrow, numpy) and sim/scenario.py (yaml), broker_core imports only the
+    standard library and itself."""
+    ours = {"broker_core", "__future__"}
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        extra = _imported_packages(path) - set(sys.stdlib_module_names) - ours - _allowed_third_party(rel)
+        if extra:
+            offenders.append(f"{rel}: {sorted(extra)}")
+    assert offenders == []
+
+
+def test_broker_core_reads_no_environment():
+    """No broker_core module reads or sets environment variables: settings come in as arguments."""
+    pattern = re.compile(r"\bos\.(environ|getenv|putenv|unsetenv)\b|^\s*from\s+os\s+import\s+.*\b(environ|getenv)\b", re.M)
+    offenders = [p.relative_to(ROOT).as_posix() for p in sorted(ROOT.rglob("*.py")) if pattern.search(p.read_text())]
     assert offenders == []
