@@ -127,7 +127,7 @@ class World:
             self.sim.at(self.start_ms + PROGRESS_INTERVAL_MS, self._report)
 
     def _build_groups(self) -> None:
-        from broker_core.client.consumer import Behavior, ConsumerGroup, ConsumerSettings
+        from broker_core.client.consumer_group import Behavior, ConsumerGroup, ConsumerSettings
 
         for g in self.scenario.groups:
             self.broker.subscription_group(g.name)

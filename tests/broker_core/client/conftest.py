@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from broker_core.broker.broker import Broker, BrokerConfig
-from broker_core.client.consumer import Behavior, ConsumerGroup, ConsumerSettings
+from broker_core.client.consumer_group import Behavior, ConsumerGroup, ConsumerSettings
 from broker_core.client.producer import Producer
 from broker_core.clock import Simulator
 from broker_core.message import UniqKeyGenerator
