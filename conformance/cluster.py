@@ -155,6 +155,12 @@ class Cluster:
         for spec, port in zip(self.specs, listen, strict=True):
             self.start_broker(spec, port)
 
+    def restart_broker(self, name: str) -> float:
+        """Start broker ``name`` again on its port and store (after a kill: abnormal recovery); seconds to boot."""
+        spec = next(s for s in self.specs if s.name == name)
+        self.start_broker(spec)
+        return self.boot_seconds[name]
+
     def start_broker(self, spec: BrokerSpec, port: int | None = None) -> None:
         """Start (or restart, on the same port and store) the broker ``spec``."""
         home = self.root / spec.name
@@ -195,6 +201,8 @@ class Cluster:
     def _launch(self, name: str, home: Path, memory, main_args: list[str], boot_line: str, *,
                 store: Path | None = None, addr: str | None = None) -> None:
         log = home / "stdout.log"
+        # A restart appends to the same log: wait for a boot line written after this launch.
+        offset = log.stat().st_size if log.exists() else 0
         cmd = ["java", *JDK17_FLAGS, *COMMON_FLAGS, *memory, f"-Duser.home={home}",
                f"-Drocketmq.home.dir={self._home}", "-cp", str(self.lib / "*"), *main_args]
         started = time.monotonic()
@@ -204,11 +212,12 @@ class Cluster:
                                      env=dict(os.environ, ROCKETMQ_HOME=str(self._home)))
         proc = Proc(name, popen, log, home, store, addr)
         self.procs[name] = proc
-        offset = 0
         deadline = started + BOOT_TIMEOUT_S
         while True:
-            text = log.read_text(errors="replace")
-            if boot_line in text[offset:]:
+            with open(log, "rb") as f:
+                f.seek(offset)
+                text = f.read().decode(errors="replace")
+            if boot_line in text:
                 break
             if not proc.alive():
                 raise RetryAuditError(f"{name} exited with code {popen.returncode} before it booted:\n"

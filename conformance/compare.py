@@ -45,6 +45,10 @@ EXPLAINED = {
         "the message was handed again after a consumer crash, in the model's run or the real one; "
         "which messages a crash redelivers depends on when the client last persisted its offsets "
         "(docs/decisions.md, 'Redeliveries after a consumer crash are timing')",
+    "real_broker_outage":
+        "a real broker was killed and restarted while the message was sent, stored or consumed; the "
+        "model has one broker and plays no such outage, so only the audit and the clients are "
+        "compared for it (docs/conformance.md, 'Broker outages')",
     "broadcast_group_absent_from_store":
         "a broadcasting group keeps its offsets in the client and drops failures: its store holds "
         "nothing of it (docs/decisions.md, 'Broadcasting groups leave no trace in a store')",
@@ -62,7 +66,8 @@ def _max_reconsume(scenario: Scenario) -> dict[str, int]:
             for g in scenario.groups}
 
 
-def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_ids: list[str]) -> dict:
+def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_ids: list[str],
+                outage_windows: list[tuple[int, int]] = ()) -> dict:
     con = duckdb.connect(str(work / "warehouse.duckdb"), read_only=True)
     try:
         attempts = _client_attempts(work)
@@ -71,7 +76,8 @@ def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_i
         return {
             "lineage_vs_clients": lineage_vs_clients(con, scenario, attempts, real_run_ids),
             "model_vs_real": model_vs_real(con, scenario, model_run_id, real_run_ids,
-                                           redelivered=redelivered(model_attempts) | redelivered(attempts)),
+                                           redelivered=redelivered(model_attempts) | redelivered(attempts),
+                                           in_outage=in_outage(con, work, real_run_ids, attempts, outage_windows)),
             "duplicates": {"model": duplicate_consumes(model_attempts), "real": duplicate_consumes(attempts),
                            "note": "successful consumes of a message a clustering group had already "
                                    "consumed (a crashed consumer's unpersisted offsets); when they happen "
@@ -79,6 +85,27 @@ def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_i
         }
     finally:
         con.close()
+
+
+def in_outage(con, work: Path, real_run_ids: list[str], attempts: list[dict],
+              windows: list[tuple[int, int]]) -> set[str]:
+    """Messages sent, stored or handed to a listener while a real broker was down (or just after)."""
+    if not windows:
+        return set()
+    import pyarrow.parquet as pq
+
+    def inside(ts) -> bool:
+        ms = int(ts.timestamp() * 1000)
+        return any(lo <= ms <= hi for lo, hi in windows)
+
+    out = {a["uniq_key"] for a in attempts if inside(a["start_ts"])}
+    out |= {p["uniq_key"] for p in pq.read_table(work / "clients" / "produced").to_pylist() if inside(p["send_ts"])}
+    marks = ", ".join("?" for _ in real_run_ids)
+    for key, ts in con.execute(f"SELECT uniq_key, store_ts FROM commitlog WHERE run_id IN ({marks})",
+                               real_run_ids).fetchall():
+        if key is not None and inside(ts):
+            out.add(key)
+    return out
 
 
 def redelivered(attempts: list[dict]) -> set[str]:
@@ -215,7 +242,7 @@ def _properties(h: dict) -> list[tuple[str, str]]:
 
 
 def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list[str],
-                  redelivered: set[str] = frozenset()) -> dict:
+                  redelivered: set[str] = frozenset(), in_outage: set[str] = frozenset()) -> dict:
     models = {g.name: g.model for g in scenario.groups}
     model_hops = _hops(con, [model_run_id])
     real_hops = _hops(con, real_run_ids)
@@ -228,7 +255,9 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
     unexplained_kinds: Counter[str] = Counter()
 
     def differ(key: str, group: str | None, kind: str, model, real) -> None:
-        if key in redelivered and kind != "message_missing":
+        if key in in_outage:
+            kind = "real_broker_outage"
+        elif key in redelivered and kind != "message_missing":
             kind = "after_redelivery"
         kinds_by_message[key].add(kind)
         (explained_kinds if kind in EXPLAINED else unexplained_kinds)[kind] += 1

@@ -65,16 +65,48 @@ def _java(classes: Path, lib: Path, home: Path) -> list[str]:
             "-cp", f"{classes}{os.pathsep}{lib / '*'}", MAIN_CLASS]
 
 
+@dataclass(frozen=True)
+class Outage:
+    """A real broker killed with SIGKILL at ``at_ms`` and started again at ``until_ms`` (from the first send)."""
+
+    broker: str
+    at_ms: int
+    until_ms: int
+
+    @staticmethod
+    def parse(text: str) -> Outage:
+        """``BROKER@FROM-TO`` in seconds or milliseconds, e.g. ``broker-a@3s-6s``."""
+        from broker_core.sim.scenario import parse_duration_ms
+
+        try:
+            broker, window = text.split("@", 1)
+            start, end = window.split("-", 1)
+            outage = Outage(broker, parse_duration_ms(start), parse_duration_ms(end))
+        except (ValueError, BadInputError) as e:
+            raise BadInputError(f"not an outage: {text!r} ({e})", where="--broker-outage",
+                                hint="BROKER@FROM-TO, e.g. broker-a@3s-6s") from None
+        if not 0 <= outage.at_ms < outage.until_ms:
+            raise BadInputError(f"an outage must end after it starts: {text!r}", where="--broker-outage")
+        return outage
+
+
 def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Path, timeout_ms: int,
-         log=None) -> Played:
-    """Run the main driver (and the side consumers); return what every client observed."""
+         log=None, cluster=None, outages: tuple[Outage, ...] = ()) -> Played:
+    """Run the main driver (and the side consumers); return what every client observed.
+
+    ``outages`` kill and restart brokers of ``cluster`` (the real cluster only: the model has one
+    broker and no such fault; docs/conformance.md).
+    """
     say = log or (lambda _m: None)
     home = work / "cluster" / "driver"
     home.mkdir(parents=True, exist_ok=True)
     side_dir = work / SIDE_DIR
     side_dir.mkdir(exist_ok=True)
     sides = {(g, i): _Side(g, i) for g, i in side_consumers(scenario)}
-    actions = sorted((f.at_ms, n, f.kind, (f.group, f.consumer)) for n, f in enumerate(scenario.faults))
+    actions = sorted([(f.at_ms, n, f.kind, (f.group, f.consumer)) for n, f in enumerate(scenario.faults)]
+                     + [(o.at_ms, -1, "broker_kill", o.broker) for o in outages]
+                     + [(o.until_ms, -1, "broker_restart", o.broker) for o in outages])
+    assert not outages or cluster is not None, "broker outages need the cluster"
     stdout_path, stderr_path = work / "driver.out", work / "driver.err"
     peak_rss = 0.0
     faults: list[dict] = []
@@ -116,6 +148,17 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
                     sends_start = now
             while sends_start is not None and actions and now >= sends_start + actions[0][0] / 1000:
                 at_ms, _, kind, key = actions.pop(0)
+                if kind in ("broker_kill", "broker_restart"):
+                    wall_ms = int(time.time() * 1000)
+                    if kind == "broker_kill":
+                        cluster.kill(key)
+                        detail = {}
+                    else:
+                        detail = {"boot_s": round(cluster.restart_broker(key), 2)}
+                    faults.append({"at_ms": at_ms, "kind": kind, "broker": key, "wall_ts_ms": wall_ms,
+                                   "late_ms": round((now - sends_start) * 1000 - at_ms), **detail})
+                    say(f"fault at {at_ms / 1000:.1f} s: {kind} {key}")
+                    continue
                 side = sides[key]
                 if kind == "consumer_crash":
                     kill(side.proc, signal.SIGKILL)

@@ -27,7 +27,7 @@ from conformance import compare, jars, observed
 from conformance.cluster import BrokerSpec, Cluster
 from conformance.driver import compile_driver
 from conformance.plan import build_plan
-from conformance.play import SIDE_DIR, play, side_consumers
+from conformance.play import SIDE_DIR, Outage, play, side_consumers
 
 BROKERS = ("broker-a", "broker-b")
 REPORT_NAME = "report.json"
@@ -45,8 +45,13 @@ def _timed(timings: dict[str, float], name: str):
 
 
 def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path, *, spark=None,
-                    log: Callable[[str], None] | None = None) -> dict:
-    """Run the scenario on RocketMQ ``version`` and on the model; write and return the report."""
+                    log: Callable[[str], None] | None = None, outages: tuple[Outage, ...] = ()) -> dict:
+    """Run the scenario on RocketMQ ``version`` and on the model; write and return the report.
+
+    ``outages`` kill real brokers with SIGKILL and restart them (abnormal recovery) while the
+    clients run; the model plays no such fault, so the messages they touch are compared between
+    the audit and the clients only (docs/conformance.md).
+    """
     from broker_core.export.store_import import import_store
     from broker_core.sim.run import simulate
 
@@ -57,6 +62,10 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
         raise BadInputError("scenario file does not exist", where=str(scenario_path))
     scenario = load_scenario(scenario_path)
     side_consumers(scenario)  # refuses faults the real cluster cannot play, before anything starts
+    for outage in outages:
+        if outage.broker not in BROKERS:
+            raise BadInputError(f"no broker {outage.broker!r} in the cluster", where="--broker-outage",
+                                hint=f"one of {', '.join(BROKERS)}")
     work = Path(out_dir).absolute()
     if work.exists():
         if not (work / REPORT_NAME).exists() and any(work.iterdir()):
@@ -86,7 +95,8 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
             plan_path.write_text(plan.text)
             say(f"real clients: {plan.messages} messages on {', '.join(BROKERS)} (RocketMQ {version})")
             with _timed(timings, "real_clients_s"):
-                played = play(scenario, classes, lib, plan_path, work, plan.timeout_ms, log=say)
+                played = play(scenario, classes, lib, plan_path, work, plan.timeout_ms, log=say,
+                              cluster=cluster, outages=tuple(outages))
             seen, driver_rss = played.seen, played.driver_rss_mib
             report["faults"] = played.faults
             report["jvm_rss_mib"] = {**{k: round(v) for k, v in cluster.rss_mib().items()},
@@ -114,7 +124,8 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
             checks = _warehouse(runs, work / "warehouse.duckdb")
         report["checks"] = checks
         with _timed(timings, "compare_s"):
-            report.update(compare.compare_all(work, scenario, model_run_id=scenario.name,
+            windows = _outage_windows(played.faults)
+            report.update(compare.compare_all(work, scenario, outage_windows=windows, model_run_id=scenario.name,
                                               real_run_ids=[f"{scenario.name}-{n}" for n in BROKERS]))
         report["timings"] = timings
         partial = work / f".{REPORT_NAME}.tmp"
@@ -124,6 +135,22 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
         e.hint = (e.hint + "; " if e.hint else "") + f"logs and partial output kept in {work} (no report.json)"
         raise
     return report
+
+
+# After a broker comes back, its clients take a while to route to it again (the route refresh,
+# the next rebalance, a local retry 5 s later): what happens then still follows from the outage.
+OUTAGE_AFTERMATH_MS = 15_000
+
+
+def _outage_windows(faults: list[dict]) -> list[tuple[int, int]]:
+    """Wall-clock (from, to) ms of each broker outage, its aftermath included."""
+    kills = {f["broker"]: f["wall_ts_ms"] for f in faults if f["kind"] == "broker_kill"}
+    out = []
+    for f in faults:
+        if f["kind"] == "broker_restart" and f["broker"] in kills:
+            end = f["wall_ts_ms"] + int(f.get("boot_s", 0) * 1000) + OUTAGE_AFTERMATH_MS
+            out.append((kills[f["broker"]], end))
+    return out
 
 
 def _keep_logs(cluster: Cluster, work: Path) -> None:

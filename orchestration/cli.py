@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rocketmq", default="4.9.4", help="RocketMQ release (default 4.9.4)")
     p.add_argument("--scenario", default="scenarios/conformance.yaml", help="scenario YAML file")
     p.add_argument("--out", required=True, help="output directory (an earlier run's is replaced)")
+    p.add_argument("--broker-outage", action="append", default=[], metavar="BROKER@FROM-TO",
+                   help="kill a real broker with SIGKILL at FROM and restart it at TO (times from the "
+                        "first send, e.g. broker-a@3s-6s); repeatable")
 
     p = sub.add_parser("swarm", help="run random scenarios with faults and check every invariant")
     p.add_argument("--seeds", default="1..20", help="A..B (inclusive)")

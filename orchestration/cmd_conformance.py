@@ -39,7 +39,7 @@ def format_summary(report: dict, out: Path) -> str:
     if dup:
         lines.append(f"  duplicate consumes: model {dup['model']}, real {dup['real']}")
     for f in report.get("faults", []):
-        lines.append(f"  fault at {f['at_ms'] / 1000:.1f} s: {f['kind']} {f['consumer']}")
+        lines.append(f"  fault at {f['at_ms'] / 1000:.1f} s: {f['kind']} {f.get('consumer') or f.get('broker')}")
     failed = [f"{run}: {name}" for run, checks in report["checks"].items()
               for name, c in checks.items() if c["blocking"] and not c["passed"]]
     lines.append(f"  blocking checks: {'all passed' if not failed else 'FAILED ' + '; '.join(failed)}")
@@ -69,7 +69,10 @@ def conformance(args) -> int:
     from conformance.run import run_conformance
 
     out = Path(args.out)
-    report = run_conformance(args.rocketmq, args.scenario, out, log=lambda m: _say(args, m))
+    from conformance.play import Outage
+
+    outages = tuple(Outage.parse(text) for text in args.broker_outage)
+    report = run_conformance(args.rocketmq, args.scenario, out, log=lambda m: _say(args, m), outages=outages)
     print(format_summary(report, out))
     failures = verdict_failures(report)
     if failures:
