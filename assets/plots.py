@@ -21,7 +21,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 FIGURE_DPI = 96
 FUNNEL_ATTEMPTS_MAX = 18  # attempts shown; 16 retries + first delivery + DLQ fit
-FLOW_NODES = ("PUBLISH", "SCHEDULE", "DELIVER", "RETRY", "DLQ", "END")
 FLOW_LABELS = {
     "PUBLISH": "real topic",
     "SCHEDULE": "SCHEDULE_TOPIC_XXXX",

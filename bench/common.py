@@ -130,17 +130,6 @@ def hand_sections(text: str) -> str:
 
 # The machine is shared: wall time moves with everyone else's load, while the CPU time of a
 # single-threaded Python process does not. Benchmarks of in-process Python work report both.
-def repeat_cpu(fn: Callable[[], object], runs: int) -> tuple[Stats, Stats]:
-    """Time ``fn`` ``runs`` times: (wall seconds, CPU seconds of this process)."""
-    wall, cpu = [], []
-    for _ in range(runs):
-        w0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    return Stats(wall), Stats(cpu)
-
-
 def load_note() -> str:
     """The 1/5/15-minute load average, so a reader can tell a busy machine from a slow program."""
     try:

@@ -61,7 +61,6 @@ RUNS_BY_SIZE = ((200_000, 2), (10**12, 1))  # repeats, fewer for big inputs
 # bench/results/lineage_scale.md). The first is reported apart, as the session start is.
 WARMUP_RUNS_FULL = 3
 WARMUP_RUNS_QUICK = 1
-MSG_ID_HOST_HEX_CHARS = 16  # an offset msgId: 8 hex IPv4 + 8 hex port, then 16 hex offset
 DUCKDB_THREADS = 2  # the same two cores Spark local[2] gets
 DUCKDB_MODES = ("by-run", "whole")  # bench/duckdb_lineage.py: one statement per run_id, or one
 

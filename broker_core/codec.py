@@ -32,6 +32,7 @@ from broker_core.constants import (
     END_FILE_MIN_BLANK_LENGTH_BYTES,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
+    NAME_VALUE_SEPARATOR,
     PROPERTIES_LENGTH_BYTES_MAX,
     PROPERTY_SEPARATOR,
     SYSFLAG_BORNHOST_V6,
@@ -44,6 +45,7 @@ from broker_core.constants import (
 )
 from broker_core.errors import BadInputError, CorruptRecordError
 from broker_core.message import (
+    PROP_CRC32,
     PROP_DELAY,
     PROP_KEYS,
     PROP_MAX_RECONSUME_TIMES,
@@ -484,7 +486,7 @@ def decode_record(buf, pos: int, *, check_crc: bool = True, limit: int | None = 
 
 
 PROP_CRC_RESERVED_BYTES = 20  # 5.x CRC32_RESERVED_LEN: "__CRC32#" \x01 ten digits \x02
-_PROP_CRC_PREFIX = b"__CRC32#\x01"
+_PROP_CRC_PREFIX = (PROP_CRC32 + NAME_VALUE_SEPARATOR).encode()
 
 
 def property_crc_matches(record_bytes: bytes) -> bool | None:

@@ -20,16 +20,12 @@ PROPERTY_SEPARATOR = "\x02"  # MessageDecoder.PROPERTY_SEPARATOR
 SYSFLAG_COMPRESSED = 0x1
 SYSFLAG_MULTI_TAGS = 0x2
 SYSFLAG_TRANSACTION_MASK = 0xC
-SYSFLAG_TRANSACTION_NOT = 0x0
 SYSFLAG_TRANSACTION_PREPARED = 0x4
 SYSFLAG_TRANSACTION_COMMIT = 0x8
 SYSFLAG_TRANSACTION_ROLLBACK = 0xC
 SYSFLAG_BORNHOST_V6 = 0x10
 SYSFLAG_STOREHOST_V6 = 0x20
 SYSFLAG_COMPRESSION_TYPE_MASK = 0x700
-COMPRESSION_TYPE_LZ4 = 1
-COMPRESSION_TYPE_ZSTD = 2
-COMPRESSION_TYPE_ZLIB = 3
 COMPRESS_BODY_OVER_BYTES = 4096  # DefaultMQProducer.compressMsgBodyOverHowmuch
 COMPRESS_ZLIB_LEVEL = 5  # producer default compress level
 
@@ -88,7 +84,6 @@ SEND_RETRY_TIMES_ASYNC = 2
 # --- names (§8) ----------------------------------------------------------------------------------
 TOPIC_NAME_LENGTH_MAX = 127  # 4.9.4 topic limit (also the v1 record field)
 GROUP_NAME_LENGTH_MAX = 255  # 4.9.4 client checkGroup CHARACTER_MAX_LENGTH
-VALID_NAME_PATTERN = r"^[%|a-zA-Z0-9_-]+$"
 
 # --- simulation bounds ---------------------------------------------------------------------------
 SIM_EVENTS_MAX = 500_000_000  # a run that needs more events than this stops with a clear error

@@ -39,20 +39,16 @@ PROP_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 PROP_CONSUME_START_TIME = "CONSUME_START_TIME"
 PROP_CLUSTER = "CLUSTER"
 PROP_TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
-PROP_INNER_NUM = "INNER_NUM"
-PROP_INNER_BASE = "INNER_BASE"
-PROP_DUP_INFO = "DUP_INFO"
+PROP_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROP_START_DELIVER_TIME = "__STARTDELIVERTIME"
+PROP_MSG_REGION = "MSG_REGION"
+PROP_TRACE_SWITCH = "TRACE_ON"
 # 5.x only
-PROP_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
-PROP_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
-PROP_CRC32 = "__CRC32#"
-PROP_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
-PROP_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+PROP_CRC32 = "__CRC32#"  # the key of the enabledAppendPropCRC tail
 KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR between several KEYS
 
 # --- Java HashMap parameters (java.util.HashMap, Java 8+) --------------------------------------
 HASHMAP_CAPACITY_DEFAULT = 16  # new HashMap<>() in 4.9.4 string2messageProperties
-HASHMAP_CAPACITY_5X = 128  # new HashMap<>(128) in 5.x string2messageProperties
 HASHMAP_CAPACITY_MAX = 1 << 30  # HashMap.MAXIMUM_CAPACITY
 HASHMAP_TREEIFY_BIN_ENTRIES = 9  # a bin reaching this many entries is treeified (or the table grows)
 HASHMAP_TREEIFY_CAPACITY_MIN = 64  # below this capacity a long bin makes the table grow instead
@@ -411,10 +407,6 @@ def bytes_to_host(addr: bytes, port: int) -> str:
     if len(addr) == 16:
         return f"[{ipaddress.IPv6Address(addr)}]:{port}"
     raise BadInputError(f"host address must be 4 or 16 bytes, got {len(addr)}")
-
-
-def is_ipv6_host(host: str) -> bool:
-    return host.startswith("[")
 
 
 def create_message_id(store_host: str, phys_offset: int) -> str:

@@ -51,10 +51,6 @@ def is_dlq_topic(topic: str) -> bool:
     return topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
 
 
-def is_schedule_topic(topic: str) -> bool:
-    return topic == SCHEDULE_TOPIC
-
-
 def group_of(topic: str) -> str | None:
     """The group a ``%RETRY%``/``%DLQ%`` topic belongs to, or None for any other topic."""
     if is_retry_topic(topic):

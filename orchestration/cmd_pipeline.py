@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 
 from assets.warehouse import open_read_only
+from broker_core import message
 from broker_core.errors import BadInputError, RetryAuditError
 from orchestration import term
 
@@ -28,10 +29,13 @@ FETCH_ROWS_BATCH = 10_000
 # DLQ drops them (the producer and broker set fresh ones); every other property, TAGS and KEYS
 # included, is the user's and is kept.
 RESEND_DROPPED_PROPERTIES = frozenset({
-    "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "ORIGIN_MESSAGE_ID", "RECONSUME_TIME",
-    "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "MIN_OFFSET", "MAX_OFFSET", "UNIQ_KEY", "WAIT",
-    "PGROUP", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET", "TRANSACTION_CHECK_TIMES", "CLUSTER",
-    "__STARTDELIVERTIME", "MSG_REGION", "TRACE_ON",
+    message.PROP_DELAY, message.PROP_RETRY_TOPIC, message.PROP_REAL_TOPIC, message.PROP_REAL_QID,
+    message.PROP_ORIGIN_MESSAGE_ID, message.PROP_RECONSUME_TIME, message.PROP_MAX_RECONSUME_TIMES,
+    message.PROP_CONSUME_START_TIME, message.PROP_MIN_OFFSET, message.PROP_MAX_OFFSET,
+    message.PROP_UNIQ_KEY, message.PROP_WAIT, message.PROP_PGROUP, message.PROP_TRAN_MSG,
+    message.PROP_TRAN_PREPARED_QUEUE_OFFSET, message.PROP_TRANSACTION_CHECK_TIMES,
+    message.PROP_CLUSTER, message.PROP_START_DELIVER_TIME, message.PROP_MSG_REGION,
+    message.PROP_TRACE_SWITCH,
 })
 
 

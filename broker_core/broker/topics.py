@@ -34,10 +34,6 @@ def is_writeable(perm: int) -> bool:
     return bool(perm & PERM_WRITE)
 
 
-def is_readable(perm: int) -> bool:
-    return bool(perm & PERM_READ)
-
-
 class TopicTable:
     """Topic configs of one broker, loaded from and written to ``<root>/config/topics.json``."""
 

@@ -17,7 +17,6 @@ CONSUME_SUCCESS = "CONSUME_SUCCESS"
 RECONSUME_LATER = "RECONSUME_LATER"
 EXCEPTION = "EXCEPTION"  # the listener threw: RocketMQ treats it as RECONSUME_LATER
 RETURN_NULL = "RETURN_NULL"  # the listener returned null: also RECONSUME_LATER
-FAILED_STATUSES = frozenset({RECONSUME_LATER, EXCEPTION, RETURN_NULL})
 
 # A hanging listener runs this many consume timeouts (plus its normal consume time): long enough
 # that a cleanExpiredMsg pass (every consume timeout) finds it expired whatever its start phase,

@@ -76,8 +76,11 @@ SCHEDULE_DELIVERIES = pa.schema([
     ("uniq_key", pa.string()),
 ])
 
+# Offsets are per (group, topic, broker, queue_id): each broker keeps its own consumerOffset.json
+# for its own queues (queue 0 of a topic on broker-a is not queue 0 on broker-b).
 CONSUMER_OFFSETS = pa.schema([
     ("run_id", pa.string()),
+    ("broker", pa.string()),
     ("group", pa.string()),
     ("topic", pa.string()),
     ("queue_id", pa.int32()),
@@ -105,9 +108,14 @@ RUNS = pa.schema([
     ("records_written", pa.int64()),
     ("version", pa.string()),
     ("source", pa.string()),  # "simulation" or "import"
-    # An import: the smallest physical offset of its commit log (the first file's name; > 0 once
-    # retention deleted older files). Null for a simulation, whose log starts at 0.
+    # An import: the smallest physical offset of its broker's commit log (the first file's name;
+    # > 0 once retention deleted older files). Null for a simulation, whose log starts at 0.
     ("first_offset", pa.int64()),
+    # One row per broker of the run: physical offsets, and so first_offset, are per broker.
+    ("broker", pa.string()),
+    # The store-host part (address and port, upper-case hex) of the offset msgIds of the broker's
+    # records: an ORIGIN_MESSAGE_ID that starts with one of them names a record of this broker.
+    ("msg_id_hosts", pa.list_(pa.string())),
 ])
 
 # One row per message a producer tried to send (simulation only): the ground truth that lets the
@@ -128,6 +136,7 @@ PRODUCED = pa.schema([
 # Delay-level offsets found in (or written to) config/delayOffset.json.
 DELAY_OFFSETS = pa.schema([
     ("run_id", pa.string()),
+    ("broker", pa.string()),
     ("delay_level", pa.int32()),
     ("offset", pa.int64()),
 ])
@@ -135,6 +144,7 @@ DELAY_OFFSETS = pa.schema([
 # Imported stores: damage found while reading (empty for a clean store).
 STORE_PROBLEMS = pa.schema([
     ("run_id", pa.string()),
+    ("broker", pa.string()),
     ("file_name", pa.string()),
     ("offset", pa.int64()),
     ("kind", pa.string()),
@@ -150,6 +160,9 @@ MESSAGE_HOPS = pa.schema([
     ("hop_kind", pa.string()),
     ("topic", pa.string()),
     ("queue_id", pa.int32()),
+    # A hop's record is (broker, phys_offset): a run may hold several brokers' commit logs, and a
+    # message's hops may be on several of them.
+    ("broker", pa.string()),
     ("phys_offset", pa.int64()),
     ("msg_id", pa.string()),
     ("delay_level", pa.int32()),
@@ -195,7 +208,3 @@ LINEAGE_TABLES: dict[str, pa.Schema] = {
 }
 
 HOP_KINDS = ("PUBLISH", "SCHEDULE", "DELIVER", "RETRY", "DLQ")
-FINAL_STATES = ("CONSUMED", "DLQ", "RETRYING", "UNCONSUMED", "LOST")
-CONSUME_STATUSES = ("CONSUME_SUCCESS", "RECONSUME_LATER", "EXCEPTION", "RETURN_NULL")
-CONSUME_OUTCOMES = ("ACKED", "SENT_BACK", "SENT_BACK_BY_CLIENT", "LOCAL_RETRY", "DROPPED", "EXPIRED",
-                    "LOST_IN_CRASH")

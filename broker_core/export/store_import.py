@@ -165,11 +165,6 @@ def record_to_values(record: Record, run_id: str, broker: str, file_name: str) -
     )
 
 
-def record_to_row(record: Record, run_id: str, broker: str, file_name: str) -> dict:
-    """The ``commitlog`` contract row of one record, by column name."""
-    return dict(zip(COMMITLOG_COLUMNS, record_to_values(record, run_id, broker, file_name), strict=True))
-
-
 def commitlog_values(reader: StoreReader, run_id: str, broker: str,
                      progress: Callable[[ScanProgress], None] | None = None) -> Iterator[tuple]:
     """The ``commitlog`` rows of a store as ``COMMITLOG_COLUMNS`` values, in physical order."""

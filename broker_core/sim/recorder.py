@@ -22,22 +22,23 @@ from broker_core.export.schema import RAW_TABLES
 # delay_offsets and store_problems from the store files (as import-store does), runs from the summary.
 EVENT_TABLES = ("consume_attempts", "schedule_deliveries", "consumer_offsets", "faults", "produced")
 
-# How often (rows) the progress callback is told about records written.
-PROGRESS_EVERY_ROWS = 10_000
-
 
 class Recorder:
     """Streams rows per table into ``parquet_dir/<table>/part-00000.parquet``."""
 
     def __init__(self, run_id: str, parquet_dir: str | Path | None, *,
-                 tables: tuple[str, ...] = EVENT_TABLES):
+                 tables: tuple[str, ...] = EVENT_TABLES, broker: str | None = None):
         assert run_id, "a recorder needs a run id"
         self.run_id = run_id
+        # A simulated run has one broker: its name fills the broker column of the tables that
+        # have one (consumer offsets are per broker), right after run_id.
+        self.broker = broker
         self.parquet_dir = Path(parquet_dir) if parquet_dir is not None else None
         self.tables = tables
         self.counts: dict[str, int] = {t: 0 for t in tables}
         self._writers: dict[str, TableWriter] = {}
         self._names_after_run_id: dict[str, tuple[str, ...]] = {}
+        self._run_prefix: dict[str, tuple] = {}
         # Per table: which columns are timestamps, and which "<x>_ms" key feeds each "<x>_ts".
         self._ts_aliases: dict[str, tuple[tuple[str, str], ...]] = {}
         self._ms_keys: dict[str, frozenset[str]] = {}
@@ -74,14 +75,19 @@ class Recorder:
         if writer is None:
             writer = self._writers[table] = TableWriter(self.parquet_dir, table)
             assert writer.names[0] == "run_id", f"{table}: run_id must be the first column"
-            self._names_after_run_id[table] = writer.names[1:]
-        # Every row of a run carries the same run_id: the other values come from the row as given.
-        writer.write_values((self.run_id, *map(row.get, self._names_after_run_id[table])))
+            prefix = (self.run_id, self.broker) if writer.names[1:2] == ("broker",) else (self.run_id,)
+            self._run_prefix[table] = prefix
+            self._names_after_run_id[table] = writer.names[len(prefix):]
+        # Every row of a run carries the same run_id (and broker): the other values come from the
+        # row as given.
+        writer.write_values((*self._run_prefix[table], *map(row.get, self._names_after_run_id[table])))
 
     def _complete(self, table: str, row: Mapping[str, Any]) -> dict[str, Any]:
         """The row as a new dict with run_id filled and ``<x>_ms`` keys renamed to ``<x>_ts``."""
         out = dict(row)
         out["run_id"] = self.run_id
+        if self.broker is not None and "broker" in RAW_TABLES[table].names:
+            out.setdefault("broker", self.broker)
         for ms_key, ts_key in self._ts_aliases[table]:
             if ms_key in out:
                 value = out.pop(ms_key)

@@ -593,12 +593,6 @@ def _release_pages(buf, start: int, pos: int) -> int:
     return start
 
 
-def file_name_of(phys_offset: int, file_size: int) -> str:
-    """``UtilAll.offset2FileName`` of the file holding ``phys_offset``."""
-    assert file_size > 0, f"file size must be positive, got {file_size}"
-    return str(phys_offset - phys_offset % file_size).zfill(FILE_NAME_DIGITS)
-
-
 def tree_digest(root: Path) -> dict[str, tuple[int, str]]:
     """(size, SHA-256) of every file under ``root``: lets a caller prove a scan changed nothing."""
     result = {}
