@@ -6,7 +6,7 @@ import random
 
 from broker_core.broker.schedule import correct_deliver_timestamp, message_timeup
 from broker_core.broker.send import SendRequest
-from broker_core.constants import SCHEDULE_DELAY_FOR_A_WHILE_MS, SCHEDULE_FIRST_DELAY_MS, SCHEDULE_TOPIC
+from broker_core.constants import SCHEDULE_TOPIC
 from broker_core.delay_levels import deliver_timestamp, level_to_queue_id, queue_id_to_level
 from broker_core.store.config_files import (
     DELAY_OFFSET_FILE,
@@ -16,6 +16,8 @@ from broker_core.store.config_files import (
 
 HOUR_MS = 3_600_000
 SIM_START_MS = 1_795_305_600_000  # conftest's start time of make_broker
+FIRST_DELAY_MS = 1000  # ScheduleMessageService FIRST_DELAY_TIME
+POLL_PERIOD_MS = 100  # DELAY_FOR_A_WHILE: each level is polled this often (4.9.3+)
 
 
 def rows_of(rows: list[tuple[str, dict]], table: str) -> list[dict]:
@@ -86,7 +88,7 @@ def test_deliveries_never_early_and_on_the_poll_grid(make_broker, seed):
     """Every delivery happens at or after its due time, on the 100 ms grid, less than 100 ms late."""
     broker, sim, rows = make_broker()
     broker.create_topic("T", 4)
-    origin = SIM_START_MS + SCHEDULE_FIRST_DELAY_MS
+    origin = SIM_START_MS + FIRST_DELAY_MS
     rng = random.Random(seed)
     sent = 0
     for n in range(60):
@@ -99,8 +101,8 @@ def test_deliveries_never_early_and_on_the_poll_grid(make_broker, seed):
     assert len(deliveries) == sent, again
     for row in deliveries:
         assert row["delivered_ts"] >= row["due_ts"], (again, row)
-        assert (row["delivered_ts"] - origin) % SCHEDULE_DELAY_FOR_A_WHILE_MS == 0, (again, row)
-        assert 0 <= row["lateness_ms"] < SCHEDULE_DELAY_FOR_A_WHILE_MS, (again, row)
+        assert (row["delivered_ts"] - origin) % POLL_PERIOD_MS == 0, (again, row)
+        assert 0 <= row["lateness_ms"] < POLL_PERIOD_MS, (again, row)
         assert row["due_ts"] == row["scheduled_store_ts"] + broker.levels_ms[row["delay_level"] - 1]
         assert row["put_attempts"] == 1
     assert sum(broker.store.max_offset("T", q) for q in range(4)) == sent
@@ -121,7 +123,7 @@ def test_failed_put_is_retried_at_the_same_offset(make_broker):
     assert [r["schedule_queue_offset"] for r in deliveries] == [0, 1, 2]
     first = deliveries[0]
     assert first["put_attempts"] > 1
-    assert (first["delivered_ts"] - first["due_ts"]) // SCHEDULE_DELAY_FOR_A_WHILE_MS == \
+    assert (first["delivered_ts"] - first["due_ts"]) // POLL_PERIOD_MS == \
         first["put_attempts"] - 1
     assert [r.properties["KEYS"] for r in broker.pull_message("g", "T", 0, 0, 32).records] == \
         ["m0", "m1", "m2"]
@@ -149,7 +151,7 @@ def test_a_put_into_an_idle_level_wakes_it(make_broker):
     due = sim.now() + broker.levels_ms[1]
     sim.run(until_ms=sim.now() + HOUR_MS)
     second = rows_of(rows, "schedule_deliveries")[1]
-    assert second["due_ts"] == due and 0 <= second["lateness_ms"] < SCHEDULE_DELAY_FOR_A_WHILE_MS
+    assert second["due_ts"] == due and 0 <= second["lateness_ms"] < POLL_PERIOD_MS
 
 
 def test_trans_half_real_topic_is_dropped(make_broker):
@@ -258,7 +260,7 @@ def test_small_backward_clock_jump_waits_for_the_due_time(make_broker):
     broker.on_clock_jump(-5_000)
     sim.run(until_ms=sim.now() + 120_000)
     (row,) = rows_of(rows, "schedule_deliveries")
-    assert row["delivered_ts"] >= row["due_ts"] and row["lateness_ms"] < SCHEDULE_DELAY_FOR_A_WHILE_MS
+    assert row["delivered_ts"] >= row["due_ts"] and row["lateness_ms"] < POLL_PERIOD_MS
 
 
 def test_puts_made_during_a_delivery_wake_their_level(make_broker):

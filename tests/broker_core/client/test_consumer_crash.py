@@ -3,7 +3,6 @@
 from collections import Counter
 
 from broker_core.client.behavior import Behavior
-from broker_core.constants import OFFSET_PERSIST_INITIAL_DELAY_MS, OFFSET_PERSIST_INTERVAL_MS
 
 SEND_INTERVAL_MS = 100
 MESSAGES = 300
@@ -42,7 +41,7 @@ def test_crash_redelivers_the_unpersisted_window(rig):
     assert len(acked) == MESSAGES and g.idle()
     duplicates = {k for k, n in acked.items() if n > 1}
     # The 5 s window: persists at 10 s and 15 s after start, the crash at 17.302 s.
-    last_persist = start + OFFSET_PERSIST_INITIAL_DELAY_MS + OFFSET_PERSIST_INTERVAL_MS
+    last_persist = start + 10_000 + 5000  # the persist task: first after 10 s, then every 5 s
     window = {r["uniq_key"] for r in rows
               if r["outcome"] == "ACKED" and last_persist < r["end_ts"] <= start + CRASH_AT_MS}
     assert duplicates == window

@@ -3,7 +3,6 @@
 from itertools import pairwise
 
 from broker_core.client.behavior import Behavior
-from broker_core.constants import SUSPEND_CURRENT_QUEUE_MS_DEFAULT
 
 CONSUME_MS = 5
 SETTLE_MS = 30_000
@@ -21,12 +20,12 @@ def test_failure_suspends_the_queue_and_keeps_order(rig):
     g = _orderly_group(rig)
     p = rig.producer()
     keys = [p.send("O", b"o%d" % i) for i in range(3)]
-    rig.run_for(3 * (SUSPEND_CURRENT_QUEUE_MS_DEFAULT + CONSUME_MS) + 500)
+    rig.run_for(3 * (1000 + CONSUME_MS) + 500)
     rows = rig.recorder.attempts(group="G")
     assert [(r["uniq_key"], r["reconsume_times"], r["outcome"]) for r in rows] == [
         (keys[0], n, "LOCAL_RETRY") for n in range(4)]
     gaps = [b["start_ts"] - a["end_ts"] for a, b in pairwise(rows)]
-    assert gaps == [SUSPEND_CURRENT_QUEUE_MS_DEFAULT] * 3
+    assert gaps == [1000] * 3  # suspendCurrentQueueTimeMillis: 1 s
     assert g.consumer("G-c0").offset_store.read_memory(("O", 0)) in (-1, 0)  # nothing committed
     g.behavior.fail_probability = 0.0
     rig.run_for(SETTLE_MS)

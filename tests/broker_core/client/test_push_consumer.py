@@ -4,7 +4,6 @@ from itertools import pairwise
 
 from broker_core.client.behavior import Behavior
 from broker_core.client.push_consumer import LONG_POLL_SUSPEND_MS
-from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, SEND_BACK_LOCAL_RETRY_MS
 
 BODY = b"payload"
 SETTLE_MS = 30_000  # enough virtual time for pulls, consumes and offset persists to settle
@@ -68,7 +67,7 @@ def test_send_back_failure_falls_back_to_the_client_send(rig):
     assert len(retry) == 1
     props = retry[0].properties
     assert props["RETRY_TOPIC"] == "T" and props["RECONSUME_TIME"] == "1"
-    assert props["MAX_RECONSUME_TIMES"] == str(RETRY_MAX_TIMES_DEFAULT)
+    assert props["MAX_RECONSUME_TIMES"] == "16"  # RocketMQ's default maxReconsumeTimes
     assert props["ORIGIN_MESSAGE_ID"] == key and retry[0].reconsume_times == 1
 
 
@@ -78,11 +77,11 @@ def test_both_send_backs_failing_retry_locally_after_5s(rig):
     g.send_back_failure_probability = 1.0
     g.fallback_failure_probability = 1.0
     key = rig.producer().send("T", BODY)
-    rig.run_for(SEND_BACK_LOCAL_RETRY_MS * 2 + 1000)
+    rig.run_for(5000 * 2 + 1000)
     rows = _by_key(rig.recorder.attempts(group="G"), key)
     assert [(r["reconsume_times"], r["outcome"], r["queue_topic"]) for r in rows] == [
         (0, "LOCAL_RETRY", "T"), (1, "LOCAL_RETRY", "T"), (2, "LOCAL_RETRY", "T")]
-    assert rows[1]["start_ts"] - rows[0]["end_ts"] == SEND_BACK_LOCAL_RETRY_MS
+    assert rows[1]["start_ts"] - rows[0]["end_ts"] == 5000  # submitConsumeRequestLater: 5 s
     assert not g.idle()  # the message still holds its queue's offset
     g.behavior.fail_probability = 0.0
     rig.run_for(SETTLE_MS)
@@ -111,9 +110,9 @@ def test_always_failing_message_goes_through_16_retries_to_the_dlq(rig):
     key = rig.producer().send("T", BODY)
     rig.run_for(5 * 3600_000)
     rows = _by_key(rig.recorder.attempts(group="G"), key)
-    assert [r["reconsume_times"] for r in rows] == list(range(RETRY_MAX_TIMES_DEFAULT + 1))
+    assert [r["reconsume_times"] for r in rows] == list(range(17))
     assert {r["outcome"] for r in rows} == {"SENT_BACK"}
-    assert [r["queue_topic"] for r in rows] == ["T"] + ["%RETRY%G"] * RETRY_MAX_TIMES_DEFAULT
+    assert [r["queue_topic"] for r in rows] == ["T"] + ["%RETRY%G"] * 16
     dlq = rig.records("%DLQ%G")
     assert [r.uniq_key for r in dlq] == [key] and dlq[0].reconsume_times == 17
     # Each retry waits its level (3 + reconsume times): 10 s for the first, 2 h for the last.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_core.constants import CONSUME_TIMEOUT_MS_DEFAULT, SIM_MESSAGES_MAX
+from broker_core.constants import SIM_MESSAGES_MAX
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.errors import ScenarioError
 from broker_core.sim.scenario import (
@@ -52,7 +52,7 @@ def test_defaults_fill_every_field():
     s = load_scenario_text(BASE)
     g = s.groups[0]
     assert (g.model, g.mode, g.consumers, g.max_reconsume_times) == ("clustering", "concurrently", 1, -1)
-    assert g.consume_timeout_ms == CONSUME_TIMEOUT_MS_DEFAULT
+    assert g.consume_timeout_ms == 15 * 60 * 1000  # RocketMQ's consumeTimeout: 15 minutes
     assert s.broker.delay_levels_ms[0] == 1000 and len(s.broker.delay_levels_ms) == 18
     assert s.producers[0].delay_weights == ((0, 1.0),)
     assert s.producers[0].send == "sync"
