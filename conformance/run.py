@@ -31,6 +31,7 @@ from conformance.play import SIDE_DIR, Outage, play, side_consumers
 
 BROKERS = ("broker-a", "broker-b")
 REPORT_NAME = "report.json"
+MARKER_NAME = ".conformance-run"
 
 
 def _timed(timings: dict[str, float], name: str):
@@ -68,11 +69,13 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
                                 hint=f"one of {', '.join(BROKERS)}")
     work = Path(out_dir).absolute()
     if work.exists():
-        if not (work / REPORT_NAME).exists() and any(work.iterdir()):
+        # Only a conformance run's directory (finished or failed) is replaced; anything else is kept.
+        if not (work / MARKER_NAME).exists() and any(work.iterdir()):
             raise BadInputError("the output directory exists and is not a conformance run's", where=str(work),
                                 hint="choose a new directory (an earlier run's is replaced)")
         shutil.rmtree(work)
     work.mkdir(parents=True)
+    (work / MARKER_NAME).write_text("a retry-audit conformance run; report.json is written last\n")
     timings: dict[str, float] = {}
     report: dict = {"rocketmq_version": version, "scenario": scenario.name,
                     "scenario_file": str(scenario_path), "brokers": list(BROKERS)}
@@ -140,16 +143,19 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
 # After a broker comes back, its clients take a while to route to it again (the route refresh,
 # the next rebalance, a local retry 5 s later): what happens then still follows from the outage.
 OUTAGE_AFTERMATH_MS = 15_000
+# Before a broker dies, what its clients committed in the last few seconds may die with it: a client
+# sends its offsets every 5 s and the broker writes them to consumerOffset.json every 5 s.
+OUTAGE_LEAD_MS = 10_000
 
 
 def _outage_windows(faults: list[dict]) -> list[tuple[int, int]]:
-    """Wall-clock (from, to) ms of each broker outage, its aftermath included."""
+    """Wall-clock (from, to) ms of each broker outage, the offsets it may lose and its aftermath included."""
     kills = {f["broker"]: f["wall_ts_ms"] for f in faults if f["kind"] == "broker_kill"}
     out = []
     for f in faults:
         if f["kind"] == "broker_restart" and f["broker"] in kills:
             end = f["wall_ts_ms"] + int(f.get("boot_s", 0) * 1000) + OUTAGE_AFTERMATH_MS
-            out.append((kills[f["broker"]], end))
+            out.append((kills[f["broker"]] - OUTAGE_LEAD_MS, end))
     return out
 
 

@@ -58,6 +58,8 @@ public class Driver {
     static final List<String[]> topics = new ArrayList<>();
     static final List<String[]> groups = new ArrayList<>();
     static final Map<String, String> verdicts = new HashMap<>();
+    static final Map<String, String> lastVerdicts = new HashMap<>();
+    static final Map<String, Integer> lastN = new HashMap<>();  // GROUP\tKEY without /N: the highest N's
     static final List<String[]> msgs = new ArrayList<>();
     static final Map<String, Integer> expectCalls = new HashMap<>();
     static final Map<String, AtomicInteger> calls = new ConcurrentHashMap<>();
@@ -309,7 +311,10 @@ public class Driver {
         String uniq = msg.getProperty("UNIQ_KEY");
         String key = broadcasting ? uniq + "/" + index : uniq + "/" + msg.getReconsumeTimes();
         int nth = callsByKey.computeIfAbsent(group + "\t" + key, k -> new AtomicInteger()).getAndIncrement();
-        String status = verdicts.getOrDefault(group + "\t" + key + "/" + nth, "CONSUME_SUCCESS");
+        // A call the model never made (a redelivery only the real run had) repeats the model's last
+        // verdict for that attempt: a poison message keeps failing.
+        String status = verdicts.getOrDefault(group + "\t" + key + "/" + nth,
+                lastVerdicts.getOrDefault(group + "\t" + key, "CONSUME_SUCCESS"));
         if (consumeMs > 0) {
             try { Thread.sleep(consumeMs); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
         }
@@ -386,7 +391,16 @@ public class Driver {
                     case "broker": brokers.put(f[1], f[2]); break;
                     case "topic": topics.add(rest); break;
                     case "group": groups.add(rest); MODES.put(f[1], f[3]); break;
-                    case "verdict": verdicts.put(f[1] + "\t" + f[2], f[3]); break;
+                    case "verdict": {
+                        verdicts.put(f[1] + "\t" + f[2], f[3]);
+                        String base = f[1] + "\t" + f[2].substring(0, f[2].lastIndexOf('/'));
+                        int n = Integer.parseInt(f[2].substring(f[2].lastIndexOf('/') + 1));
+                        if (n >= lastN.getOrDefault(base, -1)) {
+                            lastN.put(base, n);
+                            lastVerdicts.put(base, f[3]);
+                        }
+                        break;
+                    }
                     case "msg": msgs.add(rest); break;
                     case "expect": expectCalls.put(f[1] + "\t" + f[2], Integer.parseInt(f[3])); break;
                     case "setting": settings.put(f[1], Long.parseLong(f[2])); break;
