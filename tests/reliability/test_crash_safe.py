@@ -1,16 +1,20 @@
 """Crash-safe pipeline: a command killed with SIGKILL at any point, then run again, gives the output
 of an uninterrupted run, and a half-written output is never visible under its final name.
 
-Each command runs as a real ``retry-audit`` subprocess (in its own process group, so a kill takes
-the Spark JVM with it). A watcher polls every few milliseconds: it kills the command when a marker
-appears (the hidden temporary directory, a table inside it, the warehouse build file) or after a
-wall-clock delay, and every time the final path exists it checks that it looks complete. After the
-kills the same command runs to the end, and its tables are compared with a reference run's, rows
-sorted, so a duplicate or missing row shows as a difference.
+Each command runs as a real subprocess in its own process group, so a kill takes the Spark JVM
+with it. A killed run is started through ``kill_point_child.py``, which stops the command at one
+named point (a function call: the temporary directory made, a table half written, the rename
+not yet done), writes a marker file there and waits; the watcher kills the group as soon as the
+marker appears, so every kill point is reached on every run, however fast or loaded the machine.
+Every time the final path exists the watcher checks that it looks complete. After the kills the
+same command runs to the end, and its tables are compared with a reference run's, rows sorted, so
+a duplicate or missing row shows as a difference.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -29,6 +33,7 @@ from broker_core.export.schema import RAW_TABLES
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = Path(sys.executable).parent / "retry-audit"
+CHILD = Path(__file__).parent / "kill_point_child.py"
 POLL_S = 0.002  # the watcher's poll period: short enough to see a marker before the next write
 COMMAND_TIMEOUT_S = 900  # a lineage run starts a JVM; on a loaded 2-core machine that takes minutes
 # Columns measured on the wall clock: the only values two runs of one input may differ in.
@@ -43,11 +48,20 @@ CRASH_SCENARIO = (ROOT / "scenarios" / "small.yaml").read_text().replace(
 
 @dataclass
 class Kill:
-    """Kill the command when ``marker(cwd)`` is true, or ``after_s`` seconds after its start."""
+    """Kill the command at the ``nth`` call of ``target`` (``module:Qual.name``) that matches,
+    ``when`` "before" the call or "after" it returns.
+
+    A call matches when its positional argument ``arg`` (0 is ``self`` of a method), or that
+    argument's attribute ``attr``, contains the text ``contains``; with ``arg`` None every call does.
+    """
 
     label: str
-    marker: Callable[[Path], bool] | None = None
-    after_s: float | None = None
+    target: str
+    when: str = "before"
+    nth: int = 1
+    arg: int | None = None
+    attr: str | None = None
+    contains: str | None = None
 
 
 @dataclass
@@ -56,26 +70,6 @@ class Outcome:
     returncode: int | None
     seen_final: int = 0  # polls that found the final path
     incomplete: list[str] = field(default_factory=list)  # what a poll found wrong under the final name
-
-
-def _hidden(cwd: Path, prefix: str) -> bool:
-    return any(p.name.startswith(prefix) for p in cwd.iterdir())
-
-
-def _hidden_larger_than(cwd: Path, prefix: str, size: int) -> bool:
-    """Whether a file named with prefix is past size bytes; the build may remove it between listing and stat."""
-    for p in cwd.iterdir():
-        if p.name.startswith(prefix):
-            try:
-                if p.stat().st_size > size:
-                    return True
-            except FileNotFoundError:
-                pass
-    return False
-
-
-def _inside_hidden(cwd: Path, prefix: str, relative: str) -> bool:
-    return any((p / relative).exists() for p in cwd.iterdir() if p.name.startswith(prefix))
 
 
 def _still_incomplete(final: Path, looks_complete: Callable[[Path], str | None]) -> str | None:
@@ -92,9 +86,14 @@ def _still_incomplete(final: Path, looks_complete: Callable[[Path], str | None])
 
 def run_watched(argv: list[str], cwd: Path, final: Path, looks_complete: Callable[[Path], str | None],
                 kill: Kill | None = None) -> Outcome:
-    """Run ``retry-audit argv`` in ``cwd``; kill it as ``kill`` says; check ``final`` on every poll."""
+    """Run ``retry-audit argv`` in ``cwd``; kill it at ``kill``'s point; check ``final`` on every poll."""
     env = {**os.environ, "RETRY_AUDIT_SPARK_MASTER": "local[2]"}
-    proc = subprocess.Popen([str(SCRIPT), "-q", *argv], cwd=cwd, env=env, start_new_session=True,
+    marker = cwd.parent / f"{cwd.name}.kill-point"
+    marker.unlink(missing_ok=True)
+    command = [str(SCRIPT), "-q", *argv]
+    if kill is not None:
+        command = [sys.executable, str(CHILD), json.dumps(dataclasses.asdict(kill)), str(marker), "-q", *argv]
+    proc = subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     started = time.monotonic()
     outcome = Outcome(killed=False, returncode=None)
@@ -108,14 +107,11 @@ def run_watched(argv: list[str], cwd: Path, final: Path, looks_complete: Callabl
                     outcome.incomplete.append(problem)
             if done:
                 break
-            if kill is not None:
-                due = (kill.marker is not None and kill.marker(cwd)) or (
-                    kill.after_s is not None and time.monotonic() - started >= kill.after_s)
-                if due:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    outcome.killed = True
-                    break
+            if kill is not None and marker.exists():
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                outcome.killed = True
+                break
             assert time.monotonic() - started < COMMAND_TIMEOUT_S, f"{argv} ran past {COMMAND_TIMEOUT_S} s"
             time.sleep(POLL_S)
     finally:
@@ -129,24 +125,22 @@ def run_watched(argv: list[str], cwd: Path, final: Path, looks_complete: Callabl
         problem = looks_complete(final)
         if problem:
             outcome.incomplete.append(problem)
-    if not outcome.killed:
+    if kill is not None:
+        assert outcome.killed, f"{argv} ended (exit {proc.returncode}) before its kill point {kill.label!r}: {stderr}"
+    else:
         assert proc.returncode == 0, f"{argv} failed: {stderr}"
     return outcome
 
 
-def killed_then_rerun(argv: list[str], cwd: Path, final: Path, looks_complete, kills: list[Kill]) -> list[str]:
-    """Kill the command at each point in turn, then run it to the end; return the kill points reached."""
-    reached = []
+def killed_then_rerun(argv: list[str], cwd: Path, final: Path, looks_complete, kills: list[Kill]) -> None:
+    """Kill the command at each point in turn (run_watched fails if one is not reached), then run
+    it to the end."""
     for kill in kills:
         outcome = run_watched(argv, cwd, final, looks_complete, kill)
         assert not outcome.incomplete, (kill.label, outcome.incomplete[:3])
-        if outcome.killed:
-            reached.append(kill.label)
-    print(f"{argv[0]}: killed at {reached}")
     outcome = run_watched(argv, cwd, final, looks_complete)
     assert not outcome.incomplete, outcome.incomplete[:3]
     assert final.exists()
-    return reached
 
 
 # --- completeness and comparison ------------------------------------------------------------------
@@ -231,13 +225,19 @@ def _workdirs(tmp_path: Path) -> tuple[Path, Path]:
     return ref, test
 
 
+# The point where a command's output is renamed into place (atomic_dir's last step).
+def _renaming(tmp_prefix: str, label: str) -> Kill:
+    return Kill(label, "os:rename", arg=0, contains=tmp_prefix)
+
+
 SIM_KILLS = [
-    Kill("0.5 s after start", after_s=0.5),
-    Kill("temporary run directory created", marker=lambda cwd: _hidden(cwd, ".sim.tmp-")),
-    Kill("commit log being written", marker=lambda cwd: _inside_hidden(cwd, ".sim.tmp-",
-                                                                        "store/commitlog/00000000000000000000")),
-    Kill("commitlog table being written", marker=lambda cwd: _inside_hidden(cwd, ".sim.tmp-", "parquet/commitlog")),
-    Kill("run.json written", marker=lambda cwd: _inside_hidden(cwd, ".sim.tmp-", "run.json")),
+    Kill("temporary run directory made, simulation not started", "broker_core.sim.world:World.run"),
+    Kill("commit log being written (500th put)", "broker_core.store.message_store:MessageStore.put_message",
+         nth=500),
+    Kill("commitlog table half written (a row group, no footer)", "broker_core.export.parquet:TableWriter._flush",
+         when="after", arg=0, attr="table", contains="commitlog"),
+    Kill("run.json written, runs table not", "broker_core.sim.run:_count"),
+    _renaming("/.sim.tmp-", "every table written, not yet renamed into place"),
 ]
 
 
@@ -246,24 +246,24 @@ def test_simulate_killed_anywhere_then_rerun_matches(tmp_path):
     ref, test = _workdirs(tmp_path)
     argv = ["simulate", "crash.yaml", "--out", "sim"]
     assert run_watched(argv, ref, ref / "sim", run_dir_complete).returncode == 0
-    reached = killed_then_rerun(argv, test, test / "sim", run_dir_complete, SIM_KILLS)
-    assert len(reached) >= 3, reached
+    killed_then_rerun(argv, test, test / "sim", run_dir_complete, SIM_KILLS)
     assert_same_tables(parquet_tables(test / "sim" / "parquet"), parquet_tables(ref / "sim" / "parquet"))
     assert (test / "sim" / "run.json").read_text() == (ref / "sim" / "run.json").read_text()
     assert no_leftovers(test, ".sim.") == []
     # Killed while replacing a complete run: the complete one stays (or the new one is complete).
     outcome = run_watched(argv, test, test / "sim", run_dir_complete,
-                          Kill("rerun over a complete run", marker=lambda cwd: _inside_hidden(
-                              cwd, ".sim.tmp-", "parquet/commitlog")))
+                          dataclasses.replace(SIM_KILLS[2], label="rerun over a complete run"))
     assert not outcome.incomplete and (test / "sim").exists()
     assert_same_tables(parquet_tables(test / "sim" / "parquet"), parquet_tables(ref / "sim" / "parquet"))
 
 
 IMPORT_KILLS = [
-    Kill("0.5 s after start", after_s=0.5),
-    Kill("temporary run directory created", marker=lambda cwd: _hidden(cwd, ".imp.tmp-")),
-    Kill("commitlog table being written", marker=lambda cwd: _inside_hidden(cwd, ".imp.tmp-", "parquet/commitlog")),
-    Kill("store_problems written", marker=lambda cwd: _inside_hidden(cwd, ".imp.tmp-", "parquet/store_problems")),
+    Kill("temporary run directory made, nothing read", "broker_core.export.store_import:link_parts"),
+    Kill("commitlog table half written (one slice)", "broker_core.export.columnar:CommitlogWriter.write",
+         when="after"),
+    Kill("store_problems written", "broker_core.export.parquet:TableWriter.close", when="after", arg=0,
+         attr="table", contains="store_problems"),
+    _renaming("/.imp.tmp-", "every table written, not yet renamed into place"),
 ]
 
 
@@ -275,18 +275,21 @@ def test_import_store_killed_anywhere_then_rerun_matches(tmp_path):
     store = ref / "sim" / "store"
     argv = ["import-store", str(store), "--out", "imp"]
     assert run_watched(argv, ref, ref / "imp", run_dir_complete).returncode == 0
-    reached = killed_then_rerun(argv, test, test / "imp", run_dir_complete, IMPORT_KILLS)
-    assert len(reached) >= 2, reached
+    killed_then_rerun(argv, test, test / "imp", run_dir_complete, IMPORT_KILLS)
     assert_same_tables(parquet_tables(test / "imp" / "parquet"), parquet_tables(ref / "imp" / "parquet"))
     assert no_leftovers(test, ".imp.") == []
 
 
 LINEAGE_KILLS = [
-    Kill("3 s after start (Spark starting)", after_s=3.0),
-    Kill("message_hops being written", marker=lambda cwd: _inside_hidden(cwd / "run", ".lineage.tmp-",
-                                                                          "message_hops")),
-    Kill("message_lineage being written", marker=lambda cwd: _inside_hidden(cwd / "run", ".lineage.tmp-",
-                                                                             "message_lineage")),
+    Kill("Spark started, nothing written", "assets.lineage:_build_into"),
+    Kill("message_hops written, message_lineage not", "assets.lineage:_write", when="after", arg=1,
+         contains="/message_hops"),
+    _renaming("/.lineage.tmp-", "both tables written, not yet renamed into place"),
+]
+WAREHOUSE_KILLS = [
+    Kill("build file made, nothing loaded", "assets.warehouse:load_runs"),
+    Kill("every table built, not checkpointed", "assets.warehouse:finish_build"),
+    Kill("build file closed, not yet swapped into place", "assets.warehouse:swap_into_place"),
 ]
 
 
@@ -305,26 +308,18 @@ def test_lineage_and_warehouse_killed_anywhere_then_rerun_match(tmp_path):
 
     argv = ["lineage", "run"]
     assert run_watched(argv, ref, ref / "run" / "lineage", lineage_complete).returncode == 0
-    reached = killed_then_rerun(argv, test, test / "run" / "lineage", lineage_complete, LINEAGE_KILLS)
-    assert reached, "no lineage kill point was reached"
+    killed_then_rerun(argv, test, test / "run" / "lineage", lineage_complete, LINEAGE_KILLS)
     assert_same_tables(parquet_tables(test / "run" / "lineage"), parquet_tables(ref / "run" / "lineage"))
     assert no_leftovers(test / "run", ".lineage.") == []
 
     argv = ["warehouse", "run", "--db", "w.duckdb"]
-    warehouse_kills = [
-        Kill("0.5 s after start", after_s=0.5),
-        Kill("build file created", marker=lambda cwd: _hidden(cwd, ".w.duckdb.building")),
-        Kill("build file past 1 MiB", marker=lambda cwd: _hidden_larger_than(cwd, ".w.duckdb.building", 1 << 20)),
-    ]
     assert run_watched(argv, ref, ref / "w.duckdb", warehouse_complete).returncode == 0
-    reached = killed_then_rerun(argv, test, test / "w.duckdb", warehouse_complete, warehouse_kills)
-    assert len(reached) >= 2, reached
+    killed_then_rerun(argv, test, test / "w.duckdb", warehouse_complete, WAREHOUSE_KILLS)
     assert warehouse_tables(test / "w.duckdb") == warehouse_tables(ref / "w.duckdb")
     assert no_leftovers(test, ".w.duckdb.") == [], "build files of the killed builds were left"
     # Killed while replacing a complete warehouse: readers still find a complete one.
     outcome = run_watched(argv, test, test / "w.duckdb", warehouse_complete,
-                          Kill("rebuild over a complete warehouse",
-                               marker=lambda cwd: _hidden(cwd, ".w.duckdb.building")))
+                          dataclasses.replace(WAREHOUSE_KILLS[1], label="rebuild over a complete warehouse"))
     assert not outcome.incomplete and outcome.seen_final > 0
     assert warehouse_tables(test / "w.duckdb") == warehouse_tables(ref / "w.duckdb")
 
