@@ -79,28 +79,62 @@ _CRASHES = f"""
       AND NOT coalesce(starts_with(f.detail, 'skipped'), false)
 """
 
-# Runs whose commit log starts past offset 0: retention deleted their oldest files before the
-# import (runs.first_offset; null for a simulation). The offset is also written as the 16
-# upper-case hex digits an offset msgId ends with: fixed-width hex orders as the number does, so
-# an ORIGIN_MESSAGE_ID is compared with it as text and nothing is cast.
-_CUT_RUNS = f"""
-    SELECT run_id, max(first_offset) AS first_offset,
-           printf('%0{MSG_ID_OFFSET_HEX_CHARS}X', max(first_offset)) AS first_offset_hex
-    FROM runs WHERE first_offset > 0 GROUP BY run_id
-"""
+# Brokers whose commit log starts past offset 0: retention deleted their oldest files before the
+# import (runs.first_offset, one runs row per broker; null for a simulation). cut_brokers lists
+# every broker of a run that has such a broker, with its first offset written as the 16 upper-case
+# hex digits an offset msgId ends with ('' for a log from 0): fixed-width hex orders as the number
+# does, so an ORIGIN_MESSAGE_ID is compared with it as text and nothing is cast. host_cuts says,
+# for a record on `broker` whose ORIGIN_MESSAGE_ID starts with store host `host`, the first offset
+# of the broker that host names: the broker itself when its records have that host, else the first
+# by name among those whose records have it. A host no broker has names the record's own broker.
+ORIGIN_CUTS_CTES = f"""
+cut_brokers AS (
+    SELECT run_id, broker,
+           max(CASE WHEN first_offset > 0 THEN printf('%0{MSG_ID_OFFSET_HEX_CHARS}X', first_offset)
+                    ELSE '' END) AS first_offset_hex,
+           list_distinct(flatten(list(coalesce(msg_id_hosts, []::VARCHAR[])))) AS hosts
+    FROM runs
+    WHERE broker IS NOT NULL
+      AND run_id IN (SELECT run_id FROM runs WHERE first_offset > 0)
+    GROUP BY run_id, broker
+),
+host_cuts AS (
+    SELECT o.run_id, o.broker, t.host,
+           arg_min(t.first_offset_hex, (t.broker <> o.broker, t.broker)) AS first_offset_hex
+    FROM cut_brokers o
+    JOIN (SELECT run_id, broker, first_offset_hex, unnest(hosts) AS host FROM cut_brokers) t
+      ON t.run_id = o.run_id
+    GROUP BY o.run_id, o.broker, t.host
+),
+cut_runs AS (
+    SELECT DISTINCT run_id FROM cut_brokers
+)"""
 
 
-def _names_a_removed_record(origin: str, uniq_key: str, first_offset_hex: str) -> str:
-    """SQL: the ORIGIN_MESSAGE_ID ``origin`` is an offset msgId below the run's first offset, so
-    the record it names was deleted by retention. A value equal to the record's UNIQ_KEY (a
-    client's fallback send) is not an offset msgId, though it has as many digits."""
+def origin_cut_joins(record: str) -> str:
+    """SQL: the joins that give the record alias ``record`` (run_id, broker, origin_msg_id) the
+    ``own_cut`` and ``host_cut`` rows :func:`names_a_removed_record` reads (ORIGIN_CUTS_CTES)."""
+    host = (f"upper(substr({record}.origin_msg_id, 1, "
+            f"greatest(length({record}.origin_msg_id) - {MSG_ID_OFFSET_HEX_CHARS}, 0)))")
+    return (f"LEFT JOIN cut_brokers own_cut ON own_cut.run_id = {record}.run_id "
+            f"AND own_cut.broker = {record}.broker "
+            f"LEFT JOIN host_cuts host_cut ON host_cut.run_id = {record}.run_id "
+            f"AND host_cut.broker = {record}.broker AND host_cut.host = {host}")
+
+
+def names_a_removed_record(origin: str, uniq_key: str) -> str:
+    """SQL: the ORIGIN_MESSAGE_ID ``origin`` is an offset msgId below the first offset of the
+    broker it names (after :func:`origin_cut_joins`), so the record it names was deleted by
+    retention. A value equal to the record's UNIQ_KEY (a client's fallback send) is not an offset
+    msgId, though it has as many digits."""
     return (f"coalesce(regexp_full_match({origin}, '{OFFSET_MSG_ID_REGEX}') "
             f"AND {origin} IS DISTINCT FROM {uniq_key} "
-            f"AND upper(right({origin}, {MSG_ID_OFFSET_HEX_CHARS})) < {first_offset_hex}, false)")
+            f"AND upper(right({origin}, {MSG_ID_OFFSET_HEX_CHARS})) "
+            f"< coalesce(host_cut.first_offset_hex, own_cut.first_offset_hex), false)")
 
 
 _CHAIN_HOPS = """
-    SELECT l.run_id, l.message_key, l."group", h.hop_kind, h.hop_index, h.store_ts, h.phys_offset
+    SELECT l.run_id, l.message_key, l."group", h.hop_kind, h.hop_index, h.store_ts, h.broker, h.phys_offset
     FROM message_lineage l
     JOIN message_hops h
       ON h.run_id = l.run_id AND h.message_key = l.message_key
@@ -113,12 +147,12 @@ _CHAIN_HOPS = """
 # Shared hops are judged by counts: P+ is "every hop a PUBLISH"; SD? / SD* is "the first hop (in
 # hop order) a SCHEDULE, the only one, and every other hop a DELIVER" (at most one without a crash),
 # which is what the regular expressions above say.
-_HOP_ORDER = "hop_index, store_ts, phys_offset"
+_HOP_ORDER = "hop_index, store_ts, broker, phys_offset"
 HOP_GRAMMAR_SQL = f"""
 WITH crashed AS (
     SELECT DISTINCT run_id FROM faults WHERE kind IN {CRASH_FAULT_KINDS!r}
 ),
-cut_runs AS ({_CUT_RUNS}),
+{ORIGIN_CUTS_CTES},
 shared_repeated AS (
     -- Hashes of the messages with more than one shared hop (an aggregate on one integer costs a
     -- fraction of one on the values; the hops of one message share a hash).
@@ -180,11 +214,11 @@ tied_orders AS (
 group_hops AS (
     -- A group's hops with their branch (the record's ORIGIN_MESSAGE_ID): only these need the
     -- commit log, and only its records that carry one.
-    SELECT h.run_id, h.message_key, h."group", h.hop_kind, h.hop_index, h.store_ts, h.phys_offset,
+    SELECT h.run_id, h.message_key, h."group", h.hop_kind, h.hop_index, h.store_ts, h.broker, h.phys_offset,
            coalesce(c.origin_msg_id, '') AS branch, {_HOP_LETTERS} AS letter
     FROM message_hops h
-    LEFT JOIN (SELECT run_id, phys_offset, origin_msg_id FROM commitlog WHERE origin_msg_id IS NOT NULL) c
-      ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    LEFT JOIN (SELECT run_id, broker, phys_offset, origin_msg_id FROM commitlog WHERE origin_msg_id IS NOT NULL) c
+      ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
     WHERE h."group" IS NOT NULL
 ),
 shared_misfits AS (
@@ -236,9 +270,10 @@ names_removed AS (
     SELECT DISTINCT h.run_id, h.message_key
     FROM commitlog c
     JOIN cut_runs r ON r.run_id = c.run_id
-    JOIN message_hops h ON h.run_id = c.run_id AND h.phys_offset = c.phys_offset
+    JOIN message_hops h ON h.run_id = c.run_id AND h.broker = c.broker AND h.phys_offset = c.phys_offset
+    {origin_cut_joins("c")}
     WHERE c.origin_msg_id IS NOT NULL
-      AND {_names_a_removed_record("c.origin_msg_id", "c.uniq_key", "r.first_offset_hex")}
+      AND {names_a_removed_record("c.origin_msg_id", "c.uniq_key")}
 ),
 head_removed AS (
     -- Messages of a cut run whose first hops are not in the commit log (what the lineage marks
@@ -278,7 +313,7 @@ branch_misfits AS (
                                 '{BRANCH_GRAMMAR_REGEX}')
 ),
 misfit_steps AS (
-    SELECT h.run_id, h.message_key, h."group", h.branch, h.hop_kind, h.hop_index, h.store_ts, h.phys_offset,
+    SELECT h.run_id, h.message_key, h."group", h.branch, h.hop_kind, h.hop_index, h.store_ts, h.broker, h.phys_offset,
            sum(CASE WHEN h.letter = 'R' THEN 1 ELSE 0 END) OVER w
                - sum(CASE WHEN h.letter = 'S' THEN 1 ELSE 0 END) OVER w AS retries_ahead
     FROM group_hops h
@@ -427,7 +462,7 @@ WITH dlq_records AS (
            greatest(c.reconsume_times - 1, coalesce(TRY_CAST(c.properties['RECONSUME_TIME'] AS INTEGER), 0))
                AS reconsumes
     FROM message_hops h
-    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
     WHERE h.hop_kind = 'DLQ'
 ),
 configured AS (
@@ -440,7 +475,7 @@ configured AS (
 carried AS (
     SELECT h.run_id, h."group", max(c.max_reconsume_times) AS max_times
     FROM message_hops h
-    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
     WHERE h."group" IS NOT NULL AND c.max_reconsume_times >= 0
     GROUP BY h.run_id, h."group"
 ),
@@ -481,7 +516,7 @@ WHERE lateness_ms < 0 OR delivered_ts < due_ts
 # fallback send) or the offset msgId of one of its real records (PUBLISH or DELIVER) that was sent back,
 # which in an imported store may lie below the commit log's first offset (deleted by retention).
 ORIGIN_STABLE_SQL = f"""
-WITH cut_runs AS ({_CUT_RUNS}),
+WITH {ORIGIN_CUTS_CTES},
 message_proofs AS (
     -- Both rules are judged first from one summary per message over its hops' commit-log records,
     -- which proves most messages sound; the rest are judged from per-message and per-group
@@ -507,7 +542,7 @@ message_proofs AS (
            max(hash(c.msg_id)) FILTER (WHERE c.msg_id IS NOT NULL AND h."group" IS NULL
                                          AND h.hop_kind IN ('PUBLISH', 'DELIVER')) AS real_hi
     FROM message_hops h
-    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
     GROUP BY h.run_id, h.message_key
 ),
 unproved AS (
@@ -521,10 +556,10 @@ suspect_records AS (
     -- The records of the messages not proved sound (a record without a message key is in no
     -- chain), with the commit-log fields read here. The IN list keeps the few suspects on the
     -- build side of the joins (a semi join alone lets the planner hash every hop row instead).
-    SELECT h.run_id, h.message_key, h."group", h.hop_kind, c.msg_id, c.uniq_key, c.origin_msg_id,
+    SELECT h.run_id, h.message_key, h."group", h.hop_kind, h.broker, c.msg_id, c.uniq_key, c.origin_msg_id,
            c.retry_topic
     FROM (SELECT * FROM message_hops WHERE message_key IN (SELECT message_key FROM unproved)) h
-    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
     SEMI JOIN unproved u ON u.run_id = h.run_id AND u.message_key = h.message_key
 ),
 topic_ranges AS (
@@ -561,12 +596,12 @@ topics AS (
 ),
 claims AS (
     -- ORIGIN_MESSAGE_IDs other than the message's UNIQ_KEY, per message and hop group, except
-    -- those naming a record below the run's first offset (deleted by retention before the import).
+    -- those naming a record below its broker's first offset (deleted by retention before the import).
     SELECT DISTINCT s.run_id, s.message_key, s."group", s.origin_msg_id
     FROM suspect_records s
-    LEFT JOIN cut_runs r ON r.run_id = s.run_id
+    {origin_cut_joins("s")}
     WHERE s.origin_msg_id IS NOT NULL AND s.origin_msg_id IS DISTINCT FROM s.uniq_key
-      AND NOT {_names_a_removed_record("s.origin_msg_id", "s.uniq_key", "r.first_offset_hex")}
+      AND NOT {names_a_removed_record("s.origin_msg_id", "s.uniq_key")}
 ),
 real_ids AS (
     SELECT DISTINCT run_id, message_key, "group", msg_id
@@ -608,57 +643,58 @@ FROM foreign_origins
 
 LINEAGE_MATCHES_COMMITLOG_SQL = """
 WITH offset_hashes AS (
-    -- How many commit-log records and hop rows name each (run, offset), in one aggregate over both
-    -- keyed by the pair's 64-bit hash (an integer key costs about half the pair of values). A
+    -- How many commit-log records and hop rows name each (run, broker, offset), in one aggregate
+    -- over both keyed by the triple's 64-bit hash (an integer key costs about half the values). A
     -- hash that is not named by one record and one hop row is looked at again by value below. A
-    -- fault is missed only where two different pairs hash alike and their faults cancel (a
+    -- fault is missed only where two different triples hash alike and their faults cancel (a
     -- record without a hop row and a hop row without a record: a 2^-64 chance a pair).
     SELECT k, count(*) FILTER (WHERE record) AS records, count(*) FILTER (WHERE NOT record) AS n
-    FROM (SELECT hash(run_id, phys_offset) AS k, true AS record FROM commitlog
+    FROM (SELECT hash(run_id, broker, phys_offset) AS k, true AS record FROM commitlog
           UNION ALL
-          SELECT hash(run_id, phys_offset), false FROM message_hops)
+          SELECT hash(run_id, broker, phys_offset), false FROM message_hops)
     GROUP BY k
 ),
 offsets AS (
-    -- Every (run, offset) of those hashes, and every one with a NULL, counted by value.
-    SELECT run_id, phys_offset,
+    -- Every (run, broker, offset) of those hashes, and every one with a NULL, counted by value.
+    SELECT run_id, broker, phys_offset,
            count(*) FILTER (WHERE record) AS records, count(*) FILTER (WHERE NOT record) AS n
-    FROM (SELECT run_id, phys_offset, true AS record FROM commitlog
-          WHERE hash(run_id, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
-             OR run_id IS NULL OR phys_offset IS NULL
+    FROM (SELECT run_id, broker, phys_offset, true AS record FROM commitlog
+          WHERE hash(run_id, broker, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
+             OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL
           UNION ALL
-          SELECT run_id, phys_offset, false FROM message_hops
-          WHERE hash(run_id, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
-             OR run_id IS NULL OR phys_offset IS NULL)
-    GROUP BY run_id, phys_offset
+          SELECT run_id, broker, phys_offset, false FROM message_hops
+          WHERE hash(run_id, broker, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
+             OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL)
+    GROUP BY run_id, broker, phys_offset
 ),
 odd AS (
     -- Records no hop row names, offsets in more than one hop row, hop rows with no record. A NULL
-    -- run or offset matches nothing (the aggregate groups NULLs together; a join would not).
-    SELECT run_id, phys_offset, n,
-           records > 0 AND (n = 0 OR run_id IS NULL OR phys_offset IS NULL) AS unhopped,
-           n > 0 AND (records = 0 OR run_id IS NULL OR phys_offset IS NULL) AS orphan
+    -- run, broker or offset matches nothing (the aggregate groups NULLs together; a join would not).
+    SELECT run_id, broker, phys_offset, n,
+           records > 0 AND (n = 0 OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL) AS unhopped,
+           n > 0 AND (records = 0 OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL) AS orphan
     FROM offsets
-    WHERE records = 0 OR n <> 1 OR run_id IS NULL OR phys_offset IS NULL
+    WHERE records = 0 OR n <> 1 OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL
 ),
 unhopped AS (
     -- Their records and hop rows are looked up for those offsets only; the IN lists keep the few
     -- odd offsets on the build side of the joins.
-    SELECT c.run_id, c.uniq_key, c.phys_offset, c.topic
+    SELECT c.run_id, c.uniq_key, c.broker, c.phys_offset, c.topic
     FROM (SELECT * FROM commitlog
           WHERE phys_offset IN (SELECT phys_offset FROM odd WHERE unhopped) OR phys_offset IS NULL) c
     SEMI JOIN odd o
-      ON o.run_id IS NOT DISTINCT FROM c.run_id AND o.phys_offset IS NOT DISTINCT FROM c.phys_offset
-     AND o.unhopped
+      ON o.run_id IS NOT DISTINCT FROM c.run_id AND o.broker IS NOT DISTINCT FROM c.broker
+     AND o.phys_offset IS NOT DISTINCT FROM c.phys_offset AND o.unhopped
 ),
 odd_hops AS (
     -- The message a hop row of such an offset names.
-    SELECT o.run_id, o.phys_offset, o.n, o.orphan, min(h.message_key) AS message_key
+    SELECT o.run_id, o.broker, o.phys_offset, o.n, o.orphan, min(h.message_key) AS message_key
     FROM (SELECT * FROM odd WHERE n > 1 OR orphan) o
     JOIN (SELECT * FROM message_hops
           WHERE phys_offset IN (SELECT phys_offset FROM odd WHERE n > 1 OR orphan) OR phys_offset IS NULL) h
-      ON h.run_id IS NOT DISTINCT FROM o.run_id AND h.phys_offset IS NOT DISTINCT FROM o.phys_offset
-    GROUP BY o.run_id, o.phys_offset, o.n, o.orphan
+      ON h.run_id IS NOT DISTINCT FROM o.run_id AND h.broker IS NOT DISTINCT FROM o.broker
+     AND h.phys_offset IS NOT DISTINCT FROM o.phys_offset
+    GROUP BY o.run_id, o.broker, o.phys_offset, o.n, o.orphan
 ),
 hop_tallies AS (
     SELECT run_id, message_key, "group", count(*) AS n
@@ -675,17 +711,18 @@ chain_sizes AS (
       ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
 )
 SELECT run_id, uniq_key AS message_key, NULL AS "group",
-       'commit-log record at ' || CAST(phys_offset AS VARCHAR) || ' (' || topic || ') is in no hop row'
-           AS detail
+       'commit-log record at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR)
+       || ' (' || topic || ') is in no hop row' AS detail
 FROM unhopped
 UNION ALL
 SELECT run_id, message_key, NULL,
-       'commit-log record at ' || CAST(phys_offset AS VARCHAR) || ' is in ' || CAST(n AS VARCHAR) || ' hop rows'
+       'commit-log record at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR) || ' is in '
+       || CAST(n AS VARCHAR) || ' hop rows'
 FROM odd_hops
 WHERE n > 1
 UNION ALL
 SELECT run_id, message_key, NULL,
-       'hop row at ' || CAST(phys_offset AS VARCHAR) || ' has no commit-log record'
+       'hop row at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR) || ' has no commit-log record'
 FROM odd_hops
 WHERE orphan
 UNION ALL

@@ -17,8 +17,12 @@ holds the full text) in short:
   the producer saw accepted that never reached the commit log.
 * **truncated**: the chain's first hops were deleted by retention before an import: the message
   has no shared hop left, or its first one is a DELIVER, or one of its records names as
-  ORIGIN_MESSAGE_ID a record below its run's ``runs.first_offset``. Such a chain's retries come
-  from the reconsume counts its surviving records carry.
+  ORIGIN_MESSAGE_ID a record below the ``runs.first_offset`` of the broker that record was on (the
+  broker whose records' msgIds start with the same store host; the record's own broker when none
+  does). Such a chain's retries come from the reconsume counts its surviving records carry.
+* **brokers**: a run may hold several brokers' commit logs. A record is (broker, phys_offset); a
+  message's hops on every broker of the run form one journey (joined by message_key), in store
+  time order (ties: broker, then physical offset). Consumer offsets are per broker and queue.
 
 Everything is built from Spark's built-in column functions and window functions: Python UDFs
 would move every row through a Python worker, which is the slow path on any cluster.
@@ -54,14 +58,17 @@ ACKED = "ACKED"
 SEND_OK = "SEND_OK"
 # Tables the lineage reads; a run without one of the optional ones (an import has no
 # consume_attempts rows, an old run may lack `produced`) gets an empty table of the contract type.
-# `runs` gives an import's first_offset (where retention left its commit log starting).
+# `runs` gives each imported broker's first_offset (where retention left its commit log starting).
 INPUT_TABLES = ("commitlog", "consume_attempts", "consumer_offsets", "produced", "runs")
 LINEAGE_DIR = "lineage"
+# The order of a message's records along its chain: store time; on a tie the broker, then the
+# physical offset (one broker's records at one millisecond are in log order).
+RECORD_ORDER = ("store_ts", "broker", "phys_offset")
 # Row order of the written tables.
 HOPS_ORDER = ("run_id", "message_key", "hop_index", "group")
 LINEAGE_ORDER = ("run_id", "message_key", "group")
 # The commit-log columns the lineage reads; the others (body facts, tags, hosts) are never decoded.
-RECORD_COLUMNS = ("run_id", "phys_offset", "topic", "queue_id", "queue_offset", "msg_id", "uniq_key",
+RECORD_COLUMNS = ("run_id", "broker", "phys_offset", "topic", "queue_id", "queue_offset", "msg_id", "uniq_key",
                   "origin_msg_id", "real_topic", "retry_topic", "delay_level", "reconsume_times",
                   "store_ts", "born_ts", "born_host", "body_crc", "properties")
 
@@ -84,6 +91,8 @@ def spark_type(arrow_type: pa.DataType) -> T.DataType:
         return T.TimestampType()
     if pa.types.is_map(arrow_type):
         return T.MapType(spark_type(arrow_type.key_type), spark_type(arrow_type.item_type), True)
+    if pa.types.is_list(arrow_type):
+        return T.ArrayType(spark_type(arrow_type.value_type), True)
     raise AssertionError(f"no Spark type for contract type {arrow_type}")
 
 
@@ -184,7 +193,7 @@ def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
             .withColumnRenamed("origin_msg_id", "rec_origin_msg_id")
             .repartitionByRange("run_id", "message_key"))
     per_message = Window.partitionBy("run_id", "message_key")
-    chain = Window.partitionBy("run_id", "message_key", "group").orderBy("store_ts", "phys_offset")
+    chain = Window.partitionBy("run_id", "message_key", "group").orderBy(*RECORD_ORDER)
     shared = F.count(F.when(F.col("group").isNull(), F.lit(1))).over(per_message)
     position = F.row_number().over(chain) - 1
     next_store_ts = F.lead("store_ts").over(chain)
@@ -199,7 +208,7 @@ def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
 def build_message_hops(commitlog_df: DataFrame) -> DataFrame:
     """message_hops: one row per commit-log record of a journey, numbered along its chain.
 
-    Shared hops (group null) are ordered by (store_ts, phys_offset) and numbered from 0; a group's
+    Shared hops (group null) are ordered by (store_ts, broker, phys_offset) and numbered from 0; a group's
     hops are ordered the same way and numbered after the shared ones. ``next_store_ts`` is the
     next hop's store time in the same chain (for a shared hop, the next shared hop).
     """
@@ -218,27 +227,52 @@ def _is_plain_topic(topic: Column) -> Column:
              | (topic == SCHEDULE_TOPIC))
 
 
-def _first_offsets(runs_df: DataFrame) -> DataFrame:
-    """(run_id, _first_offset_hex) of the runs whose commit log starts past offset 0.
+def _origin_cuts(runs_df: DataFrame) -> DataFrame:
+    """(run_id, broker, _own_first_offset_hex, _host_first_offset_hex) for every broker of a run
+    with a broker whose commit log starts past offset 0 (retention deleted its oldest files).
 
-    The offset is written as the 16 upper-case hex digits an offset msgId ends with, so that an
-    ORIGIN_MESSAGE_ID is compared with it as text: fixed-width hex orders as the number does, and
-    no cast can overflow on a value that only looks like a msgId.
+    A record on ``broker`` whose ORIGIN_MESSAGE_ID starts with store host H names a record of the
+    broker whose records' msgIds start with H: its own broker when that is one of them (a broker
+    keeps its address), else the first by name; ``_host_first_offset_hex`` maps H to that broker's
+    first offset. A host no broker of the run has means the record's own broker
+    (``_own_first_offset_hex``). Offsets are the 16 upper-case hex digits an offset msgId ends with
+    ('' for a log that starts at 0), so an ORIGIN_MESSAGE_ID is compared with them as text:
+    fixed-width hex orders as the number does, and no cast can overflow on a value that only looks
+    like a msgId. A run's runs table is a row per broker: this is small enough to broadcast.
     """
-    return (runs_df.where(F.col("first_offset") > 0)
-            .groupBy("run_id")
-            .agg(F.lpad(F.hex(F.max("first_offset")), MSG_ID_OFFSET_HEX_CHARS, "0")
-                 .alias("_first_offset_hex")))
+    hex_offset = F.when(F.col("first_offset") > 0,
+                        F.lpad(F.hex(F.col("first_offset")), MSG_ID_OFFSET_HEX_CHARS, "0")).otherwise("")
+    brokers = runs_df.where(F.col("broker").isNotNull()).groupBy("run_id", "broker").agg(
+        F.max(hex_offset).alias("_own_first_offset_hex"),
+        F.flatten(F.collect_list(F.coalesce(F.col("msg_id_hosts"), F.array().cast("array<string>"))))
+        .alias("_hosts"))
+    cut = brokers.where(F.col("_own_first_offset_hex") != "").select("run_id").distinct()
+    brokers = brokers.join(cut, "run_id")
+    targets = brokers.select("run_id", F.col("broker").alias("_target"),
+                             F.col("_own_first_offset_hex").alias("_target_hex"),
+                             F.explode(F.array_distinct("_hosts")).alias("_host"))
+    prefer = Window.partitionBy("run_id", "broker", "_host").orderBy(
+        F.col("_target") != F.col("broker"), F.col("_target"))
+    chosen = (brokers.select("run_id", "broker").join(targets, "run_id")
+              .withColumn("_rank", F.row_number().over(prefer)).where(F.col("_rank") == 1)
+              .groupBy("run_id", "broker")
+              .agg(F.map_from_entries(F.collect_list(F.struct("_host", "_target_hex")))
+                   .alias("_host_first_offset_hex")))
+    return brokers.select("run_id", "broker", "_own_first_offset_hex").join(chosen, ["run_id", "broker"], "left")
 
 
 def _names_a_removed_record() -> Column:
-    """The record's ORIGIN_MESSAGE_ID is an offset msgId below its run's first offset: the record
-    it names was in a commit-log file that retention deleted. A value equal to the record's
-    UNIQ_KEY (a client's fallback send) is not an offset msgId, though it has as many digits."""
-    origin = _present(F.col("rec_origin_msg_id"))
-    offset_hex = F.upper(F.substring(origin, -MSG_ID_OFFSET_HEX_CHARS, MSG_ID_OFFSET_HEX_CHARS))
-    return F.coalesce(origin.rlike(OFFSET_MSG_ID_REGEX) & ~origin.eqNullSafe(F.col("uniq_key"))
-                      & (offset_hex < F.col("_first_offset_hex")), F.lit(False))
+    """The record's ORIGIN_MESSAGE_ID is an offset msgId below the first offset of the broker it
+    names (``_origin_cuts``): the record it names was in a commit-log file that retention deleted.
+    A value equal to the record's UNIQ_KEY (a client's fallback send) is not an offset msgId,
+    though it has as many digits."""
+    origin = F.upper(_present(F.col("rec_origin_msg_id")))
+    offset_hex = F.substring(origin, -MSG_ID_OFFSET_HEX_CHARS, MSG_ID_OFFSET_HEX_CHARS)
+    host = F.expr(f"substring(upper(rec_origin_msg_id), 1, length(rec_origin_msg_id) - {MSG_ID_OFFSET_HEX_CHARS})")
+    first_offset_hex = F.coalesce(F.element_at(F.col("_host_first_offset_hex"), host),
+                                  F.col("_own_first_offset_hex"))
+    return F.coalesce(origin.rlike(OFFSET_MSG_ID_REGEX) & ~F.col("rec_origin_msg_id").eqNullSafe(F.col("uniq_key"))
+                      & (offset_hex < first_offset_hex), F.lit(False))
 
 
 def _retries_seen() -> Column:
@@ -253,14 +287,15 @@ def _retries_seen() -> Column:
                   F.when(F.col("hop_kind") == "RETRY", count).otherwise(count - 1))
 
 
-def _with_message_facts(hops: DataFrame, first_offsets: DataFrame) -> DataFrame:
+def _with_message_facts(hops: DataFrame, origin_cuts: DataFrame) -> DataFrame:
     """Add per-message columns (the same on every hop of a message): origin_topic, origin_msg_id,
     _truncated and _hop_groups (the groups holding a hop of it), as window aggregates over one
     partitioning, and the per-hop _retries_seen."""
     message = Window.partitionBy("run_id", "message_key")
-    order = F.struct("store_ts", "phys_offset")
-    # A broadcast of one row per run: the hops keep their partitioning for the windows below.
-    hops = hops.join(F.broadcast(first_offsets), "run_id", "left")
+    order = F.struct(*RECORD_ORDER)
+    # A broadcast of one row per broker of a cut run: the hops keep their partitioning for the
+    # windows below.
+    hops = hops.join(F.broadcast(origin_cuts), ["run_id", "broker"], "left")
     shared_schedule = (F.col("hop_kind") == "SCHEDULE") & F.col("group").isNull()
     delayed_real_topic = F.when(shared_schedule, _present(F.col("real_topic")))
     published_topic = F.when(F.col("hop_kind").isin("PUBLISH", "DELIVER"), F.col("topic"))
@@ -278,7 +313,7 @@ def _with_message_facts(hops: DataFrame, first_offsets: DataFrame) -> DataFrame:
     return hops.withColumns({"origin_topic": origin_topic, "origin_msg_id": origin_msg_id,
                              "_truncated": truncated, "_retries_seen": _retries_seen(),
                              "_hop_groups": F.collect_set("group").over(message)}
-                            ).drop("_first_offset_hex")
+                            ).drop("_own_first_offset_hex", "_host_first_offset_hex")
 
 
 def _subscriptions(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
@@ -325,7 +360,8 @@ def _chains(hops: DataFrame, subs: DataFrame) -> DataFrame:
 def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
                  per_chain: DataFrame) -> DataFrame:
     """Add final_state to per-chain rows holding _last (kind of the last hop) and _consumable
-    (the last PUBLISH/DELIVER/RETRY record: phys_offset, topic, queue_id, queue_offset, uniq_key)."""
+    (the last PUBLISH/DELIVER/RETRY record: broker, phys_offset, topic, queue_id, queue_offset,
+    uniq_key)."""
     # An ACKED delivery counts for the record it names: by offset and, for a record with a
     # UNIQ_KEY, by that key (after a crash a lost record's offset may hold another message). For
     # a record without one the consumer reports the offset msgId (MessageClientExt.getMsgId), so
@@ -338,20 +374,22 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
              .distinct()
              .withColumn("_acked", F.lit(True)))
     # Committed offsets witness consumption only in runs without delivery rows (imported stores).
+    # They are per broker: queue 0 of a topic on one broker is not queue 0 on another.
     runs_with_attempts = consume_attempts_df.select("run_id").distinct()
     committed = (consumer_offsets_df
                  .join(F.broadcast(runs_with_attempts), "run_id", "left_anti")
                  .groupBy("run_id", "group", F.col("topic").alias("_c_topic"),
-                          F.col("queue_id").alias("_c_queue"))
+                          F.col("broker").alias("_c_broker"), F.col("queue_id").alias("_c_queue"))
                  .agg(F.max_by("offset", F.struct("ts", "offset")).alias("_committed")))
     rows = (per_chain
             .withColumns({"_c_phys": F.col("_consumable.phys_offset"),
                           "_c_topic": F.col("_consumable.topic"),
+                          "_c_broker": F.col("_consumable.broker"),
                           "_c_queue": F.col("_consumable.queue_id"),
                           "_c_key": F.coalesce(_present(F.col("_consumable.uniq_key")), F.lit(""))})
             .join(acked, ["run_id", "group", "_c_phys", "_c_key"], "left")
-            # One row per (group, topic, queue): small enough to broadcast at any run size.
-            .join(F.broadcast(committed), ["run_id", "group", "_c_topic", "_c_queue"], "left"))
+            # One row per (group, topic, broker, queue): small enough to broadcast at any run size.
+            .join(F.broadcast(committed), ["run_id", "group", "_c_topic", "_c_broker", "_c_queue"], "left"))
     consumed = (F.coalesce(F.col("_acked"), F.lit(False))
                 | F.coalesce(F.col("_committed") > F.col("_consumable.queue_offset"), F.lit(False)))
     last_kind = F.col("_last.hop_kind")
@@ -372,14 +410,14 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
 
     ``hops_df`` is a message_hops table; the record facts it lacks (UNIQ_KEY, queue offset,
     RETRY_TOPIC, REAL_TOPIC, ORIGIN_MESSAGE_ID, properties) are joined back from the commit log by
-    (run_id, phys_offset). ``run_lineage`` skips that join: its hops still carry those facts.
-    ``runs_df`` gives each run's ``first_offset``; without it no commit log is taken to start
-    past 0 (a chain is still truncated when it has no head at all).
+    (run_id, broker, phys_offset). ``run_lineage`` skips that join: its hops still carry those
+    facts. ``runs_df`` gives each broker's ``first_offset``; without it no commit log is taken to
+    start past 0 (a chain is still truncated when it has no head at all).
     """
     record_facts = commitlog_df.select(
-        "run_id", "phys_offset", "uniq_key", "queue_offset", "retry_topic", "real_topic",
+        "run_id", "broker", "phys_offset", "uniq_key", "queue_offset", "retry_topic", "real_topic",
         F.col("origin_msg_id").alias("rec_origin_msg_id"), "properties")
-    hops = (hops_df.join(record_facts, ["run_id", "phys_offset"], "left")
+    hops = (hops_df.join(record_facts, ["run_id", "broker", "phys_offset"], "left")
             .repartition("run_id", "message_key"))
     if runs_df is None:
         runs_df = _empty(hops_df.sparkSession, RUNS)
@@ -395,13 +433,13 @@ def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: D
     The per-message facts (window aggregates), the fan-out of shared hops to groups (a broadcast
     join) and the per-chain aggregation all reuse the hops' partitioning: no shuffle of the hops.
     """
-    hops = _with_message_facts(hops, _first_offsets(runs_df))
+    hops = _with_message_facts(hops, _origin_cuts(runs_df))
     subs = _subscriptions(consume_attempts_df, consumer_offsets_df, commitlog_df)
     chain = _chains(hops, subs).withColumn("_label", _hop_label())
 
     consumable = F.col("hop_kind").isin(*CONSUMABLE_KINDS)
     last = F.struct("hop_kind", "topic", "store_ts")
-    last_consumable = F.struct("phys_offset", "topic", "queue_id", "queue_offset", "uniq_key")
+    last_consumable = F.struct("broker", "phys_offset", "topic", "queue_id", "queue_offset", "uniq_key")
     per_chain = chain.groupBy("run_id", "message_key", "group").agg(
         F.count(F.lit(1)).cast("int").alias("hops"),
         F.count(F.when(F.col("hop_kind") == "RETRY", F.lit(1))).cast("int").alias("retries"),

@@ -28,10 +28,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from assets.checks import ORIGIN_CUTS_CTES, names_a_removed_record, origin_cut_joins
 from assets.lineage import INPUT_TABLES, RECORD_COLUMNS
 from broker_core.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 from broker_core.export.schema import RAW_TABLES
-from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX, PROP_RECONSUME_TIME
+from broker_core.message import PROP_RECONSUME_TIME
 
 _RETRY, _DLQ = RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX
 
@@ -86,41 +87,42 @@ SELECT *,
        lead(store_ts) OVER chain AS next_store_ts,
        epoch_ms(lead(store_ts) OVER chain) - epoch_ms(store_ts) AS dwell_ms
 FROM classified
-WINDOW chain AS (PARTITION BY run_id, message_key, "group" ORDER BY store_ts, phys_offset)
+WINDOW chain AS (PARTITION BY run_id, message_key, "group" ORDER BY store_ts, broker, phys_offset)
 """
 
 HOPS_SQL = """
-SELECT run_id, message_key, "group", hop_index, hop_kind, topic, queue_id, phys_offset, msg_id,
+SELECT run_id, message_key, "group", hop_index, hop_kind, topic, queue_id, broker, phys_offset, msg_id,
        delay_level, reconsume_times, store_ts, next_store_ts, dwell_ms
 FROM chained
 ORDER BY run_id, message_key, hop_index, "group" NULLS FIRST
 """
 
 LINEAGE_SQL = f"""
-WITH first_offsets AS (
-  -- Runs whose commit log starts past 0 (retention), the offset as an offset msgId's last digits.
-  SELECT run_id, printf('%0{MSG_ID_OFFSET_HEX_CHARS}X', max(first_offset)) AS first_offset_hex
-  FROM runs WHERE first_offset > 0 GROUP BY run_id
+WITH {ORIGIN_CUTS_CTES},
+origins AS (
+  -- Brokers whose commit log starts past 0 (retention): which of the records name, as
+  -- ORIGIN_MESSAGE_ID (not the UNIQ_KEY), a record below the first offset of the broker it was on.
+  SELECT c.run_id, c.broker, c.phys_offset, {names_a_removed_record("c.origin_msg_id", "c.uniq_key")} AS removed
+  FROM (SELECT run_id, broker, phys_offset, rec_origin_msg_id AS origin_msg_id, uniq_key FROM chained
+        WHERE run_id IN (SELECT run_id FROM cut_runs) AND rec_origin_msg_id IS NOT NULL) c
+  {origin_cut_joins("c")}
 ), facts AS (
   -- Per message: the origin topic and message id (first non-null by store time), the groups
   -- holding a hop of it, and whether its first hops are gone: no shared hop, a DELIVER as the
-  -- first, or an ORIGIN_MESSAGE_ID (not the UNIQ_KEY) naming a record below the first offset.
+  -- first, or an ORIGIN_MESSAGE_ID naming a record retention deleted.
   SELECT run_id, message_key,
-         coalesce(arg_min(nullif(retry_topic, ''), (store_ts, phys_offset)),
-                  arg_min(nullif(real_topic, ''), (store_ts, phys_offset))
+         coalesce(arg_min(nullif(retry_topic, ''), (store_ts, broker, phys_offset)),
+                  arg_min(nullif(real_topic, ''), (store_ts, broker, phys_offset))
                     FILTER (WHERE hop_kind = 'SCHEDULE' AND "group" IS NULL),
-                  arg_min(topic, (store_ts, phys_offset))
+                  arg_min(topic, (store_ts, broker, phys_offset))
                     FILTER (WHERE hop_kind IN ('PUBLISH', 'DELIVER'))) AS origin_topic,
-         coalesce(arg_min(nullif(rec_origin_msg_id, ''), (store_ts, phys_offset)),
-                  arg_min_null(msg_id, (store_ts, phys_offset))) AS origin_msg_id,
+         coalesce(arg_min(nullif(rec_origin_msg_id, ''), (store_ts, broker, phys_offset)),
+                  arg_min_null(msg_id, (store_ts, broker, phys_offset))) AS origin_msg_id,
          coalesce(list(DISTINCT "group") FILTER (WHERE "group" IS NOT NULL), []) AS hop_groups,
-         coalesce(arg_min(hop_kind, (store_ts, phys_offset)) FILTER (WHERE "group" IS NULL),
+         coalesce(arg_min(hop_kind, (store_ts, broker, phys_offset)) FILTER (WHERE "group" IS NULL),
                   'DELIVER') = 'DELIVER'
-           OR coalesce(bool_or(regexp_full_match(rec_origin_msg_id, '{OFFSET_MSG_ID_REGEX}')
-                               AND rec_origin_msg_id IS DISTINCT FROM uniq_key
-                               AND upper(right(rec_origin_msg_id, {MSG_ID_OFFSET_HEX_CHARS}))
-                                   < o.first_offset_hex), false) AS truncated
-  FROM chained LEFT JOIN first_offsets o USING (run_id) GROUP BY run_id, message_key
+           OR coalesce(bool_or(o.removed), false) AS truncated
+  FROM chained LEFT JOIN origins o USING (run_id, broker, phys_offset) GROUP BY run_id, message_key
 ), subs AS (
   -- (run, group, topic) a group is known to consume: deliveries (both topics), committed
   -- offsets, and the RETRY_TOPIC of the group's own %RETRY%/%DLQ% records.
@@ -158,8 +160,8 @@ WITH first_offsets AS (
                          ELSE topic END, ' > ' ORDER BY hop_index) AS path,
          arg_max({{'kind': hop_kind, 'topic': topic, 'ts': store_ts}}, hop_index) AS last,
          arg_min(store_ts, hop_index) AS first_store_ts,
-         arg_max({{'phys': phys_offset, 'topic': topic, 'queue': queue_id, 'qoff': queue_offset,
-                  'uniq': uniq_key}}, hop_index)
+         arg_max({{'broker': broker, 'phys': phys_offset, 'topic': topic, 'queue': queue_id,
+                  'qoff': queue_offset, 'uniq': uniq_key}}, hop_index)
            FILTER (WHERE hop_kind IN ('PUBLISH', 'DELIVER', 'RETRY')) AS consumable,
          max(origin_topic) AS origin_topic, max(origin_msg_id) AS origin_msg_id,
          bool_or(truncated) AS truncated, max(retries_seen) AS retries_seen
@@ -172,8 +174,9 @@ WITH first_offsets AS (
               ELSE '' END AS ukey
   FROM consume_attempts WHERE outcome = 'ACKED'
 ), committed AS (
-  -- Committed offsets witness consumption only in runs without delivery rows (imports).
-  SELECT run_id, "group", topic, queue_id, arg_max("offset", (ts, "offset")) AS committed
+  -- Committed offsets witness consumption only in runs without delivery rows (imports); they
+  -- are per broker and queue.
+  SELECT run_id, "group", topic, broker, queue_id, arg_max("offset", (ts, "offset")) AS committed
   FROM consumer_offsets o
   WHERE NOT EXISTS (SELECT 1 FROM consume_attempts a WHERE a.run_id = o.run_id)
   GROUP BY ALL
@@ -195,7 +198,8 @@ WITH first_offsets AS (
   LEFT JOIN acked a ON a.run_id = p.run_id AND a."group" = p."group"
                    AND a.phys = p.consumable.phys AND a.ukey = coalesce(nullif(p.consumable.uniq, ''), '')
   LEFT JOIN committed c ON c.run_id = p.run_id AND c."group" = p."group"
-                       AND c.topic = p.consumable.topic AND c.queue_id = p.consumable.queue
+                       AND c.topic = p.consumable.topic AND c.broker = p.consumable.broker
+                       AND c.queue_id = p.consumable.queue
 ), accepted AS (
   -- LOST: the producer got SEND_OK for a UNIQ_KEY no commit-log record carries.
   SELECT run_id, uniq_key, min(topic) AS origin_topic, min(msg_id) AS origin_msg_id

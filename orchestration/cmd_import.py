@@ -38,10 +38,12 @@ def _progress_printer(quiet: bool):
 def format_summary(summary: ImportSummary) -> str:
     """The short text summary: where, how many records by topic, what was damaged."""
     lines = [
-        f"imported {summary.store_dir} -> {summary.out_dir} (run {summary.run_id})",
+        f"imported {summary.store_dir} -> {summary.out_dir} (run {summary.run_id}, broker {summary.broker})",
         f"  commit log: {summary.commitlog_files} file(s) of {summary.commitlog_file_size_bytes} bytes, "
         f"{summary.records} records, {summary.blanks} blanks, valid data ends at {summary.valid_end}",
     ]
+    if len(summary.brokers) > 1:
+        lines.append(f"  the run holds brokers {', '.join(summary.brokers)}")
     if summary.first_offset:
         lines.append(f"  first offset {summary.first_offset}: older commit-log files were deleted by "
                      "retention (normal for a broker); chains that started before it are marked "
@@ -78,6 +80,7 @@ def import_store(args) -> int:
         raise BadInputError("no commitlog/ directory: not a RocketMQ store root", where=str(store),
                             hint="pass the directory that holds commitlog/, consumequeue/ and config/")
     summary = run_import(store, Path(args.out), name=args.name, strict=args.strict,
+                         broker=getattr(args, "broker", None),
                          progress=_progress_printer(getattr(args, "quiet", False)),
                          wall_clock=time.monotonic, decoder=getattr(args, "decoder", "columnar"))
     if args.json:

@@ -119,7 +119,8 @@ _FIND_MESSAGES = """
 SELECT DISTINCT run_id, message_key FROM message_hops WHERE message_key = $key OR msg_id = $key
 UNION
 SELECT DISTINCT h.run_id, h.message_key
-FROM commitlog c JOIN message_hops h ON h.run_id = c.run_id AND h.phys_offset = c.phys_offset
+FROM commitlog c
+JOIN message_hops h ON h.run_id = c.run_id AND h.broker = c.broker AND h.phys_offset = c.phys_offset
 WHERE c.uniq_key = $key OR c.origin_msg_id = $key OR c.msg_id = $key
 UNION
 SELECT DISTINCT run_id, message_key FROM message_lineage WHERE message_key = $key OR origin_msg_id = $key
@@ -127,12 +128,12 @@ ORDER BY 1, 2
 """
 _HOPS = """
 SELECT "group", hop_index, hop_kind, topic, queue_id, delay_level, reconsume_times, store_ts, dwell_ms,
-       msg_id, phys_offset
+       msg_id, broker, phys_offset
 FROM message_hops WHERE run_id = $run AND message_key = $key
 ORDER BY "group" NULLS FIRST, hop_index
 """
 _CHAINS = """
-SELECT "group", final_state, retries, hops, path, origin_topic, origin_msg_id, total_delay_ms
+SELECT "group", final_state, retries, hops, path, origin_topic, origin_msg_id, total_delay_ms, truncated
 FROM message_lineage WHERE run_id = $run AND message_key = $key
 ORDER BY "group" NULLS FIRST
 """
@@ -193,15 +194,16 @@ def _hop_line(hop: dict) -> str:
     topic = f"{hop['topic']}[{hop['queue_id']}]"
     if hop["hop_kind"] == "SCHEDULE":
         topic += f" level {hop['delay_level']}"
-    return (f"  {hop['hop_index']:>3}  {hop['hop_kind']:<8}  {topic:<36}  {_ts(hop['store_ts'])}  "
-            f"{_duration(hop['dwell_ms']):>10}  {hop['reconsume_times']:>9}  {hop['msg_id']}")
+    return (f"  {hop['hop_index']:>3}  {hop['hop_kind']:<8}  {topic:<36}  {hop['broker'] or '-':<12}  "
+            f"{_ts(hop['store_ts'])}  {_duration(hop['dwell_ms']):>10}  {hop['reconsume_times']:>9}  "
+            f"{hop['msg_id']}")
 
 
 def format_trace(messages: Sequence[dict]) -> str:
     """The readable timeline: hops, then per group the final state and the consume outcomes."""
     lines: list[str] = []
-    header = (f"  {'#':>3}  {'hop':<8}  {'topic[queue]':<36}  {'stored (UTC)':<23}  {'dwell':>10}  "
-              f"{'reconsume':>9}  msgId")
+    header = (f"  {'#':>3}  {'hop':<8}  {'topic[queue]':<36}  {'broker':<12}  {'stored (UTC)':<23}  "
+              f"{'dwell':>10}  {'reconsume':>9}  msgId")
     for m in messages:
         lines.append(f"message {m['message_key']}  (run {m['run_id']})")
         shared = [h for h in m["hops"] if h["group"] is None]
@@ -214,6 +216,9 @@ def format_trace(messages: Sequence[dict]) -> str:
             lines.append(f"group {group if group is not None else '(no subscriber)'}: {chain['final_state']}"
                          f" after {chain['retries']} retries, {chain['hops']} hops, "
                          f"{_duration(chain['total_delay_ms'])} end to end")
+            if chain["truncated"]:
+                lines.append("  truncated: its first hops were in commit-log files retention deleted "
+                             "before the import (the hops below are the ones left)")
             lines.append(f"  path: {chain['path']}")
             lines.append(f"  origin: {chain['origin_topic']} {chain['origin_msg_id'] or ''}".rstrip())
             if own:
@@ -258,7 +263,7 @@ SELECT run_id, "group", message_key, dlq_msg_id, origin_topic AS resend_topic, o
        tags, keys, properties, dlq_store_ts, last_failure
 FROM dlq_messages
 WHERE "group" = $group AND ($topic IS NULL OR origin_topic = $topic)
-ORDER BY run_id, dlq_store_ts, dlq_phys_offset
+ORDER BY run_id, dlq_store_ts, dlq_broker, dlq_phys_offset
 """
 RESEND_COLUMNS = ("run_id", "group", "message_key", "dlq_msg_id", "resend_topic", "origin_msg_id",
                   "retries", "tags", "keys", "user_properties", "dlq_store_ts", "last_failure")

@@ -106,7 +106,7 @@ FROM off_time s
 LEFT JOIN hop_of_delivery h ON h.run_id = s.run_id AND h.msg_id = s.delivered_msg_id
 UNION ALL
 SELECT run_id, 'STORE_DAMAGE', NULL, NULL,
-       kind || ' in ' || coalesce(file_name, '?') || ' at offset ' || coalesce(CAST("offset" AS VARCHAR), '?')
-       || ': ' || coalesce(detail, '')
+       kind || ' in ' || coalesce(broker || ':', '') || coalesce(file_name, '?') || ' at offset '
+       || coalesce(CAST("offset" AS VARCHAR), '?') || ': ' || coalesce(detail, '')
 FROM store_problems
 ORDER BY 1, 2, 3, 4;

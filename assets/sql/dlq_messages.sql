@@ -3,7 +3,7 @@
 -- retried, every property it carries, and the last failed delivery the group saw.
 CREATE OR REPLACE TABLE dlq_messages AS
 WITH dlq_hops AS (
-    SELECT run_id, message_key, "group", phys_offset
+    SELECT run_id, message_key, "group", broker, phys_offset
     FROM message_hops
     WHERE hop_kind = 'DLQ'
 ),
@@ -18,7 +18,7 @@ dlq_chains AS (
 dlq_keys AS (
     SELECT DISTINCT h.run_id, h."group", c.uniq_key
     FROM dlq_hops h
-    JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
 ),
 failures AS (
     -- The last delivery that did not end in CONSUME_SUCCESS, per group and message (of the DLQ
@@ -40,6 +40,7 @@ SELECT h.run_id,
        h.message_key,
        c.uniq_key,
        c.msg_id AS dlq_msg_id,
+       c.broker AS dlq_broker,
        c.phys_offset AS dlq_phys_offset,
        c.topic AS dlq_topic,
        coalesce(c.retry_topic, l.origin_topic) AS origin_topic,
@@ -66,9 +67,9 @@ SELECT h.run_id,
                  || CAST(f.last_reconsume_times AS VARCHAR) || ' on ' || coalesce(f.last_consumer_id, '?')
        END AS last_failure
 FROM dlq_hops h
-JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
 LEFT JOIN dlq_chains l
        ON l.run_id = h.run_id AND l.message_key = h.message_key AND l."group" = h."group"
 LEFT JOIN failures f
        ON f.run_id = h.run_id AND f."group" = h."group" AND f.uniq_key = c.uniq_key
-ORDER BY h.run_id, h."group", c.store_ts, c.phys_offset;
+ORDER BY h.run_id, h."group", c.store_ts, c.broker, c.phys_offset;

@@ -52,7 +52,7 @@ from broker_core.constants import (
     TOPIC_LENGTH_V1_BYTES_MAX,
 )
 from broker_core.errors import CorruptRecordError
-from broker_core.export.parquet import COMPRESSION, ROW_GROUP_ROWS
+from broker_core.export.parquet import COMPRESSION, DEFAULT_PART, ROW_GROUP_ROWS
 from broker_core.export.schema import COMMITLOG
 from broker_core.message import (
     PROP_DELAY,
@@ -744,16 +744,16 @@ def _ints(texts: pa.Array, default: int | None) -> pa.Array:
 
 
 class CommitlogWriter:
-    """Writes commitlog tables into ``<parquet_dir>/commitlog/part-00000.parquet``.
+    """Writes commitlog tables into ``<parquet_dir>/commitlog/<part>``.
 
     Row groups are :data:`ROW_GROUP_ROWS` rows, as :class:`~broker_core.export.parquet.TableWriter`
     writes them, so the file holds the same row groups whichever decoder filled it.
     """
 
-    def __init__(self, parquet_dir, table: str = "commitlog"):
+    def __init__(self, parquet_dir, table: str = "commitlog", part: str = DEFAULT_PART):
         self.dir = parquet_dir / table
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.dir / "part-00000.parquet"
+        self.path = self.dir / part
         self._writer: pq.ParquetWriter | None = None
         self._pending: list[pa.Table] = []
         self._pending_rows = 0

@@ -55,15 +55,22 @@ def atomic_dir(final: Path) -> Iterator[Path]:
     fsync_dir(final.parent)
 
 
-class TableWriter:
-    """Streams rows (dicts) into ``<parquet_dir>/<table>/part-00000.parquet`` in bounded batches."""
+# The one file a writer fills when nothing else is asked for (a simulation's tables). An import
+# names its files after its broker (``part-<broker>.parquet``), so one broker of a run is replaced
+# by replacing its files.
+DEFAULT_PART = "part-00000.parquet"
 
-    def __init__(self, parquet_dir: Path, table: str, schema: pa.Schema | None = None):
+
+class TableWriter:
+    """Streams rows (dicts) into ``<parquet_dir>/<table>/<part>`` in bounded batches."""
+
+    def __init__(self, parquet_dir: Path, table: str, schema: pa.Schema | None = None,
+                 part: str = DEFAULT_PART):
         self.table = table
         self.schema = schema if schema is not None else RAW_TABLES[table]
         self.dir = Path(parquet_dir) / table
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.dir / "part-00000.parquet"
+        self.path = self.dir / part
         self._writer: pq.ParquetWriter | None = None
         self._names = tuple(self.schema.names)
         # Each row is kept as a tuple of its values in schema order, taken while the row is fresh
@@ -119,9 +126,9 @@ class TableWriter:
 
 
 def write_rows(parquet_dir: Path, table: str, rows: Sequence[Mapping[str, object]] | Iterable,
-               schema: pa.Schema | None = None) -> int:
+               schema: pa.Schema | None = None, part: str = DEFAULT_PART) -> int:
     """Write all rows of one table and return how many were written."""
-    writer = TableWriter(parquet_dir, table, schema)
+    writer = TableWriter(parquet_dir, table, schema, part)
     writer.write_many(rows)
     return writer.close()
 

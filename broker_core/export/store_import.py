@@ -8,7 +8,9 @@ faults, produced) are written empty with their schema, so every run directory ha
 
 The run directory is complete or absent: everything is written to a temporary sibling and renamed
 into place at the end. By default damage is reported and the valid prefix exported; ``strict``
-turns any error-level problem into :class:`CorruptStoreError` and leaves no output behind.
+turns any error-level problem into :class:`CorruptStoreError` and leaves no output behind. A run
+may hold several brokers of a cluster: ``broker=`` adds one (or replaces its earlier import) and
+keeps the others, one file per broker per table (:mod:`broker_core.export.broker_parts`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ import pyarrow.compute as pc
 
 from broker_core.codec import Record
 from broker_core.errors import BadInputError, CorruptStoreError
+from broker_core.export.broker_parts import (
+    PARQUET_DIR_NAME,
+    brokers_of,
+    kept_parts,
+    link_parts,
+    part_name,
+    run_lock,
+    validate_broker,
+)
 from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter
 from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.schema import RAW_TABLES
@@ -37,7 +48,6 @@ from broker_core.store.reader import CONFIG_DIR_NAME, ScanProgress, StoreReader
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 RUN_SOURCE_IMPORT = "import"
 OFFSET_EVENT_RESTORE = "RESTORE"
-PARQUET_DIR_NAME = "parquet"
 _MAGIC_NAMES_MAX = 8  # distinct magic codes ever seen: v1 and v2; the cache stays tiny
 # How the commit log is decoded: whole slices of records into Arrow columns (columnar.py), or one
 # Record object per record (the reference the columnar decoder is tested against).
@@ -67,6 +77,8 @@ class ImportSummary:
     # The smallest physical offset present (the first commit-log file's name): past 0 once
     # retention deleted the oldest files, which is a broker's normal state, not damage.
     first_offset: int = 0
+    # Every broker the run holds after this import (this one and those kept from earlier ones).
+    brokers: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> list[Problem]:
@@ -74,7 +86,8 @@ class ImportSummary:
 
     def to_json(self) -> dict:
         return {
-            "run_id": self.run_id, "broker": self.broker, "store_dir": str(self.store_dir),
+            "run_id": self.run_id, "broker": self.broker, "brokers": self.brokers,
+            "store_dir": str(self.store_dir),
             "out_dir": str(self.out_dir), "commitlog_files": self.commitlog_files,
             "commitlog_file_size_bytes": self.commitlog_file_size_bytes,
             "records": self.records, "blanks": self.blanks, "first_offset": self.first_offset,
@@ -93,6 +106,12 @@ _magic_names: dict[int, str] = {}
 _msg_id_prefixes: dict[str, str] = {}
 _MSG_ID_PREFIXES_MAX = 1024  # distinct store hosts in one store: a handful
 _MSG_ID_OFFSET_HEX_CHARS = 16  # the int64 physical offset at the end of an offset msgId
+
+
+def msg_id_host(store_host: str) -> str:
+    """The store-host part of the offset msgIds of records stored at ``store_host`` (address and
+    port as upper-case hex: all but the last 16 digits)."""
+    return create_message_id(store_host, 0)[:-_MSG_ID_OFFSET_HEX_CHARS]
 
 
 def _msg_id(record: Record) -> str:
@@ -124,6 +143,7 @@ COMMITLOG_COLUMNS = (
     "born_ts", "born_host", "store_ts", "store_host", "properties", "magic", "file_name")
 assert COMMITLOG_COLUMNS == tuple(RAW_TABLES["commitlog"].names), "commitlog columns moved"
 _TOPIC = COMMITLOG_COLUMNS.index("topic")
+_STORE_HOST = COMMITLOG_COLUMNS.index("store_host")
 
 
 def record_to_values(record: Record, run_id: str, broker: str, file_name: str) -> tuple:
@@ -207,10 +227,12 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                  decoder: str = DECODERS[0]) -> ImportSummary:
     """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
 
-    ``name`` is the run id (default: the output directory's name); ``broker`` fills the broker
-    column (default: the run id). ``wall_clock`` (e.g. ``time.monotonic``), when given, measures
-    ``wall_seconds`` for the runs table; the model itself never reads a clock. ``decoder`` is
-    one of :data:`DECODERS`; both write the same tables.
+    ``name`` is the run id (default: the output directory's name). Without ``broker`` the run
+    directory is replaced whole and the broker column is the run id. With ``broker`` the store is
+    that broker of the run: its tables replace the broker's earlier import, if any, and the other
+    brokers' tables are kept (``broker_parts``). ``wall_clock`` (e.g. ``time.monotonic``), when
+    given, measures ``wall_seconds`` for the runs table; the model itself never reads a clock.
+    ``decoder`` is one of :data:`DECODERS`; both write the same tables.
     """
     if decoder not in DECODERS:
         raise BadInputError(f"unknown decoder {decoder!r}", hint=f"use one of {', '.join(DECODERS)}")
@@ -218,7 +240,9 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     store_dir = Path(store_dir)
     out_dir = Path(out_dir)
     run_id = validate_run_id(name if name is not None else out_dir.absolute().name)
-    broker = broker or run_id
+    adding = broker is not None
+    broker = validate_broker(broker) if adding else run_id
+    part = part_name(broker)
     reader = (ColumnarStoreReader if decoder == "columnar" else StoreReader)(store_dir)
     store_root = store_dir.resolve()
     out_resolved = out_dir.resolve()
@@ -229,59 +253,69 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         raise _strict_error(reader.errors)
 
     by_topic: Counter[str] = Counter()
+    hosts: set[str] = set()
     rows_by_table: dict[str, int] = {}
-    with atomic_dir(out_dir) as tmp:
-        parquet = tmp / PARQUET_DIR_NAME
-        if isinstance(reader, ColumnarStoreReader):
-            columnar = CommitlogWriter(parquet)
-            for batch in reader.batches(progress):
-                counts = pc.value_counts(batch.columns["topic"]).to_pylist()
-                by_topic.update({c["values"]: c["counts"] for c in counts})
-                columnar.write(batch.table(run_id, broker))
-            rows_by_table["commitlog"] = columnar.close()
-        else:
-            commitlog = TableWriter(parquet, "commitlog")
-            for values in commitlog_values(reader, run_id, broker, progress):
-                by_topic[values[_TOPIC]] += 1
-                commitlog.write_values(values)
-            rows_by_table["commitlog"] = commitlog.close()
-        if strict and reader.errors:
-            raise _strict_error(reader.errors)
+    with run_lock(out_dir):
+        kept = kept_parts(out_dir, run_id, broker) if adding else []
+        with atomic_dir(out_dir) as tmp:
+            link_parts(out_dir, kept, tmp)
+            parquet = tmp / PARQUET_DIR_NAME
+            if isinstance(reader, ColumnarStoreReader):
+                columnar = CommitlogWriter(parquet, part=part)
+                for batch in reader.batches(progress):
+                    counts = pc.value_counts(batch.columns["topic"]).to_pylist()
+                    by_topic.update({c["values"]: c["counts"] for c in counts})
+                    hosts.update(pc.unique(batch.columns["store_host"]).to_pylist())
+                    columnar.write(batch.table(run_id, broker))
+                rows_by_table["commitlog"] = columnar.close()
+            else:
+                commitlog = TableWriter(parquet, "commitlog", part=part)
+                for values in commitlog_values(reader, run_id, broker, progress):
+                    by_topic[values[_TOPIC]] += 1
+                    hosts.add(values[_STORE_HOST])
+                    commitlog.write_values(values)
+                rows_by_table["commitlog"] = commitlog.close()
+            if strict and reader.errors:
+                raise _strict_error(reader.errors)
 
-        writer = TableWriter(parquet, "delay_offsets")
-        for level, offset in sorted(reader.delay_offsets().items()):
-            writer.write({"run_id": run_id, "delay_level": level, "offset": offset})
-        rows_by_table["delay_offsets"] = writer.close()
+            writer = TableWriter(parquet, "delay_offsets", part=part)
+            for level, offset in sorted(reader.delay_offsets().items()):
+                writer.write({"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset})
+            rows_by_table["delay_offsets"] = writer.close()
 
-        offsets_path = store_dir / CONFIG_DIR_NAME / CONSUMER_OFFSET_FILE
-        # The offsets are as of the file's last persist: its modification time is that moment.
-        offsets_ts = int(offsets_path.stat().st_mtime * 1000) if offsets_path.exists() else None
-        writer = TableWriter(parquet, "consumer_offsets")
-        for key, queues in sorted(reader.consumer_offsets().items()):
-            topic, group = split_topic_group(key)
-            for queue_id, offset in sorted(queues.items()):
-                writer.write({"run_id": run_id, "group": group, "topic": topic, "queue_id": queue_id,
-                              "offset": offset, "ts": offsets_ts, "event": OFFSET_EVENT_RESTORE})
-        rows_by_table["consumer_offsets"] = writer.close()
+            offsets_path = store_dir / CONFIG_DIR_NAME / CONSUMER_OFFSET_FILE
+            # The offsets are as of the file's last persist: its modification time is that moment.
+            offsets_ts = int(offsets_path.stat().st_mtime * 1000) if offsets_path.exists() else None
+            writer = TableWriter(parquet, "consumer_offsets", part=part)
+            for key, queues in sorted(reader.consumer_offsets().items()):
+                topic, group = split_topic_group(key)
+                for queue_id, offset in sorted(queues.items()):
+                    writer.write({"run_id": run_id, "broker": broker, "group": group, "topic": topic,
+                                  "queue_id": queue_id, "offset": offset, "ts": offsets_ts,
+                                  "event": OFFSET_EVENT_RESTORE})
+            rows_by_table["consumer_offsets"] = writer.close()
 
-        writer = TableWriter(parquet, "store_problems")
-        for p in reader.problems:
-            writer.write({"run_id": run_id, "file_name": p.file, "offset": p.offset, "kind": p.kind,
-                          "detail": p.reason, "severity": p.severity})
-        rows_by_table["store_problems"] = writer.close()
+            writer = TableWriter(parquet, "store_problems", part=part)
+            for p in reader.problems:
+                writer.write({"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset,
+                              "kind": p.kind, "detail": p.reason, "severity": p.severity})
+            rows_by_table["store_problems"] = writer.close()
 
-        wall = (wall_clock() - started) if wall_clock is not None else None
-        writer = TableWriter(parquet, "runs")
-        writer.write({"run_id": run_id, "scenario": None, "seed": None,
-                      "sim_start_ts": reader.first_store_ts, "sim_end_ts": reader.last_store_ts,
-                      "wall_seconds": wall, "messages_produced": None,
-                      "records_written": reader.record_count, "version": _version(),
-                      "source": RUN_SOURCE_IMPORT, "first_offset": reader.first_offset})
-        rows_by_table["runs"] = writer.close()
+            wall = (wall_clock() - started) if wall_clock is not None else None
+            writer = TableWriter(parquet, "runs", part=part)
+            writer.write({"run_id": run_id, "scenario": None, "seed": None,
+                          "sim_start_ts": reader.first_store_ts, "sim_end_ts": reader.last_store_ts,
+                          "wall_seconds": wall, "messages_produced": None,
+                          "records_written": reader.record_count, "version": _version(),
+                          "source": RUN_SOURCE_IMPORT, "first_offset": reader.first_offset,
+                          "broker": broker,
+                          "msg_id_hosts": sorted(msg_id_host(h) for h in hosts if h)})
+            rows_by_table["runs"] = writer.close()
 
-        for table in RAW_TABLES:
-            if table not in rows_by_table:
-                rows_by_table[table] = TableWriter(parquet, table).close()
+            for table in RAW_TABLES:
+                if table not in rows_by_table:
+                    rows_by_table[table] = TableWriter(parquet, table, part=part).close()
+            brokers = brokers_of(tmp)
 
     return ImportSummary(
         run_id=run_id, broker=broker, store_dir=store_dir, out_dir=out_dir,
@@ -291,4 +325,5 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         records_by_topic=dict(sorted(by_topic.items())), problems=reader.problems,
         rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
         wall_seconds=wall, checkpoint=reader.checkpoint,
-        recovery_start_file=(reader.files[reader.recovery_start_index()].name if reader.files else None))
+        recovery_start_file=(reader.files[reader.recovery_start_index()].name if reader.files else None),
+        brokers=brokers)

@@ -103,7 +103,7 @@ def simulate(scenario_path: str | Path, out_dir: str | Path, *, seed: int | None
     with atomic_dir(out_dir) as tmp, _rare_full_collections():
         store_dir = tmp / "store"
         parquet_dir = tmp / "parquet"
-        recorder = Recorder(scenario.name, parquet_dir)
+        recorder = Recorder(scenario.name, parquet_dir, broker=scenario.broker.name)
         world = World(scenario, store_dir, recorder, progress=progress)
         world.run()
         tables = recorder.close()
@@ -113,11 +113,14 @@ def simulate(scenario_path: str | Path, out_dir: str | Path, *, seed: int | None
         counts = _count(tmp, scenario)
         records = sum(tables.values()) + 1  # + the runs row itself
         wall = time.perf_counter() - wall_start
+        from broker_core.export.store_import import msg_id_host
+
         write_rows(parquet_dir, "runs", [{
             "run_id": scenario.name, "scenario": scenario.name, "seed": scenario.seed,
             "sim_start_ts": world.start_ms, "sim_end_ts": world.sim.now(), "wall_seconds": wall,
             "messages_produced": counts["produced"], "records_written": records,
-            "version": _version(), "source": SOURCE_SIMULATION}])
+            "version": _version(), "source": SOURCE_SIMULATION, "broker": scenario.broker.name,
+            "msg_id_hosts": [msg_id_host(scenario.broker.store_host)]}])
         tables["runs"] = 1
     return RunSummary(run_id=scenario.name, seed=scenario.seed, run_dir=str(out_dir),
                       sim_start_ms=world.start_ms, sim_end_ms=world.sim.now(),
@@ -143,18 +146,19 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
     from broker_core.store.reader import StoreReader
 
     run_id = scenario.name
+    broker = scenario.broker.name
     reader = StoreReader(store_dir)
     writer = TableWriter(parquet_dir, "commitlog")
     # commitlog_values is import-store's own row builder: one code path for both sources.
-    for values in commitlog_values(reader, run_id, scenario.broker.name):
+    for values in commitlog_values(reader, run_id, broker):
         writer.write_values(values)
     out = {"commitlog": writer.close()}
     out["delay_offsets"] = write_rows(parquet_dir, "delay_offsets", [
-        {"run_id": run_id, "delay_level": level, "offset": offset}
+        {"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset}
         for level, offset in sorted(reader.delay_offsets().items())])
     # The scan above filled reader.problems (a torn tail after a crash shows up there).
     out["store_problems"] = write_rows(parquet_dir, "store_problems", [
-        {"run_id": run_id, "file_name": p.file, "offset": p.offset, "kind": p.kind,
+        {"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset, "kind": p.kind,
          "detail": f"{p.severity}: {p.reason}"} for p in reader.problems])
     return out
 

@@ -89,9 +89,10 @@ def attempt(group: str, queue_topic: str, phys: int, outcome: str, *, uniq: str 
             "phys_offset": phys}
 
 
-def offset(group: str, topic: str, queue_id: int, value: int, at: int, run: str = RUN) -> dict:
-    return {"run_id": run, "group": group, "topic": topic, "queue_id": queue_id, "offset": value,
-            "ts": ts(at), "event": "PERSIST"}
+def offset(group: str, topic: str, queue_id: int, value: int, at: int, run: str = RUN,
+           broker: str = "broker-a") -> dict:
+    return {"run_id": run, "broker": broker, "group": group, "topic": topic, "queue_id": queue_id,
+            "offset": value, "ts": ts(at), "event": "PERSIST"}
 
 
 def produced(uniq: str, topic: str, status: str = "SEND_OK", run: str = RUN) -> dict:
@@ -346,7 +347,8 @@ def test_imported_store_consumed_state_comes_from_the_last_committed_offset(buil
 
 CUT_RUN = "r3"  # its commit log starts at 1000: every record below was in a deleted file
 CUT_FIRST_OFFSET = 1000
-CUT_RUNS = [{"run_id": CUT_RUN, "source": "import", "first_offset": CUT_FIRST_OFFSET}]
+CUT_RUNS = [{"run_id": CUT_RUN, "source": "import", "first_offset": CUT_FIRST_OFFSET, "broker": "broker-a",
+             "msg_id_hosts": ["0A00000100002A9F"]}]
 
 
 def offset_id(phys: int) -> str:

@@ -25,7 +25,7 @@ def ts(ms: int) -> datetime:
 
 def hop(key, group, index, kind, topic, level=0, store=0, nxt=None):
     return {"run_id": "r1", "message_key": key, "group": group, "hop_index": index, "hop_kind": kind,
-            "topic": topic, "queue_id": 0, "phys_offset": index * 100, "msg_id": f"{key}-{index}",
+            "topic": topic, "queue_id": 0, "broker": "broker-a", "phys_offset": index * 100, "msg_id": f"{key}-{index}",
             "delay_level": level, "reconsume_times": 0, "store_ts": ts(T0 + store),
             "next_store_ts": ts(T0 + nxt) if nxt is not None else None,
             "dwell_ms": (nxt - store) if nxt is not None else None}

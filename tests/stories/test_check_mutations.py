@@ -49,26 +49,35 @@ def offending(con, check: c.Check) -> list[tuple]:
 # guarding check must report).
 
 def drop_a_hop(con, rng):
-    run, key, phys = pick(con, rng, "SELECT run_id, message_key, phys_offset FROM message_hops")
+    run, key, broker, phys = pick(con, rng, "SELECT run_id, message_key, broker, phys_offset FROM message_hops")
     con.execute("DELETE FROM message_hops WHERE run_id = ? AND phys_offset = ?", [run, phys])
     uniq = con.execute("SELECT uniq_key FROM commitlog WHERE run_id = ? AND phys_offset = ?",
                        [run, phys]).fetchone()[0]
-    return run, uniq, f"commit-log record at {phys} "
+    return run, uniq, f"commit-log record at {broker}@{phys} "
 
 
 def repeat_a_hop(con, rng):
-    run, key, phys = pick(con, rng, "SELECT run_id, message_key, phys_offset FROM message_hops")
+    run, key, broker, phys = pick(con, rng, "SELECT run_id, message_key, broker, phys_offset FROM message_hops")
     con.execute("INSERT INTO message_hops SELECT * FROM message_hops WHERE run_id = ? AND phys_offset = ?",
                 [run, phys])
-    return run, key, f"commit-log record at {phys} is in 2 hop rows"
+    return run, key, f"commit-log record at {broker}@{phys} is in 2 hop rows"
 
 
 def point_a_hop_past_the_log(con, rng):
-    run, key, phys = pick(con, rng, "SELECT run_id, message_key, phys_offset FROM message_hops")
+    run, key, broker, phys = pick(con, rng, "SELECT run_id, message_key, broker, phys_offset FROM message_hops")
     moved = phys + 10**12
     con.execute("UPDATE message_hops SET phys_offset = ? WHERE run_id = ? AND phys_offset = ?",
                 [moved, run, phys])
-    return run, key, f"hop row at {moved} has no commit-log record"
+    return run, key, f"hop row at {broker}@{moved} has no commit-log record"
+
+
+def move_a_hop_to_another_broker(con, rng):
+    # The offset exists, but on the hop's own broker only: a hop names (broker, offset), never an
+    # offset alone, so the record is left without its hop and the hop without its record.
+    run, key, broker, phys = pick(con, rng, "SELECT run_id, message_key, broker, phys_offset FROM message_hops")
+    con.execute("UPDATE message_hops SET broker = 'broker-elsewhere' WHERE run_id = ? AND phys_offset = ?",
+                [run, phys])
+    return run, key, f"hop row at broker-elsewhere@{phys} has no commit-log record"
 
 
 def miscount_a_chain(con, rng):
@@ -154,6 +163,7 @@ BREAKAGES: dict[str, tuple[str, Callable]] = {
     "drop_a_hop": (c.LINEAGE_MATCHES_COMMITLOG, drop_a_hop),
     "repeat_a_hop": (c.LINEAGE_MATCHES_COMMITLOG, repeat_a_hop),
     "point_a_hop_past_the_log": (c.LINEAGE_MATCHES_COMMITLOG, point_a_hop_past_the_log),
+    "move_a_hop_to_another_broker": (c.LINEAGE_MATCHES_COMMITLOG, move_a_hop_to_another_broker),
     "miscount_a_chain": (c.LINEAGE_MATCHES_COMMITLOG, miscount_a_chain),
     "list_a_chain_twice": (c.HOP_GRAMMAR, list_a_chain_twice),
     "skip_a_hop_index": (c.HOP_GRAMMAR, skip_a_hop_index),
