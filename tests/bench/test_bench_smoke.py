@@ -1,7 +1,8 @@
 """Each benchmark runs in its quick mode at a tiny size and writes its result table.
 
-No timing is asserted: benchmarks measure speed, tests only check that they still run. Each one
-runs in its own interpreter (as ``bench.run_all`` runs them) with the results directory pointed
+No timing is asserted: benchmarks measure speed, tests only check that they still run and that
+each verdict a table states (met or missed, within or over, not judged) is the one its own numbers
+give, so a flipped comparison or a wrong threshold shows. Each one runs in its own interpreter (as ``bench.run_all`` runs them) with the results directory pointed
 at a temp dir, so the committed tables under bench/results/ are never touched and a benchmark's
 Spark session never meets the test suite's.
 """
@@ -53,6 +54,26 @@ def assert_table(text: str, title: str, columns: list[str], rows_min: int) -> No
     assert len(body) >= rows_min, f"expected >= {rows_min} table rows, got {body}"
 
 
+def number(text: str) -> float:
+    """A number as a table prints it (thousands separators, an x or % after it)."""
+    return float(text.replace(",", "").rstrip("x%"))
+
+
+def table_row(text: str, label: str) -> list[str]:
+    """The cells of the table row whose first cell is ``label``."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0] == label:
+            return cells
+    raise AssertionError(f"no row {label!r} in the table")
+
+
+def found(pattern: str, text: str) -> re.Match:
+    match = re.search(pattern, text, re.S)
+    assert match, f"{pattern!r} not in:\n{text}"
+    return match
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("bench-results")
@@ -68,24 +89,46 @@ def test_store_append_writes_its_table(results):
     text = run_bench("store_append", results, "--records", "2000", "--runs", "1", "--no-instructions")
     assert_table(text, "Store append", ["median rec/s", "CPU rec/s", "bytes/record"], 6)
     assert "Instruction counts: not taken (--no-instructions)." in text
+    target = number(found(r"Target: ([\d,]+) records/s at 256 B", text)[1])
+    verdicts = re.findall(r"put_messages? ([\d,]+)/s CPU \((meets|misses) the target", text)
+    assert len(verdicts) == 4, verdicts  # put_message and put_messages at both body sizes
+    for rate, verdict in verdicts:
+        assert verdict == ("meets" if number(rate) >= target else "misses"), (rate, verdict)
 
 
 def test_schedule_drain_writes_its_table(results):
     """The schedule-drain benchmark writes the drain, fill and floor rows with CPU and wall columns."""
     text = run_bench("schedule_drain", results, "--quick", "--messages", "200", "--runs", "1")
     assert_table(text, "P2 schedule drain", ["CPU median s", "wall median s", "msgs/s (CPU median)"], 3)
+    m = found(r"Target >= ([\d,]+) deliveries/s, [\d.]+ us of CPU a delivery: (met|MISSED)(, out of reach "
+              r"in CPython|, and within CPython's reach)?.*The drain does ([\d,]+)/s", text)
+    target, verdict, why, drain = number(m[1]), m[2], m[3], number(m[4])
+    assert verdict == ("met" if drain >= target else "MISSED")
+    if verdict == "MISSED":
+        # Out of CPython's reach when even the barest delivery with its row is slower than the target.
+        bare_row = number(table_row(text, "floor: barest CPython delivery + its delivery row (same run)")[5])
+        assert why == (", out of reach in CPython" if bare_row < target else ", and within CPython's reach")
 
 
 def test_scenario_e2e_writes_its_table(results):
     """The end-to-end benchmark writes wall and CPU rows with the speed-up over simulated time."""
     text = run_bench("scenario_e2e", results, "--quick", "--runs", "1")
     assert_table(text, "P3 default scenario end to end", ["speed-up at median", "rows/s at median"], 2)
+    m = found(r"Target >= (\d+)x real time: (met|MISSED) on wall time, (met|MISSED) on CPU time", text)
+    target = number(m[1])
+    for clock, verdict in (("wall", m[2]), ("CPU", m[3])):
+        speedup = number(table_row(text, clock)[4])  # the speed-up at the median time
+        assert verdict == ("met" if speedup >= target else "MISSED"), (clock, speedup, verdict)
 
 
 def test_memory_writes_its_table(results, data_dir):
     """The memory benchmark writes one peak-RSS row per simulate and import size."""
     text = run_bench("memory", results, "--quick", "--messages", "100,200", "--data-dir", str(data_dir))
     assert_table(text, "P5 peak memory vs run size", ["peak RSS MiB (process)", "commit-log records"], 4)
+    verdicts = re.findall(r"(?:extrapolates to|records:) ([\d.]+) GiB .*?\((within|OVER) the 2 GiB target\)", text)
+    assert len(verdicts) >= 2, verdicts  # simulate and import at least
+    for gib, verdict in verdicts:
+        assert verdict == ("within" if number(gib) <= 2 else "OVER"), (gib, verdict)
 
 
 def test_inputs_go_where_the_benchmarks_look(data_dir):
@@ -121,7 +164,11 @@ def test_lineage_scale_writes_its_table(results, data_dir):
     assert "the lineage one run_id at a time (--duckdb-mode by-run)" in text
     # The verdict is over the sized inputs (the set), the base run reported beside it.
     assert re.search(r"Target, on the sized inputs \([\d,]+ records\)", text)
-    assert re.search(r"us/record, spread \d+\.\d+: (met|MISSED)", text)
+    m = found(r"Spark <= (\d+)x DuckDB's time -- worst ratio ([\d.]+)x: (met|MISSED)", text)
+    assert m[3] == ("met" if number(m[2]) <= number(m[1]) else "MISSED"), m.group(0)
+    flat_max = number(found(r"largest / smallest Spark us/record <= ([\d.]+)\)", text)[1])
+    m = found(r"us/record, spread (\d+\.\d+): (met|MISSED)", text)
+    assert m[2] == ("met" if number(m[1]) <= flat_max else "MISSED"), m.group(0)
 
 
 def test_lineage_scale_reports_duckdb_out_of_memory(results, data_dir):
@@ -142,6 +189,10 @@ def test_warehouse_build_writes_its_table(results, data_dir):
                      "--messages", "100", "--data-dir", str(data_dir))
     assert "in 2 simulated runs of 100 messages" in text
     assert_table(text, "P6 warehouse build + all checks", ["median s", "commit-log records/s at median"], 3)
+    # A few hundred records are far below the size the target speaks of: no verdict either way.
+    m = found(r"Target: build \+ checks <= \d+ s at ([\d,]+) records: (\w+)", text)
+    assert m[2] == "not", m.group(0)
+    assert found(r"records: not judged on ([\d,]+) records", text)
 
 
 def test_import_scale_writes_its_table(results, data_dir):
@@ -150,4 +201,6 @@ def test_import_scale_writes_its_table(results, data_dir):
     text = run_bench("import_scale", results, "--quick", "--messages", "300", "--runs", "1",
                      "--data-dir", str(data_dir))
     assert_table(text, "P7 import-store", ["CPU rec/s", "CPU MB/s", "CPU / write floor"], 5)
+    m = found(r"Columnar import: ([\d.]+)x the write floor's CPU \(target <= (\d+)x: (met|missed)\)", text)
+    assert m[3] == ("met" if number(m[1]) <= number(m[2]) else "missed"), m.group(0)
     assert "floor: write the commitlog table to Parquet | " in text and "cProfile" in text
