@@ -14,9 +14,13 @@ SCENARIOS = ROOT / "scenarios"
 SMALL = SCENARIOS / "small.yaml"
 
 
-def assert_run_passes(run_dir: Path, scenario_path: Path, seed: int) -> None:
-    """Fail with SEED=... and the reproduce command when any checker finds a violation."""
+def assert_run_passes(run_dir: Path, scenario_path: Path, seed: int, messages: int | None = None) -> None:
+    """Fail with SEED=... and the reproduce command when any checker finds a violation.
+
+    ``messages`` is the --messages the run was scaled to (the scenario's ``scaled_messages``), so
+    the command printed is exactly the run's.
+    """
     violations = check_run(run_dir)
     if violations:
-        pytest.fail(f"SEED={seed}\nreproduce: {reproduce_command(scenario_path, run_dir, seed)}\n"
+        pytest.fail(f"SEED={seed}\nreproduce: {reproduce_command(scenario_path, run_dir, seed, messages)}\n"
                     f"{len(violations)} violations:\n{format_violations(violations)}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
 
@@ -58,6 +57,36 @@ def test_small_run_is_deterministic(small_run, tmp_path):
             assert path.read_bytes() == (again / "parquet" / table / path.name).read_bytes(), f"{table} bytes"
 
 
+def test_runs_in_two_processes_with_other_hash_seeds_write_the_same_bytes(tmp_path):
+    """`retry-audit simulate` in two processes with different PYTHONHASHSEED values writes
+    byte-identical Parquet files (runs: the same rows but wall_seconds), store files and run.json."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    dirs = []
+    for hash_seed in ("1", "2023"):
+        cwd = tmp_path / f"hashseed-{hash_seed}"
+        cwd.mkdir()
+        shutil.copy(SMALL, cwd / "small.yaml")  # the same relative paths: run.json names them
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        done = subprocess.run([sys.executable, "-m", "orchestration.cli", "-q", "simulate", "small.yaml",
+                               "--out", "run"], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        dirs.append(cwd / "run")
+    first, second = dirs
+
+    def files(run):
+        return sorted(p.relative_to(run) for p in run.rglob("*") if p.is_file() and p.name != "lock")
+
+    assert files(first) == files(second)
+    differ = [str(rel) for rel in files(first)
+              if rel.parts[:2] != ("parquet", "runs") and (first / rel).read_bytes() != (second / rel).read_bytes()]
+    assert differ == []
+    assert table_rows(first, "runs") == table_rows(second, "runs")
+
+
 def test_simulate_leaves_the_garbage_collector_as_it_found_it(tmp_path):
     """simulate runs full collections rarely and puts the caller's thresholds back afterwards."""
     before = gc.get_threshold()
@@ -86,14 +115,14 @@ def test_checkers_pass_on_small(small_run):
 def test_checkers_pass_on_a_default_like_run(tmp_path):
     """Every invariant holds on the default scenario's topics and groups at 1/100 of its traffic."""
     scenario = load_scenario(SCENARIOS / "default.yaml")
-    scenario = dataclasses.replace(scenario, producers=tuple(
-        dataclasses.replace(p, messages=p.messages // 100) for p in scenario.producers))
+    # The CLI's scale knob (--messages), so a failure's reproduce command is this run's exactly.
+    scenario = scenario.with_messages(sum(p.messages for p in scenario.producers) // 100)
     out = tmp_path / "default-like"
     summary = simulate(SCENARIOS / "default.yaml", out, scenario=scenario)
     bursts = sum(f.messages for f in scenario.faults if f.kind == "burst")
     assert summary.produced == sum(p.messages for p in scenario.producers) + bursts
     assert summary.dlq > 0 and summary.retried > 0, "the default shows retries and dead letters"
-    assert_run_passes(out, SCENARIOS / "default.yaml", scenario.seed)
+    assert_run_passes(out, SCENARIOS / "default.yaml", scenario.seed, scenario.scaled_messages)
 
 
 def test_summary_agrees_with_the_tables(small_run, tmp_path):
@@ -164,6 +193,20 @@ def test_cli_bad_scenario_is_one_line_exit_2(tmp_path, capsys):
     code = cli_main(["simulate", str(bad), "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and f"{bad}:2" in err and "horizon" in err
+
+
+def test_a_scaled_runs_reproduce_line_is_its_own_command(small_copy):
+    """A failing scaled run's reproduce line carries its --messages, so it reruns that very run."""
+    import pyarrow.parquet as pq
+
+    path = next((small_copy / "parquet" / "schedule_deliveries").glob("*.parquet"))
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[0]["delivered_ts"] = rows[0]["due_ts"].replace(year=2000)
+    pq.write_table(type(table).from_pylist(rows, schema=table.schema), path)
+    with pytest.raises(pytest.fail.Exception) as info:
+        assert_run_passes(small_copy, SMALL, 7, 120)
+    assert f"reproduce: retry-audit simulate {SMALL} --out {small_copy} --seed 7 --messages 120\n" in str(info.value)
 
 
 def test_failing_simulation_test_prints_seed(small_copy):
