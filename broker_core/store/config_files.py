@@ -37,6 +37,7 @@ CONFIG_FILES = (TOPICS_FILE, SUBSCRIPTION_GROUP_FILE, CONSUMER_OFFSET_FILE, DELA
 BAK_SUFFIX = ".bak"
 TMP_SUFFIX = ".tmp"
 TOPIC_GROUP_SEPARATOR = "@"  # ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR
+BROADCAST_OFFSET_SUFFIX = "@broadcast"  # 5.x: a broadcasting group's offsets kept by the broker
 
 # A config file larger than this is refused rather than read into memory: even a broker with
 # tens of thousands of groups and queues writes consumerOffset.json well below it.
@@ -470,9 +471,14 @@ def save_consumer_offsets(config_dir: Path, table: Mapping[str, Mapping[int, int
 
 
 def split_topic_group(key: str) -> tuple[str, str]:
-    """Split a consumerOffset.json key; topic names cannot contain '@', so the first one splits."""
+    """Split a consumerOffset.json key; topic names cannot contain '@', so the first one splits.
+
+    A 5.x broker also keeps a broadcasting group's offsets, under ``topic@group@broadcast``
+    (seen in a real 5.3.3 store); group names cannot contain '@' either, so the suffix is not part
+    of the group.
+    """
     topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
-    return topic, group
+    return topic, group.removesuffix(BROADCAST_OFFSET_SUFFIX)
 
 
 # Java property name <-> Python field name for the two beans.

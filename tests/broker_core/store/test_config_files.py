@@ -151,3 +151,19 @@ def test_subscription_group_defaults_and_unknown_properties(tmp_path):
 def test_fastjson_empty_containers():
     """Empty maps and beans are written as {} with no line break (fastjson checks size > 0)."""
     assert to_fastjson({"offsetTable": {}}) == '{\n\t"offsetTable":{}\n}'
+
+
+def test_a_real_5_3_3_consumer_offsets_file_names_its_groups():
+    """A 5.3.3 broker's consumerOffset.json (groupTopicMap beside the table, a broadcasting group's `topic@group@broadcast` key) gives plain group names."""
+    from pathlib import Path
+
+    from broker_core.store.config_files import split_topic_group
+
+    config = Path(__file__).parents[2] / "data" / "rocketmq-5.3.3-config"
+    table = load_consumer_offsets(config)
+    pairs = sorted(split_topic_group(key) for key in table)
+    assert pairs == [("%RETRY%notice-service", "notice-service"), ("%RETRY%order-service", "order-service"),
+                     ("DelayTopic", "delay-service"), ("NoticeTopic", "notice-service"),
+                     ("OrderTopic", "audit-broadcast"), ("OrderTopic", "order-service"),
+                     ("SeqTopic", "seq-service")]
+    assert table["OrderTopic@audit-broadcast@broadcast"] == {0: 15, 1: 15}
