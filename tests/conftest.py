@@ -29,6 +29,12 @@ def seed(request) -> int:
 
 
 @pytest.fixture
+def reproduce(request, seed) -> str:
+    """What a failing seeded test prints: its seed and the command that reruns this very test with it."""
+    return f'SEED={seed}; reproduce: make test PYTEST_ARGS="--seed {seed} {request.node.nodeid}"'
+
+
+@pytest.fixture
 def commitlog_fixtures() -> Path:
     return COMMITLOG_FIXTURES
 

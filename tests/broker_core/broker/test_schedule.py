@@ -84,7 +84,7 @@ def test_correct_deliver_timestamp():
     assert correct_deliver_timestamp(levels, 2, 10_000, 15_001) == 10_000
 
 
-def test_deliveries_never_early_and_on_the_poll_grid(make_broker, seed):
+def test_deliveries_never_early_and_on_the_poll_grid(make_broker, seed, reproduce):
     """Every delivery happens at or after its due time, on the 100 ms grid, less than 100 ms late."""
     broker, sim, rows = make_broker()
     broker.create_topic("T", 4)
@@ -97,7 +97,7 @@ def test_deliveries_never_early_and_on_the_poll_grid(make_broker, seed):
         sent += 1
     sim.run(until_ms=sim.now() + HOUR_MS)
     deliveries = rows_of(rows, "schedule_deliveries")
-    again = f"SEED={seed}: .venv/bin/python -m pytest {__file__} --seed {seed}"
+    again = reproduce
     assert len(deliveries) == sent, again
     for row in deliveries:
         assert row["delivered_ts"] >= row["due_ts"], (again, row)
@@ -284,7 +284,7 @@ def test_puts_made_during_a_delivery_wake_their_level(make_broker):
     assert len(rows_of(rows, "schedule_deliveries")) == 4
 
 
-def test_same_seed_same_deliveries(make_broker, seed):
+def test_same_seed_same_deliveries(make_broker, reproduce):
     """Two brokers fed the same sends and failures under one seed record identical delivery rows."""
     runs = []
     for name in ("first", "second"):
@@ -295,5 +295,5 @@ def test_same_seed_same_deliveries(make_broker, seed):
         broker.put_failure_probability = 0.3
         sim.run(until_ms=sim.now() + HOUR_MS)
         runs.append(rows_of(rows, "schedule_deliveries"))
-    assert runs[0] == runs[1], f"SEED={seed}"
-    assert any(r["put_attempts"] > 1 for r in runs[0]), f"SEED={seed}"
+    assert runs[0] == runs[1], reproduce
+    assert any(r["put_attempts"] > 1 for r in runs[0]), reproduce

@@ -232,7 +232,7 @@ def test_lost_consume_queues_are_rebuilt_by_abnormal_recovery(tmp_path):
     assert again.check() == []
 
 
-def test_random_crash_points_keep_exactly_the_flushed_records(tmp_path, seed):
+def test_random_crash_points_keep_exactly_the_flushed_records(tmp_path, seed, reproduce):
     """Across files and flushes, kill -9 at random points keeps exactly the flushed records, and puts continue."""
     import random
 
@@ -243,9 +243,9 @@ def test_random_crash_points_keep_exactly_the_flushed_records(tmp_path, seed):
     durable: list[bytes] = []
     for round_no in range(6):
         store = new_store(root, clock, **config)
-        assert store.check() == [], f"SEED={seed} round {round_no}"
+        assert store.check() == [], f"round {round_no}; {reproduce}"
         got = [r.body for q in store.queue_ids("R") for r in store.get_messages("R", q, 0, 10_000)]
-        assert sorted(got) == sorted(durable), f"SEED={seed} round {round_no}"
+        assert sorted(got) == sorted(durable), f"round {round_no}; {reproduce}"
         store.start()
         pending = []
         for i in range(rng.randrange(5, 60)):
