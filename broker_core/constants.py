@@ -1,7 +1,7 @@
 """Every default and limit of the broker model, with the RocketMQ source it mirrors.
 
-Units and qualifiers go last in a name (``delay_ms_max``). Section numbers (§) refer to the
-RocketMQ store and semantics notes in ``docs/semantics.md``.
+Units and qualifiers go last in a name (``delay_ms_max``). Section numbers (§) are those of
+``docs/rocketmq-references.md``, which names the RocketMQ class each value comes from.
 """
 
 # --- commit-log record (§1.2, §1.8) -------------------------------------------------------------

@@ -4,7 +4,7 @@ The checkers see only what a run directory holds (``parquet/<table>/`` and ``run
 objects that produced it: the same truth is checked from the outside, as the warehouse's asset
 checks do in SQL. Each checker returns a list of :class:`Violation`; :func:`check_run` runs all.
 
-Rules (RocketMQ 4.9.4, ROCKETMQ_SPEC.md §4-§6):
+Rules (RocketMQ 4.9.4, docs/rocketmq-references.md §4-§6):
 
 * terminal: every message a producer stored ends, for every clustering group subscribed to its
   topic, consumed, in ``%DLQ%group``, or still on its way when the run stopped at the horizon;

@@ -1,6 +1,6 @@
 """The broker's JSON config files (``<root>/config/*.json``) as RocketMQ 4.9.4 reads and writes them.
 
-RocketMQ serializes these files with fastjson 1.x in PrettyFormat (ROCKETMQ_SPEC §3.1): tab
+RocketMQ serializes these files with fastjson 1.x in PrettyFormat (§3.1): tab
 indentation, no space after ``:``, bean properties sorted alphabetically, and ``Integer`` map keys
 written *unquoted* (``{3:22,4:8\n\t}``), which is not standard JSON. This module reads both that
 dialect and standard JSON with a small parser of its own (no ``eval``, no pickle), so a damaged file

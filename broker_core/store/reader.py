@@ -3,7 +3,7 @@
 :class:`StoreReader` never writes: every file is opened ``'rb'`` (commit-log files are memory-mapped
 read-only, so a 1 GiB file is never copied into memory) and nothing is created, so it can read a
 live broker's store, a backup or a read-only mount. It walks the commit log exactly as 4.9.4's
-recovery keeps it (ROCKETMQ_SPEC §3.8): a BLANK moves to the next file, zeros or an unknown magic
+recovery keeps it (§3.8): a BLANK moves to the next file, zeros or an unknown magic
 end the data, and a damaged record ends the scan. Whatever it finds wrong on the way is a
 :class:`Problem` naming the file and the offset, so ``import-store`` can export the valid prefix and
 still say exactly what was left out and why.

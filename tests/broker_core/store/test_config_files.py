@@ -120,7 +120,7 @@ def test_consumer_offsets_round_trip_in_fastjson_layout(tmp_path):
 
 
 def test_topics_match_spec_layout_and_defaults(tmp_path):
-    """topics.json is the spec's §3.4 layout: alphabetical properties, TopicConfig defaults."""
+    """topics.json has the §3.4 layout: alphabetical properties, TopicConfig defaults."""
     save_topics(tmp_path, {"TopicTest": TopicConfig("TopicTest", read_queue_nums=4, write_queue_nums=4)},
                 data_version=DataVersion(counter=2, timestamp=1656000000000))
     expected = ('{\n\t"dataVersion":{\n\t\t"counter":2,\n\t\t"timestamp":1656000000000\n\t},'

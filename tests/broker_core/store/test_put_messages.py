@@ -1,6 +1,6 @@
 """Batch sends: the client's batch body, and MessageStore.put_messages (4.9.4 asyncPutMessages).
 
-The two AppendCallbackTest cases for a batch (ROCKETMQ_SPEC.md section 10) are restated on the
+The two AppendCallbackTest cases for a batch (§10.2 in docs/rocketmq-references.md) are restated on the
 store: a batch that fits is written as consecutive records sharing one store time; a batch that
 does not fit the rest of a file leaves only the 8-byte BLANK there and moves whole.
 """
