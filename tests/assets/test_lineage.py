@@ -414,6 +414,54 @@ def test_chains_whose_head_retention_deleted_are_truncated_with_their_retries(bu
     assert built[HEADLESS_RUN][1][("H1", "Gh")].truncated is True
 
 
+# --- a run of two brokers whose records name records on the other one ----------------------------
+
+TWO_BROKER_RUN = "r5"  # broker-a's log starts at 1000 (retention); broker-b's at 0
+HOST_A, HOST_B = "0A00000100002A9F", "0A00000200002A9F"  # 10.0.0.1:10911 and 10.0.0.2:10911
+TWO_BROKER_RUNS = [
+    {"run_id": TWO_BROKER_RUN, "source": "import", "broker": "broker-a", "first_offset": 1000,
+     "msg_id_hosts": [HOST_A]},
+    {"run_id": TWO_BROKER_RUN, "source": "import", "broker": "broker-b", "first_offset": 0,
+     "msg_id_hosts": [HOST_B]},
+]
+
+
+def _on(broker, phys, topic, at, uniq, **kw):
+    """A record of the two-broker run: its offset msgId starts with its broker's store host."""
+    host = HOST_A if broker == "broker-a" else HOST_B
+    return dict(rec(phys, topic, at, uniq=uniq, run=TWO_BROKER_RUN, **kw), broker=broker,
+                msg_id=f"{host}{phys:016X}", store_host="10.0.0.1:10911" if host == HOST_A else "10.0.0.2:10911")
+
+
+_RETRY_GX = dict(real_topic="%RETRY%Gx", retry_topic="Cross", delay=3, queue_id=2, reconsume=1)
+CROSS_BROKER = [
+    # XA: stored twice, on broker-a at 800 (deleted by retention) and on broker-b at 50; the
+    # retry on broker-b names the deleted record on broker-a: truncated, though broker-b's own log
+    # starts at 0.
+    _on("broker-b", 50, "Cross", 50, "XA"),
+    _on("broker-b", 60, SCHED, 60, "XA", origin=f"{HOST_A}{800:016X}", **_RETRY_GX),
+    # XB: published on broker-b at 300 (kept); its retry landed on broker-a, whose log starts at
+    # 1000, and names the record on broker-b: not truncated, though 300 is below broker-a's start.
+    _on("broker-b", 300, "Cross", 300, "XB"),
+    _on("broker-a", 1500, SCHED, 1500, "XB", origin=f"{HOST_B}{300:016X}", **_RETRY_GX),
+    # XC: the same offset on both brokers holds two records of one message, one chain.
+    _on("broker-a", 2000, "Cross", 2000, "XC"),
+    _on("broker-b", 2000, SCHED, 2100, "XC", origin=f"{HOST_A}{2000:016X}", **_RETRY_GX),
+]
+
+
+def test_an_origin_message_id_is_judged_on_the_broker_its_store_host_names(built):
+    """In a run of two brokers, a record's ORIGIN_MESSAGE_ID names a deleted record when it is
+    below the first offset of the broker whose store host it starts with, whichever broker the
+    record itself is on; one offset on two brokers is two records."""
+    hops, lineage = built[TWO_BROKER_RUN]
+    assert {k: r.truncated for k, r in lineage.items()} == {
+        ("XA", "Gx"): True, ("XB", "Gx"): False, ("XC", "Gx"): False}
+    assert [(h.broker, h.phys_offset, h.hop_kind) for h in (hops[("XC", None, 0)], hops[("XC", "Gx", 1)])] == [
+        ("broker-a", 2000, "PUBLISH"), ("broker-b", 2000, "SCHEDULE")]
+    assert lineage[("XC", "Gx")].path == "Cross > SCHEDULE_TOPIC_XXXX[3]"
+
+
 def test_every_other_chain_is_not_truncated(built):
     """truncated is false on every row of the runs that start at offset 0 (LOST rows included)."""
     for run in (RUN, IMPORT_RUN, FIXTURE_RUN):
@@ -497,9 +545,9 @@ def built(spark):
     return lineage_of(
         spark,
         PLAIN + DELAYED + TWO_GROUPS + NO_UNIQ + STATES + IMPORTED + manifest_commitlog() + TRUNCATED
-        + HEADLESS,
+        + HEADLESS + CROSS_BROKER,
         DELAYED_ATTEMPTS + TWO_GROUPS_ATTEMPTS + NO_UNIQ_ATTEMPTS + STATES_ATTEMPTS,
-        IMPORTED_OFFSETS, STATES_PRODUCED, CUT_RUNS)
+        IMPORTED_OFFSETS, STATES_PRODUCED, CUT_RUNS + TWO_BROKER_RUNS)
 
 
 # --- run directories ---------------------------------------------------------------------------

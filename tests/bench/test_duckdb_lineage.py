@@ -77,8 +77,9 @@ def runs(tmp_path, store_fixtures, seed) -> Path:
         _merge_into(root / cut, combined)
     built = root / "hand-built" / "parquet"
     write_rows(built, "commitlog", hand.PLAIN + hand.DELAYED + hand.TWO_GROUPS + hand.NO_UNIQ
-               + hand.STATES + hand.IMPORTED + hand.manifest_commitlog() + hand.TRUNCATED + hand.HEADLESS)
-    write_rows(built, "runs", hand.CUT_RUNS)
+               + hand.STATES + hand.IMPORTED + hand.manifest_commitlog() + hand.TRUNCATED + hand.HEADLESS
+               + hand.CROSS_BROKER)
+    write_rows(built, "runs", hand.CUT_RUNS + hand.TWO_BROKER_RUNS)
     write_rows(built, "consume_attempts", hand.DELAYED_ATTEMPTS + hand.TWO_GROUPS_ATTEMPTS
                + hand.NO_UNIQ_ATTEMPTS + hand.STATES_ATTEMPTS)
     write_rows(built, "consumer_offsets", hand.IMPORTED_OFFSETS)
