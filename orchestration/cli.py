@@ -59,14 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
                         help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _add = sub.add_parser
 
-    def add_parser(name, **kwargs):
-        return _add(name, parents=[common], **kwargs)
+    def add_command(name: str, **kwargs) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kwargs)
 
-    sub.add_parser = add_parser
-
-    p = sub.add_parser("simulate", help="run a scenario on the broker model into RUN_DIR")
+    p = add_command("simulate", help="run a scenario on the broker model into RUN_DIR")
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--out", required=True, help="run directory to write (replaced atomically)")
     p.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
@@ -74,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scale the producers to N messages in all (each keeps its share)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
-    p = sub.add_parser("import-store", help="read a RocketMQ store directory (read-only) into RUN_DIR")
+    p = add_command("import-store", help="read a RocketMQ store directory (read-only) into RUN_DIR")
     p.add_argument("store_dir", help="RocketMQ store root (holds commitlog/, consumequeue/, config/)")
     p.add_argument("--out", required=True, help="run directory to write (replaced atomically)")
     p.add_argument("--name", default=None, help="run id (default: the output directory's name)")
@@ -87,11 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="commit-log decoder: whole slices as Arrow columns (default), or one record "
                         "at a time (the reference; same tables, about 5x the CPU)")
 
-    p = sub.add_parser("lineage", help="build message_hops and message_lineage with Spark")
+    p = add_command("lineage", help="build message_hops and message_lineage with Spark")
     p.add_argument("run_dir")
     p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
 
-    p = sub.add_parser("warehouse", help="load runs into the DuckDB audit warehouse",
+    p = add_command("warehouse", help="load runs into the DuckDB audit warehouse",
                        description="Load runs into the DuckDB audit warehouse and run the checks. "
                                    "Exit 0 when every blocking check passes, 1 when a blocking "
                                    "(ERROR) check fails on a run (the warehouse is kept, to look "
@@ -99,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--db", default="var/warehouse.duckdb")
 
-    p = sub.add_parser("trace", help="one message's journey as a timeline",
+    p = add_command("trace", help="one message's journey as a timeline",
                        description="One message's journey as a timeline. Exit 0 when a message "
                                    "has the key, 1 when none has (the lookup failed), 2 on bad "
                                    "input (no warehouse file).")
@@ -107,23 +104,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default="var/warehouse.duckdb")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("report", help="one-file HTML report with the plots of a run")
+    p = add_command("report", help="one-file HTML report with the plots of a run")
     p.add_argument("run_dir")
     p.add_argument("--out", required=True)
     p.add_argument("--db", default=None, help="warehouse to read (default: build from the run)")
 
-    p = sub.add_parser("resend-plan", help="DLQ messages to resend to their RETRY_TOPIC")
+    p = add_command("resend-plan", help="DLQ messages to resend to their RETRY_TOPIC")
     p.add_argument("--db", default="var/warehouse.duckdb")
     p.add_argument("--group", required=True)
     p.add_argument("--origin-topic", default=None)
     p.add_argument("--json", action="store_true", help="JSON instead of CSV")
 
-    p = sub.add_parser("sql", help="run a query on the warehouse (read-only)")
+    p = add_command("sql", help="run a query on the warehouse (read-only)")
     p.add_argument("query")
     p.add_argument("--db", default="var/warehouse.duckdb")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("conformance", help="real RocketMQ brokers and clients vs the audit and the model",
+    p = add_command("conformance", help="real RocketMQ brokers and clients vs the audit and the model",
                        description="Run a scenario on real RocketMQ (a name server and two brokers "
                                    "from Maven Central jars, real clients) and on the model; audit "
                                    "the real stores and compare message by message. Writes "
@@ -138,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kill a real broker with SIGKILL at FROM and restart it at TO (times from the "
                         "first send, e.g. broker-a@3s-6s); repeatable")
 
-    p = sub.add_parser("swarm", help="run random scenarios with faults and check every invariant")
+    p = add_command("swarm", help="run random scenarios with faults and check every invariant")
     p.add_argument("--seeds", default="1..20", help="A..B (inclusive)")
     p.add_argument("--json", action="store_true")
     return parser
