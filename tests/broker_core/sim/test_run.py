@@ -195,33 +195,32 @@ def test_cli_bad_scenario_is_one_line_exit_2(tmp_path, capsys):
     assert code == 2 and f"{bad}:2" in err and "horizon" in err
 
 
-def test_a_scaled_runs_reproduce_line_is_its_own_command(small_copy):
-    """A failing scaled run's reproduce line carries its --messages, so it reruns that very run."""
+def _deliver_early(run_dir) -> None:
+    """Break a run: its first delayed delivery happened years before it was due."""
     import pyarrow.parquet as pq
 
-    path = next((small_copy / "parquet" / "schedule_deliveries").glob("*.parquet"))
+    path = next((run_dir / "parquet" / "schedule_deliveries").glob("*.parquet"))
     table = pq.read_table(path)
     rows = table.to_pylist()
     rows[0]["delivered_ts"] = rows[0]["due_ts"].replace(year=2000)
     pq.write_table(type(table).from_pylist(rows, schema=table.schema), path)
-    with pytest.raises(pytest.fail.Exception) as info:
-        assert_run_passes(small_copy, SMALL, 7, 120)
-    assert f"reproduce: retry-audit simulate {SMALL} --out {small_copy} --seed 7 --messages 120\n" in str(info.value)
 
 
 def test_failing_simulation_test_prints_seed(small_copy):
     """The helper simulation tests use reports SEED=... and the reproduce command on a violation."""
-    import pyarrow.parquet as pq
-
-    path = next((small_copy / "parquet" / "schedule_deliveries").glob("*.parquet"))
-    table = pq.read_table(path)
-    rows = table.to_pylist()
-    rows[0]["delivered_ts"] = rows[0]["due_ts"].replace(year=2000)
-    pq.write_table(type(table).from_pylist(rows, schema=table.schema), path)
+    _deliver_early(small_copy)
     assert check_run(small_copy)
     with pytest.raises(pytest.fail.Exception) as info:
         assert_run_passes(small_copy, SMALL, 7)
     assert "SEED=7" in str(info.value) and "retry-audit simulate" in str(info.value)
+
+
+def test_a_scaled_runs_reproduce_line_is_its_own_command(small_copy):
+    """A failing scaled run's reproduce line carries its --messages, so it reruns that very run."""
+    _deliver_early(small_copy)
+    with pytest.raises(pytest.fail.Exception) as info:
+        assert_run_passes(small_copy, SMALL, 7, 120)
+    assert f"reproduce: retry-audit simulate {SMALL} --out {small_copy} --seed 7 --messages 120\n" in str(info.value)
 
 
 def test_cli_simulate_messages_scales_the_run(tmp_path, capsys):
