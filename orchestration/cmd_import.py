@@ -8,7 +8,6 @@ directory is written.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from broker_core.errors import BadInputError
 from broker_core.export.store_import import ImportSummary
 from broker_core.export.store_import import import_store as run_import
 from broker_core.store.reader import ScanProgress
+from orchestration.term import say
 
 PROBLEMS_SHOWN_MAX = 20  # the text summary lists this many problems; --json lists all
 
@@ -29,8 +29,7 @@ def _progress_printer(quiet: bool):
     def report(p: ScanProgress) -> None:
         if not throttle.ready():
             return
-        print(f"import-store: file {p.file_index + 1}/{p.file_count} {p.file_name}, "
-              f"{p.records} records", file=sys.stderr, flush=True)
+        say(f"import-store: file {p.file_index + 1}/{p.file_count} {p.file_name}, {p.records} records")
 
     return report
 

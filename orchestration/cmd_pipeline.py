@@ -41,7 +41,7 @@ RESEND_DROPPED_PROPERTIES = frozenset({
 
 def _say(args, text: str) -> None:
     if not getattr(args, "quiet", False):
-        print(text, file=sys.stderr, flush=True)
+        term.say(text)
 
 
 # --- lineage --------------------------------------------------------------------------------------
@@ -101,9 +101,10 @@ def warehouse(args) -> int:
         con.close()
     print("checks:")
     for run_id, o in outcomes:
-        verdict = term.verdict(o.passed, "passed" if o.passed else f"FAILED ({o.check.severity})")
+        # Padded before it is painted: colour codes must not count towards the column's width.
+        verdict = term.verdict(o.passed, term.pad("passed" if o.passed else f"FAILED ({o.check.severity})", 16))
         first = "" if o.passed else f"  {o.violations:,} violation(s); first: {o.metadata()['evidence'][0]}"
-        print(f"  {run_id:<16} {verdict:<16} {o.check.name}{first}")
+        print(f"  {term.pad(run_id, 16)} {verdict} {o.check.name}{first}")
     failed = sorted({f"{run_id}: {o.check.name}" for run_id, o in outcomes if o.blocking and not o.passed})
     if failed:
         # An error (exit 1, one line on stderr even under -q) after the verdicts are printed.

@@ -14,7 +14,7 @@ from assets.progress import TERMINAL_PROGRESS_INTERVAL_S, Throttle
 from broker_core.errors import BadInputError
 from broker_core.sim.run import RunSummary, reproduce_command
 from broker_core.sim.run import simulate as run_simulation
-from orchestration.term import ProgressLine, bar, paint
+from orchestration.term import ProgressBar, paint, say
 
 SWARM_DIR = "swarm"  # under the data home: each seed's scenario, and the runs that failed
 
@@ -32,17 +32,16 @@ class _Progress:
     def __init__(self, horizon_ms: int) -> None:
         self._throttle = Throttle(TERMINAL_PROGRESS_INTERVAL_S)
         self._horizon_ms = max(1, horizon_ms)
-        self._line = ProgressLine(sys.stderr)
+        self._bar = ProgressBar(self._horizon_ms, sys.stderr)
 
     def __call__(self, sim_ms: int, records: int) -> None:
         if not self._throttle.ready():
             return
-        fraction = sim_ms / self._horizon_ms
-        self._line.show(f"  {bar(fraction)} {fraction:4.0%}  simulated {_format_sim_ms(sim_ms)}"
-                        f" of {_format_sim_ms(self._horizon_ms)}  records {records:,}")
+        self._bar.update(sim_ms, f"simulated {_format_sim_ms(sim_ms)} of "
+                                 f"{_format_sim_ms(self._horizon_ms)}  records {records:,}")
 
     def done(self) -> None:
-        self._line.done()
+        self._bar.done()
 
 
 def format_summary(summary: RunSummary) -> str:
@@ -98,7 +97,7 @@ def swarm(args) -> int:
     seeds = parse_seed_range(args.seeds)
     quiet = getattr(args, "quiet", False)
     report = run_swarm(seeds, base=data_home() / SWARM_DIR,
-                       log=None if quiet else (lambda line: print(line, file=sys.stderr)))
+                       log=None if quiet else say)
     if getattr(args, "json", False):
         print(json.dumps(report, indent=2, sort_keys=True))
     else:

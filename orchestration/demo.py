@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("\nchecks:")
         for asset, name, passed, severity in checks:
-            text = f"{'passed' if passed else 'FAILED (' + severity + ')':<16}"
-            print(f"  {term.verdict(passed, text)} {name:<34} on {asset}")
+            text = term.pad("passed" if passed else f"FAILED ({severity})", 16)
+            print(f"  {term.verdict(passed, text)} {term.pad(name, 34)} on {asset}")
     if not result.success or blocking_failed:
         failed_steps = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
         print(f"\ndemo FAILED: steps {failed_steps or '-'}; blocking checks failed: "
