@@ -138,7 +138,8 @@ def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
     for h in _rows(con, f"""
             SELECT h.run_id, h.message_key, h."group", h.hop_index, h.hop_kind, h.topic, h.queue_id,
                    h.delay_level, h.reconsume_times, h.dwell_ms, c.properties
-            FROM message_hops h JOIN commitlog c ON c.run_id = h.run_id AND c.phys_offset = h.phys_offset
+            FROM message_hops h
+            JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
             WHERE h.run_id IN ({marks})
             ORDER BY h.message_key, h."group" NULLS FIRST, h.hop_index""", run_ids):
         out[h["message_key"]].append(h)

@@ -18,7 +18,7 @@ import pytest
 
 from broker_core.sim.scenario import load_scenario
 from conformance import compare
-from conformance.run import run_conformance
+from conformance.run import real_run_id, run_conformance
 from orchestration.cmd_conformance import verdict_failures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,9 +76,14 @@ def test_the_report_and_its_files_follow_the_contract(real_run):
     assert {"group", "consumer_id", "model", "queue_topic", "queue_offset", "uniq_key", "topic",
             "reconsume_times", "start_ts", "end_ts", "status", "outcome"} <= set(attempts.column_names)
     assert set(produced.column("status").to_pylist()) == {"SEND_OK"}
-    # Both brokers took messages: the producers spread over the queues of the cluster.
-    brokers_seen = {r for r in pq.read_table(out / "runs" / "broker-b" / "parquet" / "commitlog").column("broker").to_pylist()}
-    assert brokers_seen == {"broker-b"}
+    # Both brokers took messages (the producers spread over the queues of the cluster), and both
+    # are in the one run of the real stores, a part file per broker.
+    real = out / "runs" / "real"
+    brokers_seen = set(pq.read_table(real / "parquet" / "commitlog").column("broker").to_pylist())
+    assert brokers_seen == set(BROKERS)
+    assert sorted(p.name for p in (real / "parquet" / "commitlog").iterdir()) == [
+        f"part-{b}.parquet" for b in BROKERS]
+    assert set(report["checks"]) == {"conformance", real_run_id("conformance")}
     assert report["timings"]["real_clients_s"] > 0 and report["jvm_rss_mib"]["broker-a"] > 0
 
 
@@ -115,7 +120,7 @@ def test_the_client_comparison_fails_when_a_delivery_is_missing(real_run):
     con = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
     try:
         scenario = load_scenario(SCENARIO)
-        result = compare.lineage_vs_clients(con, scenario, fewer, [f"conformance-{b}" for b in BROKERS])
+        result = compare.lineage_vs_clients(con, scenario, fewer, [real_run_id("conformance")])
     finally:
         con.close()
     assert result["disagree"] >= 1
@@ -137,12 +142,12 @@ def test_the_model_comparison_fails_when_the_model_retries_differently(real_run,
     simulate(changed, other)  # same name and seed: the same messages and UNIQ_KEYs
     run_lineage(other, spark)
     db = tmp_path / "w.duckdb"
-    build_warehouse([other, out / "runs" / "broker-a", out / "runs" / "broker-b"], db)
+    build_warehouse([other, out / "runs" / "real"], db)
     import duckdb
     con = duckdb.connect(str(db), read_only=True)
     try:
         result = compare.model_vs_real(con, load_scenario(SCENARIO), "conformance",
-                                       [f"conformance-{b}" for b in BROKERS])
+                                       [real_run_id("conformance")])
     finally:
         con.close()
     dead_lettered = report["model_vs_real"]
