@@ -101,3 +101,22 @@ def test_decoder_flag_picks_the_reference_decoder(store_fixtures, tmp_path, caps
         code = exc.code
     assert code == 2 and "invalid choice: 'fast'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_broker_flag_adds_a_broker_to_the_run(store_fixtures, tmp_path, capsys):
+    """--broker NAME adds that broker's store to the run (the summary and --json list the run's
+    brokers); a bad broker name exits 2 with one error line and writes nothing."""
+    out = tmp_path / "cluster"
+    assert main(["import-store", str(store_fixtures / "store-clean"), "--out", str(out), "--broker", "broker-a"]) == 0
+    assert "(run cluster, broker broker-a)" in capsys.readouterr().out
+    assert main(["import-store", str(store_fixtures / "store-crashed"), "--out", str(out), "--broker", "broker-b",
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["run_id"], summary["broker"], summary["brokers"]) == ("cluster", "broker-b", ["broker-a", "broker-b"])
+    assert sorted(p.name for p in (out / "parquet" / "commitlog").iterdir()) == [
+        "part-broker-a.parquet", "part-broker-b.parquet"]
+    assert main(["import-store", str(store_fixtures / "store-clean"), "--out", str(tmp_path / "x"),
+                 "--broker", "../evil"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("retry-audit: error:")]
+    assert len(errors) == 1 and "broker name '../evil'" in errors[0]
+    assert not (tmp_path / "x").exists()
