@@ -1,10 +1,13 @@
 """Scenario files: YAML in, frozen dataclasses out, every mistake reported with its file and line.
 
-The YAML is composed into nodes (not loaded into plain dicts) so that every value keeps its
-source mark: an error names the key path, the offending value, the file and the line. Every field
-has a default; unknown keys, wrong types and out-of-range values are :class:`ScenarioError`.
-PyYAML's safe loader is the only non-standard import of the broker model: scenario files are
-inputs, and parsing them precisely is worth the dependency.
+The YAML is composed into nodes (not loaded straight into dicts) so that every value keeps its
+source mark: the nodes become plain values plus a map from each key path to its line, pydantic
+models (strict types, unknown keys forbidden) validate the values, and the first mistake becomes a
+:class:`ScenarioError` naming the key path, the offending value, the file and the line. Every field
+but the names has a default. PyYAML's safe loader and pydantic are the only non-standard imports of
+the broker model outside export/: scenario files are inputs, and checking them precisely is worth
+the dependencies. The unit parsers (durations, sizes, rates; delay levels in delay_levels.py) are
+called by the models' validators.
 
 The format is DESIGN.md's, plus a few fields with defaults: ``broker.cluster``,
 ``broker.cq_units_per_file`` (small values make consume-queue files roll in short runs),
@@ -22,9 +25,18 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from broker_core import names
 from broker_core.constants import (
@@ -322,405 +334,617 @@ def load_scenario_text(text: str, *, source: str = "<string>") -> Scenario:
         raise ScenarioError(f"not valid YAML: {exc}", where=source) from None
     if root is None:
         raise ScenarioError("scenario is empty; it needs at least a name", where=f"{source}:1")
-    return _Reader(source).scenario(root)
+    lines = _Lines(source)
+    data = _plain(root, (), lines, yaml.constructor.SafeConstructor())
+    try:
+        model = _Scenario.model_validate(data, context={"levels": _level_count(data),
+                                                        "horizon": _horizon(data)})
+    except ValidationError as exc:
+        raise _error(exc, data, lines) from None
+    return _to_dataclasses(model, lines)
 
 
-# --- the node walker ----------------------------------------------------------------------------
+def _horizon(data: Any) -> int:
+    """The scenario's horizon, which bounds its faults' start (a bad one is reported on its own)."""
+    try:
+        horizon = data.get("horizon", HORIZON_MS_DEFAULT)
+        return horizon if isinstance(horizon, int) else parse_duration_ms(horizon)
+    except (AttributeError, ValueError):
+        return HORIZON_MS_DEFAULT
 
-class _Reader:
-    """Walks composed YAML nodes, turning each into a checked value (errors carry the line)."""
+
+def _level_count(data: Any) -> int:
+    """How many delay levels the scenario's broker has (a broken table is reported on its own)."""
+    try:
+        return len(parse_delay_levels(data["broker"]["message_delay_level"]))
+    except (BadInputError, KeyError, TypeError):
+        return len(parse_delay_levels(MESSAGE_DELAY_LEVEL_DEFAULT))
+
+
+# --- YAML nodes to plain values, with the line of every key path ---------------------------------
+
+Path_ = tuple[str | int, ...]  # a key path: ("groups", 0, "subscribe", 1)
+
+
+def _key_text(path: Path_) -> str:
+    """``("groups", 0, "subscribe", 1)`` -> ``groups[0].subscribe[1]`` (the name errors use)."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+class _Lines:
+    """Where each key path stands in the file: its value's line and, for mapping keys, the key's."""
 
     def __init__(self, source: str):
         self.source = source
-        self._constructor = yaml.constructor.SafeConstructor()
+        self.value: dict[Path_, int] = {}
+        self.key: dict[Path_, int] = {}
 
-    # errors and generic checks
+    def of(self, path: Path_, *, key: bool = False) -> int:
+        if key and path in self.key:
+            return self.key[path]
+        # A missing key is reported on the mapping that lacks it: the longest known prefix.
+        for n in range(len(path), -1, -1):
+            if path[:n] in self.value:
+                return self.value[path[:n]]
+        return 0
 
-    def fail(self, node: yaml.Node | None, key: str, message: str, value: Any = None) -> ScenarioError:
-        line = node.start_mark.line + 1 if node is not None else 0
+    def error(self, path: Path_, message: str, value: Any = None, *, key: bool = False,
+              name: str | None = None) -> ScenarioError:
         shown = "" if value is None else f" {_show(value)}"
-        return ScenarioError(f"{key}:{shown} {message}",
-                             where=f"{self.source}:{line}")
+        return ScenarioError(f"{_key_text(path) if name is None else name}:{shown} {message}",
+                             where=f"{self.source}:{self.of(path, key=key)}")
 
-    def scalar(self, node: yaml.Node, key: str) -> Any:
-        if not isinstance(node, yaml.ScalarNode):
-            raise self.fail(node, key, "expected a single value, not a list or mapping")
-        try:
-            return self._constructor.construct_object(node, deep=True)
-        except yaml.YAMLError as exc:
-            raise self.fail(node, key, f"cannot read value ({exc})") from None
 
-    def mapping(self, node: yaml.Node, key: str, allowed: set[str]) -> dict[str, yaml.Node]:
-        if not isinstance(node, yaml.MappingNode):
-            raise self.fail(node, key, "expected a mapping (key: value lines)")
+class _Mapping(dict):
+    """A YAML mapping as a dict, with what a dict cannot hold: its keys in the order written, each
+    with the mistake it makes (a key that is not a name, a key given twice) and a refused tag.
+    They are reported only where a mapping is expected: elsewhere the whole mapping is the mistake
+    ("expected a single value")."""
+
+    order: list[tuple[Any, _Problem | None]]
+    tag_problem: _Problem | None
+
+
+def _plain(node: yaml.Node, path: Path_, lines: _Lines, constructor: yaml.constructor.SafeConstructor) -> Any:
+    """The node as dicts, lists and scalars; records the line of each key path."""
+    lines.value[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out = _Mapping()
+        out.order, out.tag_problem = [], None
         if node.tag != yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG:
             # Only plain mappings: a tag such as !!python/object is refused, never constructed.
-            raise self.fail(node, key or "document", f"tag {node.tag} is not allowed")
-        out: dict[str, yaml.Node] = {}
+            out.tag_problem = _Problem(f"tag {node.tag} is not allowed", at=path,
+                                       name=_key_text(path) or "document")
+        # delay_level's weight table is the one mapping keyed by numbers (levels).
+        table = bool(path) and path[-1] == "delay_level"
         for knode, vnode in node.value:
-            k = self.scalar(knode, key)
-            path = f"{key}.{k}" if key else str(k)
-            if not isinstance(k, str):
-                raise self.fail(knode, path, "keys must be names", k)
-            if k not in allowed:
-                raise self.fail(knode, path, "unknown key; expected one of " + ", ".join(sorted(allowed)))
-            if k in out:
-                raise self.fail(knode, path, "key given twice")
-            out[k] = vnode
+            k = _scalar_node(knode, path, lines, constructor)
+            lines.value.setdefault(path + (k,), knode.start_mark.line + 1)
+            lines.key[path + (k,)] = knode.start_mark.line + 1
+            problem = None
+            if table:
+                if k in out:
+                    problem = _Problem("lists a level twice", k, at=path + (k,), key=True, name=_key_text(path))
+            elif not isinstance(k, str):
+                problem = _Problem("keys must be names", k, at=path + (k,), key=True,
+                                   name=f"{_key_text(path)}.{k}" if path else str(k))
+            elif k in out:
+                problem = _Problem("key given twice", at=path + (k,), key=True)
+            out.order.append((k, problem))
+            if k not in out:
+                out[k] = _plain(vnode, path + (k,), lines, constructor)
         return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_plain(item, path + (i,), lines, constructor) for i, item in enumerate(node.value)]
+    return _scalar_node(node, path, lines, constructor)
 
-    def sequence(self, node: yaml.Node, key: str, limit: int) -> list[yaml.Node]:
-        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
-            return []
-        if not isinstance(node, yaml.SequenceNode):
-            raise self.fail(node, key, "expected a list")
-        if len(node.value) > limit:
-            raise self.fail(node, key, f"has {len(node.value)} entries; at most {limit}")
-        return list(node.value)
 
-    def integer(self, node: yaml.Node, key: str, lo: int, hi: int) -> int:
-        v = self.scalar(node, key)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise self.fail(node, key, "is not an integer", v)
+def _scalar_node(node: yaml.Node, path: Path_, lines: _Lines,
+                 constructor: yaml.constructor.SafeConstructor) -> Any:
+    if not isinstance(node, yaml.ScalarNode):
+        line = node.start_mark.line + 1
+        raise ScenarioError(f"{_key_text(path)}: expected a single value, not a list or mapping",
+                            where=f"{lines.source}:{line}")
+    try:
+        return constructor.construct_object(node, deep=True)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{_key_text(path)}: cannot read value ({exc})",
+                            where=f"{lines.source}:{node.start_mark.line + 1}") from None
+
+
+# --- the models: types, ranges and units of every field -----------------------------------------
+
+class _Problem(ValueError):
+    """A mistake found by a validator: its message, the value to show, and where below the
+    validated object it is (``sub``), when that is deeper than pydantic's own location."""
+
+    def __init__(self, message: str, value: Any = None, sub: Path_ = (), name: str | None = None,
+                 key: bool = False, at: Path_ | None = None):
+        super().__init__(message)
+        self.message, self.value, self.sub, self.name, self.key = message, value, sub, name, key
+        self.at = at  # the whole key path, for mistakes found before validation (_plain)
+
+
+def _check_keys(data: Any, allowed: set[str]) -> None:
+    """A mapping's keys in the order written: each a name, known here, given once."""
+    if not isinstance(data, _Mapping):
+        return
+    if data.tag_problem is not None:
+        raise data.tag_problem
+    for k, problem in data.order:
+        if problem is not None and problem.message == "keys must be names":
+            raise problem
+        if k not in allowed:
+            raise _Problem("unknown key; expected one of " + ", ".join(sorted(allowed)), sub=(k,), key=True)
+        if problem is not None:
+            raise problem
+
+
+def _single(v: Any) -> Any:
+    if isinstance(v, (list, dict)):
+        raise _Problem("expected a single value, not a list or mapping")
+    return v
+
+
+def _int_in(lo: int, hi: int) -> Any:
+    def check(v: Any) -> int:
+        if isinstance(_single(v), bool) or not isinstance(v, int):
+            raise _Problem("is not an integer", v)
         if not lo <= v <= hi:
-            raise self.fail(node, key, f"is outside {lo}..{hi}", v)
+            raise _Problem(f"is outside {lo}..{hi}", v)
         return v
+    return Annotated[Any, BeforeValidator(check)]
 
-    def probability(self, node: yaml.Node, key: str) -> float:
-        v = self.scalar(node, key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise self.fail(node, key, "is not a number", v)
-        if not 0.0 <= float(v) <= 1.0:  # also rejects NaN
-            raise self.fail(node, key, "is not a probability (0..1)", v)
-        return float(v)
 
-    def string(self, node: yaml.Node, key: str, choices: tuple[str, ...] | None = None) -> str:
-        v = self.scalar(node, key)
-        if not isinstance(v, str):
-            raise self.fail(node, key, "is not a string (quote it)", v)
-        if len(v) > STRING_LENGTH_MAX:
-            raise self.fail(node, key, f"is longer than {STRING_LENGTH_MAX} characters")
-        if choices is not None and v not in choices:
-            raise self.fail(node, key, "must be one of " + " | ".join(choices), v)
-        return v
+def _check_str(v: Any) -> str:
+    if not isinstance(_single(v), str):
+        raise _Problem("is not a string (quote it)", v)
+    if len(v) > STRING_LENGTH_MAX:
+        raise _Problem(f"is longer than {STRING_LENGTH_MAX} characters")
+    return v
 
-    def duration(self, node: yaml.Node, key: str, lo: int, hi: int, *, signed: bool = False) -> int:
-        v = self.scalar(node, key)
-        if isinstance(v, int) and not isinstance(v, bool) and v == 0:
+
+Str = Annotated[Any, BeforeValidator(_check_str)]
+
+
+def _choice(v: Any, choices: tuple[str, ...]) -> str:
+    v = _check_str(v)
+    if v not in choices:
+        raise _Problem("must be one of " + " | ".join(choices), v)
+    return v
+
+
+def _one_of(choices: tuple[str, ...]) -> Any:
+    return Annotated[Any, BeforeValidator(lambda v: _choice(v, choices))]
+
+
+def _check_probability(v: Any) -> float:
+    if isinstance(_single(v), bool) or not isinstance(v, (int, float)):
+        raise _Problem("is not a number", v)
+    if not 0.0 <= float(v) <= 1.0:  # also rejects NaN
+        raise _Problem("is not a probability (0..1)", v)
+    return float(v)
+
+
+Probability = Annotated[Any, BeforeValidator(_check_probability)]
+
+
+def _duration(lo: int, hi: int | None, *, signed: bool = False) -> Any:
+    """A duration in ``lo..hi`` ms; ``hi=None`` is the scenario's horizon (from the context)."""
+    def check(v: Any, info: ValidationInfo) -> int:
+        if isinstance(_single(v), int) and not isinstance(v, bool) and v == 0:
             return 0
         if not isinstance(v, str):
-            raise self.fail(node, key, "is not a duration; write e.g. 30s, 15m, 1h10m, 5ms", v)
+            raise _Problem("is not a duration; write e.g. 30s, 15m, 1h10m, 5ms", v)
         try:
             ms = parse_duration_ms(v, signed=signed)
         except ValueError as exc:
-            raise self.fail(node, key, f"is not a duration: {exc}", v) from None
-        if not lo <= ms <= hi:
-            raise self.fail(node, key, f"is outside {lo}..{hi} ms", v)
+            raise _Problem(f"is not a duration: {exc}", v) from None
+        top = info.context["horizon"] if hi is None else hi
+        if not lo <= ms <= top:
+            raise _Problem(f"is outside {lo}..{top} ms", v)
         return ms
+    return Annotated[Any, BeforeValidator(check)]
 
-    def topic_name(self, node: yaml.Node, key: str) -> str:
-        v = self.string(node, key)
+
+def _size(lo: int, hi: int) -> Any:
+    def check(v: Any) -> int:
+        _single(v)
         try:
-            names.validate_topic(v)
-        except InvalidNameError as exc:
-            raise self.fail(node, key, exc.message, v) from None
-        if names.is_system_topic(v) or names.group_of(v) is not None:
-            raise self.fail(node, key, "is a system, retry or DLQ topic; producers cannot own it", v)
-        return v
-
-    def group_name(self, node: yaml.Node, key: str) -> str:
-        v = self.string(node, key)
-        try:
-            names.validate_group(v)
-        except InvalidNameError as exc:
-            raise self.fail(node, key, exc.message, v) from None
-        return v
-
-    # sections
-
-    def scenario(self, root: yaml.Node) -> Scenario:
-        m = self.mapping(root, "", {"name", "seed", "horizon", "broker", "topics", "groups",
-                                    "producers", "faults"})
-        if "name" not in m:
-            raise self.fail(root, "name", "is required ([A-Za-z0-9_-]+; it becomes the run id)")
-        name = self.string(m["name"], "name")
-        if not SCENARIO_NAME_PATTERN.fullmatch(name) or len(name) > SCENARIO_NAME_LENGTH_MAX:
-            raise self.fail(m["name"], "name",
-                            f"must match [A-Za-z0-9_-]+ (at most {SCENARIO_NAME_LENGTH_MAX} characters)", name)
-        seed = self.integer(m["seed"], "seed", 0, SEED_MAX) if "seed" in m else 42
-        horizon = (self.duration(m["horizon"], "horizon", 1, HORIZON_MS_MAX)
-                   if "horizon" in m else HORIZON_MS_DEFAULT)
-        broker = self.broker(m["broker"]) if "broker" in m else _default_broker()
-        topics = self.topics(m.get("topics"))
-        topic_names = {t.name for t in topics}
-        groups = self.groups(m.get("groups"), topic_names)
-        producers = self.producers(m.get("producers"), topic_names, len(broker.delay_levels_ms))
-        faults = self.faults(m.get("faults"), topic_names, {g.name: g for g in groups}, horizon)
-        total = sum(p.messages for p in producers) + sum(f.messages for f in faults)
-        if total > SIM_MESSAGES_MAX:
-            raise self.fail(m.get("producers"), "producers",
-                            f"ask for {total} messages in all; at most {SIM_MESSAGES_MAX}")
-        return Scenario(name=name, seed=seed, horizon_ms=horizon, broker=broker, topics=topics,
-                        groups=groups, producers=producers, faults=faults, source=self.source)
-
-    def broker(self, node: yaml.Node) -> BrokerSpec:
-        m = self.mapping(node, "broker", {"name", "cluster", "store_host", "message_delay_level",
-                                          "commitlog_file_size", "cq_units_per_file", "flush",
-                                          "semantics"})
-        d = _default_broker()
-        levels_text = d.message_delay_level
-        if "message_delay_level" in m:
-            levels_text = self.string(m["message_delay_level"], "broker.message_delay_level")
-            try:
-                parse_delay_levels(levels_text)
-            except BadInputError as exc:
-                raise self.fail(m["message_delay_level"], "broker.message_delay_level", exc.message,
-                                levels_text) from None
-        size = d.commitlog_file_size_bytes
-        if "commitlog_file_size" in m:
-            raw = self.scalar(m["commitlog_file_size"], "broker.commitlog_file_size")
-            try:
-                size = parse_size_bytes(raw)
-            except ValueError as exc:
-                raise self.fail(m["commitlog_file_size"], "broker.commitlog_file_size", str(exc), raw) from None
-            if not COMMITLOG_FILE_SIZE_BYTES_MIN <= size <= COMMITLOG_FILE_SIZE_BYTES_MAX:
-                raise self.fail(m["commitlog_file_size"], "broker.commitlog_file_size",
-                                f"is outside {COMMITLOG_FILE_SIZE_BYTES_MIN}..{COMMITLOG_FILE_SIZE_BYTES_MAX} bytes", raw)
-        store_host = d.store_host
-        if "store_host" in m:
-            store_host = self.string(m["store_host"], "broker.store_host")
-            if not _valid_host(store_host):
-                raise self.fail(m["store_host"], "broker.store_host",
-                                "is not host:port (IPv4 a.b.c.d:port or [IPv6]:port)", store_host)
-        bname = d.name
-        if "name" in m:
-            bname = self.string(m["name"], "broker.name")
-            if not SCENARIO_NAME_PATTERN.fullmatch(bname):
-                raise self.fail(m["name"], "broker.name", "must match [A-Za-z0-9_-]+", bname)
-        return BrokerSpec(
-            name=bname,
-            cluster=self.string(m["cluster"], "broker.cluster") if "cluster" in m else d.cluster,
-            store_host=store_host,
-            message_delay_level=levels_text,
-            delay_levels_ms=parse_delay_levels(levels_text),
-            commitlog_file_size_bytes=size,
-            cq_units_per_file=(self.integer(m["cq_units_per_file"], "broker.cq_units_per_file",
-                                            CQ_UNITS_PER_FILE_MIN, CQ_UNITS_PER_FILE_MAX)
-                               if "cq_units_per_file" in m else d.cq_units_per_file),
-            flush=self.string(m["flush"], "broker.flush", FLUSH_MODES) if "flush" in m else d.flush,
-            semantics=(self.string(m["semantics"], "broker.semantics", SEMANTICS)
-                       if "semantics" in m else d.semantics),
-        )
-
-    def topics(self, node: yaml.Node | None) -> tuple[TopicSpec, ...]:
-        if node is None:
-            return ()
-        out, seen = [], set()
-        for i, item in enumerate(self.sequence(node, "topics", TOPICS_MAX)):
-            key = f"topics[{i}]"
-            m = self.mapping(item, key, {"name", "queues"})
-            if "name" not in m:
-                raise self.fail(item, f"{key}.name", "is required")
-            tname = self.topic_name(m["name"], f"{key}.name")
-            if tname in seen:
-                raise self.fail(m["name"], f"{key}.name", "is declared twice", tname)
-            seen.add(tname)
-            queues = (self.integer(m["queues"], f"{key}.queues", 1, QUEUES_PER_TOPIC_MAX)
-                      if "queues" in m else 4)
-            out.append(TopicSpec(tname, queues))
-        return tuple(out)
-
-    def groups(self, node: yaml.Node | None, topics: set[str]) -> tuple[GroupSpec, ...]:
-        if node is None:
-            return ()
-        out, seen = [], set()
-        for i, item in enumerate(self.sequence(node, "groups", GROUPS_MAX)):
-            key = f"groups[{i}]"
-            m = self.mapping(item, key, {"name", "subscribe", "model", "mode", "consumers",
-                                         "max_reconsume_times", "consume_timeout", "behavior"})
-            for required in ("name", "subscribe"):
-                if required not in m:
-                    raise self.fail(item, f"{key}.{required}", "is required")
-            gname = self.group_name(m["name"], f"{key}.name")
-            if gname in seen:
-                raise self.fail(m["name"], f"{key}.name", "is declared twice", gname)
-            seen.add(gname)
-            subs = []
-            for j, snode in enumerate(self.sequence(m["subscribe"], f"{key}.subscribe", TOPICS_MAX)):
-                t = self.string(snode, f"{key}.subscribe[{j}]")
-                if t not in topics:
-                    raise self.fail(snode, f"{key}.subscribe[{j}]", "is not a declared topic", t)
-                if t in subs:
-                    raise self.fail(snode, f"{key}.subscribe[{j}]", "is subscribed twice", t)
-                subs.append(t)
-            if not subs:
-                raise self.fail(m["subscribe"], f"{key}.subscribe", "needs at least one topic")
-            out.append(GroupSpec(
-                name=gname, subscribe=tuple(subs),
-                model=self.string(m["model"], f"{key}.model", MODELS) if "model" in m else "clustering",
-                mode=self.string(m["mode"], f"{key}.mode", MODES) if "mode" in m else "concurrently",
-                consumers=(self.integer(m["consumers"], f"{key}.consumers", 0, CONSUMERS_PER_GROUP_MAX)
-                           if "consumers" in m else 1),
-                max_reconsume_times=(self.integer(m["max_reconsume_times"], f"{key}.max_reconsume_times",
-                                                  -1, MAX_RECONSUME_TIMES_MAX)
-                                     if "max_reconsume_times" in m else -1),
-                consume_timeout_ms=(self.duration(m["consume_timeout"], f"{key}.consume_timeout", 1,
-                                                  CONSUME_TIMEOUT_MS_MAX)
-                                    if "consume_timeout" in m else CONSUME_TIMEOUT_MS_DEFAULT),
-                behavior=self.behavior(m["behavior"], f"{key}.behavior") if "behavior" in m else BehaviorSpec(),
-            ))
-        return tuple(out)
-
-    def behavior(self, node: yaml.Node, key: str) -> BehaviorSpec:
-        probs = ("fail_probability", "exception_probability", "return_null_probability",
-                 "hang_probability", "poison_fraction")
-        m = self.mapping(node, key, {"consume_time", *probs})
-        values = {p: self.probability(m[p], f"{key}.{p}") for p in probs if p in m}
-        outcome_sum = sum(values.get(p, 0.0) for p in probs[:4])
-        if outcome_sum > 1.0 + 1e-9:
-            raise self.fail(node, key, f"fail, exception, return_null and hang probabilities add up to "
-                                       f"{outcome_sum:g}; at most 1")
-        consume = (self.duration(m["consume_time"], f"{key}.consume_time", 0, CONSUME_TIME_MS_MAX)
-                   if "consume_time" in m else BehaviorSpec.consume_time_ms)
-        return BehaviorSpec(consume_time_ms=consume, **values)
-
-    def producers(self, node: yaml.Node | None, topics: set[str], levels: int) -> tuple[ProducerSpec, ...]:
-        if node is None:
-            return ()
-        out = []
-        for i, item in enumerate(self.sequence(node, "producers", PRODUCERS_MAX)):
-            key = f"producers[{i}]"
-            m = self.mapping(item, key, {"topic", "messages", "rate", "body_size", "tags", "delay_level",
-                                         "send", "group", "start"})
-            if "topic" not in m:
-                raise self.fail(item, f"{key}.topic", "is required")
-            topic = self.string(m["topic"], f"{key}.topic")
-            if topic not in topics:
-                raise self.fail(m["topic"], f"{key}.topic", "is not a declared topic", topic)
-            body = 256
-            if "body_size" in m:
-                raw = self.scalar(m["body_size"], f"{key}.body_size")
-                try:
-                    body = parse_size_bytes(raw)
-                except ValueError as exc:
-                    raise self.fail(m["body_size"], f"{key}.body_size", str(exc), raw) from None
-                if not 1 <= body <= BODY_SIZE_BYTES_MAX:
-                    # RocketMQ's client refuses an empty body ("the message body length is zero").
-                    raise self.fail(m["body_size"], f"{key}.body_size", f"is outside 1..{BODY_SIZE_BYTES_MAX} bytes", raw)
-            tags: list[str] = []
-            if "tags" in m:
-                for j, tnode in enumerate(self.sequence(m["tags"], f"{key}.tags", TAGS_PER_PRODUCER_MAX)):
-                    tag = self.string(tnode, f"{key}.tags[{j}]")
-                    if not tag or len(tag) > TAG_LENGTH_MAX or "||" in tag or tag == "*":
-                        raise self.fail(tnode, f"{key}.tags[{j}]", "is not a usable tag", tag)
-                    tags.append(tag)
-            group = "DEFAULT_PRODUCER"
-            if "group" in m:
-                group = self.group_name(m["group"], f"{key}.group")
-            out.append(ProducerSpec(
-                topic=topic,
-                messages=(self.integer(m["messages"], f"{key}.messages", 0, SIM_MESSAGES_MAX)
-                          if "messages" in m else 1000),
-                rate_per_s=self.rate(m["rate"], f"{key}.rate") if "rate" in m else 1000.0,
-                body_size=body, tags=tuple(tags),
-                delay_weights=(self.delay_weights(m["delay_level"], f"{key}.delay_level", levels)
-                               if "delay_level" in m else ((0, 1.0),)),
-                send=self.string(m["send"], f"{key}.send", SEND_MODES) if "send" in m else "sync",
-                producer_group=group,
-                start_ms=self.duration(m["start"], f"{key}.start", 0, HORIZON_MS_MAX) if "start" in m else 0,
-            ))
-        return tuple(out)
-
-    def rate(self, node: yaml.Node, key: str) -> float:
-        raw = self.scalar(node, key)
-        try:
-            rate = parse_rate_per_s(raw)
+            size = parse_size_bytes(v)
         except ValueError as exc:
-            raise self.fail(node, key, str(exc), raw) from None
-        if not 0 < rate <= RATE_PER_S_MAX:
-            raise self.fail(node, key, f"must be above 0 and at most {RATE_PER_S_MAX:g}/s", raw)
-        return rate
-
-    def delay_weights(self, node: yaml.Node, key: str, levels: int) -> tuple[tuple[int, float], ...]:
-        if isinstance(node, yaml.ScalarNode):
-            level = self.integer(node, key, 0, levels)
-            return ((level, 1.0),)
-        if not isinstance(node, yaml.MappingNode):
-            raise self.fail(node, key, "is a level (integer) or a weight table such as {0: 0.9, 3: 0.1}")
-        table: dict[int, float] = {}
-        for knode, vnode in node.value:
-            level = self.integer(knode, f"{key} level", 0, levels)
-            if level in table:
-                raise self.fail(knode, f"{key}", "lists a level twice", level)
-            w = self.scalar(vnode, f"{key}[{level}]")
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf"):
-                raise self.fail(vnode, f"{key}[{level}]", "is not a weight (a number >= 0)", w)
-            table[level] = float(w)
-        if not table or sum(table.values()) <= 0:
-            raise self.fail(node, key, "needs at least one level with a weight above 0")
-        return tuple(sorted(table.items()))
-
-    def faults(self, node: yaml.Node | None, topics: set[str], groups: dict[str, GroupSpec],
-               horizon: int) -> tuple[FaultSpec, ...]:
-        if node is None:
-            return ()
-        out = []
-        for i, item in enumerate(self.sequence(node, "faults", FAULTS_MAX)):
-            key = f"faults[{i}]"
-            if not isinstance(item, yaml.MappingNode):
-                raise self.fail(item, key, "expected a mapping such as {at: 30m, kind: broker_crash}")
-            kinds = [v for k, v in item.value if isinstance(k, yaml.ScalarNode) and k.value == "kind"]
-            if not kinds:
-                raise self.fail(item, f"{key}.kind", "is required; one of " + ", ".join(FAULT_KINDS))
-            kind = self.string(kinds[0], f"{key}.kind", FAULT_KINDS)
-            timing = {"at"} if kind in INSTANT_FAULTS else {"from", "to"}
-            m = self.mapping(item, key, {"kind"} | timing | _FAULT_KEYS[kind])
-            for t in sorted(timing):
-                if t not in m:
-                    raise self.fail(item, f"{key}.{t}", f"is required for a {kind} fault")
-            if kind in INSTANT_FAULTS:
-                at, until = self.duration(m["at"], f"{key}.at", 0, horizon), None
-            else:
-                at = self.duration(m["from"], f"{key}.from", 0, horizon)
-                until = self.duration(m["to"], f"{key}.to", 0, HORIZON_MS_MAX)
-                if until <= at:
-                    raise self.fail(m["to"], f"{key}.to", "must be after from", self.scalar(m["to"], key))
-            group = None
-            if "group" in m:
-                group = self.string(m["group"], f"{key}.group")
-                if group not in groups:
-                    raise self.fail(m["group"], f"{key}.group", "is not a declared group", group)
-            elif kind in ("consumer_crash", "consumer_restart", "consumer_hang"):
-                raise self.fail(item, f"{key}.group", f"is required for a {kind} fault")
-            consumer = 0
-            if "consumer" in m:
-                hi = max(groups[group].consumers - 1, 0) if group else 0
-                consumer = self.integer(m["consumer"], f"{key}.consumer", 0, hi)
-            topic = None
-            if kind == "burst":
-                if "topic" not in m:
-                    raise self.fail(item, f"{key}.topic", "is required for a burst")
-                topic = self.string(m["topic"], f"{key}.topic")
-                if topic not in topics:
-                    raise self.fail(m["topic"], f"{key}.topic", "is not a declared topic", topic)
-            out.append(FaultSpec(
-                kind=kind, at_ms=at, until_ms=until, group=group, consumer=consumer,
-                probability=self.probability(m["probability"], f"{key}.probability") if "probability" in m else 1.0,
-                delta_ms=(self.duration(m["delta"], f"{key}.delta", -HORIZON_MS_MAX, HORIZON_MS_MAX, signed=True)
-                          if "delta" in m else 0),
-                pause_ms=(self.duration(m["pause"], f"{key}.pause", 0, HORIZON_MS_MAX)
-                          if "pause" in m else FAULT_PAUSE_MS_DEFAULT),
-                topic=topic,
-                messages=(self.integer(m["messages"], f"{key}.messages", 0, BURST_MESSAGES_MAX)
-                          if "messages" in m else (1000 if kind == "burst" else 0)),
-                rate_per_s=self.rate(m["rate"], f"{key}.rate") if "rate" in m else 1000.0,
-                line=item.start_mark.line + 1,
-            ))
-        return tuple(out)
+            raise _Problem(str(exc), v) from None
+        if not lo <= size <= hi:
+            raise _Problem(f"is outside {lo}..{hi} bytes", v)
+        return size
+    return Annotated[Any, BeforeValidator(check)]
 
 
-def _default_broker() -> BrokerSpec:
-    return BrokerSpec(delay_levels_ms=parse_delay_levels(MESSAGE_DELAY_LEVEL_DEFAULT))
+def _check_rate(v: Any) -> float:
+    _single(v)
+    try:
+        rate = parse_rate_per_s(v)
+    except ValueError as exc:
+        raise _Problem(str(exc), v) from None
+    if not 0 < rate <= RATE_PER_S_MAX:
+        raise _Problem(f"must be above 0 and at most {RATE_PER_S_MAX:g}/s", v)
+    return rate
+
+
+Rate = Annotated[Any, BeforeValidator(_check_rate)]
+
+
+def _list(limit: int) -> Any:
+    """A list of at most ``limit`` entries; an empty value (``key:`` alone) is an empty list."""
+    def check(v: Any) -> list:
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            raise _Problem("expected a list")
+        if len(v) > limit:
+            raise _Problem(f"has {len(v)} entries; at most {limit}")
+        return v
+    return BeforeValidator(check)
+
+
+def _check_topic_name(v: Any) -> str:
+    v = _check_str(v)
+    try:
+        names.validate_topic(v)
+    except InvalidNameError as exc:
+        raise _Problem(exc.message, v) from None
+    if names.is_system_topic(v) or names.group_of(v) is not None:
+        raise _Problem("is a system, retry or DLQ topic; producers cannot own it", v)
+    return v
+
+
+def _check_group_name(v: Any) -> str:
+    v = _check_str(v)
+    try:
+        names.validate_group(v)
+    except InvalidNameError as exc:
+        raise _Problem(exc.message, v) from None
+    return v
+
+
+TopicName = Annotated[Any, BeforeValidator(_check_topic_name)]
+GroupName = Annotated[Any, BeforeValidator(_check_group_name)]
+
+
+def _check_delay(v: Any, info: ValidationInfo) -> tuple[tuple[int, float], ...]:
+    """A level or a weight table ``{level: weight}``; levels up to the broker's level count."""
+    levels = info.context["levels"]
+    if not isinstance(v, (dict, list)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise _Problem("is not an integer", v)
+        if not 0 <= v <= levels:
+            raise _Problem(f"is outside 0..{levels}", v)
+        return ((v, 1.0),)
+    if not isinstance(v, dict):
+        raise _Problem("is a level (integer) or a weight table such as {0: 0.9, 3: 0.1}")
+    table: dict[int, float] = {}
+    for level, problem in getattr(v, "order", [(k, None) for k in v]):
+        w = v[level]
+        if isinstance(level, bool) or not isinstance(level, int):
+            raise _Problem("is not an integer", level, sub=(level,), key=True, name="{key} level")
+        if not 0 <= level <= levels:
+            raise _Problem(f"is outside 0..{levels}", level, sub=(level,), key=True, name="{key} level")
+        if problem is not None:
+            raise problem
+        if isinstance(w, (list, dict)):
+            raise _Problem("expected a single value, not a list or mapping", sub=(level,), name=f"{{key}}[{level}]")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf"):
+            raise _Problem("is not a weight (a number >= 0)", w, sub=(level,), name=f"{{key}}[{level}]")
+        table[level] = float(w)
+    if not table or sum(table.values()) <= 0:
+        raise _Problem("needs at least one level with a weight above 0")
+    return tuple(sorted(table.items()))
+
+
+def _check_host(v: Any) -> str:
+    v = _check_str(v)
+    if not _valid_host(v):
+        raise _Problem("is not host:port (IPv4 a.b.c.d:port or [IPv6]:port)", v)
+    return v
+
+
+def _check_broker_name(v: Any) -> str:
+    v = _check_str(v)
+    if not SCENARIO_NAME_PATTERN.fullmatch(v):
+        raise _Problem("must match [A-Za-z0-9_-]+", v)
+    return v
+
+
+def _check_levels(v: Any) -> str:
+    v = _check_str(v)
+    try:
+        parse_delay_levels(v)
+    except BadInputError as exc:
+        raise _Problem(exc.message, v) from None
+    return v
+
+
+def _check_scenario_name(v: Any) -> str:
+    v = _check_str(v)
+    if not SCENARIO_NAME_PATTERN.fullmatch(v) or len(v) > SCENARIO_NAME_LENGTH_MAX:
+        raise _Problem(f"must match [A-Za-z0-9_-]+ (at most {SCENARIO_NAME_LENGTH_MAX} characters)", v)
+    return v
+
+
+class _Model(BaseModel):
+    # Strict: YAML's 1 is never a string and "1" never an integer; unknown keys are mistakes.
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        """Unknown keys first, in the order written (before a missing key or a bad value)."""
+        _check_keys(data, {f.alias or n for n, f in cls.model_fields.items()})
+        return data
+
+
+class _Broker(_Model):
+    name: Annotated[Any, BeforeValidator(_check_broker_name)] = BrokerSpec.name
+    cluster: Str = BrokerSpec.cluster
+    store_host: Annotated[Any, BeforeValidator(_check_host)] = BrokerSpec.store_host
+    message_delay_level: Annotated[Any, BeforeValidator(_check_levels)] = MESSAGE_DELAY_LEVEL_DEFAULT
+    commitlog_file_size: _size(COMMITLOG_FILE_SIZE_BYTES_MIN,
+                               COMMITLOG_FILE_SIZE_BYTES_MAX) = SCENARIO_COMMITLOG_FILE_SIZE_DEFAULT
+    cq_units_per_file: _int_in(CQ_UNITS_PER_FILE_MIN, CQ_UNITS_PER_FILE_MAX) = CQ_UNITS_PER_FILE_DEFAULT
+    flush: _one_of(FLUSH_MODES) = "async"
+    semantics: _one_of(SEMANTICS) = "4.9"
+
+
+class _Topic(_Model):
+    name: TopicName
+    queues: _int_in(1, QUEUES_PER_TOPIC_MAX) = 4
+
+
+_OUTCOMES = ("fail_probability", "exception_probability", "return_null_probability", "hang_probability")
+
+
+class _Behavior(_Model):
+    consume_time: _duration(0, CONSUME_TIME_MS_MAX) = BehaviorSpec.consume_time_ms
+    fail_probability: Probability = 0.0
+    exception_probability: Probability = 0.0
+    return_null_probability: Probability = 0.0
+    hang_probability: Probability = 0.0
+    poison_fraction: Probability = 0.0
+
+    @model_validator(mode="after")
+    def _outcomes_fit(self) -> _Behavior:
+        total = sum(getattr(self, p) for p in _OUTCOMES)
+        if total > 1.0 + 1e-9:
+            raise _Problem(f"fail, exception, return_null and hang probabilities add up to {total:g}; at most 1")
+        return self
+
+
+class _Group(_Model):
+    name: GroupName
+    subscribe: Annotated[list[Str], _list(TOPICS_MAX)]
+    model: _one_of(MODELS) = "clustering"
+    mode: _one_of(MODES) = "concurrently"
+    consumers: _int_in(0, CONSUMERS_PER_GROUP_MAX) = 1
+    max_reconsume_times: _int_in(-1, MAX_RECONSUME_TIMES_MAX) = -1
+    consume_timeout: _duration(1, CONSUME_TIMEOUT_MS_MAX) = CONSUME_TIMEOUT_MS_DEFAULT
+    behavior: _Behavior = _Behavior()
+
+    @model_validator(mode="after")
+    def _subscriptions(self) -> _Group:
+        if not self.subscribe:
+            raise _Problem("needs at least one topic", sub=("subscribe",))
+        for j, t in enumerate(self.subscribe):
+            if t in self.subscribe[:j]:
+                raise _Problem("is subscribed twice", t, sub=("subscribe", j))
+        return self
+
+
+def _check_tag(v: Any) -> str:
+    v = _check_str(v)
+    if not v or len(v) > TAG_LENGTH_MAX or "||" in v or v == "*":
+        raise _Problem("is not a usable tag", v)
+    return v
+
+
+class _Producer(_Model):
+    topic: Str
+    messages: _int_in(0, SIM_MESSAGES_MAX) = 1000
+    rate: Rate = 1000.0
+    # RocketMQ's client refuses an empty body ("the message body length is zero").
+    body_size: _size(1, BODY_SIZE_BYTES_MAX) = 256
+    tags: Annotated[list[Annotated[Any, BeforeValidator(_check_tag)]], _list(TAGS_PER_PRODUCER_MAX)] = []
+    delay_level: Annotated[Any, BeforeValidator(_check_delay)] = ((0, 1.0),)
+    send: _one_of(SEND_MODES) = "sync"
+    group: GroupName = "DEFAULT_PRODUCER"
+    start: _duration(0, HORIZON_MS_MAX) = 0
+
+
+_FAULT_EXAMPLE = "expected a mapping such as {at: 30m, kind: broker_crash}"
+
+
+class _Fault(_Model):
+    kind: _one_of(FAULT_KINDS)
+    at: _duration(0, None) = None
+    from_: _duration(0, None) = Field(default=None, alias="from")
+    to: _duration(0, HORIZON_MS_MAX) = None
+    group: Str = None
+    consumer: _int_in(-SEED_MAX, SEED_MAX) = None  # range: the group's consumers (see _references)
+    probability: Probability = 1.0
+    delta: _duration(-HORIZON_MS_MAX, HORIZON_MS_MAX, signed=True) = 0
+    pause: _duration(0, HORIZON_MS_MAX) = FAULT_PAUSE_MS_DEFAULT
+    topic: Str = None
+    messages: _int_in(0, BURST_MESSAGES_MAX) = None
+    rate: Rate = 1000.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        """The keys a fault takes depend on its kind: check the kind first, then the keys."""
+        if not isinstance(data, dict):
+            raise _Problem(_FAULT_EXAMPLE)
+        if "kind" not in data:
+            raise _Problem("is required; one of " + ", ".join(FAULT_KINDS), sub=("kind",))
+        try:
+            kind = _choice(data["kind"], FAULT_KINDS)
+        except _Problem as exc:
+            exc.sub = ("kind",)
+            raise
+        timing = {"at"} if kind in INSTANT_FAULTS else {"from", "to"}
+        _check_keys(data, {"kind"} | timing | _FAULT_KEYS[kind])
+        for t in sorted(timing):
+            if t not in data:
+                raise _Problem(f"is required for a {kind} fault", sub=(t,))
+        if kind == "burst" and "topic" not in data:
+            raise _Problem("is required for a burst", sub=("topic",))
+        if "group" not in data and kind in ("consumer_crash", "consumer_restart", "consumer_hang"):
+            raise _Problem(f"is required for a {kind} fault", sub=("group",))
+        return data
+
+    @model_validator(mode="after")
+    def _window(self) -> _Fault:
+        if self.from_ is not None and self.to is not None and self.to <= self.from_:
+            raise _Problem("must be after from", _RAW, sub=("to",))
+        return self
+
+
+_RAW = object()  # "show the value as written in the file" (filled in from the plain data)
+
+
+class _Scenario(_Model):
+    name: Annotated[Any, BeforeValidator(_check_scenario_name)]
+    seed: _int_in(0, SEED_MAX) = 42
+    horizon: _duration(1, HORIZON_MS_MAX) = HORIZON_MS_DEFAULT
+    broker: _Broker = _Broker()
+    topics: Annotated[list[_Topic], _list(TOPICS_MAX)] = []
+    groups: Annotated[list[_Group], _list(GROUPS_MAX)] = []
+    producers: Annotated[list[_Producer], _list(PRODUCERS_MAX)] = []
+    faults: Annotated[list[_Fault], _list(FAULTS_MAX)] = []
+
+    @model_validator(mode="after")
+    def _references(self) -> _Scenario:
+        """What one section says about another: names declared once, references to declared
+        names, consumers the group has, messages in all."""
+        topics: set[str] = set()
+        for i, t in enumerate(self.topics):
+            if t.name in topics:
+                raise _Problem("is declared twice", t.name, sub=("topics", i, "name"))
+            topics.add(t.name)
+        groups: dict[str, _Group] = {}
+        for i, g in enumerate(self.groups):
+            if g.name in groups:
+                raise _Problem("is declared twice", g.name, sub=("groups", i, "name"))
+            groups[g.name] = g
+            for j, t in enumerate(g.subscribe):
+                if t not in topics:
+                    raise _Problem("is not a declared topic", t, sub=("groups", i, "subscribe", j))
+        for i, p in enumerate(self.producers):
+            if p.topic not in topics:
+                raise _Problem("is not a declared topic", p.topic, sub=("producers", i, "topic"))
+        for i, f in enumerate(self.faults):
+            here = ("faults", i)
+            if f.group is not None and f.group not in groups:
+                raise _Problem("is not a declared group", f.group, sub=(*here, "group"))
+            if f.consumer is not None:
+                hi = max(groups[f.group].consumers - 1, 0) if f.group else 0
+                if not 0 <= f.consumer <= hi:
+                    raise _Problem(f"is outside 0..{hi}", f.consumer, sub=(*here, "consumer"))
+            if f.topic is not None and f.topic not in topics:
+                raise _Problem("is not a declared topic", f.topic, sub=(*here, "topic"))
+        total = sum(p.messages for p in self.producers) + sum(_burst_messages(f) for f in self.faults)
+        if total > SIM_MESSAGES_MAX:
+            raise _Problem(f"ask for {total} messages in all; at most {SIM_MESSAGES_MAX}", sub=("producers",))
+        return self
+
+
+def _burst_messages(f: _Fault) -> int:
+    if f.messages is not None:
+        return f.messages
+    return 1000 if f.kind == "burst" else 0
+
+
+# What pydantic's own error types say, in the words the rest of the loader uses.
+_PYDANTIC_MESSAGES = {
+    "model_type": "expected a mapping (key: value lines)",
+    "dict_type": "expected a mapping (key: value lines)",
+    "list_type": "expected a list",
+}
+
+
+def _error(exc: ValidationError, data: dict, lines: _Lines) -> ScenarioError:
+    """The first of pydantic's errors as a ScenarioError naming key path, value and line."""
+    err = exc.errors(include_url=False)[0]
+    loc: Path_ = tuple("from" if p == "from_" else p for p in err["loc"])
+    problem = (err.get("ctx") or {}).get("error")
+    if isinstance(problem, _Problem):
+        path = problem.at if problem.at is not None else loc + problem.sub
+        value = problem.value
+        if value is _RAW:
+            value = _lookup(data, path)
+        name = problem.name.replace("{key}", _key_text(path[:-1])) if problem.name else None
+        return lines.error(path, problem.message, value, key=problem.key, name=name)
+    if err["type"] == "missing":
+        if loc == ("name",):
+            return lines.error(loc, "is required ([A-Za-z0-9_-]+; it becomes the run id)")
+        return lines.error(loc, "is required")
+    if err["type"] == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        allowed = sorted(f.alias or n for n, f in model.model_fields.items())
+        return lines.error(loc, "unknown key; expected one of " + ", ".join(allowed), key=True)
+    message = _PYDANTIC_MESSAGES.get(err["type"], err["msg"])
+    return lines.error(loc, message)
+
+
+def _lookup(data: Any, path: Path_) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def _model_at(path: Path_) -> type[BaseModel]:
+    model: type[BaseModel] = _Scenario
+    for part in path:
+        if isinstance(part, int):
+            continue
+        annotation = model.model_fields[part].annotation
+        inner = getattr(annotation, "__args__", None)
+        model = inner[0] if inner and isinstance(inner[0], type) else annotation
+    return model
+
+
+def _to_dataclasses(s: _Scenario, lines: _Lines) -> Scenario:
+    b = s.broker
+    broker = BrokerSpec(name=b.name, cluster=b.cluster, store_host=b.store_host,
+                        message_delay_level=b.message_delay_level,
+                        delay_levels_ms=parse_delay_levels(b.message_delay_level),
+                        commitlog_file_size_bytes=b.commitlog_file_size,
+                        cq_units_per_file=b.cq_units_per_file, flush=b.flush, semantics=b.semantics)
+    groups = tuple(GroupSpec(
+        name=g.name, subscribe=tuple(g.subscribe), model=g.model, mode=g.mode, consumers=g.consumers,
+        max_reconsume_times=g.max_reconsume_times, consume_timeout_ms=g.consume_timeout,
+        behavior=BehaviorSpec(consume_time_ms=g.behavior.consume_time,
+                              **{p: getattr(g.behavior, p) for p in (*_OUTCOMES, "poison_fraction")}))
+        for g in s.groups)
+    producers = tuple(ProducerSpec(
+        topic=p.topic, messages=p.messages, rate_per_s=p.rate, body_size=p.body_size, tags=tuple(p.tags),
+        delay_weights=p.delay_level, send=p.send, producer_group=p.group, start_ms=p.start)
+        for p in s.producers)
+    faults = []
+    for i, f in enumerate(s.faults):
+        faults.append(FaultSpec(
+            kind=f.kind, at_ms=f.at if f.kind in INSTANT_FAULTS else f.from_,
+            until_ms=None if f.kind in INSTANT_FAULTS else f.to, group=f.group,
+            consumer=f.consumer or 0, probability=f.probability, delta_ms=f.delta, pause_ms=f.pause,
+            topic=f.topic, messages=_burst_messages(f), rate_per_s=f.rate,
+            line=lines.of(("faults", i))))
+    return Scenario(name=s.name, seed=s.seed, horizon_ms=s.horizon, broker=broker,
+                    topics=tuple(TopicSpec(t.name, t.queues) for t in s.topics), groups=groups,
+                    producers=producers, faults=tuple(faults), source=lines.source)
 
 
 _HOST4 = re.compile(r"(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3}):(\d{1,5})")

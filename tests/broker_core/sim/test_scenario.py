@@ -233,3 +233,31 @@ def test_with_name_checks_the_run_name():
     assert load_scenario_text(BASE).with_name("big-s3").name == "big-s3"
     with pytest.raises(ScenarioError, match="run name"):
         load_scenario_text(BASE).with_name("../x")
+
+
+# Cases where the order of the checks decides the message (the first mistake is the one reported).
+ORDER_CASES = [
+    # An unknown key is reported before the required key it was probably meant to be.
+    ("{name: OrderTopic, queues: 4}", "{nmae: OrderTopic, queues: 4}", 3,
+     "topics[0].nmae: unknown key; expected one of name, queues"),
+    # A mapping where one value belongs is that mistake, whatever its keys are.
+    ("queues: 4", "queues: {0: 1}", 3, "topics[0].queues: expected a single value, not a list or mapping"),
+    ("messages: 10}", "messages: 10, delay_level: {1: [2]}}", 8,
+     "producers[0].delay_level[1]: expected a single value, not a list or mapping"),
+    ("messages: 10}", "messages: 10, delay_level: {1: 1, 1: 2}}", 8, "producers[0].delay_level: 1 lists a level twice"),
+    ("messages: 10}", "messages: 10, delay_level: {19: 1}}", 8, "producers[0].delay_level level: 19 is outside 0..18"),
+    # A fault's start is bounded by the scenario's horizon, and the message says so.
+    ("name: t\n", "name: t\nhorizon: 1m\nfaults: [{at: 2m, kind: broker_crash}]\n", 3,
+     "faults[0].at: '2m' is outside 0..60000 ms"),
+    ("messages: 10}\n", "messages: 10}\nfaults:\n  - {at: 1m, kind: burst}\n", 10, "faults[0].topic: is required for a burst"),
+    ("messages: 10}\n", "messages: 10}\nfaults:\n  - {at: 1m, kind: consumer_crash, group: g1, consumer: -1}\n", 10,
+     "faults[0].consumer: -1 is outside 0..0"),
+]
+
+
+@pytest.mark.parametrize("old,new,line,message", ORDER_CASES, ids=[c[3].split(":")[0] for c in ORDER_CASES])
+def test_first_mistake_is_reported_whole(old, new, line, message):
+    """The first mistake in the file is reported with its exact message and line."""
+    assert old in BASE, f"test case does not apply: {old!r}"
+    err = error_of(BASE.replace(old, new, 1))
+    assert (err.where, str(err)) == (f"s.yaml:{line}", f"s.yaml:{line}: {message}")
