@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--broker", default=None, metavar="NAME",
                    help="the store is broker NAME of the run: replaces NAME's earlier import and "
                         "keeps the other brokers' (default: the run is this one store, replaced whole)")
+    p.add_argument("--role", choices=("master", "slave"), default="master",
+                   help="slave: the store is a slave of broker NAME (--broker): merged with its master, "
+                        "each record once, what only one side has kept and reported (default master)")
     p.add_argument("--strict", action="store_true", help="any damage is an error (exit 2)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--decoder", choices=("columnar", "reference"), default="columnar",

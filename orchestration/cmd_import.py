@@ -41,6 +41,11 @@ def format_summary(summary: ImportSummary) -> str:
         f"  commit log: {summary.commitlog_files} file(s) of {summary.commitlog_file_size_bytes} bytes, "
         f"{summary.records} records, {summary.blanks} blanks, valid data ends at {summary.valid_end}",
     ]
+    if summary.merged is not None:
+        m = summary.merged
+        lines.append(f"  {summary.role} of {summary.broker}, merged with its other side: {m['records']} records, "
+                     f"{m['only_on_master']} on the master only, {m['only_on_slave']} on the slave only, "
+                     f"{m['offsets_differ']} offset(s) where they differ")
     if len(summary.brokers) > 1:
         lines.append(f"  the run holds brokers {', '.join(summary.brokers)}")
     if summary.first_offset:
@@ -79,7 +84,7 @@ def import_store(args) -> int:
         raise BadInputError("no commitlog/ directory: not a RocketMQ store root", where=str(store),
                             hint="pass the directory that holds commitlog/, consumequeue/ and config/")
     summary = run_import(store, Path(args.out), name=args.name, strict=args.strict,
-                         broker=getattr(args, "broker", None),
+                         broker=getattr(args, "broker", None), role=getattr(args, "role", "master"),
                          progress=_progress_printer(getattr(args, "quiet", False)),
                          wall_clock=time.monotonic, decoder=getattr(args, "decoder", "columnar"))
     if args.json:

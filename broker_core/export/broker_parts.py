@@ -34,6 +34,10 @@ BROKER_NAME_CHARS_MAX = 128  # a file name stays well under the usual 255-byte l
 PART_PREFIX = "part-"
 PART_SUFFIX = ".parquet"
 PARQUET_DIR_NAME = "parquet"
+# Where a broker imported from both its master's and its slave's store keeps each side's own
+# tables (replicas/<broker>/<role>/parquet/<table>/part-<broker>.parquet), so that importing one
+# side again merges it with the other anew. Nothing reads them as the run's tables.
+REPLICAS_DIR_NAME = "replicas"
 RUNS_TABLE = "runs"
 SOURCE_IMPORT = "import"
 
@@ -74,8 +78,9 @@ def run_lock(out_dir: Path) -> Iterator[None]:
 def kept_parts(out_dir: Path, run_id: str, broker: str) -> list[Path]:
     """The Parquet files of an existing run that an import of ``broker`` keeps (relative paths).
 
-    Every file under ``parquet/`` but the broker's own parts is kept; the lineage is not (it was
-    built from the old data and is rebuilt by ``retry-audit lineage``). Refuses, with BadInputError,
+    Every file under ``parquet/`` but the broker's own parts is kept, and the other brokers'
+    replicas (``replicas/<other>/``); the lineage is not (it was built from the old data and is
+    rebuilt by ``retry-audit lineage``). Refuses, with BadInputError,
     a directory that is not a run of imported brokers named ``run_id``, and a file written before
     runs held several brokers (no broker column, or rows of ``broker`` in a file of another name,
     which replacing the broker's parts would leave behind).
@@ -102,6 +107,10 @@ def kept_parts(out_dir: Path, run_id: str, broker: str) -> list[Path]:
             continue
         _check_part(path, broker, out_dir)
         kept.append(path.relative_to(out_dir))
+    replicas = out_dir / REPLICAS_DIR_NAME
+    for side in sorted(replicas.iterdir()) if replicas.is_dir() else []:
+        if side.name != broker:
+            kept.extend(path.relative_to(out_dir) for path in sorted(side.rglob(f"*{PART_SUFFIX}")))
     return kept
 
 

@@ -38,6 +38,17 @@ from broker_core.export.broker_parts import (
 )
 from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter
 from broker_core.export.parquet import TableWriter, atomic_dir
+from broker_core.export.replicas import (
+    ROLE_MASTER,
+    ROLE_SLAVE,
+    ROLES,
+    MergeResult,
+    earlier_side,
+    link_side,
+    merge_sides,
+    other_role,
+    side_dir,
+)
 from broker_core.export.schema import RAW_TABLES
 from broker_core.message import create_message_id
 from broker_core.store.checkpoint import Checkpoint
@@ -79,6 +90,9 @@ class ImportSummary:
     first_offset: int = 0
     # Every broker the run holds after this import (this one and those kept from earlier ones).
     brokers: list[str] = field(default_factory=list)
+    role: str = "master"
+    # When the broker's master and slave are both imported: what the merge of the two found.
+    merged: dict | None = None
 
     @property
     def errors(self) -> list[Problem]:
@@ -86,7 +100,8 @@ class ImportSummary:
 
     def to_json(self) -> dict:
         return {
-            "run_id": self.run_id, "broker": self.broker, "brokers": self.brokers,
+            "run_id": self.run_id, "broker": self.broker, "brokers": self.brokers, "role": self.role,
+            "merged": self.merged,
             "store_dir": str(self.store_dir),
             "out_dir": str(self.out_dir), "commitlog_files": self.commitlog_files,
             "commitlog_file_size_bytes": self.commitlog_file_size_bytes,
@@ -222,7 +237,7 @@ def _strict_error(errors: list[Problem]) -> CorruptStoreError:
 
 def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None = None,
                  strict: bool = False, progress: Callable[[ScanProgress], None] | None = None,
-                 broker: str | None = None,
+                 broker: str | None = None, role: str = ROLE_MASTER,
                  wall_clock: Callable[[], float] | None = None,
                  decoder: str = DECODERS[0]) -> ImportSummary:
     """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
@@ -230,12 +245,19 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     ``name`` is the run id (default: the output directory's name). Without ``broker`` the run
     directory is replaced whole and the broker column is the run id. With ``broker`` the store is
     that broker of the run: its tables replace the broker's earlier import, if any, and the other
-    brokers' tables are kept (``broker_parts``). ``wall_clock`` (e.g. ``time.monotonic``), when
+    brokers' tables are kept (``broker_parts``). ``role`` ``slave`` imports the store as the other
+    side of ``broker`` (its master's name): the broker's tables become the merge of its master and
+    slave, each record once (``replicas``). ``wall_clock`` (e.g. ``time.monotonic``), when
     given, measures ``wall_seconds`` for the runs table; the model itself never reads a clock.
     ``decoder`` is one of :data:`DECODERS`; both write the same tables.
     """
     if decoder not in DECODERS:
         raise BadInputError(f"unknown decoder {decoder!r}", hint=f"use one of {', '.join(DECODERS)}")
+    if role not in ROLES:
+        raise BadInputError(f"unknown role {role!r}", where="--role", hint=f"use one of {', '.join(ROLES)}")
+    if role == ROLE_SLAVE and broker is None:
+        raise BadInputError("a slave's store is imported as a side of its master's broker", where="--role slave",
+                            hint="pass --broker with the brokerName master and slave share")
     started = wall_clock() if wall_clock is not None else None
     store_dir = Path(store_dir)
     out_dir = Path(out_dir)
@@ -255,11 +277,14 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     by_topic: Counter[str] = Counter()
     hosts: set[str] = set()
     rows_by_table: dict[str, int] = {}
+    merged: MergeResult | None = None
     with run_lock(out_dir):
         kept = kept_parts(out_dir, run_id, broker) if adding else []
+        # The other side of a replicated broker, kept to merge with (None: nothing to merge with).
+        earlier = earlier_side(out_dir, broker, role) if adding else None
         with atomic_dir(out_dir) as tmp:
             link_parts(out_dir, kept, tmp)
-            parquet = tmp / PARQUET_DIR_NAME
+            parquet = side_dir(tmp, broker, role) if earlier is not None else tmp / PARQUET_DIR_NAME
             if isinstance(reader, ColumnarStoreReader):
                 columnar = CommitlogWriter(parquet, part=part)
                 for batch in reader.batches(progress):
@@ -315,6 +340,12 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
             for table in RAW_TABLES:
                 if table not in rows_by_table:
                     rows_by_table[table] = TableWriter(parquet, table, part=part).close()
+            if earlier is not None:
+                link_side(earlier, side_dir(tmp, broker, other_role(role)))
+                merged = merge_sides(tmp, broker, tmp / PARQUET_DIR_NAME)
+                merge_errors = [p for p in merged.problems if p.severity == "error"]
+                if strict and merge_errors:
+                    raise _strict_error(merge_errors)
             brokers = brokers_of(tmp)
 
     return ImportSummary(
@@ -322,8 +353,11 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         commitlog_files=len(reader.files), commitlog_file_size_bytes=reader.file_size,
         records=reader.record_count, blanks=reader.blank_count, valid_end=reader.valid_end or 0,
         first_offset=reader.first_offset,
-        records_by_topic=dict(sorted(by_topic.items())), problems=reader.problems,
+        records_by_topic=dict(sorted(by_topic.items())),
+        problems=reader.problems + (merged.problems if merged is not None else []),
         rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
         wall_seconds=wall, checkpoint=reader.checkpoint,
         recovery_start_file=(reader.files[reader.recovery_start_index()].name if reader.files else None),
-        brokers=brokers)
+        brokers=brokers, role=role,
+        merged=None if merged is None else {"records": merged.records, "only_on_master": merged.only_master,
+                                            "only_on_slave": merged.only_slave, "offsets_differ": merged.differ})

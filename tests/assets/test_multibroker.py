@@ -120,12 +120,14 @@ def cluster(spark, tmp_path_factory):
         "alone-a": [(FIXTURE, None)],
         "alone-b": [(b, None)],
         "sims": [(_simulated_store(root, name), name) for name in SIM_BROKERS],
+        # broker-a's master (the clean store) and its slave (the crashed copy, one record behind)
+        "replicated": [(FIXTURE, "broker-a"), (STORE_FIXTURES / "store-crashed", "broker-a", "slave")],
     }
     for name in SIM_BROKERS:
         plan[f"{name}-alone"] = [(root / f"sim-{name}" / "store", name)]
     for run_id, brokers in plan.items():
-        for store, broker in brokers:
-            import_store(store, runs / run_id, broker=broker)
+        for store, broker, *role in brokers:
+            import_store(store, runs / run_id, broker=broker, role=role[0] if role else "master")
     for run_id in plan:
         run_lineage(runs / run_id, spark)
     db = root / "warehouse.duckdb"
@@ -240,3 +242,19 @@ def test_trace_shows_the_broker_of_every_hop(cluster):
     assert "broker-b" in text.split("group GroupA")[1] and "truncated" not in text
     cut = [m for m in trace_messages(cluster["con"], KEY2) if m["run_id"] == "cluster-cut"]
     assert "truncated: its first hops were in commit-log files retention deleted" in format_trace(cut)
+
+
+def test_a_master_and_its_slave_count_each_record_once(cluster):
+    """A broker imported from its master and from its slave (which lacks the master's last record)
+    has exactly the hops and lineage of the master alone, and passes every blocking check."""
+    runs = cluster["runs"]
+
+    def rows(run_id, table):
+        t = pq.read_table(runs / run_id / "lineage" / table)
+        return sorted(map(repr, t.drop_columns([c for c in ("run_id", "broker") if c in t.column_names]).to_pylist()))
+
+    for table in ("message_hops", "message_lineage"):
+        assert rows("replicated", table) == rows("alone-a", table), table
+    assert cluster["con"].execute("SELECT kind FROM store_problems WHERE run_id = 'replicated' "
+                                  "AND kind = 'slave-behind'").fetchall() == [("slave-behind",)]
+    assert _failed(cluster, "replicated") == {}

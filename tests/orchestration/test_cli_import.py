@@ -120,3 +120,20 @@ def test_broker_flag_adds_a_broker_to_the_run(store_fixtures, tmp_path, capsys):
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("retry-audit: error:")]
     assert len(errors) == 1 and "broker name '../evil'" in errors[0]
     assert not (tmp_path / "x").exists()
+
+
+def test_role_slave_merges_a_slave_into_its_master(store_fixtures, tmp_path, capsys):
+    """--role slave imports a slave's store as its master's broker: the summary gives the merge
+    (the crashed copy lacks the clean store's last record: 1 on the master only) and the broker's
+    commitlog holds each record once; --role slave without --broker exits 2."""
+    out = tmp_path / "cluster"
+    assert main(["-q", "import-store", str(store_fixtures / "store-clean"), "--out", str(out), "--broker", "broker-a"]) == 0
+    assert main(["import-store", str(store_fixtures / "store-crashed"), "--out", str(out), "--broker", "broker-a",
+                 "--role", "slave"]) == 0
+    text = capsys.readouterr().out
+    assert "slave of broker-a, merged with its other side: 112 records, 1 on the master only, 0 on the slave " \
+           "only, 0 offset(s) where they differ" in text
+    assert "slave-behind" in text
+    assert main(["import-store", str(store_fixtures / "store-crashed"), "--out", str(tmp_path / "x"),
+                 "--role", "slave"]) == 2
+    assert "--role slave" in capsys.readouterr().err and not (tmp_path / "x").exists()
