@@ -442,11 +442,23 @@ def _plain(node: yaml.Node, path: Path_, lines: _Lines, constructor: yaml.constr
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_plain(item, path + (i,), lines, constructor) for i, item in enumerate(node.value)]
-    return _scalar_node(node, path, lines, constructor)
+    try:
+        return constructor.construct_object(node, deep=True)
+    except yaml.YAMLError as exc:
+        # Reported when validation reaches it: under an unknown key, the key is the mistake.
+        return _Unreadable(_Problem(f"cannot read value ({exc})", at=path))
+
+
+class _Unreadable:
+    """A scalar YAML could not construct (an unknown tag, bad base64): the mistake it makes."""
+
+    def __init__(self, problem: _Problem):
+        self.problem = problem
 
 
 def _scalar_node(node: yaml.Node, path: Path_, lines: _Lines,
                  constructor: yaml.constructor.SafeConstructor) -> Any:
+    """A mapping key: a single value, constructed now (a dict needs it)."""
     if not isinstance(node, yaml.ScalarNode):
         line = node.start_mark.line + 1
         raise ScenarioError(f"{_key_text(path)}: expected a single value, not a list or mapping",
@@ -456,6 +468,12 @@ def _scalar_node(node: yaml.Node, path: Path_, lines: _Lines,
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{_key_text(path)}: cannot read value ({exc})",
                             where=f"{lines.source}:{node.start_mark.line + 1}") from None
+
+
+def _readable(values: Any) -> None:
+    for v in values:
+        if isinstance(v, _Unreadable):
+            raise v.problem
 
 
 # --- the models: types, ranges and units of every field -----------------------------------------
@@ -484,9 +502,11 @@ def _check_keys(data: Any, allowed: set[str]) -> None:
             raise _Problem("unknown key; expected one of " + ", ".join(sorted(allowed)), sub=(k,), key=True)
         if problem is not None:
             raise problem
+    _readable(data.values())
 
 
 def _single(v: Any) -> Any:
+    _readable([v])
     if isinstance(v, (list, dict)):
         raise _Problem("expected a single value, not a list or mapping")
     return v
@@ -589,6 +609,7 @@ def _list(limit: int) -> Any:
             raise _Problem("expected a list")
         if len(v) > limit:
             raise _Problem(f"has {len(v)} entries; at most {limit}")
+        _readable(v)
         return v
     return BeforeValidator(check)
 
@@ -631,6 +652,7 @@ def _check_delay(v: Any, info: ValidationInfo) -> tuple[tuple[int, float], ...]:
     table: dict[int, float] = {}
     for level, problem in getattr(v, "order", [(k, None) for k in v]):
         w = v[level]
+        _readable([w])
         if isinstance(level, bool) or not isinstance(level, int):
             raise _Problem("is not an integer", level, sub=(level,), key=True, name="{key} level")
         if not 0 <= level <= levels:

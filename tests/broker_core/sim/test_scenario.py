@@ -240,6 +240,9 @@ ORDER_CASES = [
     # An unknown key is reported before the required key it was probably meant to be.
     ("{name: OrderTopic, queues: 4}", "{nmae: OrderTopic, queues: 4}", 3,
      "topics[0].nmae: unknown key; expected one of name, queues"),
+    # A value YAML cannot construct under an unknown key: the key is the mistake.
+    ("name: t\n", "name: t\nbogus: !!binary 'zz'\n", 2,
+     "bogus: unknown key; expected one of broker, faults, groups, horizon, name, producers, seed, topics"),
     # A mapping where one value belongs is that mistake, whatever its keys are.
     ("queues: 4", "queues: {0: 1}", 3, "topics[0].queues: expected a single value, not a list or mapping"),
     ("messages: 10}", "messages: 10, delay_level: {1: [2]}}", 8,
