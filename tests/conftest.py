@@ -31,7 +31,7 @@ def seed(request) -> int:
 @pytest.fixture
 def reproduce(request, seed) -> str:
     """What a failing seeded test prints: its seed and the command that reruns this very test with it."""
-    return f'SEED={seed}; reproduce: make test PYTEST_ARGS="--seed {seed} {request.node.nodeid}"'
+    return f'SEED={seed}; reproduce: make test-all PYTEST_ARGS="--seed {seed} {request.node.nodeid}"'
 
 
 @pytest.fixture

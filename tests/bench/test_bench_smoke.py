@@ -155,6 +155,7 @@ def test_inputs_go_where_the_benchmarks_look(data_dir):
     assert not (data_dir / "quick" / "quick").exists()
 
 
+@pytest.mark.slow  # about a minute each on 2 cores: the lineage benchmark starts its own Spark
 def test_lineage_scale_writes_its_table(results, data_dir):
     """The lineage benchmark writes Spark and DuckDB timings for the base run and a set of runs."""
     text = run_bench("lineage_scale", results, "--quick", "--base-messages", "100",
@@ -171,6 +172,7 @@ def test_lineage_scale_writes_its_table(results, data_dir):
     assert m[2] == ("met" if number(m[1]) <= flat_max else "MISSED"), m.group(0)
 
 
+@pytest.mark.slow
 def test_lineage_scale_reports_duckdb_out_of_memory(results, data_dir):
     """A DuckDB out-of-memory (as its whole lineage hit at 50M records) is a row, not a crash."""
     text = run_bench("lineage_scale", results, "--quick", "--base-messages", "100", "--sizes", "",

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow.parquet as pq
-import pytest
 
 from assets.checks import ALL_CHECKS, INVARIANTS, NO_EARLY_DELIVERY
 from assets.raw import LINEAGE_KEYS, failed_blocking_checks
@@ -19,8 +18,6 @@ from broker_core.export.parquet import write_rows
 from broker_core.export.schema import SCHEDULE_DELIVERIES
 from orchestration.definitions import build_definitions
 from orchestration.partitions import scenarios_dir
-
-pytestmark = pytest.mark.slow
 
 STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
 TINY_SCENARIO = Path(__file__).parents[1] / "golden" / "tiny.yaml"

@@ -11,8 +11,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from orchestration.ui import UI_HOST, ui_command, ui_environment
 
 UI_TEST_PORT = 3917  # away from the default 3000, which a developer's own UI may hold
@@ -46,7 +44,6 @@ def _asset_paths() -> list[str] | None:
     return sorted("/".join(n["assetKey"]["path"]) for n in nodes) if nodes else None
 
 
-@pytest.mark.slow
 def test_ui_serves_every_asset(tmp_path):
     """The UI started by `python -m orchestration.ui` lists raw, lineage and audit assets."""
     env = dict(os.environ, RETRY_AUDIT_HOME=str(tmp_path / "home"), RETRY_AUDIT_UI_PORT=str(UI_TEST_PORT))
