@@ -29,6 +29,7 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -513,13 +514,12 @@ def _single(v: Any) -> Any:
 
 
 def _int_in(lo: int, hi: int) -> Any:
-    def check(v: Any) -> int:
-        if isinstance(_single(v), bool) or not isinstance(v, int):
-            raise _Problem("is not an integer", v)
+    """A strict integer (never a bool or a string) in ``lo..hi``."""
+    def check(v: int) -> int:
         if not lo <= v <= hi:
             raise _Problem(f"is outside {lo}..{hi}", v)
         return v
-    return Annotated[Any, BeforeValidator(check)]
+    return Annotated[int, AfterValidator(check)]
 
 
 def _check_str(v: Any) -> str:
@@ -530,7 +530,8 @@ def _check_str(v: Any) -> str:
     return v
 
 
-Str = Annotated[Any, BeforeValidator(_check_str)]
+# Strings are strict (pydantic refuses a number or a bool); the validators add length and form.
+Str = Annotated[str, AfterValidator(_check_str)]
 
 
 def _choice(v: Any, choices: tuple[str, ...]) -> str:
@@ -541,7 +542,7 @@ def _choice(v: Any, choices: tuple[str, ...]) -> str:
 
 
 def _one_of(choices: tuple[str, ...]) -> Any:
-    return Annotated[Any, BeforeValidator(lambda v: _choice(v, choices))]
+    return Annotated[str, AfterValidator(lambda v: _choice(v, choices))]
 
 
 def _check_probability(v: Any) -> float:
@@ -634,8 +635,8 @@ def _check_group_name(v: Any) -> str:
     return v
 
 
-TopicName = Annotated[Any, BeforeValidator(_check_topic_name)]
-GroupName = Annotated[Any, BeforeValidator(_check_group_name)]
+TopicName = Annotated[str, AfterValidator(_check_topic_name)]
+GroupName = Annotated[str, AfterValidator(_check_group_name)]
 
 
 def _check_delay(v: Any, info: ValidationInfo) -> tuple[tuple[int, float], ...]:
@@ -701,7 +702,7 @@ def _check_scenario_name(v: Any) -> str:
 
 class _Model(BaseModel):
     # Strict: YAML's 1 is never a string and "1" never an integer; unknown keys are mistakes.
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=False)
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -712,10 +713,10 @@ class _Model(BaseModel):
 
 
 class _Broker(_Model):
-    name: Annotated[Any, BeforeValidator(_check_broker_name)] = BrokerSpec.name
+    name: Annotated[str, AfterValidator(_check_broker_name)] = BrokerSpec.name
     cluster: Str = BrokerSpec.cluster
-    store_host: Annotated[Any, BeforeValidator(_check_host)] = BrokerSpec.store_host
-    message_delay_level: Annotated[Any, BeforeValidator(_check_levels)] = MESSAGE_DELAY_LEVEL_DEFAULT
+    store_host: Annotated[str, AfterValidator(_check_host)] = BrokerSpec.store_host
+    message_delay_level: Annotated[str, AfterValidator(_check_levels)] = MESSAGE_DELAY_LEVEL_DEFAULT
     commitlog_file_size: _size(COMMITLOG_FILE_SIZE_BYTES_MIN,
                                COMMITLOG_FILE_SIZE_BYTES_MAX) = SCENARIO_COMMITLOG_FILE_SIZE_DEFAULT
     cq_units_per_file: _int_in(CQ_UNITS_PER_FILE_MIN, CQ_UNITS_PER_FILE_MAX) = CQ_UNITS_PER_FILE_DEFAULT
@@ -780,7 +781,7 @@ class _Producer(_Model):
     rate: Rate = 1000.0
     # RocketMQ's client refuses an empty body ("the message body length is zero").
     body_size: _size(1, BODY_SIZE_BYTES_MAX) = 256
-    tags: Annotated[list[Annotated[Any, BeforeValidator(_check_tag)]], _list(TAGS_PER_PRODUCER_MAX)] = []
+    tags: Annotated[list[Annotated[str, AfterValidator(_check_tag)]], _list(TAGS_PER_PRODUCER_MAX)] = []
     delay_level: Annotated[Any, BeforeValidator(_check_delay)] = ((0, 1.0),)
     send: _one_of(SEND_MODES) = "sync"
     group: GroupName = "DEFAULT_PRODUCER"
@@ -839,7 +840,7 @@ _RAW = object()  # "show the value as written in the file" (filled in from the p
 
 
 class _Scenario(_Model):
-    name: Annotated[Any, BeforeValidator(_check_scenario_name)]
+    name: Annotated[str, AfterValidator(_check_scenario_name)]
     seed: _int_in(0, SEED_MAX) = 42
     horizon: _duration(1, HORIZON_MS_MAX) = HORIZON_MS_DEFAULT
     broker: _Broker = _Broker()
@@ -890,7 +891,9 @@ def _burst_messages(f: _Fault) -> int:
     return 1000 if f.kind == "burst" else 0
 
 
-# What pydantic's own error types say, in the words the rest of the loader uses.
+# What pydantic's own error types say, in the words the rest of the loader uses. A type error
+# shows the value; a list or mapping where one value belongs is its own mistake.
+_TYPE_MESSAGES = {"int_type": "is not an integer", "string_type": "is not a string (quote it)"}
 _PYDANTIC_MESSAGES = {
     "model_type": "expected a mapping (key: value lines)",
     "dict_type": "expected a mapping (key: value lines)",
@@ -904,12 +907,14 @@ def _error(exc: ValidationError, data: dict, lines: _Lines) -> ScenarioError:
     loc: Path_ = tuple("from" if p == "from_" else p for p in err["loc"])
     problem = (err.get("ctx") or {}).get("error")
     if isinstance(problem, _Problem):
-        path = problem.at if problem.at is not None else loc + problem.sub
-        value = problem.value
-        if value is _RAW:
-            value = _lookup(data, path)
-        name = problem.name.replace("{key}", _key_text(path[:-1])) if problem.name else None
-        return lines.error(path, problem.message, value, key=problem.key, name=name)
+        return _error_of_problem(problem, loc, data, lines)
+    value = err.get("input")
+    if isinstance(value, _Unreadable):
+        return _error_of_problem(value.problem, loc, data, lines)
+    if err["type"] in _TYPE_MESSAGES:
+        if isinstance(value, (list, dict)):
+            return lines.error(loc, "expected a single value, not a list or mapping")
+        return lines.error(loc, _TYPE_MESSAGES[err["type"]], value)
     if err["type"] == "missing":
         if loc == ("name",):
             return lines.error(loc, "is required ([A-Za-z0-9_-]+; it becomes the run id)")
@@ -920,6 +925,13 @@ def _error(exc: ValidationError, data: dict, lines: _Lines) -> ScenarioError:
         return lines.error(loc, "unknown key; expected one of " + ", ".join(allowed), key=True)
     message = _PYDANTIC_MESSAGES.get(err["type"], err["msg"])
     return lines.error(loc, message)
+
+
+def _error_of_problem(problem: _Problem, loc: Path_, data: Any, lines: _Lines) -> ScenarioError:
+    path = problem.at if problem.at is not None else loc + problem.sub
+    value = _lookup(data, path) if problem.value is _RAW else problem.value
+    name = problem.name.replace("{key}", _key_text(path[:-1])) if problem.name else None
+    return lines.error(path, problem.message, value, key=problem.key, name=name)
 
 
 def _lookup(data: Any, path: Path_) -> Any:
