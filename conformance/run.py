@@ -63,9 +63,6 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     clients run; the model plays no such fault, so the messages they touch are compared between
     the audit and the clients only (docs/conformance.md).
     """
-    from broker_core.export.store_import import import_store
-    from broker_core.sim.run import simulate
-
     say = log or (lambda _m: None)
     jars.check_version(version)
     scenario_path = Path(scenario_path)
@@ -78,6 +75,18 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
             raise BadInputError(f"no broker {outage.broker!r} in the cluster", where="--broker-outage",
                                 hint=f"one of {', '.join(BROKERS)}")
     work = Path(out_dir).absolute()
+    work.parent.mkdir(parents=True, exist_ok=True)
+    lock = _lock_output(work)
+    try:
+        return _run(version, scenario_path, scenario, work, spark=spark, say=say, outages=outages)
+    finally:
+        lock.close()  # closing the file releases the lock
+
+
+def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say, outages) -> dict:
+    from broker_core.export.store_import import import_store
+    from broker_core.sim.run import simulate
+
     if work.exists():
         # Only a conformance run's directory (finished or failed) is replaced; anything else is kept.
         if not (work / MARKER_NAME).exists() and any(work.iterdir()):
@@ -147,6 +156,20 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
         e.hint = (e.hint + "; " if e.hint else "") + f"logs and partial output kept in {work} (no report.json)"
         raise
     return report
+
+
+def _lock_output(work: Path):
+    """An exclusive lock beside ``work``: two runs into one directory would delete each other's files."""
+    import fcntl
+
+    handle = open(work.parent / f".{work.name}.lock", "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise BadInputError("another conformance run is writing this directory", where=str(work),
+                            hint="wait for it, or choose another --out") from None
+    return handle
 
 
 # After a broker comes back, its clients take a while to route to it again (the route refresh,

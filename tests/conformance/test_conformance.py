@@ -164,3 +164,21 @@ def test_a_bad_release_number_is_refused_before_anything_starts(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "--rocketmq" in proc.stderr and "4.9" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_two_runs_into_one_directory_are_refused(tmp_path):
+    """While one conformance run holds an output directory, a second run into it stops with exit 2 and deletes nothing."""
+    from conformance.run import _lock_output
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep").write_text("the first run's file")
+    held = _lock_output(out.absolute())
+    try:
+        proc = subprocess.run([sys.executable, "-m", "orchestration.cli", "conformance", "--out", str(out)],
+                              capture_output=True, text=True, cwd=ROOT)
+    finally:
+        held.close()
+    assert proc.returncode == 2, proc.stderr
+    assert "another conformance run" in proc.stderr
+    assert (out / "keep").read_text() == "the first run's file"
