@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from broker_core.errors import RetryAuditError
+from conformance.jars import move_into_place
 
 SOURCE = Path(__file__).with_name("driver") / "Driver.java"
 MAIN_CLASS = "Driver"
@@ -58,9 +59,7 @@ def compile_driver(lib: Path, version: str) -> Path:
                               capture_output=True, text=True, timeout=JAVAC_TIMEOUT_S)
         if proc.returncode != 0:
             raise RetryAuditError(f"javac failed: {proc.stderr.strip()[-2000:]}", where=str(SOURCE))
-        if out.exists():
-            shutil.rmtree(out)
-        partial.rename(out)
+        move_into_place(partial, out)
     finally:
         if partial.exists():
             shutil.rmtree(partial, ignore_errors=True)

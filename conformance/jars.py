@@ -82,14 +82,15 @@ def resolve(version: str, *, log=None) -> Path:
                 raise RetryAuditError(f"Maven could not resolve RocketMQ {version}: {' | '.join(tail)}",
                                       where="mvn dependency:copy-dependencies")
             (partial / MARKER).write_text(version + "\n")
-            if lib.exists():
-                shutil.rmtree(lib)
-            partial.rename(lib)
+            move_into_place(partial, lib)
         finally:
             if partial.exists():
                 shutil.rmtree(partial, ignore_errors=True)
     return lib
 
 
-def classpath(lib: Path) -> str:
-    return str(lib / "*")
+def move_into_place(partial: Path, final: Path) -> None:
+    """Replace ``final`` with the finished directory ``partial`` (a half-built one is never ``final``)."""
+    if final.exists():
+        shutil.rmtree(final)
+    partial.rename(final)

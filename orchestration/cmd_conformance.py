@@ -11,8 +11,6 @@ from pathlib import Path
 
 from broker_core.errors import RetryAuditError
 
-DEFAULT_SCENARIO = "scenarios/conformance.yaml"
-
 
 def _say(args, text: str) -> None:
     if not getattr(args, "quiet", False):
