@@ -101,6 +101,17 @@ def pick_ports(brokers: int) -> tuple[int, list[int]]:
     raise RetryAuditError("no free ports for a name server and brokers on 127.0.0.1")
 
 
+def rss_mib(pid: int) -> float:
+    """A process's resident memory from /proc (MiB); 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
@@ -275,17 +286,7 @@ class Cluster:
 
     def rss_mib(self) -> dict[str, float]:
         """Resident memory of each live process, from /proc (MiB)."""
-        out = {}
-        for name, proc in self.procs.items():
-            if not proc.alive():
-                continue
-            try:
-                for line in Path(f"/proc/{proc.popen.pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        out[name] = int(line.split()[1]) / 1024
-            except OSError:
-                pass
-        return out
+        return {name: rss_mib(proc.popen.pid) for name, proc in self.procs.items() if proc.alive()}
 
     def logs(self) -> dict[str, str]:
         """The tail of every process's stdout and RocketMQ log, for a failure report."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from broker_core.errors import BadInputError, RetryAuditError
 from broker_core.sim.scenario import Scenario
 from conformance import observed
-from conformance.cluster import COMMON_FLAGS, DRIVER_MEMORY, JDK17_FLAGS, tail
+from conformance.cluster import COMMON_FLAGS, DRIVER_MEMORY, JDK17_FLAGS, rss_mib, tail
 from conformance.driver import MAIN_CLASS
 
 DRIVER_GRACE_S = 90  # beyond the plan's own timeout before the driver process is killed
@@ -170,7 +170,7 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
                 faults.append({"at_ms": at_ms, "kind": kind, "consumer": f"{key[0]}-c{key[1]}",
                                "late_ms": round((now - sends_start) * 1000 - at_ms)})
                 say(f"fault at {at_ms / 1000:.1f} s: {kind} {key[0]}-c{key[1]}")
-            peak_rss = max(peak_rss, _rss_mib(main.pid))
+            peak_rss = max(peak_rss, rss_mib(main.pid))
             time.sleep(POLL_S)
     finally:
         kill(main, signal.SIGKILL)
@@ -195,13 +195,3 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
     if seen.done is None:
         raise RetryAuditError("the client driver ended without its done line", where=str(stdout_path))
     return Played(seen, round(peak_rss), faults)
-
-
-def _rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
