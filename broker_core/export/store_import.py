@@ -239,7 +239,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                  strict: bool = False, progress: Callable[[ScanProgress], None] | None = None,
                  broker: str | None = None, role: str = ROLE_MASTER,
                  wall_clock: Callable[[], float] | None = None,
-                 decoder: str = DECODERS[0]) -> ImportSummary:
+                 decoder: str = DECODERS[0],
+                 reader_factory: Callable[[Path], StoreReader] | None = None) -> ImportSummary:
     """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
 
     ``name`` is the run id (default: the output directory's name). Without ``broker`` the run
@@ -249,7 +250,9 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     side of ``broker`` (its master's name): the broker's tables become the merge of its master and
     slave, each record once (``replicas``). ``wall_clock`` (e.g. ``time.monotonic``), when
     given, measures ``wall_seconds`` for the runs table; the model itself never reads a clock.
-    ``decoder`` is one of :data:`DECODERS`; both write the same tables.
+    ``decoder`` is one of :data:`DECODERS`; both write the same tables. ``reader_factory``, when
+    given, makes the store's reader instead (a :class:`ColumnarStoreReader` whose files are
+    decoded elsewhere, e.g. by Spark tasks: ``assets.spark_import``); the tables are the same.
     """
     if decoder not in DECODERS:
         raise BadInputError(f"unknown decoder {decoder!r}", hint=f"use one of {', '.join(DECODERS)}")
@@ -265,7 +268,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     adding = broker is not None
     broker = validate_broker(broker) if adding else run_id
     part = part_name(broker)
-    reader = (ColumnarStoreReader if decoder == "columnar" else StoreReader)(store_dir)
+    reader = (reader_factory or (ColumnarStoreReader if decoder == "columnar" else StoreReader))(store_dir)
     store_root = store_dir.resolve()
     out_resolved = out_dir.resolve()
     if out_resolved == store_root or store_root in out_resolved.parents:
