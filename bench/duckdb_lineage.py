@@ -28,7 +28,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from assets.checks import ORIGIN_CUTS_CTES, names_a_removed_record, origin_cut_joins
+from assets.checks import sql_fragment
 from assets.lineage import INPUT_TABLES, RECORD_COLUMNS
 from broker_core.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 from broker_core.export.schema import RAW_TABLES
@@ -98,14 +98,14 @@ ORDER BY run_id, message_key, hop_index, "group" NULLS FIRST
 """
 
 LINEAGE_SQL = f"""
-WITH {ORIGIN_CUTS_CTES},
+WITH {sql_fragment("origin_cuts_ctes")},
 origins AS (
   -- Brokers whose commit log starts past 0 (retention): which of the records name, as
   -- ORIGIN_MESSAGE_ID (not the UNIQ_KEY), a record below the first offset of the broker it was on.
-  SELECT c.run_id, c.broker, c.phys_offset, {names_a_removed_record("c.origin_msg_id", "c.uniq_key")} AS removed
+  SELECT c.run_id, c.broker, c.phys_offset, {sql_fragment("names_a_removed_record")} AS removed
   FROM (SELECT run_id, broker, phys_offset, rec_origin_msg_id AS origin_msg_id, uniq_key FROM chained
         WHERE run_id IN (SELECT run_id FROM cut_runs) AND rec_origin_msg_id IS NOT NULL) c
-  {origin_cut_joins("c")}
+  {sql_fragment("origin_cut_joins")}
 ), facts AS (
   -- Per message: the origin topic and message id (first non-null by store time), the groups
   -- holding a hop of it, and whether its first hops are gone: no shared hop, a DELIVER as the
