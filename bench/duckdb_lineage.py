@@ -79,15 +79,36 @@ WITH records AS (
          CASE WHEN topic = '{SCHEDULE_TOPIC}' THEN {_group_of("coalesce(real_topic, '')")}
               ELSE {_group_of("topic")} END AS "group"
   FROM keyed
+), numbered AS (
+  SELECT *,
+         (CASE WHEN "group" IS NULL THEN 0
+               ELSE count(*) FILTER (WHERE "group" IS NULL) OVER (PARTITION BY run_id, message_key)
+          END + row_number() OVER chain - 1)::INTEGER AS hop_index,
+         lead(store_ts) OVER chain AS chain_next_ts,
+         CASE WHEN hop_kind = 'SCHEDULE' THEN 0
+              WHEN hop_kind IN ('DELIVER', 'RETRY', 'DLQ') AND delay_level > 0 THEN 1 END AS pair_role
+  FROM classified
+  WINDOW chain AS (PARTITION BY run_id, message_key, "group" ORDER BY store_ts, broker, phys_offset)
+), ranked AS (
+  -- A SCHEDULE hop's delivery: the k-th re-put record of its (message, group, ORIGIN_MESSAGE_ID,
+  -- level, reconsume times) pairs with the k-th SCHEDULE of that key (assets.lineage).
+  SELECT *, row_number() OVER (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level,
+                                            reconsume_times, pair_role
+                               ORDER BY store_ts, broker, phys_offset) AS pair_rank
+  FROM numbered
+), paired AS (
+  SELECT * EXCLUDE (chain_next_ts, pair_role, pair_rank),
+         CASE WHEN hop_kind = 'SCHEDULE'
+              THEN coalesce(CASE WHEN pair_role = 0 AND lead(pair_role) OVER pairs = 1
+                                      AND lead(pair_rank) OVER pairs = pair_rank
+                                 THEN lead(store_ts) OVER pairs END, chain_next_ts)
+              ELSE chain_next_ts END AS next_store_ts
+  FROM ranked
+  WINDOW pairs AS (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level, reconsume_times
+                   ORDER BY pair_rank, pair_role NULLS FIRST)
 )
-SELECT *,
-       (CASE WHEN "group" IS NULL THEN 0
-             ELSE count(*) FILTER (WHERE "group" IS NULL) OVER (PARTITION BY run_id, message_key)
-        END + row_number() OVER chain - 1)::INTEGER AS hop_index,
-       lead(store_ts) OVER chain AS next_store_ts,
-       epoch_ms(lead(store_ts) OVER chain) - epoch_ms(store_ts) AS dwell_ms
-FROM classified
-WINDOW chain AS (PARTITION BY run_id, message_key, "group" ORDER BY store_ts, broker, phys_offset)
+SELECT *, epoch_ms(next_store_ts) - epoch_ms(store_ts) AS dwell_ms
+FROM paired
 """
 
 HOPS_SQL = """
