@@ -89,23 +89,37 @@ WITH records AS (
               WHEN hop_kind IN ('DELIVER', 'RETRY', 'DLQ') AND delay_level > 0 THEN 1 END AS pair_role
   FROM classified
   WINDOW chain AS (PARTITION BY run_id, message_key, "group" ORDER BY store_ts, broker, phys_offset)
-), ranked AS (
-  -- A SCHEDULE hop's delivery: the k-th re-put record of its (message, group, ORIGIN_MESSAGE_ID,
-  -- level, reconsume times) pairs with the k-th SCHEDULE of that key (assets.lineage).
-  SELECT *, row_number() OVER (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level,
-                                            reconsume_times, pair_role
-                               ORDER BY store_ts, broker, phys_offset) AS pair_rank
+), counted AS (
+  -- A SCHEDULE hop's delivery (assets.lineage): each re-put record pairs with the oldest SCHEDULE
+  -- still waiting before it in its (message, group, ORIGIN_MESSAGE_ID, level, reconsume times);
+  -- the waiting count is the running sum of +1/-1 kept from going below zero.
+  SELECT *, sum(CASE pair_role WHEN 0 THEN 1 WHEN 1 THEN -1 ELSE 0 END) OVER in_order
+            - CASE pair_role WHEN 0 THEN 1 WHEN 1 THEN -1 ELSE 0 END AS sum_before
   FROM numbered
+  WINDOW in_order AS (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level, reconsume_times
+                      ORDER BY store_ts, broker, phys_offset ROWS UNBOUNDED PRECEDING)
+), classed AS (
+  SELECT *, CASE WHEN pair_role = 0 THEN 0
+                 WHEN pair_role = 1 AND sum_before - least(0, min(sum_before) OVER in_order) > 0 THEN 1
+            END AS pair_class
+  FROM counted
+  WINDOW in_order AS (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level, reconsume_times
+                      ORDER BY store_ts, broker, phys_offset ROWS UNBOUNDED PRECEDING)
+), ranked AS (
+  SELECT *, row_number() OVER (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level,
+                                            reconsume_times, pair_class
+                               ORDER BY store_ts, broker, phys_offset) AS pair_rank
+  FROM classed
 ), paired AS (
-  SELECT * EXCLUDE (chain_next_ts, pair_role, pair_rank),
+  SELECT * EXCLUDE (chain_next_ts, pair_role, pair_class, pair_rank, sum_before),
          CASE WHEN hop_kind = 'SCHEDULE'
-              THEN coalesce(CASE WHEN pair_role = 0 AND lead(pair_role) OVER pairs = 1
+              THEN coalesce(CASE WHEN pair_class = 0 AND lead(pair_class) OVER pairs = 1
                                       AND lead(pair_rank) OVER pairs = pair_rank
                                  THEN lead(store_ts) OVER pairs END, chain_next_ts)
               ELSE chain_next_ts END AS next_store_ts
   FROM ranked
   WINDOW pairs AS (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level, reconsume_times
-                   ORDER BY pair_rank, pair_role NULLS FIRST)
+                   ORDER BY pair_rank, pair_class NULLS FIRST)
 )
 SELECT *, epoch_ms(next_store_ts) - epoch_ms(store_ts) AS dwell_ms
 FROM paired

@@ -25,9 +25,9 @@ SUCCESS = "CONSUME_SUCCESS"
 SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
 CONCURRENTLY = "CONCURRENTLY"
 TIMEOUT_MARGIN_S = 120  # beyond the model's simulated duration, before the driver gives up
-# No listener call for this long after the sends and the driver stops waiting: a few seconds, and
-# more than twice the longest delay level, so a retry waiting in the schedule is never cut off.
-# (It ends early the runs whose redeliveries made the model's call counts unreachable.)
+# The driver stops once no listener was called for this long: a few seconds, and more than twice
+# the longest delay level, so a retry waiting in the schedule (or a record a crash makes the broker
+# hand out again, after the client's 3 s pull back-off) is consumed before the end.
 IDLE_MS_MIN = 8_000
 IDLE_MS_PER_DELAY = 2
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"

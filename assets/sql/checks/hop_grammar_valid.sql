@@ -217,20 +217,19 @@ misfit_steps AS (
 ),
 orphan_sends AS (
     -- In an interleaving each SCHEDULE after the branch's first send-backs (reconsume times k above
-    -- the branch's least) was sent back from a RETRY of k - 1 before it: the n-th such SCHEDULE of
-    -- k needs n RETRY hops of k - 1 ahead of it.
+    -- the branch's least) was sent back from a RETRY of k - 1 before it. (One RETRY record may be
+    -- sent back more than once: a crash can lose the offset that committed it, and the broker
+    -- hands it out again.)
     SELECT s.run_id, s.message_key, s."group", s.branch, count(*) AS orphans
     FROM (SELECT h.*,
                  min(h.reconsume_times) FILTER (WHERE h.letter = 'S')
-                     OVER (PARTITION BY h.run_id, h.message_key, h."group", h.branch) AS first_times,
-                 row_number() OVER (PARTITION BY h.run_id, h.message_key, h."group", h.branch, h.letter,
-                                                 h.reconsume_times ORDER BY {{hop_order}}) AS nth
+                     OVER (PARTITION BY h.run_id, h.message_key, h."group", h.branch) AS first_times
           FROM misfit_hops h) s
     WHERE s.letter = 'S' AND s.reconsume_times > s.first_times
-      AND s.nth > (SELECT count(*) FROM misfit_hops r
-                   WHERE r.run_id = s.run_id AND r.message_key IS NOT DISTINCT FROM s.message_key
-                     AND r."group" = s."group" AND r.branch = s.branch AND r.letter = 'R'
-                     AND r.reconsume_times = s.reconsume_times - 1 AND r.hop_index < s.hop_index)
+      AND NOT EXISTS (SELECT 1 FROM misfit_hops r
+                      WHERE r.run_id = s.run_id AND r.message_key IS NOT DISTINCT FROM s.message_key
+                        AND r."group" = s."group" AND r.branch = s.branch AND r.letter = 'R'
+                        AND r.reconsume_times = s.reconsume_times - 1 AND r.hop_index < s.hop_index)
     GROUP BY s.run_id, s.message_key, s."group", s.branch
 ),
 misfit_kinds AS (
