@@ -41,13 +41,15 @@ test-all: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Real RocketMQ brokers and clients against the audit and the model (the long workload: 16
-# retries to the DLQ). Needs java, javac and mvn; ROCKETMQ=4.9.4 by default.
+# retries to the DLQ, a consumer killed with SIGKILL, refused send-backs, and broker-b killed with
+# SIGKILL at 12 s and restarted at 16 s). Needs java, javac and mvn; ROCKETMQ=4.9.4 by default.
 ROCKETMQ ?= 4.9.4
+BROKER_OUTAGE ?= broker-b@12s-16s
 conformance: $(STAMP)
 	@for tool in java javac mvn; do command -v $$tool >/dev/null || { \
 	  echo "make conformance needs $$tool: apt-get install openjdk-17-jdk-headless maven" >&2; exit 2; }; done
 	$(BIN)/retry-audit conformance --rocketmq $(ROCKETMQ) --scenario scenarios/conformance-long.yaml \
-	  --out var/conformance/$(ROCKETMQ)
+	  --out var/conformance/$(ROCKETMQ) $(if $(BROKER_OUTAGE),--broker-outage $(BROKER_OUTAGE))
 
 demo: $(STAMP)
 	$(BIN)/python -m orchestration.demo

@@ -196,13 +196,63 @@ def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
     chain = Window.partitionBy("run_id", "message_key", "group").orderBy(*RECORD_ORDER)
     shared = F.count(F.when(F.col("group").isNull(), F.lit(1))).over(per_message)
     position = F.row_number().over(chain) - 1
-    next_store_ts = F.lead("store_ts").over(chain)
-    # One projection rather than a withColumn per column: each withColumn re-analyses the plan.
-    return hops.withColumns({
+    hops = hops.withColumns({
         "hop_index": F.when(F.col("group").isNull(), position).otherwise(shared + position),
+        "chain_next_ts": F.lead("store_ts").over(chain),
+    })
+    return _with_schedule_delivery(hops)
+
+
+# The records the schedule re-puts from a SCHEDULE record keep its DELAY and reconsume times.
+_REPUT_KINDS = ("DELIVER", "RETRY", "DLQ")
+
+
+def _with_schedule_delivery(hops: DataFrame) -> DataFrame:
+    """``next_store_ts`` and ``dwell_ms`` of each hop: a SCHEDULE hop's next store time is its
+    delivery's, every other hop's the next hop's in its chain.
+
+    A SCHEDULE record's delivery is the record the schedule re-put from it (DELIVER, RETRY or DLQ),
+    which keeps its DELAY and reconsume times. Within a (message, group, ORIGIN_MESSAGE_ID, delay
+    level, reconsume times), in store order, each re-put record pairs with the oldest SCHEDULE
+    record still waiting before it (the schedule delivers each level's queue in order); a re-put
+    record with none waiting is a copy a restarted broker put again (its delay offset died with
+    it) and pairs with nothing. Where a record was sent back twice (it reached two consumers) two
+    retry sequences interleave in the chain and the next hop is not the delivery. A SCHEDULE hop
+    without a delivery (still waiting, or lost) keeps the next hop of its chain.
+
+    The matching is a running count of waiting SCHEDULE records that never goes below zero: with
+    ``c`` the running sum of +1 per SCHEDULE and -1 per re-put, the count waiting before a row is
+    ``c - min(0, least c so far)``, and a re-put is paired when it is positive; the k-th SCHEDULE
+    then pairs with the k-th paired re-put.
+    """
+    kind = F.col("hop_kind")
+    role = (F.when(kind == "SCHEDULE", F.lit(0))
+            .when(kind.isin(*_REPUT_KINDS) & (F.col("delay_level") > 0), F.lit(1)))
+    pair_key = ("run_id", "message_key", "group", "rec_origin_msg_id", "delay_level", "reconsume_times")
+    in_order = Window.partitionBy(*pair_key).orderBy(*RECORD_ORDER)
+    step = F.when(role == 0, F.lit(1)).when(role == 1, F.lit(-1)).otherwise(F.lit(0))
+    counted = hops.withColumns({
+        "pair_role": role,
+        "_sum_before": F.sum(step).over(in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)) - step,
+    })
+    lowest_before = F.least(F.lit(0), F.coalesce(
+        F.min("_sum_before").over(in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)), F.lit(0)))
+    paired_role = (F.when(F.col("pair_role") == 0, F.lit(0))
+                   .when((F.col("pair_role") == 1) & (F.col("_sum_before") - lowest_before > 0), F.lit(1)))
+    classed = counted.withColumn("pair_class", paired_role)
+    ranked = classed.withColumn(
+        "pair_rank", F.row_number().over(Window.partitionBy(*pair_key, "pair_class").orderBy(*RECORD_ORDER)))
+    pairs = Window.partitionBy(*pair_key).orderBy("pair_rank", "pair_class")
+    nxt_rank, nxt_class = F.lead("pair_rank").over(pairs), F.lead("pair_class").over(pairs)
+    delivered_ts = F.when((F.col("pair_class") == 0) & (nxt_class == 1) & (nxt_rank == F.col("pair_rank")),
+                          F.lead("store_ts").over(pairs))
+    next_store_ts = F.when(kind == "SCHEDULE", F.coalesce(delivered_ts, F.col("chain_next_ts"))) \
+        .otherwise(F.col("chain_next_ts"))
+    # One projection rather than a withColumn per column: each withColumn re-analyses the plan.
+    return ranked.withColumns({
         "next_store_ts": next_store_ts,
         "dwell_ms": F.unix_millis(next_store_ts) - F.unix_millis("store_ts"),
-    })
+    }).drop("pair_role", "pair_class", "pair_rank", "_sum_before", "chain_next_ts")
 
 
 def build_message_hops(commitlog_df: DataFrame) -> DataFrame:

@@ -27,19 +27,23 @@ SENT_BACK = "SENT_BACK"  # the broker re-put the message (CONSUMER_SEND_MSG_BACK
 SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"  # the client's own send to %RETRY%group succeeded
 
 
-def retry_properties(msg, *, reconsume_time: int, max_reconsume_times: int) -> dict[str, str]:
+def retry_properties(msg, *, reconsume_time: int, max_reconsume_times: int,
+                     origin_after_copy: bool = False) -> dict[str, str]:
     """The property map of a client-built retry message (fallback and orderly send-back).
 
     Every property of the consumed message is kept (UNIQ_KEY included, so the copy keeps its
-    message key), then ORIGIN_MESSAGE_ID, RETRY_TOPIC, RECONSUME_TIME, MAX_RECONSUME_TIMES and
-    DELAY = 3 + reconsumeTimes are set and TRAN_MSG is cleared.
+    message key), then RETRY_TOPIC, RECONSUME_TIME, MAX_RECONSUME_TIMES and DELAY = 3 +
+    reconsumeTimes are set and TRAN_MSG is cleared.
+
+    ORIGIN_MESSAGE_ID: the concurrent fallback (``DefaultMQPushConsumerImpl.sendMessageBack``) sets
+    it on the new message *before* ``MessageAccessor.setProperties`` replaces the whole map with the
+    consumed message's, so a message's first client-side send-back there carries none; the orderly
+    send-back (``origin_after_copy``) sets it after the copy, to the message's own ORIGIN_MESSAGE_ID
+    or else its msgId (the UNIQ_KEY). Both are what a real 4.9.4 client and broker wrote
+    (docs/decisions.md).
     """
     props = dict(msg.properties)
-    # The 4.9.x source sets ORIGIN_MESSAGE_ID on the new message *before*
-    # MessageAccessor.setProperties replaces its whole map with the consumed message's, so a
-    # message's first client-side send-back there carries no ORIGIN_MESSAGE_ID at all. The model
-    # keeps it (§6.3, docs/decisions.md), which the chain checkers rely on.
-    if not (props.get(PROP_ORIGIN_MESSAGE_ID) or "").strip():
+    if origin_after_copy and not (props.get(PROP_ORIGIN_MESSAGE_ID) or "").strip():
         props[PROP_ORIGIN_MESSAGE_ID] = msg.client_msg_id
     props[PROP_RETRY_TOPIC] = msg.topic
     props[PROP_RECONSUME_TIME] = str(reconsume_time)
@@ -87,7 +91,7 @@ class SendBack:
             return False
         # 4.9.4 writes RECONSUME_TIME = reconsumeTimes (5.1.1+ adds one).
         props = retry_properties(msg, reconsume_time=msg.reconsume_times,
-                                 max_reconsume_times=max_reconsume_times)
+                                 max_reconsume_times=max_reconsume_times, origin_after_copy=True)
         ok = self._client_send(msg, props)
         if not ok:
             self.fallback_failures += 1
