@@ -48,11 +48,9 @@ LINEAGE_MATCHES_COMMITLOG = "lineage_matches_commitlog"
 DUPLICATE_RATE = "duplicate_rate_below_max"
 LATENESS_P99 = "delay_lateness_p99_below_max"
 
-# The grammar of a journey as regular expressions over one letter per hop (P PUBLISH, S SCHEDULE,
-# D DELIVER, R RETRY, Q DLQ; hop_grammar_valid.sql says why each part is there).
-SHARED_GRAMMAR_REGEX = r"^(P+|SD?)$"
+# A group's branch, as one letter per hop (S SCHEDULE, R RETRY, Q DLQ), must match this
+# (hop_grammar_valid.sql says why each part is there; it judges shared hops by counts).
 BRANCH_GRAMMAR_REGEX = r"^(SR)*(S|S?Q)?$"
-SHARED_GRAMMAR_AFTER_CRASH_REGEX = r"^(P+|SD*)$"
 # Faults after which a branch may be an interleaving of valid sequences (hop_grammar_valid).
 CRASH_FAULT_KINDS = ("broker_crash", "torn_write")
 # A kill -9 (broker_crash, torn_write) loses the unflushed tail of the commit log under async

@@ -8,12 +8,14 @@ and one input for each kind of violation the check can report.
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import UTC, datetime, timedelta
 
 import duckdb
 import pytest
 
 from assets import checks as c
+from broker_core.constants import ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED, RETRY_MAX_TIMES_DEFAULT
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RUN = "r"
@@ -233,6 +235,18 @@ def test_hop_grammar_reports_hop_indexes_that_do_not_run_from_zero():
     ]
 
 
+@pytest.mark.parametrize("crash", [False, True])
+def test_hop_grammar_judges_shared_hops_as_the_documented_expressions(crash):
+    """Shared hops pass exactly when they match ^(P+|SD?)$, or ^(P+|SD*)$ in a crashed run (the
+    query counts them instead; docs/warehouse.md states the expressions)."""
+    expression = re.compile(r"^(P+|SD*)$" if crash else r"^(P+|SD?)$")
+    shapes = ["".join(s) for n in range(1, 5) for s in itertools.product("PSD", repeat=n)]
+    tables = merged(*(journey(shape, shape) for shape in shapes), crashed(RUN) if crash else {})
+    reported = {key for _, key, _, _ in violations(c.HOP_GRAMMAR, tables)}
+    assert reported == {shape for shape in shapes if not expression.match(shape)}
+    assert len(reported) > len(shapes) // 2, "the check reported too few shapes to be judging them"
+
+
 def test_hop_grammar_skips_lost_chains():
     """A LOST chain has no hops to judge."""
     assert violations(c.HOP_GRAMMAR, journey("lost", "", final_state="LOST")) == []
@@ -308,7 +322,7 @@ def test_dlq_passes_at_the_maximum():
     tables = merged(
         groups(("g", -1, "CONCURRENTLY"), ("small", 2, "CONCURRENTLY")),
         # The default maximum, the group's configured one, the record's own.
-        dlq("default", reconsume_times=c.RETRY_MAX_TIMES_DEFAULT + 1, retries=c.RETRY_MAX_TIMES_DEFAULT),
+        dlq("default", reconsume_times=RETRY_MAX_TIMES_DEFAULT + 1, retries=RETRY_MAX_TIMES_DEFAULT),
         dlq("configured", group="small", reconsume_times=3, retries=2),
         dlq("own", reconsume_times=4, max_reconsume_times=3),
         # A client's send to %RETRY%: the count is the RECONSUME_TIME property.
@@ -321,7 +335,7 @@ def test_dlq_before_the_default_maximum_is_reported():
     """-1 configured means 16 when consuming concurrently."""
     tables = merged(groups(("g", -1, "CONCURRENTLY")), dlq("early", reconsume_times=5, retries=4))
     assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == [
-        (RUN, "early", "g", f"in the DLQ after 4 reconsumes (4 retry hops); the maximum is {c.RETRY_MAX_TIMES_DEFAULT}"),
+        (RUN, "early", "g", f"in the DLQ after 4 reconsumes (4 retry hops); the maximum is {RETRY_MAX_TIMES_DEFAULT}"),
     ]
 
 
@@ -329,7 +343,7 @@ def test_dlq_of_an_orderly_group_with_the_default_maximum_is_reported():
     """-1 configured means unlimited when consuming orderly: no count reaches it."""
     tables = merged(groups(("g", -1, "orderly")), dlq("o1", reconsume_times=17, retries=16))
     assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == [
-        (RUN, "o1", "g", "in the DLQ after 16 reconsumes (16 retry hops); the maximum is 2147483647"),
+        (RUN, "o1", "g", f"in the DLQ after 16 reconsumes (16 retry hops); the maximum is {ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED}"),
     ]
 
 
