@@ -38,7 +38,7 @@ def retry_properties(msg, *, reconsume_time: int, max_reconsume_times: int) -> d
     # The 4.9.x source sets ORIGIN_MESSAGE_ID on the new message *before*
     # MessageAccessor.setProperties replaces its whole map with the consumed message's, so a
     # message's first client-side send-back there carries no ORIGIN_MESSAGE_ID at all. The model
-    # keeps it (§6.3, docs/decisions.md), which the chain checkers rely on.
+    # keeps it (§6.3, docs/decisions.md), which the chain invariants rely on.
     if not (props.get(PROP_ORIGIN_MESSAGE_ID) or "").strip():
         props[PROP_ORIGIN_MESSAGE_ID] = msg.client_msg_id
     props[PROP_RETRY_TOPIC] = msg.topic
