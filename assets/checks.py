@@ -89,7 +89,9 @@ _FRAGMENT_DEPTH_MAX = 4  # a fragment may use fragments; a cycle is an error, no
 
 
 def _sql_file(relative: str) -> str:
-    return resources.files(__package__).joinpath("sql", "checks", *relative.split("/")).read_text(encoding="utf-8")
+    """A file under ``assets/sql/checks/`` (packaged beside this module, as the audit tables' SQL is)."""
+    path = resources.files(__package__).joinpath("sql", "checks", *relative.split("/"))
+    return path.read_text(encoding="utf-8")
 
 
 def _fill(text: str, where: str, depth: int = 0) -> str:
