@@ -23,12 +23,12 @@ HOST = "0A00000100002A9F"  # the store host part of an offset msgId: 10.0.0.1:10
 
 # The columns each check reads, per table (in the warehouse's types).
 HOPS = 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hop_kind VARCHAR, hop_index INTEGER, ' \
-       'store_ts TIMESTAMPTZ, broker VARCHAR, phys_offset BIGINT'
+       'store_ts TIMESTAMPTZ, broker VARCHAR, phys_offset BIGINT, delay_level INTEGER, reconsume_times INTEGER'
 RUNS = "run_id VARCHAR, broker VARCHAR, first_offset BIGINT, msg_id_hosts VARCHAR[]"
 COLUMNS: dict[str, dict[str, str]] = {
     c.HOP_GRAMMAR: {
         "faults": "run_id VARCHAR, kind VARCHAR",
-        "runs": RUNS,
+        "runs": RUNS + ", source VARCHAR",
         "message_hops": HOPS,
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, origin_msg_id VARCHAR, uniq_key VARCHAR",
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, final_state VARCHAR, '
@@ -115,18 +115,32 @@ KINDS = {"P": "PUBLISH", "S": "SCHEDULE", "D": "DELIVER", "R": "RETRY", "Q": "DL
 _offsets = itertools.count(1000, 100)
 
 
-def journey(key: str, shared: str, branches: tuple[tuple[str, str], ...] = (), *, run: str = RUN,
+def reconsumes(letters: str) -> list[int]:
+    """The reconsume times of a branch's hops sent back one after another: a SCHEDULE and the
+    RETRY it is delivered as carry k, the next send-back k + 1 (k from 1)."""
+    times, k = [], 1
+    for letter in letters:
+        times.append(k)
+        k += letter == "R"
+    return times
+
+
+def journey(key: str, shared: str, branches: tuple[tuple, ...] = (), *, run: str = RUN,
             group: str = "g", first_index: int = 0, final_state: str = "CONSUMED", truncated: bool = False,
             lineage_rows: int = 1) -> dict[str, list[tuple]]:
     """A message's hops as letters (P PUBLISH, S SCHEDULE, D DELIVER, R RETRY, Q DLQ): its shared
-    hops, then each branch of ``group`` (origin, letters), numbered from ``first_index`` in that
-    order; the group's records carry their branch's ORIGIN_MESSAGE_ID."""
+    hops, then each branch of ``group`` (origin, letters[, reconsume times of each hop]), numbered
+    from ``first_index`` in that order; the group's records carry their branch's ORIGIN_MESSAGE_ID.
+    A SCHEDULE hop has delay level 2 + its reconsume times, the others none."""
     hops, records = [], []
-    steps = [(None, None, letter) for letter in shared]
-    steps += [(group, origin, letter) for origin, letters in branches for letter in letters]
-    for i, (hop_group, origin, letter) in enumerate(steps):
+    steps = [(None, None, letter, 0) for letter in shared]
+    for origin, letters, *times in branches:
+        steps += [(group, origin, letter, k)
+                  for letter, k in zip(letters, times[0] if times else reconsumes(letters), strict=True)]
+    for i, (hop_group, origin, letter, k) in enumerate(steps):
         offset = next(_offsets)
-        hops.append((run, key, hop_group, KINDS[letter], first_index + i, ts(i), "broker-a", offset))
+        level = 2 + k if letter == "S" else 0
+        hops.append((run, key, hop_group, KINDS[letter], first_index + i, ts(i), "broker-a", offset, level, k))
         records.append((run, "broker-a", offset, origin, key))
     lineage = [(run, key, group, final_state, truncated)] * lineage_rows
     return {"message_hops": hops, "commitlog": records, "message_lineage": lineage}
@@ -138,7 +152,12 @@ def crashed(run: str) -> dict[str, list[tuple]]:
 
 def cut(run: str, first_offset: int) -> dict[str, list[tuple]]:
     """A run whose broker's commit log starts at ``first_offset`` (retention deleted the rest)."""
-    return {"runs": [(run, "broker-a", first_offset, [HOST])]}
+    return {"runs": [(run, "broker-a", first_offset, [HOST], "simulation")]}
+
+
+def imported(run: str) -> dict[str, list[tuple]]:
+    """A run imported from a store (its commit log from offset 0)."""
+    return {"runs": [(run, "broker-a", 0, [HOST], "import")]}
 
 
 def test_hop_grammar_passes_every_journey_a_message_may_take():
@@ -154,7 +173,12 @@ def test_hop_grammar_passes_every_journey_a_message_may_take():
         journey("waiting", "P", (("O5", "S"),), final_state="RETRYING"),
         crashed("crash"),
         journey("re-put", "SDD", run="crash"),
-        journey("interleaved", "P", (("O6", "SSRR"),), run="crash"),
+        # Sent back twice from one record: two copies of reconsume times 1 interleave.
+        journey("interleaved", "P", (("O6", "SSRR", [1, 1, 1, 1]),), run="crash"),
+        # A restarted broker re-put its schedule record: the RETRY repeats.
+        journey("re-put-retry", "P", (("O9", "SRR", [1, 1, 1]),), run="crash"),
+        imported("import"),
+        journey("interleaved-import", "P", (("O10", "SSRR", [1, 1, 1, 1]),), run="import"),
         cut("cut", 5000),
         journey("head-gone", "", (("O7", "SR"),), run="cut", truncated=True),
         journey("lone-deliver", "D", run="cut", truncated=True),
@@ -185,19 +209,29 @@ def test_hop_grammar_reports_a_branch_out_of_order():
 
 
 def test_hop_grammar_allows_interleaving_only_after_a_crash_or_a_redelivery():
-    """Two sends-back from one record interleave; a RETRY still needs a SCHEDULE before it."""
+    """Two sends-back from one record interleave (after a crash, in an imported store, or where the
+    group got the record twice); a RETRY still needs a SCHEDULE before it, a repeated RETRY is
+    forgiven only where a broker may have re-put it, and a later SCHEDULE needs the RETRY it was
+    sent back from."""
     redelivered = [(RUN, "g", "twice", "OrderTopic", 0, 7, "c1", "SENT_BACK")] * 2
+    double = ("SSRR", [1, 1, 1, 1])
     tables = merged(
-        journey("once", "P", (("O1", "SSRR"),)),
-        journey("twice", "P", (("O2", "SSRR"),)),
+        journey("once", "P", (("O1", *double),)),
+        journey("twice", "P", (("O2", *double),)),
+        journey("re-put-retry", "P", (("O4", "SRR", [1, 1, 1]),)),
         {"consume_attempts": redelivered},
         crashed("crash"),
         journey("retry-first", "P", (("O3", "SRR"),), run="crash"),
+        journey("orphan-send", "P", (("O5", "SSRR", [1, 2, 1, 2]),), run="crash"),
     )
+    interleaving = " nor an interleaving of such sequences"
     assert violations(c.HOP_GRAMMAR, tables) == [
-        ("crash", "retry-first", "g", "branch O3: SCHEDULE > RETRY > RETRY is not (SCHEDULE -> RETRY)* -> DLQ? "
-                                      "nor an interleaving of such sequences"),
+        ("crash", "orphan-send", "g",
+         "branch O5: SCHEDULE > SCHEDULE > RETRY > RETRY is not (SCHEDULE -> RETRY)* -> DLQ?" + interleaving),
+        ("crash", "retry-first", "g",
+         "branch O3: SCHEDULE > RETRY > RETRY is not (SCHEDULE -> RETRY)* -> DLQ?" + interleaving),
         (RUN, "once", "g", "branch O1: SCHEDULE > SCHEDULE > RETRY > RETRY is not (SCHEDULE -> RETRY)* -> DLQ?"),
+        (RUN, "re-put-retry", "g", "branch O4: SCHEDULE > RETRY > RETRY is not (SCHEDULE -> RETRY)* -> DLQ?"),
     ]
 
 
