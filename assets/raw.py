@@ -16,7 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow.parquet as pq
 
-from assets.checks import INVARIANTS, CheckOutcome, run_checks
+from assets.checks import ERROR, INVARIANTS, Check, CheckOutcome, run_checks
 from assets.progress import LOG_PROGRESS_INTERVAL_S, Throttle
 from assets.run_source import IMPORTED, SCENARIO, STORE, RunSource
 from assets.warehouse import parquet_files, run_id_of, run_views
@@ -94,13 +94,10 @@ def raw_assets(partitions_def: dg.PartitionsDefinition) -> list:
         meta["run_dir"] = dg.MetadataValue.path(str(run_dir))
         return dg.MaterializeResult(metadata=meta)
 
-    check_specs = [dg.AssetCheckSpec(c.name, asset=dg.AssetKey(c.asset.split("/")), description=c.description,
-                                     blocking=True) for c in INVARIANTS]
-
     @dg.multi_asset(
         specs=[dg.AssetSpec(key, deps=[RAW_RUN_KEY], group_name="lineage", kinds={"spark", "parquet"},
                             description=LINEAGE_DESCRIPTIONS[name]) for name, key in LINEAGE_KEYS.items()],
-        check_specs=check_specs, partitions_def=partitions_def, name="lineage",
+        check_specs=[check_spec(c) for c in INVARIANTS], partitions_def=partitions_def, name="lineage",
         required_resource_keys={"home", "spark"})
     def lineage(context):
         from assets.lineage import run_lineage
@@ -150,14 +147,24 @@ def failed_blocking_checks(run_dir: Path) -> list[str]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         return ["(unreadable checks.json)"]
-    return [v["check"] for v in doc if not v.get("passed") and v.get("severity") == "ERROR"]
+    return [v["check"] for v in doc if not v.get("passed") and v.get("severity") == ERROR]
+
+
+def _asset_key(check: Check) -> dg.AssetKey:
+    return dg.AssetKey(check.asset.split("/"))
+
+
+def check_spec(check: Check) -> dg.AssetCheckSpec:
+    """A check as Dagster declares it, on its asset; an invariant (ERROR) blocks what depends on it."""
+    return dg.AssetCheckSpec(check.name, asset=_asset_key(check), description=check.description,
+                             blocking=check.severity == ERROR)
 
 
 def check_result(outcome: CheckOutcome) -> dg.AssetCheckResult:
     """A check's verdict as Dagster sees it, with its evidence as metadata."""
     meta = outcome.metadata()
     return dg.AssetCheckResult(
-        check_name=outcome.check.name, asset_key=dg.AssetKey(outcome.check.asset.split("/")),
+        check_name=outcome.check.name, asset_key=_asset_key(outcome.check),
         passed=outcome.passed,
         severity=dg.AssetCheckSeverity.ERROR if outcome.blocking else dg.AssetCheckSeverity.WARN,
         metadata={"violations": meta["violations"],
