@@ -29,14 +29,28 @@ from broker_core.codec import Record
 from broker_core.errors import BadInputError, CorruptStoreError
 from broker_core.export.broker_parts import (
     PARQUET_DIR_NAME,
+    broker_parts_of,
     brokers_of,
+    increment_part_name,
+    is_broker_part,
     kept_parts,
     link_parts,
     part_name,
     run_lock,
     validate_broker,
 )
-from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter
+from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter, RecordColumns
+from broker_core.export.increments import (
+    INCREMENT_PARTS_MAX,
+    ImportState,
+    Tail,
+    compact,
+    fingerprints,
+    increments_of,
+    load_state,
+    plan_resume,
+    save_state,
+)
 from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.replicas import (
     ROLE_MASTER,
@@ -93,6 +107,17 @@ class ImportSummary:
     role: str = "master"
     # When the broker's master and slave are both imported: what the merge of the two found.
     merged: dict | None = None
+    # Commit-log bytes this import decoded: from the first offset, or, when it continued the last
+    # import of the broker, from where that one ended (``resumed_from``) to ``valid_end``.
+    bytes_read: int = 0
+    resumed_from: int | None = None
+    records_added: int = 0
+    # Why the broker's earlier import was not continued (None: it was, or there was none).
+    full_import_reason: str | None = None
+    # Where the next import of this store goes on from (file name and physical offset).
+    next_file: str | None = None
+    next_offset: int | None = None
+    live: bool = False
 
     @property
     def errors(self) -> list[Problem]:
@@ -114,6 +139,9 @@ class ImportSummary:
             "rows_by_table": self.rows_by_table, "wall_seconds": self.wall_seconds,
             "checkpoint": dataclasses.asdict(self.checkpoint) if self.checkpoint else None,
             "recovery_start_file": self.recovery_start_file,
+            "live": self.live, "bytes_read": self.bytes_read, "resumed_from": self.resumed_from,
+            "records_added": self.records_added, "full_import_reason": self.full_import_reason,
+            "next_file": self.next_file, "next_offset": self.next_offset,
         }
 
 
@@ -239,7 +267,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                  strict: bool = False, progress: Callable[[ScanProgress], None] | None = None,
                  broker: str | None = None, role: str = ROLE_MASTER,
                  wall_clock: Callable[[], float] | None = None,
-                 decoder: str = DECODERS[0]) -> ImportSummary:
+                 decoder: str = DECODERS[0], live: bool = False) -> ImportSummary:
     """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
 
     ``name`` is the run id (default: the output directory's name). Without ``broker`` the run
@@ -250,6 +278,11 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     slave, each record once (``replicas``). ``wall_clock`` (e.g. ``time.monotonic``), when
     given, measures ``wall_seconds`` for the runs table; the model itself never reads a clock.
     ``decoder`` is one of :data:`DECODERS`; both write the same tables.
+
+    Importing the same store into the same run and broker again reads only what it gained since
+    (:mod:`broker_core.export.increments`: the rules, and when the store is read whole instead).
+    ``live``: a broker is writing the store as it is read; the record it is writing at the end
+    of the log is not damage (:meth:`StoreReader.entries`).
     """
     if decoder not in DECODERS:
         raise BadInputError(f"unknown decoder {decoder!r}", hint=f"use one of {', '.join(DECODERS)}")
@@ -265,7 +298,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     adding = broker is not None
     broker = validate_broker(broker) if adding else run_id
     part = part_name(broker)
-    reader = (ColumnarStoreReader if decoder == "columnar" else StoreReader)(store_dir)
+    reader = (ColumnarStoreReader if decoder == "columnar" else StoreReader)(store_dir, live=live)
     store_root = store_dir.resolve()
     out_resolved = out_dir.resolve()
     if out_resolved == store_root or store_root in out_resolved.parents:
@@ -279,27 +312,58 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     rows_by_table: dict[str, int] = {}
     merged: MergeResult | None = None
     with run_lock(out_dir):
-        kept = kept_parts(out_dir, run_id, broker) if adding else []
         # The other side of a replicated broker, kept to merge with (None: nothing to merge with).
         earlier = earlier_side(out_dir, broker, role) if adding else None
+        replicated = role != ROLE_MASTER or earlier is not None
+        state = load_state(out_dir, broker) if out_dir.is_dir() else None
+        resume, full_reason = plan_resume(state, reader, store_root, replicated)
+        keep_own = ("commitlog",) if resume is not None else ()
+        kept = kept_parts(out_dir, run_id, broker, keep_own) if adding or resume is not None else []
+        if resume is not None and not adding:
+            kept = [k for k in kept if is_broker_part(k.name, broker)]  # the store is the whole run
+        own_commitlog = broker_parts_of(out_dir / PARQUET_DIR_NAME / "commitlog", broker) if resume else []
+        compacting = len(increments_of(out_dir / PARQUET_DIR_NAME, broker)) >= INCREMENT_PARTS_MAX if resume else False
+        if compacting:
+            kept = [k for k in kept if not (k.parent.name == "commitlog" and is_broker_part(k.name, broker))]
+        tail = Tail(*(state.tail.last_record, state.tail.blank)) if resume is not None else Tail()
+        if resume is not None:
+            by_topic.update(state.records_by_topic)
+            hosts.update(state.store_hosts)
         with atomic_dir(out_dir) as tmp:
             link_parts(out_dir, kept, tmp)
             parquet = side_dir(tmp, broker, role) if earlier is not None else tmp / PARQUET_DIR_NAME
+            if compacting:
+                compact(own_commitlog, parquet, broker)
+            commitlog_part = increment_part_name(broker, resume.offset) if resume is not None else part
             if isinstance(reader, ColumnarStoreReader):
-                columnar = CommitlogWriter(parquet, part=part)
-                for batch in reader.batches(progress):
+                columnar = CommitlogWriter(parquet, part=commitlog_part)
+                for batch in reader.entries(progress, resume):
+                    if not isinstance(batch, RecordColumns):
+                        tail.blank_at(batch.phys_offset, batch.size)
+                        continue
                     counts = pc.value_counts(batch.columns["topic"]).to_pylist()
                     by_topic.update({c["values"]: c["counts"] for c in counts})
                     hosts.update(pc.unique(batch.columns["store_host"]).to_pylist())
+                    tail.record(batch.columns["phys_offset"][-1].as_py(), batch.columns["total_size"][-1].as_py())
                     columnar.write(batch.table(run_id, broker))
-                rows_by_table["commitlog"] = columnar.close()
+                added = columnar.close()
+                commitlog_path = columnar.path
             else:
-                commitlog = TableWriter(parquet, "commitlog", part=part)
-                for values in commitlog_values(reader, run_id, broker, progress):
+                commitlog = TableWriter(parquet, "commitlog", part=commitlog_part)
+                for entry in reader.entries(progress, resume):
+                    if entry.record is None:
+                        tail.blank_at(entry.phys_offset, entry.size)
+                        continue
+                    values = record_to_values(entry.record, run_id, broker, entry.file_name)
                     by_topic[values[_TOPIC]] += 1
                     hosts.add(values[_STORE_HOST])
+                    tail.record(entry.phys_offset, entry.size)
                     commitlog.write_values(values)
-                rows_by_table["commitlog"] = commitlog.close()
+                added = commitlog.close()
+                commitlog_path = commitlog.path
+            if resume is not None and not added:
+                commitlog_path.unlink()  # nothing new: no empty file per import
+            rows_by_table["commitlog"] = reader.record_count if resume is not None else added
             if strict and reader.errors:
                 raise _strict_error(reader.errors)
 
@@ -341,12 +405,25 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                 if table not in rows_by_table:
                     rows_by_table[table] = TableWriter(parquet, table, part=part).close()
             if earlier is not None:
+                # A master imported in increments is merged from one commitlog file.
+                logs = [src for src, rel in earlier.items() if rel.parent.name == "commitlog"]
+                if len(logs) > 1:
+                    compact(logs, side_dir(tmp, broker, other_role(role)), broker)
+                    earlier = {src: rel for src, rel in earlier.items() if src not in logs}
                 link_side(earlier, side_dir(tmp, broker, other_role(role)))
                 merged = merge_sides(tmp, broker, tmp / PARQUET_DIR_NAME)
                 merge_errors = [p for p in merged.problems if p.severity == "error"]
                 if strict and merge_errors:
                     raise _strict_error(merge_errors)
             brokers = brokers_of(tmp)
+            new_state = None
+            if reader.resume_point is not None and not replicated:
+                prints = fingerprints(reader, tail.spans())
+                if prints is not None:
+                    new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
+                                            reader.resume_point, tail, prints, dict(sorted(by_topic.items())),
+                                            sorted(h for h in hosts if h))
+                    save_state(tmp, new_state)
 
     return ImportSummary(
         run_id=run_id, broker=broker, store_dir=store_dir, out_dir=out_dir,
@@ -360,4 +437,9 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         recovery_start_file=(reader.files[reader.recovery_start_index()].name if reader.files else None),
         brokers=brokers, role=role,
         merged=None if merged is None else {"records": merged.records, "only_on_master": merged.only_master,
-                                            "only_on_slave": merged.only_slave, "offsets_differ": merged.differ})
+                                            "only_on_slave": merged.only_slave, "offsets_differ": merged.differ},
+        bytes_read=(reader.valid_end or 0) - reader.scan_start, live=live,
+        resumed_from=resume.offset if resume is not None else None,
+        records_added=added, full_import_reason=full_reason,
+        next_file=reader.resume_point.file_name if new_state is not None else None,
+        next_offset=reader.resume_point.offset if new_state is not None else None)
