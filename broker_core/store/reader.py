@@ -541,13 +541,36 @@ class StoreReader:
         after = [p for p in self._scan_problems if p.kind == "unreachable-data" and p.offset >= end]
         if not at_end and not after:
             return
-        if after and not self._decodes_now(end):
+        if (after or self._written_past_record(end)) and not self._decodes_now(end):
             return
         in_flight = [Problem(p.file, p.offset, "in-flight",
                              f"{p.kind}: {p.reason}; the broker is writing here (live import): the next "
                              "import reads it", WARNING) for p in at_end]
         drop = {id(p) for p in at_end + after}
         self._scan_problems = [p for p in self._scan_problems if id(p) not in drop] + in_flight
+
+    def _written_past_record(self, offset: int) -> bool:
+        """Whether the file holds a non-zero byte past the end the record at ``offset`` claims."""
+        for cf in self.files:
+            if cf.start <= offset < cf.start + self.file_size:
+                limit = min(cf.length, self.file_size)
+                try:
+                    with open(cf.path, "rb") as fh:
+                        fh.seek(offset - cf.start)
+                        head = fh.read(8)
+                        total = _SIZE_MAGIC.unpack_from(head)[0] if len(head) == 8 else 0
+                        cursor = offset - cf.start + max(total, 8)
+                        fh.seek(cursor)
+                        while cursor < limit:
+                            chunk = fh.read(min(READ_CHUNK_BYTES, limit - cursor))
+                            if not chunk:
+                                break
+                            if chunk.strip(b"\0"):
+                                return True
+                            cursor += len(chunk)
+                except OSError:
+                    return False
+        return False
 
     def _decodes_now(self, offset: int) -> bool:
         """Whether a whole record or a BLANK is at ``offset`` when read again now."""
