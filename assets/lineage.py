@@ -196,13 +196,48 @@ def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
     chain = Window.partitionBy("run_id", "message_key", "group").orderBy(*RECORD_ORDER)
     shared = F.count(F.when(F.col("group").isNull(), F.lit(1))).over(per_message)
     position = F.row_number().over(chain) - 1
-    next_store_ts = F.lead("store_ts").over(chain)
-    # One projection rather than a withColumn per column: each withColumn re-analyses the plan.
-    return hops.withColumns({
+    hops = hops.withColumns({
         "hop_index": F.when(F.col("group").isNull(), position).otherwise(shared + position),
+        "chain_next_ts": F.lead("store_ts").over(chain),
+    })
+    return _with_schedule_delivery(hops)
+
+
+# The records the schedule re-puts from a SCHEDULE record keep its DELAY and reconsume times.
+_REPUT_KINDS = ("DELIVER", "RETRY", "DLQ")
+
+
+def _with_schedule_delivery(hops: DataFrame) -> DataFrame:
+    """``next_store_ts`` and ``dwell_ms`` of each hop: a SCHEDULE hop's next store time is its
+    delivery's, every other hop's the next hop's in its chain.
+
+    A SCHEDULE record's delivery is the record the schedule re-put from it: the k-th SCHEDULE hop of
+    a (message, group, ORIGIN_MESSAGE_ID, delay level, reconsume times) pairs with the k-th re-put
+    record (DELIVER, RETRY or DLQ) of the same key, in store order, since the schedule delivers
+    each level's queue in order. Where a record was sent back twice (it reached two consumers) two
+    retry sequences interleave in the chain, and the next hop is not the delivery; where a
+    restarted broker re-put a record again, the second copy pairs with nothing. A SCHEDULE hop
+    without a delivery (still waiting, or lost) keeps the next hop of its chain.
+    """
+    kind = F.col("hop_kind")
+    role = (F.when(kind == "SCHEDULE", F.lit(0))
+            .when(kind.isin(*_REPUT_KINDS) & (F.col("delay_level") > 0), F.lit(1)))
+    pair_key = ("run_id", "message_key", "group", "rec_origin_msg_id", "delay_level", "reconsume_times")
+    ranked = hops.withColumns({
+        "pair_role": role,
+        "pair_rank": F.row_number().over(Window.partitionBy(*pair_key, role).orderBy(*RECORD_ORDER)),
+    })
+    pairs = Window.partitionBy(*pair_key).orderBy("pair_rank", "pair_role")
+    nxt_rank, nxt_role = F.lead("pair_rank").over(pairs), F.lead("pair_role").over(pairs)
+    delivered_ts = F.when((F.col("pair_role") == 0) & (nxt_role == 1) & (nxt_rank == F.col("pair_rank")),
+                          F.lead("store_ts").over(pairs))
+    next_store_ts = F.when(kind == "SCHEDULE", F.coalesce(delivered_ts, F.col("chain_next_ts"))) \
+        .otherwise(F.col("chain_next_ts"))
+    # One projection rather than a withColumn per column: each withColumn re-analyses the plan.
+    return ranked.withColumns({
         "next_store_ts": next_store_ts,
         "dwell_ms": F.unix_millis(next_store_ts) - F.unix_millis("store_ts"),
-    })
+    }).drop("pair_role", "pair_rank", "chain_next_ts")
 
 
 def build_message_hops(commitlog_df: DataFrame) -> DataFrame:

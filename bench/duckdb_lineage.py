@@ -28,7 +28,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from assets.checks import ORIGIN_CUTS_CTES, names_a_removed_record, origin_cut_joins
+from assets.checks import sql_fragment
 from assets.lineage import INPUT_TABLES, RECORD_COLUMNS
 from broker_core.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 from broker_core.export.schema import RAW_TABLES
@@ -79,15 +79,36 @@ WITH records AS (
          CASE WHEN topic = '{SCHEDULE_TOPIC}' THEN {_group_of("coalesce(real_topic, '')")}
               ELSE {_group_of("topic")} END AS "group"
   FROM keyed
+), numbered AS (
+  SELECT *,
+         (CASE WHEN "group" IS NULL THEN 0
+               ELSE count(*) FILTER (WHERE "group" IS NULL) OVER (PARTITION BY run_id, message_key)
+          END + row_number() OVER chain - 1)::INTEGER AS hop_index,
+         lead(store_ts) OVER chain AS chain_next_ts,
+         CASE WHEN hop_kind = 'SCHEDULE' THEN 0
+              WHEN hop_kind IN ('DELIVER', 'RETRY', 'DLQ') AND delay_level > 0 THEN 1 END AS pair_role
+  FROM classified
+  WINDOW chain AS (PARTITION BY run_id, message_key, "group" ORDER BY store_ts, broker, phys_offset)
+), ranked AS (
+  -- A SCHEDULE hop's delivery: the k-th re-put record of its (message, group, ORIGIN_MESSAGE_ID,
+  -- level, reconsume times) pairs with the k-th SCHEDULE of that key (assets.lineage).
+  SELECT *, row_number() OVER (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level,
+                                            reconsume_times, pair_role
+                               ORDER BY store_ts, broker, phys_offset) AS pair_rank
+  FROM numbered
+), paired AS (
+  SELECT * EXCLUDE (chain_next_ts, pair_role, pair_rank),
+         CASE WHEN hop_kind = 'SCHEDULE'
+              THEN coalesce(CASE WHEN pair_role = 0 AND lead(pair_role) OVER pairs = 1
+                                      AND lead(pair_rank) OVER pairs = pair_rank
+                                 THEN lead(store_ts) OVER pairs END, chain_next_ts)
+              ELSE chain_next_ts END AS next_store_ts
+  FROM ranked
+  WINDOW pairs AS (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level, reconsume_times
+                   ORDER BY pair_rank, pair_role NULLS FIRST)
 )
-SELECT *,
-       (CASE WHEN "group" IS NULL THEN 0
-             ELSE count(*) FILTER (WHERE "group" IS NULL) OVER (PARTITION BY run_id, message_key)
-        END + row_number() OVER chain - 1)::INTEGER AS hop_index,
-       lead(store_ts) OVER chain AS next_store_ts,
-       epoch_ms(lead(store_ts) OVER chain) - epoch_ms(store_ts) AS dwell_ms
-FROM classified
-WINDOW chain AS (PARTITION BY run_id, message_key, "group" ORDER BY store_ts, broker, phys_offset)
+SELECT *, epoch_ms(next_store_ts) - epoch_ms(store_ts) AS dwell_ms
+FROM paired
 """
 
 HOPS_SQL = """
@@ -98,14 +119,14 @@ ORDER BY run_id, message_key, hop_index, "group" NULLS FIRST
 """
 
 LINEAGE_SQL = f"""
-WITH {ORIGIN_CUTS_CTES},
+WITH {sql_fragment("origin_cuts_ctes")},
 origins AS (
   -- Brokers whose commit log starts past 0 (retention): which of the records name, as
   -- ORIGIN_MESSAGE_ID (not the UNIQ_KEY), a record below the first offset of the broker it was on.
-  SELECT c.run_id, c.broker, c.phys_offset, {names_a_removed_record("c.origin_msg_id", "c.uniq_key")} AS removed
+  SELECT c.run_id, c.broker, c.phys_offset, {sql_fragment("names_a_removed_record")} AS removed
   FROM (SELECT run_id, broker, phys_offset, rec_origin_msg_id AS origin_msg_id, uniq_key FROM chained
         WHERE run_id IN (SELECT run_id FROM cut_runs) AND rec_origin_msg_id IS NOT NULL) c
-  {origin_cut_joins("c")}
+  {sql_fragment("origin_cut_joins")}
 ), facts AS (
   -- Per message: the origin topic and message id (first non-null by store time), the groups
   -- holding a hop of it, and whether its first hops are gone: no shared hop, a DELIVER as the

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -42,21 +43,39 @@ NULLABLE = (("message_hops", "phys_offset"), ("commitlog", "phys_offset"), ("mes
             ("message_hops", "hop_index"), ("message_hops", "store_ts"))
 
 
-def checks_at(rev: str, repo: Path) -> ModuleType:
-    """``assets/checks.py`` as it was at git revision ``rev``, imported as its own module."""
+def _git_show(repo: Path, rev: str, path: str) -> str:
     try:
-        text = subprocess.run(["git", "-C", str(repo), "show", f"{rev}:assets/checks.py"],
+        return subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{path}"],
                               check=True, capture_output=True, text=True).stdout
     except subprocess.CalledProcessError as exc:
-        raise SystemExit(f"check_diff: cannot read assets/checks.py at {rev!r}: {exc.stderr.strip()}") from None
-    path = Path(tempfile.mkdtemp(prefix="check-diff-")) / "checks_base.py"
-    path.write_text(text, encoding="utf-8")
-    name = f"checks_at_{rev.replace('/', '_').replace('~', '_').replace('^', '_')}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+        raise SystemExit(f"check_diff: cannot read {path} at {rev!r}: {exc.stderr.strip()}") from None
+
+
+def checks_at(rev: str, repo: Path) -> ModuleType:
+    """``assets/checks.py`` as it was at git revision ``rev``, imported as its own module.
+
+    Its check SQL files (``assets/sql/checks/``, where the revision has them) are copied beside it
+    into a package of its own, so that it reads the revision's SQL and not the working tree's.
+    """
+    text = _git_show(repo, rev, "assets/checks.py")
+    name = "checks_at_" + re.sub(r"\W", "_", rev)
+    package = Path(tempfile.mkdtemp(prefix="check-diff-")) / name
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "checks.py").write_text(text, encoding="utf-8")
+    listed = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--name-only", rev, "--", "assets/sql/checks"],
+                            check=True, capture_output=True, text=True).stdout.split()
+    for path in listed:
+        target = package / Path(path).relative_to("assets")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(_git_show(repo, rev, path), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, package / "__init__.py",
+                                                  submodule_search_locations=[str(package)])
+    sys.modules.pop(f"{name}.checks", None)  # a second call reads the revision again
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[name])
+    # Imported by name, so that dataclasses and importlib.resources find the module and its package.
+    return importlib.import_module(f"{name}.checks")
 
 
 def _materialize(con: duckdb.DuckDBPyConnection) -> None:

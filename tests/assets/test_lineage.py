@@ -537,6 +537,41 @@ def test_fixture_store_lineage_finds_groups_from_retry_topics_and_the_dlq(built)
     assert dlq.origin_msg_id == "C0A8000100002A9F000000000000016B"
 
 
+# --- a record sent back twice, and a schedule record re-put twice -----------------------------
+
+# U7 reached two consumers of G7 and both failed it: two SCHEDULE records from one PUBLISH, and
+# the two retry sequences interleave (as a real 4.9.4 broker wrote them after a consumer SIGKILL).
+# U8's SCHEDULE record was delivered twice (a restarted broker re-put it from an older delay offset).
+INTERLEAVED = [
+    rec(9700, "Basket", 0, uniq="U7"),
+    *[rec(phys, topic, at, uniq="U7", origin="M9700", real_topic="%RETRY%G7", retry_topic="Basket",
+          delay=level, queue_id=level - 1 if topic == SCHED else 0, reconsume=level - 2)
+      for phys, topic, at, level in ((9710, SCHED, 100, 3), (9720, SCHED, 180, 3),
+                                     (9730, "%RETRY%G7", 1100, 3), (9740, SCHED, 1160, 4),
+                                     (9750, "%RETRY%G7", 1200, 3), (9760, SCHED, 1205, 4),
+                                     (9770, "%RETRY%G7", 2160, 4), (9780, "%RETRY%G7", 2205, 4))],
+    rec(9800, "Basket", 0, uniq="U8"),
+    *[rec(phys, topic, at, uniq="U8", origin="M9800", real_topic="%RETRY%G8", retry_topic="Basket",
+          delay=3, queue_id=2 if topic == SCHED else 0, reconsume=1)
+      for phys, topic, at in ((9810, SCHED, 10), (9820, "%RETRY%G8", 1010), (9830, "%RETRY%G8", 5000))],
+]
+
+
+def test_a_schedule_hop_dwells_until_its_own_delivery_when_retry_sequences_interleave(built):
+    """A SCHEDULE hop's next_store_ts is the record the schedule re-put from it (the k-th SCHEDULE of
+    a level and reconsume count pairs with the k-th re-put record of the same), not the next hop:
+    the interleaved sequences of a twice-failed record each wait their level's 1 s, and a re-put
+    copy pairs with nothing."""
+    hops, _lineage = built[RUN]
+    assert [h[1] for h in chain(hops, "U7", "G7")] == [
+        "PUBLISH", "SCHEDULE", "SCHEDULE", "RETRY", "SCHEDULE", "RETRY", "SCHEDULE", "RETRY", "RETRY"]
+    dwell = {hops[("U7", "G7", i)].phys_offset: hops[("U7", "G7", i)].dwell_ms for i in range(1, 9)}
+    # SCHEDULE 9710 -> RETRY 9730, 9720 -> 9750, 9740 -> 9770, 9760 -> 9780; a RETRY: its chain's next.
+    assert dwell == {9710: 1000, 9720: 1020, 9730: 60, 9740: 1000, 9750: 5, 9760: 1000, 9770: 45, 9780: None}
+    assert [(h[1], hops[("U8", "G8", h[0])].dwell_ms) for h in chain(hops, "U8", "G8")[1:]] == [
+        ("SCHEDULE", 1000), ("RETRY", 3990), ("RETRY", None)]
+
+
 # --- every journey above, built once (each Spark build costs seconds) ----------------------------
 
 @pytest.fixture(scope="module")
@@ -545,7 +580,7 @@ def built(spark):
     return lineage_of(
         spark,
         PLAIN + DELAYED + TWO_GROUPS + NO_UNIQ + STATES + IMPORTED + manifest_commitlog() + TRUNCATED
-        + HEADLESS + CROSS_BROKER,
+        + HEADLESS + CROSS_BROKER + INTERLEAVED,
         DELAYED_ATTEMPTS + TWO_GROUPS_ATTEMPTS + NO_UNIQ_ATTEMPTS + STATES_ATTEMPTS,
         IMPORTED_OFFSETS, STATES_PRODUCED, CUT_RUNS + TWO_BROKER_RUNS)
 

@@ -62,3 +62,21 @@ def test_the_base_revision_is_read_from_git(tiny_run):
     out = subprocess.run([sys.executable, "-m", "tools.check_diff", "--base", "HEAD", str(missing)],
                          cwd=PROJECT_ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and f"{missing}: no such run directory" in out.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_base_revision_reads_its_own_sql_files(tmp_path):
+    """A revision's checks read that revision's SQL files, not the working tree's."""
+    repo = tmp_path / "repo"
+    shutil.copytree(PROJECT_ROOT / "assets", repo / "assets", ignore=shutil.ignore_patterns("__pycache__"))
+    sql = repo / "assets" / "sql" / "checks" / f"{checks.NO_EARLY_DELIVERY}.sql"
+    working = sql.read_text(encoding="utf-8")
+    sql.write_text(working + "-- as committed\n", encoding="utf-8")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "assets"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "base"], check=True)
+    sql.write_text(working, encoding="utf-8")
+    base = checks_at("HEAD", repo)
+    assert base.CHECKS_BY_NAME[checks.NO_EARLY_DELIVERY].sql.endswith("-- as committed\n")
+    assert not checks.CHECKS_BY_NAME[checks.NO_EARLY_DELIVERY].sql.endswith("-- as committed\n")

@@ -1,0 +1,301 @@
+-- hop_grammar_valid: every (message, group) chain reads as a journey may.
+-- The grammar of a journey, judged in two parts.
+-- Shared hops: a PUBLISH (repeated when a producer's retried send was stored twice), or a delayed
+-- publish's SCHEDULE -> DELIVER (a lone SCHEDULE while it waits).
+-- A group's hops: real -> (SCHEDULE -> RETRY)* -> (SCHEDULE | DLQ)?, per branch. A message
+-- delivered twice to a group (a consumer crash or rebalance before the offset was committed, a
+-- schedule re-delivery after a broker crash) may fail twice and start two retry branches; the
+-- broker stamps each branch with ORIGIN_MESSAGE_ID (the record it was sent back from, or the
+-- UNIQ_KEY on a client's fallback send), so a branch is the group's hops sharing one.
+-- A DLQ may come through the schedule: in 4.9.4 a client's send to %RETRY% that the broker turns
+-- into a DLQ keeps its DELAY (handleRetryAndDLQ, ROCKETMQ_SPEC.md section 5.3).
+-- After a kill -9 the schedule service resumes from its last flushed delay offsets and puts some
+-- records again, so a crashed run may repeat a DELIVER hop.
+-- A message delivered twice from one record (a crash before the offset was committed) fails and is
+-- sent back twice, with the same ORIGIN_MESSAGE_ID: two retry sequences interleave in one branch.
+-- Where that can happen (the run crashed, or the group was delivered one record more than once)
+-- a branch need only be an interleaving of valid sequences: it starts with SCHEDULE or DLQ and
+-- never holds more RETRY hops than SCHEDULE hops before them.
+--
+-- Judged with hash aggregates; the ordered hop lists that explain a failure are built for the
+-- failing chains only (ordered aggregates and windows over every hop cost several times more).
+-- Shared hops are judged by counts: P+ is "every hop a PUBLISH"; SD? / SD* is "the first hop (in
+-- hop order) a SCHEDULE, the only one, and every other hop a DELIVER" (at most one without a crash),
+-- which is what the regular expressions in assets/checks.py say.
+WITH crashed AS (
+    SELECT DISTINCT run_id FROM faults WHERE kind IN {{crash_fault_kinds}}
+),
+{{origin_cuts_ctes}},
+shared_repeated AS (
+    -- Hashes of the messages with more than one shared hop (an aggregate on one integer costs a
+    -- fraction of one on the values; the hops of one message share a hash).
+    SELECT hash(run_id, message_key) AS k
+    FROM message_hops
+    WHERE "group" IS NULL
+    GROUP BY k
+    HAVING count(*) > 1
+),
+shared AS (
+    -- A message's shared hops, counted by kind, with the hop_index range its chains start from.
+    -- A message whose hash no other shared hop has has one, read off that row; only the others
+    -- are grouped.
+    SELECT run_id, message_key,
+           CAST(1 AS BIGINT) AS n,
+           CAST(CASE WHEN hop_kind = 'PUBLISH' THEN 1 ELSE 0 END AS BIGINT) AS publishes,
+           CAST(CASE WHEN hop_kind = 'SCHEDULE' THEN 1 ELSE 0 END AS BIGINT) AS schedules,
+           CAST(CASE WHEN hop_kind = 'DELIVER' THEN 1 ELSE 0 END AS BIGINT) AS delivers,
+           CASE WHEN hop_kind = 'SCHEDULE' THEN hop_index END AS schedule_index,
+           CASE WHEN hop_kind = 'DELIVER' THEN hop_index END AS first_deliver_index,
+           CAST(CASE WHEN hop_index IS NULL THEN 0 ELSE 1 END AS BIGINT) AS indexed,
+           hop_index AS first_index, hop_index AS last_index
+    FROM message_hops
+    WHERE "group" IS NULL AND hash(run_id, message_key) NOT IN (SELECT k FROM shared_repeated)
+    UNION ALL
+    SELECT h.run_id, h.message_key,
+           count(*) AS n,
+           count(*) FILTER (WHERE h.hop_kind = 'PUBLISH') AS publishes,
+           count(*) FILTER (WHERE h.hop_kind = 'SCHEDULE') AS schedules,
+           count(*) FILTER (WHERE h.hop_kind = 'DELIVER') AS delivers,
+           min(h.hop_index) FILTER (WHERE h.hop_kind = 'SCHEDULE') AS schedule_index,
+           min(h.hop_index) FILTER (WHERE h.hop_kind = 'DELIVER') AS first_deliver_index,
+           count(h.hop_index) AS indexed, min(h.hop_index) AS first_index, max(h.hop_index) AS last_index
+    FROM message_hops h
+    WHERE h."group" IS NULL AND hash(h.run_id, h.message_key) IN (SELECT k FROM shared_repeated)
+    GROUP BY h.run_id, h.message_key
+),
+shared_order AS (
+    -- Whether a lone SCHEDULE comes before every DELIVER in hop order, where hop_index alone
+    -- tells (NULL where it does not: a tie on hop_index or a hop without one).
+    SELECT *,
+           CASE WHEN delivers = 0 THEN true
+                WHEN indexed = n AND schedule_index < first_deliver_index THEN true
+                WHEN indexed = n AND schedule_index > first_deliver_index THEN false
+           END AS schedule_first
+    FROM shared
+),
+tied_orders AS (
+    -- The first hop of the messages hop_index leaves undecided, from the whole order (building
+    -- that row key for every shared hop costs about a tenth of the check).
+    SELECT h.run_id, h.message_key, arg_min({{hop_letter}}, ({{hop_order}})) AS first_letter
+    FROM message_hops h
+    WHERE h."group" IS NULL
+      AND (h.message_key IN (SELECT message_key FROM shared_order
+                             WHERE schedules = 1 AND delivers = n - 1 AND schedule_first IS NULL)
+           OR h.message_key IS NULL)
+    GROUP BY h.run_id, h.message_key
+),
+group_hops AS (
+    -- A group's hops with their branch (the record's ORIGIN_MESSAGE_ID): only these need the
+    -- commit log, and only its records that carry one.
+    SELECT h.run_id, h.message_key, h."group", h.hop_kind, h.hop_index, h.store_ts, h.broker, h.phys_offset,
+           coalesce(c.origin_msg_id, '') AS branch, {{hop_letter}} AS letter
+    FROM message_hops h
+    LEFT JOIN (SELECT run_id, broker, phys_offset, origin_msg_id FROM commitlog WHERE origin_msg_id IS NOT NULL) c
+      ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+    WHERE h."group" IS NOT NULL
+),
+shared_misfits AS (
+    SELECT s.run_id, s.message_key
+    FROM shared_order s
+    LEFT JOIN tied_orders t ON t.run_id = s.run_id AND t.message_key IS NOT DISTINCT FROM s.message_key
+    WHERE NOT (s.publishes = s.n
+               OR (s.schedules = 1 AND s.delivers = s.n - 1
+                   AND coalesce(s.schedule_first, t.first_letter = 'S', false)
+                   AND (s.n <= 2 OR s.run_id IN (SELECT run_id FROM crashed)))
+               -- A delayed publish whose SCHEDULE retention deleted: its DELIVER alone.
+               OR (s.delivers = s.n AND (s.n = 1 OR s.run_id IN (SELECT run_id FROM crashed))
+                   AND s.run_id IN (SELECT run_id FROM cut_runs)))
+),
+shared_kinds AS (
+    SELECT h.run_id, h.message_key, string_agg(h.hop_kind, ' > ' ORDER BY {{hop_order}}) AS kinds
+    FROM message_hops h
+    JOIN shared_misfits m ON m.run_id = h.run_id AND m.message_key IS NOT DISTINCT FROM h.message_key
+    WHERE h."group" IS NULL
+    GROUP BY h.run_id, h.message_key
+),
+branch_shapes AS (
+    -- What a hash aggregate tells of a branch without ordering its hops. A branch whose hop_index
+    -- values are distinct and contiguous, with every SCHEDULE an even number of steps from its
+    -- first hop, every RETRY an odd number, and at most one DLQ, as its last hop, reads
+    -- (SCHEDULE -> RETRY)* -> (SCHEDULE | SCHEDULE? -> DLQ)?; only the others are listed in order.
+    SELECT run_id, message_key, "group", branch,
+           indexed = n AND last_index - first_index + 1 = n AND distinct_indexes = n AND others = 0
+           AND CASE WHEN first_index % 2 = 0 THEN s_odd = 0 AND r_even = 0 ELSE s_even = 0 AND r_odd = 0 END
+           AND (dlqs = 0 OR (dlqs = 1 AND last_letter = 'Q')) AS in_order
+    FROM (SELECT run_id, message_key, "group", branch,
+                 count(*) AS n, count(hop_index) AS indexed,
+                 min(hop_index) AS first_index, max(hop_index) AS last_index,
+                 -- Distinct hop_index values, as bits (an index past 62 leaves the branch to the list).
+                 bit_count(bit_or(CASE WHEN hop_index BETWEEN 0 AND 62 THEN 1::UBIGINT << hop_index END))
+                     AS distinct_indexes,
+                 count(*) FILTER (WHERE letter = 'S' AND hop_index % 2 = 0) AS s_even,
+                 count(*) FILTER (WHERE letter = 'S' AND hop_index % 2 = 1) AS s_odd,
+                 count(*) FILTER (WHERE letter = 'R' AND hop_index % 2 = 0) AS r_even,
+                 count(*) FILTER (WHERE letter = 'R' AND hop_index % 2 = 1) AS r_odd,
+                 count(*) FILTER (WHERE letter = 'Q') AS dlqs,
+                 count(*) FILTER (WHERE letter NOT IN ('S', 'R', 'Q')) AS others,
+                 arg_max(letter, hop_index) AS last_letter
+          FROM group_hops
+          GROUP BY run_id, message_key, "group", branch)
+),
+names_removed AS (
+    -- Messages of a cut run with a record whose ORIGIN_MESSAGE_ID names a record retention deleted.
+    SELECT DISTINCT h.run_id, h.message_key
+    FROM commitlog c
+    JOIN cut_runs r ON r.run_id = c.run_id
+    JOIN message_hops h ON h.run_id = c.run_id AND h.broker = c.broker AND h.phys_offset = c.phys_offset
+    {{origin_cut_joins}}
+    WHERE c.origin_msg_id IS NOT NULL
+      AND {{names_a_removed_record}}
+),
+head_removed AS (
+    -- Messages of a cut run whose first hops are not in the commit log (what the lineage marks
+    -- truncated, read again from the hops): no shared hop is left, the first shared hop is a
+    -- DELIVER (its SCHEDULE is gone), or a record names one retention deleted.
+    SELECT DISTINCT b.run_id, b.message_key
+    FROM branch_shapes b
+    WHERE b.run_id IN (SELECT run_id FROM cut_runs)
+      AND NOT EXISTS (SELECT 1 FROM shared s WHERE s.run_id = b.run_id AND s.message_key = b.message_key)
+    UNION
+    SELECT s.run_id, s.message_key
+    FROM shared_order s
+    WHERE s.run_id IN (SELECT run_id FROM cut_runs) AND s.delivers > 0 AND s.first_deliver_index = s.first_index
+    UNION
+    SELECT run_id, message_key FROM names_removed
+),
+branches AS (
+    -- A branch of a message whose head was deleted may start after its first SCHEDULE: it is
+    -- judged with that SCHEDULE put back (head_restored), so only its start is forgiven.
+    SELECT *, 'S' || letters AS restored_letters,
+           starts_with(letters, 'R')
+           AND EXISTS (SELECT 1 FROM head_removed t
+                       WHERE t.run_id = b.run_id AND t.message_key = b.message_key) AS head_restored
+    FROM (SELECT h.run_id, h.message_key, h."group", h.branch,
+                 string_agg(h.letter, '' ORDER BY {{hop_order}}) AS letters
+          FROM group_hops h
+          SEMI JOIN branch_shapes s
+            ON s.run_id = h.run_id AND s.message_key IS NOT DISTINCT FROM h.message_key
+           AND s."group" = h."group" AND s.branch = h.branch AND NOT s.in_order
+          GROUP BY h.run_id, h.message_key, h."group", h.branch) b
+),
+branch_misfits AS (
+    SELECT * EXCLUDE (letters, restored_letters),
+           CASE WHEN head_restored THEN restored_letters ELSE letters END AS letters
+    FROM branches
+    WHERE NOT regexp_full_match(CASE WHEN head_restored THEN restored_letters ELSE letters END,
+                                '{{branch_grammar_regex}}')
+),
+misfit_steps AS (
+    SELECT h.run_id, h.message_key, h."group", h.branch, h.hop_kind, h.hop_index, h.store_ts, h.broker, h.phys_offset,
+           sum(CASE WHEN h.letter = 'R' THEN 1 ELSE 0 END) OVER w
+               - sum(CASE WHEN h.letter = 'S' THEN 1 ELSE 0 END) OVER w AS retries_ahead
+    FROM group_hops h
+    SEMI JOIN branch_misfits m
+      ON m.run_id = h.run_id AND m.message_key IS NOT DISTINCT FROM h.message_key
+     AND m."group" = h."group" AND m.branch = h.branch
+    WINDOW w AS (PARTITION BY h.run_id, h.message_key, h."group", h.branch
+                 ORDER BY {{hop_order}} ROWS UNBOUNDED PRECEDING)
+),
+misfit_kinds AS (
+    SELECT run_id, message_key, "group", branch,
+           string_agg(hop_kind, ' > ' ORDER BY {{hop_order}}) AS kinds,
+           max(retries_ahead) AS retries_ahead
+    FROM misfit_steps
+    GROUP BY run_id, message_key, "group", branch
+),
+redelivered AS (
+    -- Messages a group got from one record more than once, among the misfits' only.
+    SELECT DISTINCT r.run_id, r."group", r.uniq_key
+    FROM consume_attempts r
+    SEMI JOIN branch_misfits b ON b.run_id = r.run_id AND b."group" = r."group" AND b.message_key = r.uniq_key
+    GROUP BY r.run_id, r."group", r.uniq_key, r.queue_topic, r.queue_id, r.queue_offset, r.consumer_id
+    HAVING count(*) FILTER (WHERE r.outcome NOT IN ('LOCAL_RETRY')) > 1
+),
+judged AS (
+    -- A restored SCHEDULE comes before every hop of its branch: one retry fewer ahead everywhere.
+    SELECT b.*, k.kinds, k.retries_ahead - CASE WHEN b.head_restored THEN 1 ELSE 0 END AS retries_ahead,
+           b.run_id IN (SELECT run_id FROM crashed)
+           OR EXISTS (SELECT 1 FROM redelivered r WHERE r.run_id = b.run_id AND r."group" = b."group"
+                                                    AND r.uniq_key = b.message_key) AS interleaving_allowed
+    FROM branch_misfits b
+    JOIN misfit_kinds k
+      ON k.run_id = b.run_id AND k.message_key IS NOT DISTINCT FROM b.message_key
+     AND k."group" = b."group" AND k.branch = b.branch
+),
+group_tallies AS (
+    -- Per (message, group): its group's hops.
+    SELECT run_id, message_key, "group",
+           count(hop_index) AS n, min(hop_index) AS first_index, max(hop_index) AS last_index
+    FROM message_hops
+    WHERE "group" IS NOT NULL AND message_key IS NOT NULL
+    GROUP BY run_id, message_key, "group"
+),
+copied AS (
+    -- Hashes of the (run, message, group) keys more than one lineage row lists: an aggregate on
+    -- one integer costs about half the one on the three values. Rows of one key share a hash.
+    SELECT hash(run_id, message_key, "group") AS k
+    FROM message_lineage
+    WHERE final_state <> 'LOST'
+    GROUP BY k
+    HAVING count(*) > 1
+),
+listed AS (
+    -- Per (message, group): the lineage rows listing it. A key whose hash no other row has is
+    -- listed once; the keys of the other hashes are counted by value.
+    SELECT run_id, message_key, "group", 1 AS copies
+    FROM message_lineage
+    WHERE final_state <> 'LOST' AND hash(run_id, message_key, "group") NOT IN (SELECT k FROM copied)
+    UNION ALL
+    SELECT run_id, message_key, "group", count(*)
+    FROM message_lineage
+    WHERE final_state <> 'LOST' AND hash(run_id, message_key, "group") IN (SELECT k FROM copied)
+    GROUP BY run_id, message_key, "group"
+),
+chains AS (
+    -- A chain is its message's shared hops plus its group's; a lineage row listed twice counts
+    -- its hops twice (as joining every copy to its hops would). (Counting the lineage rows apart
+    -- from the hops and joining the two costs less than one aggregate over both.)
+    SELECT l.run_id, l.message_key, l."group",
+           l.copies * (coalesce(s.indexed, 0) + coalesce(g.n, 0)) AS n,
+           least(s.first_index, g.first_index) AS first_index,
+           greatest(s.last_index, g.last_index) AS last_index
+    FROM listed l
+    LEFT JOIN shared s ON s.run_id = l.run_id AND s.message_key = l.message_key
+    LEFT JOIN group_tallies g ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
+)
+SELECT s.run_id, s.message_key, NULL AS "group",
+       'shared hops ' || s.kinds || ' are not PUBLISH or SCHEDULE -> DELIVER' AS detail
+FROM shared_kinds s
+UNION ALL
+SELECT run_id, message_key, "group",
+       'branch ' || CASE WHEN branch = '' THEN '(no ORIGIN_MESSAGE_ID)' ELSE branch END || ': '
+       || kinds || ' is not (SCHEDULE -> RETRY)* -> DLQ?'
+       || CASE WHEN interleaving_allowed THEN ' nor an interleaving of such sequences' ELSE '' END
+FROM judged
+WHERE NOT interleaving_allowed OR retries_ahead > 0 OR letters[1] NOT IN ('S', 'Q')
+UNION ALL
+SELECT b.run_id, b.message_key, b."group", 'group hops without a real record before them'
+FROM (SELECT DISTINCT run_id, message_key, "group" FROM branch_shapes) b
+WHERE NOT EXISTS (SELECT 1 FROM shared s WHERE s.run_id = b.run_id AND s.message_key = b.message_key)
+  AND b.run_id NOT IN (SELECT run_id FROM cut_runs)
+UNION ALL
+-- The lineage's truncated against head_removed, each side from its own few rows: a filter on
+-- truncated (Parquet statistics skip the row groups without one), and a join from head_removed
+-- (empty outside cut runs, so message_lineage is not even read).
+SELECT l.run_id, l.message_key, l."group", 'truncated, but its first hop is in the commit log'
+FROM message_lineage l
+WHERE l.truncated AND l.final_state <> 'LOST'
+  AND NOT EXISTS (SELECT 1 FROM head_removed t WHERE t.run_id = l.run_id AND t.message_key = l.message_key)
+UNION ALL
+SELECT l.run_id, l.message_key, l."group",
+       'not truncated, but its first hops are before the commit log''s first offset'
+FROM head_removed t
+JOIN message_lineage l ON l.run_id = t.run_id AND l.message_key = t.message_key
+WHERE NOT l.truncated AND l.final_state <> 'LOST'
+UNION ALL
+SELECT run_id, message_key, "group",
+       CASE WHEN n = 0 THEN 'no hops'
+            ELSE 'hop_index runs ' || CAST(first_index AS VARCHAR) || '..' || CAST(last_index AS VARCHAR)
+                 || ' over ' || CAST(n AS VARCHAR) || ' hops' END
+FROM chains
+WHERE n = 0 OR first_index <> 0 OR last_index <> n - 1

@@ -1,0 +1,90 @@
+-- lineage_matches_commitlog: every commit-log record is in exactly one hop row, every hop row is a
+-- commit-log record, and each lineage row's hop count matches its hops.
+WITH offset_hashes AS (
+    -- How many commit-log records and hop rows name each (run, broker, offset), in one aggregate
+    -- over both keyed by the triple's 64-bit hash (an integer key costs about half the values). A
+    -- hash that is not named by one record and one hop row is looked at again by value below. A
+    -- fault is missed only where two different triples hash alike and their faults cancel (a
+    -- record without a hop row and a hop row without a record: a 2^-64 chance a pair).
+    SELECT k, count(*) FILTER (WHERE record) AS records, count(*) FILTER (WHERE NOT record) AS n
+    FROM (SELECT hash(run_id, broker, phys_offset) AS k, true AS record FROM commitlog
+          UNION ALL
+          SELECT hash(run_id, broker, phys_offset), false FROM message_hops)
+    GROUP BY k
+),
+offsets AS (
+    -- Every (run, broker, offset) of those hashes, and every one with a NULL, counted by value.
+    SELECT run_id, broker, phys_offset,
+           count(*) FILTER (WHERE record) AS records, count(*) FILTER (WHERE NOT record) AS n
+    FROM (SELECT run_id, broker, phys_offset, true AS record FROM commitlog
+          WHERE hash(run_id, broker, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
+             OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL
+          UNION ALL
+          SELECT run_id, broker, phys_offset, false FROM message_hops
+          WHERE hash(run_id, broker, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
+             OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL)
+    GROUP BY run_id, broker, phys_offset
+),
+odd AS (
+    -- Records no hop row names, offsets in more than one hop row, hop rows with no record. A NULL
+    -- run, broker or offset matches nothing (the aggregate groups NULLs together; a join would not).
+    SELECT run_id, broker, phys_offset, n,
+           records > 0 AND (n = 0 OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL) AS unhopped,
+           n > 0 AND (records = 0 OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL) AS orphan
+    FROM offsets
+    WHERE records = 0 OR n <> 1 OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL
+),
+unhopped AS (
+    -- Their records and hop rows are looked up for those offsets only; the IN lists keep the few
+    -- odd offsets on the build side of the joins.
+    SELECT c.run_id, c.uniq_key, c.broker, c.phys_offset, c.topic
+    FROM (SELECT * FROM commitlog
+          WHERE phys_offset IN (SELECT phys_offset FROM odd WHERE unhopped) OR phys_offset IS NULL) c
+    SEMI JOIN odd o
+      ON o.run_id IS NOT DISTINCT FROM c.run_id AND o.broker IS NOT DISTINCT FROM c.broker
+     AND o.phys_offset IS NOT DISTINCT FROM c.phys_offset AND o.unhopped
+),
+odd_hops AS (
+    -- The message a hop row of such an offset names.
+    SELECT o.run_id, o.broker, o.phys_offset, o.n, o.orphan, min(h.message_key) AS message_key
+    FROM (SELECT * FROM odd WHERE n > 1 OR orphan) o
+    JOIN (SELECT * FROM message_hops
+          WHERE phys_offset IN (SELECT phys_offset FROM odd WHERE n > 1 OR orphan) OR phys_offset IS NULL) h
+      ON h.run_id IS NOT DISTINCT FROM o.run_id AND h.broker IS NOT DISTINCT FROM o.broker
+     AND h.phys_offset IS NOT DISTINCT FROM o.phys_offset
+    GROUP BY o.run_id, o.broker, o.phys_offset, o.n, o.orphan
+),
+hop_tallies AS (
+    SELECT run_id, message_key, "group", count(*) AS n
+    FROM message_hops
+    GROUP BY run_id, message_key, "group"
+),
+chain_sizes AS (
+    -- A chain's hops are its message's shared hops plus its group's.
+    SELECT l.run_id, l.message_key, l."group", l.hops, coalesce(s.n, 0) + coalesce(g.n, 0) AS counted
+    FROM message_lineage l
+    LEFT JOIN hop_tallies s
+      ON s.run_id = l.run_id AND s.message_key = l.message_key AND s."group" IS NULL
+    LEFT JOIN hop_tallies g
+      ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
+)
+SELECT run_id, uniq_key AS message_key, NULL AS "group",
+       'commit-log record at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR)
+       || ' (' || topic || ') is in no hop row' AS detail
+FROM unhopped
+UNION ALL
+SELECT run_id, message_key, NULL,
+       'commit-log record at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR) || ' is in '
+       || CAST(n AS VARCHAR) || ' hop rows'
+FROM odd_hops
+WHERE n > 1
+UNION ALL
+SELECT run_id, message_key, NULL,
+       'hop row at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR) || ' has no commit-log record'
+FROM odd_hops
+WHERE orphan
+UNION ALL
+SELECT run_id, message_key, "group",
+       'lineage says ' || CAST(hops AS VARCHAR) || ' hops, message_hops holds ' || CAST(counted AS VARCHAR)
+FROM chain_sizes
+WHERE hops <> counted

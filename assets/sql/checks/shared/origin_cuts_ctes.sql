@@ -1,0 +1,30 @@
+-- Brokers whose commit log starts past offset 0: retention deleted their oldest files before the
+-- import (runs.first_offset, one runs row per broker; null for a simulation). cut_brokers lists
+-- every broker of a run that has such a broker, with its first offset written as the upper-case
+-- hex digits an offset msgId ends with ('' for a log from 0): fixed-width hex orders as the number
+-- does, so an ORIGIN_MESSAGE_ID is compared with it as text and nothing is cast. host_cuts says,
+-- for a record on `broker` whose ORIGIN_MESSAGE_ID starts with store host `host`, the first offset
+-- of the broker that host names: the broker itself when its records have that host, else the first
+-- by name among those whose records have it. A host no broker has names the record's own broker.
+-- cut_runs: the runs with such a broker. Three CTEs, inserted after WITH or a comma.
+cut_brokers AS (
+    SELECT run_id, broker,
+           max(CASE WHEN first_offset > 0 THEN printf('%0{{msg_id_offset_hex_chars}}X', first_offset)
+                    ELSE '' END) AS first_offset_hex,
+           list_distinct(flatten(list(coalesce(msg_id_hosts, []::VARCHAR[])))) AS hosts
+    FROM runs
+    WHERE broker IS NOT NULL
+      AND run_id IN (SELECT run_id FROM runs WHERE first_offset > 0)
+    GROUP BY run_id, broker
+),
+host_cuts AS (
+    SELECT o.run_id, o.broker, t.host,
+           arg_min(t.first_offset_hex, (t.broker <> o.broker, t.broker)) AS first_offset_hex
+    FROM cut_brokers o
+    JOIN (SELECT run_id, broker, first_offset_hex, unnest(hosts) AS host FROM cut_brokers) t
+      ON t.run_id = o.run_id
+    GROUP BY o.run_id, o.broker, t.host
+),
+cut_runs AS (
+    SELECT DISTINCT run_id FROM cut_brokers
+)
