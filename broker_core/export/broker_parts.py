@@ -106,11 +106,11 @@ def run_lock(out_dir: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def kept_parts(out_dir: Path, run_id: str, broker: str, keep_own: tuple[str, ...] = ()) -> list[Path]:
+def kept_parts(out_dir: Path, run_id: str, broker: str) -> list[Path]:
     """The Parquet files of an existing run that an import of ``broker`` keeps (relative paths).
 
-    Every file under ``parquet/`` but the broker's own parts (except those of the tables in
-    ``keep_own``: an import that continues the earlier one keeps its commitlog files) is kept, the
+    Every file under ``parquet/`` but the broker's own parts is kept (an import that goes on from
+    the broker's last one carries its commitlog files itself: ``increments.carry_commitlog``), the
     other brokers' replicas (``replicas/<other>/``) and import states; the lineage is not (it was built from the old data and is
     rebuilt by ``retry-audit lineage``). Refuses, with BadInputError,
     a directory that is not a run of imported brokers named ``run_id``, and a file written before
@@ -135,8 +135,6 @@ def kept_parts(out_dir: Path, run_id: str, broker: str, keep_own: tuple[str, ...
         if path.name.startswith((".", "_")):
             continue  # a writer's work in progress, never read as data
         if is_broker_part(path.name, broker):
-            if path.parent.name in keep_own:
-                kept.append(path.relative_to(out_dir))
             continue
         _check_part(path, broker, out_dir)
         kept.append(path.relative_to(out_dir))

@@ -11,10 +11,12 @@ The next import of the same store into the same run and broker continues from th
 these hold (:func:`plan_resume`), and otherwise reads the store whole, saying why:
 
 * the store is the same directory, with the same commit-log file size;
-* no commit-log file was deleted since (the log's first offset is unchanged): retention moving the
-  first offset, or deleting the file the last import ended in, makes the next import a full one,
-  which gives exactly what a fresh import of the store gives (the rows of deleted files go, and a
-  gap is never papered over);
+* the file the last import ended in is still there. Retention deleting older files is the normal
+  life of a broker: the rows read from them are dropped from the run (a Parquet file holding some
+  is rewritten without them; the store is not read again) and the counts are those of the files
+  left, kept per file in the state, so the run is what a fresh import of the store gives. Retention
+  deleting the file the last import ended in (records may have gone before any import read them:
+  a gap) makes a full import, which never papers over the gap;
 * the files from the first one up to where the last import ended are all there, none damaged;
 * the last import found no damage before where it ended (damage in the log can make RocketMQ's
   recovery keep a different part of it once the recovery window moves);
@@ -33,19 +35,23 @@ import merges its commitlog files into one (Parquet to Parquet; the store is not
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from broker_core.export.broker_parts import IMPORT_STATE_DIR_NAME, STATE_SUFFIX, broker_parts_of, part_name
 from broker_core.export.columnar import CommitlogWriter
+from broker_core.export.replicas import link_side
 from broker_core.store.problem import ERROR, Problem
 from broker_core.store.reader import ResumePoint, StoreReader
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 # Commit-log problems a scan finds at one record, whatever the recovery window: an import that
 # found only these before its end can be continued. Anything else before the end is damage.
 CARRIED_PROBLEM_KINDS = ("phys-offset-mismatch", "blank-size")
@@ -80,6 +86,48 @@ BLANK_FINGERPRINT_BYTES = 8
 
 
 @dataclass
+class FileStats:
+    """What the imports read from one commit-log file: kept per file, so that the counts of a run
+    whose oldest files retention deleted are those of the files left."""
+
+    records: int = 0
+    blanks: int = 0
+    first_store_ts: int | None = None
+    last_store_ts: int | None = None
+    by_topic: Counter = field(default_factory=Counter)
+    hosts: set = field(default_factory=set)
+
+    def add(self, records: int, first_store_ts: int, last_store_ts: int, by_topic, hosts) -> None:
+        self.records += records
+        if self.first_store_ts is None:
+            self.first_store_ts = first_store_ts
+        self.last_store_ts = last_store_ts
+        self.by_topic.update(by_topic)
+        self.hosts.update(h for h in hosts if h)
+
+    def to_json(self) -> dict:
+        return {"records": self.records, "blanks": self.blanks, "first_store_ts": self.first_store_ts,
+                "last_store_ts": self.last_store_ts, "by_topic": dict(sorted(self.by_topic.items())),
+                "hosts": sorted(self.hosts)}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> FileStats:
+        return cls(doc["records"], doc["blanks"], doc["first_store_ts"], doc["last_store_ts"],
+                   Counter(doc["by_topic"]), set(doc["hosts"]))
+
+
+def records_by_topic(files: dict[str, FileStats]) -> dict[str, int]:
+    total: Counter = Counter()
+    for stats in files.values():
+        total.update(stats.by_topic)
+    return dict(sorted(total.items()))
+
+
+def store_hosts(files: dict[str, FileStats]) -> set[str]:
+    return {h for stats in files.values() for h in stats.hosts}
+
+
+@dataclass
 class ImportState:
     """What the last import of a broker read, to go on from (``import_state/<broker>.json``)."""
 
@@ -90,8 +138,7 @@ class ImportState:
     resume: ResumePoint
     tail: Tail
     fingerprints: list[str]
-    records_by_topic: dict[str, int] = field(default_factory=dict)
-    store_hosts: list[str] = field(default_factory=list)
+    files: dict[str, FileStats] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         r = self.resume
@@ -104,7 +151,7 @@ class ImportState:
                        "problems": [[p.file, p.offset, p.kind, p.reason, p.severity] for p in r.problems]},
             "tail": {"last_record": self.tail.last_record, "blank": self.tail.blank},
             "fingerprints": self.fingerprints,
-            "records_by_topic": self.records_by_topic, "store_hosts": self.store_hosts,
+            "files": {name: stats.to_json() for name, stats in sorted(self.files.items())},
         }
 
     @classmethod
@@ -119,7 +166,7 @@ class ImportState:
             tail=Tail(tuple(tail["last_record"]) if tail["last_record"] else None,
                       tuple(tail["blank"]) if tail["blank"] else None),
             fingerprints=list(doc["fingerprints"]),
-            records_by_topic=dict(doc["records_by_topic"]), store_hosts=list(doc["store_hosts"]))
+            files={name: FileStats.from_json(f) for name, f in doc["files"].items()})
 
 
 def load_state(run_dir: Path, broker: str) -> ImportState | None:
@@ -161,10 +208,43 @@ def fingerprints(reader: StoreReader, spans: list[tuple[int, int]]) -> list[str]
     return found
 
 
+@dataclass(frozen=True)
+class Plan:
+    """How an import reads the store: from ``resume`` on (None: whole, ``reason`` says why when the
+    broker was imported before), dropping the rows of files before ``drop_before`` (a file name:
+    retention deleted the files before it since the last import)."""
+
+    resume: ResumePoint | None = None
+    reason: str | None = None
+    drop_before: str | None = None
+    files: dict[str, FileStats] = field(default_factory=dict)
+
+
+def plan_import(state: ImportState | None, reader: StoreReader, store_root: Path, replicated: bool) -> Plan:
+    """Whether this import goes on from the broker's last one (the module's rules), and from where."""
+    resume, reason = plan_resume(state, reader, store_root, replicated)
+    if resume is None:
+        return Plan(reason=reason)
+    if reader.first_offset == state.first_offset:
+        return Plan(resume, files=dict(state.files))
+    # Retention deleted the oldest files, not the one the last import ended in: their rows go, and
+    # the counts are those of the files left (what a fresh import of the store counts).
+    first = reader.first_offset
+    files = {name: stats for name, stats in state.files.items() if int(name) >= first}
+    with_records = [files[n] for n in sorted(files) if files[n].records]
+    resume = dataclasses.replace(
+        resume, records=sum(f.records for f in files.values()), blanks=sum(f.blanks for f in files.values()),
+        first_store_ts=with_records[0].first_store_ts if with_records else None,
+        last_store_ts=with_records[-1].last_store_ts if with_records else None,
+        problems=tuple(p for p in resume.problems if p.offset >= first))
+    return Plan(resume, drop_before=f"{first:020d}", files=files)
+
+
 def plan_resume(state: ImportState | None, reader: StoreReader, store_root: Path,
                 replicated: bool) -> tuple[ResumePoint | None, str | None]:
     """Where this import of the store goes on from: (resume point, None), or (None, why the store is
-    read whole). (None, None) when the broker was never imported into the run."""
+    read whole). (None, None) when the broker was never imported into the run. The resume point's
+    counts are the last import's: :func:`plan_import` takes off those of files deleted since."""
     if state is None:
         return None, None
     resume = state.resume
@@ -175,11 +255,14 @@ def plan_resume(state: ImportState | None, reader: StoreReader, store_root: Path
     if reader.file_size != state.file_size:
         return None, (f"the commit-log files are {reader.file_size} bytes, the last import read "
                       f"{state.file_size}-byte files")
-    if reader.first_offset != state.first_offset:
-        gap = (f"; records from {resume.offset} to {reader.first_offset} were deleted before any import read "
-               "them" if reader.first_offset > resume.offset else "")
-        return None, (f"retention deleted commit-log files since the last import (the log started at "
-                      f"{state.first_offset}, now at {reader.first_offset}){gap}")
+    first = reader.first_offset
+    if first < state.first_offset or first > int(resume.file_name) or \
+            (first == int(resume.file_name) and resume.position == 0 and first > state.first_offset):
+        gap = (f"; records from {resume.offset} to {first} were deleted before any import read them"
+               if first > resume.offset else "")
+        return None, (f"retention deleted the commit-log file the last import ended in (the log started at "
+                      f"{state.first_offset}, now at {first}){gap}" if first > state.first_offset else
+                      f"the log now starts at {first}, before the {state.first_offset} the last import read from")
     file_errors = [p for p in reader.problems if p.severity == ERROR]
     if file_errors:
         return None, f"the store's files have problems ({file_errors[0].kind} in {file_errors[0].file})"
@@ -187,12 +270,12 @@ def plan_resume(state: ImportState | None, reader: StoreReader, store_root: Path
     # after a BLANK may not be written yet).
     resume_start = int(resume.file_name)
     starts = [cf.start for cf in reader.files if cf.start <= resume_start]
-    wanted = list(range(state.first_offset, resume_start + (1 if resume.position else 0), reader.file_size))
+    wanted = list(range(first, resume_start + (1 if resume.position else 0), reader.file_size))
     if starts[:len(wanted)] != wanted:
         missing = next((w for w, s in zip(wanted, starts + [None] * len(wanted), strict=False) if w != s),
                        resume_start)
         return None, f"commit-log file {missing:020d}, read by the last import, is missing"
-    damage = [p for p in resume.problems if p.kind not in CARRIED_PROBLEM_KINDS]
+    damage = [p for p in resume.problems if p.kind not in CARRIED_PROBLEM_KINDS and p.offset >= first]
     if damage:
         return None, (f"the last import found damage before where it ended ({damage[0].kind} at "
                       f"{damage[0].offset}): what recovery keeps there can change, so the store is read whole")
@@ -202,6 +285,55 @@ def plan_resume(state: ImportState | None, reader: StoreReader, store_root: Path
         return None, (f"the commit log changed under the last import: the bytes at {at} are not the ones "
                       "imported (the broker restarted and truncated its tail, or the files were replaced)")
     return resume, None
+
+
+def carry_commitlog(old_parquet: Path, new_parquet: Path, broker: str, drop_before: str | None) -> None:
+    """Put ``broker``'s earlier commitlog files into the new run: hard links as they are; without the
+    rows read from files before ``drop_before`` (retention deleted those files), a file holding some
+    of them rewritten row group by row group; merged into one file once the broker has
+    :data:`INCREMENT_PARTS_MAX` increments. The broker keeps its part file, if only an empty one."""
+    sources = broker_parts_of(Path(old_parquet) / "commitlog", broker)
+    merge = len(sources) - 1 >= INCREMENT_PARTS_MAX
+    merged = CommitlogWriter(new_parquet, part=part_name(broker)) if merge else None
+    for path in sources:
+        f = pq.ParquetFile(path)
+        files = _file_name_range(f)
+        if drop_before is None or (files is not None and files[0] >= drop_before):
+            if merged is not None:
+                for i in range(f.num_row_groups):
+                    merged.write(f.read_row_group(i))
+            else:
+                link_side({path: Path("commitlog") / path.name}, new_parquet)
+            continue
+        writer = merged if merged is not None else CommitlogWriter(new_parquet, part=path.name)
+        for i in range(f.num_row_groups):
+            group = _file_name_range(f, i)
+            if group is not None and group[1] < drop_before:
+                continue
+            table = f.read_row_group(i)
+            writer.write(table.filter(pc.greater_equal(table.column("file_name"), drop_before)))
+        if merged is None:
+            if writer.close() == 0 and path.name != part_name(broker):
+                writer.path.unlink()
+    if merged is not None:
+        merged.close()
+    elif not (Path(new_parquet) / "commitlog" / part_name(broker)).exists():
+        CommitlogWriter(new_parquet, part=part_name(broker)).close()
+
+
+def _file_name_range(f: pq.ParquetFile, group: int | None = None) -> tuple[str, str] | None:
+    """(smallest, largest) ``file_name`` of a Parquet file's rows (or one row group's), from the
+    statistics; None when they are not there (the rows are then read)."""
+    # The leaf column's index (a map column counts two leaves, so not the field's index).
+    column = next(j for j in range(f.metadata.num_columns) if f.metadata.schema.column(j).path == "file_name")
+    low = high = None
+    for i in range(f.num_row_groups) if group is None else (group,):
+        stats = f.metadata.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max or stats.null_count:
+            return None
+        low = stats.min if low is None else min(low, stats.min)
+        high = stats.max if high is None else max(high, stats.max)
+    return (low, high) if low is not None else ("", "")
 
 
 def increments_of(parquet_dir: Path, broker: str, table: str = "commitlog") -> list[Path]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -29,10 +28,8 @@ from broker_core.codec import Record
 from broker_core.errors import BadInputError, CorruptStoreError
 from broker_core.export.broker_parts import (
     PARQUET_DIR_NAME,
-    broker_parts_of,
     brokers_of,
     increment_part_name,
-    is_broker_part,
     kept_parts,
     link_parts,
     part_name,
@@ -41,15 +38,17 @@ from broker_core.export.broker_parts import (
 )
 from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter, RecordColumns
 from broker_core.export.increments import (
-    INCREMENT_PARTS_MAX,
+    FileStats,
     ImportState,
     Tail,
+    carry_commitlog,
     compact,
     fingerprints,
-    increments_of,
     load_state,
-    plan_resume,
+    plan_import,
+    records_by_topic,
     save_state,
+    store_hosts,
 )
 from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.replicas import (
@@ -307,8 +306,6 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     if strict and reader.errors:
         raise _strict_error(reader.errors)
 
-    by_topic: Counter[str] = Counter()
-    hosts: set[str] = set()
     rows_by_table: dict[str, int] = {}
     merged: MergeResult | None = None
     with run_lock(out_dir):
@@ -316,34 +313,31 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         earlier = earlier_side(out_dir, broker, role) if adding else None
         replicated = role != ROLE_MASTER or earlier is not None
         state = load_state(out_dir, broker) if out_dir.is_dir() else None
-        resume, full_reason = plan_resume(state, reader, store_root, replicated)
-        keep_own = ("commitlog",) if resume is not None else ()
-        kept = kept_parts(out_dir, run_id, broker, keep_own) if adding or resume is not None else []
-        if resume is not None and not adding:
-            kept = [k for k in kept if is_broker_part(k.name, broker)]  # the store is the whole run
-        own_commitlog = broker_parts_of(out_dir / PARQUET_DIR_NAME / "commitlog", broker) if resume else []
-        compacting = len(increments_of(out_dir / PARQUET_DIR_NAME, broker)) >= INCREMENT_PARTS_MAX if resume else False
-        if compacting:
-            kept = [k for k in kept if not (k.parent.name == "commitlog" and is_broker_part(k.name, broker))]
+        plan = plan_import(state, reader, store_root, replicated)
+        resume, full_reason = plan.resume, plan.reason
+        kept = kept_parts(out_dir, run_id, broker) if adding else []
         tail = Tail(*(state.tail.last_record, state.tail.blank)) if resume is not None else Tail()
-        if resume is not None:
-            by_topic.update(state.records_by_topic)
-            hosts.update(state.store_hosts)
+        # What was read from each commit-log file (the earlier imports' files left, then this one's).
+        files: dict[str, FileStats] = dict(plan.files)
         with atomic_dir(out_dir) as tmp:
             link_parts(out_dir, kept, tmp)
             parquet = side_dir(tmp, broker, role) if earlier is not None else tmp / PARQUET_DIR_NAME
-            if compacting:
-                compact(own_commitlog, parquet, broker)
+            if resume is not None:
+                carry_commitlog(out_dir / PARQUET_DIR_NAME, parquet, broker, plan.drop_before)
             commitlog_part = increment_part_name(broker, resume.offset) if resume is not None else part
             if isinstance(reader, ColumnarStoreReader):
                 columnar = CommitlogWriter(parquet, part=commitlog_part)
                 for batch in reader.entries(progress, resume):
                     if not isinstance(batch, RecordColumns):
                         tail.blank_at(batch.phys_offset, batch.size)
+                        files.setdefault(batch.file_name, FileStats()).blanks += 1
                         continue
                     counts = pc.value_counts(batch.columns["topic"]).to_pylist()
-                    by_topic.update({c["values"]: c["counts"] for c in counts})
-                    hosts.update(pc.unique(batch.columns["store_host"]).to_pylist())
+                    store_ts = batch.columns["store_ts"]
+                    files.setdefault(batch.file_name, FileStats()).add(
+                        batch.num_rows, store_ts[0].value, store_ts[-1].value,
+                        {c["values"]: c["counts"] for c in counts},
+                        pc.unique(batch.columns["store_host"]).to_pylist())
                     tail.record(batch.columns["phys_offset"][-1].as_py(), batch.columns["total_size"][-1].as_py())
                     columnar.write(batch.table(run_id, broker))
                 added = columnar.close()
@@ -353,10 +347,12 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                 for entry in reader.entries(progress, resume):
                     if entry.record is None:
                         tail.blank_at(entry.phys_offset, entry.size)
+                        files.setdefault(entry.file_name, FileStats()).blanks += 1
                         continue
                     values = record_to_values(entry.record, run_id, broker, entry.file_name)
-                    by_topic[values[_TOPIC]] += 1
-                    hosts.add(values[_STORE_HOST])
+                    files.setdefault(entry.file_name, FileStats()).add(
+                        1, entry.record.store_ts, entry.record.store_ts, {values[_TOPIC]: 1},
+                        (values[_STORE_HOST],))
                     tail.record(entry.phys_offset, entry.size)
                     commitlog.write_values(values)
                 added = commitlog.close()
@@ -398,7 +394,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                           "records_written": reader.record_count, "version": _version(),
                           "source": RUN_SOURCE_IMPORT, "first_offset": reader.first_offset,
                           "broker": broker,
-                          "msg_id_hosts": sorted(msg_id_host(h) for h in hosts if h)})
+                          "msg_id_hosts": sorted(msg_id_host(h) for h in store_hosts(files))})
             rows_by_table["runs"] = writer.close()
 
             for table in RAW_TABLES:
@@ -421,8 +417,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                 prints = fingerprints(reader, tail.spans())
                 if prints is not None:
                     new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
-                                            reader.resume_point, tail, prints, dict(sorted(by_topic.items())),
-                                            sorted(h for h in hosts if h))
+                                            reader.resume_point, tail, prints, files)
                     save_state(tmp, new_state)
 
     return ImportSummary(
@@ -430,7 +425,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         commitlog_files=len(reader.files), commitlog_file_size_bytes=reader.file_size,
         records=reader.record_count, blanks=reader.blank_count, valid_end=reader.valid_end or 0,
         first_offset=reader.first_offset,
-        records_by_topic=dict(sorted(by_topic.items())),
+        records_by_topic=records_by_topic(files),
         problems=reader.problems + (merged.problems if merged is not None else []),
         rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
         wall_seconds=wall, checkpoint=reader.checkpoint,

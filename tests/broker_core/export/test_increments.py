@@ -95,25 +95,53 @@ def test_a_tail_rewritten_by_a_restart_makes_a_full_import(tmp_path):
     assert "K-70" not in keys and "NEW-65" in keys
 
 
-@pytest.mark.parametrize("deleted", [1, "through-the-last-import"])
-def test_retention_since_the_last_import_makes_a_full_import(tmp_path, deleted):
-    """Commit-log files deleted by retention since the last import (the oldest one, or every file up
-    to and past where the last import ended: a gap never imported) make a full import that says
-    why and equals a fresh import of the store as it is now."""
+@pytest.mark.parametrize("decoder", ["columnar", "reference"])
+def test_retention_since_the_last_import_drops_the_deleted_files_rows_and_goes_on(tmp_path, decoder):
+    """Oldest commit-log files deleted by retention since the last import (not the one it ended in):
+    the next import drops their rows from the run (a file holding some of them is rewritten
+    without them), reads only the new records, and equals a fresh import of the store as it is."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(150)
+    import_store(grower.root, run, broker="broker-a", decoder=decoder)
+    grower.grow(150)
+    import_store(grower.root, run, broker="broker-a", decoder=decoder)
+    grower.grow(200)
+    second_import_ended = import_store(grower.root, run, broker="broker-a", decoder=decoder).resumed_from
+    grower.grow(40)
+    files = sorted((grower.root / "commitlog").iterdir())
+    doomed = [f for f in files if int(f.name) + FILE_SIZE <= second_import_ended][:3]
+    assert len(doomed) >= 2, "the store is too small for the test"
+    for f in doomed:
+        f.unlink()
+    summary = import_store(grower.root, run, broker="broker-a", decoder=decoder)
+    assert summary.resumed_from is not None and summary.full_import_reason is None
+    assert summary.first_offset == int(doomed[-1].name) + FILE_SIZE and summary.records_added == 40
+    want = fresh(grower.root, tmp_path, "run", broker="broker-a", decoder=decoder)
+    assert rows_of(run) == rows_of(want)
+    assert summary.records_by_topic == import_store(grower.root, tmp_path / "again", broker="broker-a").records_by_topic
+    grower.grow(5)
+    grower.shutdown()
+    assert import_store(grower.root, run, broker="broker-a", decoder=decoder).records_added == 5
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a", decoder=decoder))
+
+
+def test_retention_past_where_the_last_import_ended_makes_a_full_import(tmp_path):
+    """Files deleted up to and past the one the last import ended in (records were deleted before
+    any import read them, a gap): the import says so, reads the store whole, and equals a fresh
+    import of the store as it is now."""
     grower = GrowingStore(tmp_path / "store")
     grower.grow(100)
     run = tmp_path / "run"
     first = import_store(grower.root, run, broker="broker-a")
     grower.grow(200)
     files = sorted((grower.root / "commitlog").iterdir())
-    ended_in = next(f for f in files if int(f.name) <= first.valid_end < int(f.name) + FILE_SIZE)
-    doomed = files[:1] if deleted == 1 else [f for f in files if int(f.name) <= int(ended_in.name) + FILE_SIZE]
+    doomed = [f for f in files if int(f.name) <= first.valid_end + FILE_SIZE]
     for f in doomed:
         f.unlink()
     summary = import_store(grower.root, run, broker="broker-a")
-    assert summary.resumed_from is None and "retention deleted" in summary.full_import_reason
-    if deleted != 1:
-        assert "were deleted before any import read them" in summary.full_import_reason
+    assert summary.resumed_from is None and "retention deleted the commit-log file" in summary.full_import_reason
+    assert "were deleted before any import read them" in summary.full_import_reason
     assert summary.first_offset == int(doomed[-1].name) + FILE_SIZE
     assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
 
