@@ -70,8 +70,9 @@ def grown_stores(sources: dict[str, RunSource], runs_dir: Path, cursor: dict) ->
         if seen is None:
             found[name] = (end, "never imported")
         elif end.first_file != seen["first_file"]:
-            # Retention deleted files: walked from the first file again, the import reads it whole.
-            found[name] = (log_end(source.path), f"the log now starts at {end.first_file}")
+            # Retention deleted files: the import drops their rows (or, if the file it ended in
+            # went too, reads the store whole).
+            found[name] = (end, f"the log now starts at {end.first_file}")
         elif end.offset > seen["offset"]:
             found[name] = (end, f"grew from {seen['offset']} to {end.offset}")
     return found

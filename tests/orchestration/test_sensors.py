@@ -114,3 +114,23 @@ def test_the_launched_run_imports_only_what_the_store_gained(tmp_path):
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         rows = con.execute("select count(*) from commitlog where run_id = 'broker-a'").fetchone()[0]
     assert rows == meta2["records"] == 112
+
+
+def test_retention_of_the_oldest_file_asks_for_a_run(tmp_path):
+    """A store whose oldest commit-log file retention deleted gets a run request even though its log
+    reaches no further (the run's rows of that file must go), and the cursor notes the new first file."""
+    home = tmp_path / "home"
+    store = GrowingStore(home / "stores" / "broker-a")
+    store.grow(300)
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    defs = build_definitions(home, scenarios)
+    instance = dg.DagsterInstance.ephemeral()
+    first = _tick(defs, instance, None)
+    assert _tick(defs, instance, first.cursor).run_requests == []
+    oldest = sorted((store.root / "commitlog").iterdir())[0]
+    oldest.unlink()
+    after = _tick(defs, instance, first.cursor)
+    assert [r.partition_key for r in after.run_requests] == ["broker-a"]
+    entry = json.loads(after.cursor)["broker-a"]
+    assert entry["first_file"] > oldest.name and entry["offset"] == json.loads(first.cursor)["broker-a"]["offset"]
