@@ -26,6 +26,7 @@ import duckdb
 
 from broker_core.constants import ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED, RETRY_MAX_TIMES_DEFAULT
 from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX
+from broker_core.export.store_import import RUN_SOURCE_IMPORT
 
 # Offending rows kept as evidence in a check's metadata (the count is always complete).
 EVIDENCE_ROWS_MAX = 10
@@ -84,6 +85,7 @@ SQL_VALUES: dict[str, str] = {
     "msg_id_offset_hex_chars": str(MSG_ID_OFFSET_HEX_CHARS),
     "offset_msg_id_regex": _sql_quotable(OFFSET_MSG_ID_REGEX),
     "branch_grammar_regex": _sql_quotable(BRANCH_GRAMMAR_REGEX),
+    "run_source_import": f"'{_sql_quotable(RUN_SOURCE_IMPORT)}'",
 }
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\s*\}\}")

@@ -49,10 +49,13 @@ def parse_lines(lines) -> Observed:
 
 
 def outcome(model: str, status: str, mode: str | None = None, reconsume_times: int = 0,
-            max_reconsume_times: int | None = None) -> str:
+            max_reconsume_times: int | None = None, send_back_refused: bool = False) -> str:
     """What happened after the listener returned, as the push consumer handles each status."""
     if status == SUCCESS:
         return "ACKED"
+    if send_back_refused:
+        # The broker refused CONSUMER_SEND_MSG_BACK: the client sent the retry itself.
+        return "SENT_BACK_BY_CLIENT"
     if mode == "ORDERLY":
         # An orderly client retries locally, and sends the message back itself once past the max
         # (ConsumeMessageOrderlyService.checkReconsumeTimes; -1 means no max).
@@ -77,7 +80,8 @@ def write_tables(seen: Observed, out_dir: Path, run_id: str,
         "reconsume_times": c["reconsume_times"], "start_ts": c["start_ts"], "end_ts": c["end_ts"],
         "status": c["status"],
         "outcome": outcome(c["model"], c["status"], c.get("mode"), c["reconsume_times"],
-                           (max_reconsume_times or {}).get(c["group"])),
+                           (max_reconsume_times or {}).get(c["group"]),
+                           bool(c.get("send_back_refused"))),
         "phys_offset": c["commit_log_offset"],
     } for c in sorted(seen.consumes, key=lambda c: (c["start_ts"], c["group"], c["consumer_id"]))]
     return {

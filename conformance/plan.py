@@ -22,6 +22,8 @@ from broker_core.sim.scenario import Scenario
 BROADCASTING = "BROADCASTING"
 CLUSTERING = "CLUSTERING"
 SUCCESS = "CONSUME_SUCCESS"
+SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
+CONCURRENTLY = "CONCURRENTLY"
 TIMEOUT_MARGIN_S = 120  # beyond the model's simulated duration, before the driver gives up
 # No listener call for this long after the sends and the driver stops waiting: a few seconds, and
 # more than twice the longest delay level, so a retry waiting in the schedule is never cut off.
@@ -62,14 +64,16 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
     lines = [f"namesrv\t{namesrv}"]
     lines += [f"broker\t{name}\t{addr}" for name, addr in brokers.items()]
     lines += [f"topic\t{t.name}\t{t.queues}" for t in scenario.topics]
-    models = {}
+    models, modes = {}, {}
     for g in scenario.groups:
+        modes[g.name] = g.mode.upper()
         model = BROADCASTING if g.model == "broadcasting" else CLUSTERING
         models[g.name] = model
         lines.append("\t".join(["group", g.name, model, g.mode.upper(), str(g.consumers),
                                 str(g.max_reconsume_times), str(g.behavior.consume_time_ms),
                                 ",".join(g.subscribe)]))
     verdicts: dict[tuple[str, str], str] = {}
+    refusals: list[tuple[str, str]] = []
     calls_by_key: dict[tuple[str, str], int] = defaultdict(int)
     attempts_seen: dict[tuple[str, str], set] = defaultdict(set)
     for a in attempts:
@@ -83,11 +87,17 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
         nth = calls_by_key[(group, key)]
         calls_by_key[(group, key)] += 1
         verdicts[(group, f"{key}/{nth}")] = a["status"]
+        if a["outcome"] == SENT_BACK_BY_CLIENT and models.get(group) == CLUSTERING \
+                and modes.get(group) == CONCURRENTLY:
+            # The model's broker refused this send-back (a send_back_failure fault) and the client
+            # sent the retry itself: the real broker is made to refuse the same one.
+            refusals.append((group, f"{key}/{nth}"))
     # Successes are the default, except after a failure of the same attempt: then a success is
     # written too, so that the driver's "repeat the last verdict" does not repeat the failure.
     failed_keys = {(g, k.rsplit("/", 1)[0]) for (g, k), s in verdicts.items() if s != SUCCESS}
     lines += [f"verdict\t{g}\t{k}\t{s}" for (g, k), s in verdicts.items()
               if s != SUCCESS or (g, k.rsplit("/", 1)[0]) in failed_keys]
+    lines += [f"refuse\t{g}\t{k}" for g, k in refusals]
     expected = {gk: len(keys) for gk, keys in attempts_seen.items()}
     lines += [f"expect\t{g}\t{u}\t{n}" for (g, u), n in expected.items()]
 

@@ -27,8 +27,11 @@ REBALANCE_WAIT_MS = 2000  # the clients' periodic rebalance (default 20 s): queu
 POLL_S = 0.1
 SIDE_STOP_TIMEOUT_S = 30
 # Faults the real cluster plays; any other fault in a scenario is refused (it would make the two
-# runs differ for a reason the comparison cannot see).
-PLAYED_FAULTS = ("consumer_crash", "consumer_restart")
+# runs differ for a reason the comparison cannot see). A send_back_failure is played per attempt:
+# the plan names each send-back the model's broker refused, and the driver makes the real broker
+# refuse the same one (conformance/plan.py, Driver.refuseSendBack).
+PLAYED_FAULTS = ("consumer_crash", "consumer_restart", "send_back_failure")
+SIDE_FAULTS = ("consumer_crash", "consumer_restart")
 SIDE_DIR = "side"
 
 
@@ -39,7 +42,7 @@ def side_consumers(scenario: Scenario) -> list[tuple[str, int]]:
         raise BadInputError(f"fault(s) {', '.join(unsupported)} cannot be played on the real cluster",
                             where=scenario.source,
                             hint=f"conformance plays {', '.join(PLAYED_FAULTS)}")
-    return sorted({(f.group, f.consumer) for f in scenario.faults})
+    return sorted({(f.group, f.consumer) for f in scenario.faults if f.kind in SIDE_FAULTS})
 
 
 @dataclass
@@ -103,7 +106,8 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
     side_dir = work / SIDE_DIR
     side_dir.mkdir(exist_ok=True)
     sides = {(g, i): _Side(g, i) for g, i in side_consumers(scenario)}
-    actions = sorted([(f.at_ms, n, f.kind, (f.group, f.consumer)) for n, f in enumerate(scenario.faults)]
+    actions = sorted([(f.at_ms, n, f.kind, (f.group, f.consumer)) for n, f in enumerate(scenario.faults)
+                      if f.kind in SIDE_FAULTS]
                      + [(o.at_ms, -1, "broker_kill", o.broker) for o in outages]
                      + [(o.until_ms, -1, "broker_restart", o.broker) for o in outages])
     assert not outages or cluster is not None, "broker outages need the cluster"

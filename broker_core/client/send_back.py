@@ -16,7 +16,6 @@ from broker_core.errors import RetryAuditError
 from broker_core.message import (
     PROP_DELAY,
     PROP_MAX_RECONSUME_TIMES,
-    PROP_ORIGIN_MESSAGE_ID,
     PROP_RECONSUME_TIME,
     PROP_RETRY_TOPIC,
     PROP_TRAN_MSG,
@@ -31,16 +30,15 @@ def retry_properties(msg, *, reconsume_time: int, max_reconsume_times: int) -> d
     """The property map of a client-built retry message (fallback and orderly send-back).
 
     Every property of the consumed message is kept (UNIQ_KEY included, so the copy keeps its
-    message key), then ORIGIN_MESSAGE_ID, RETRY_TOPIC, RECONSUME_TIME, MAX_RECONSUME_TIMES and
-    DELAY = 3 + reconsumeTimes are set and TRAN_MSG is cleared.
+    message key), then RETRY_TOPIC, RECONSUME_TIME, MAX_RECONSUME_TIMES and DELAY = 3 +
+    reconsumeTimes are set and TRAN_MSG is cleared.
+
+    ORIGIN_MESSAGE_ID is whatever the consumed message carried: the 4.9.x client sets it on the new
+    message *before* ``MessageAccessor.setProperties`` replaces the whole map with the consumed
+    message's, so a message's first client-side send-back carries none (a real 4.9.4 client and
+    broker wrote exactly that: docs/decisions.md).
     """
     props = dict(msg.properties)
-    # The 4.9.x source sets ORIGIN_MESSAGE_ID on the new message *before*
-    # MessageAccessor.setProperties replaces its whole map with the consumed message's, so a
-    # message's first client-side send-back there carries no ORIGIN_MESSAGE_ID at all. The model
-    # keeps it (§6.3, docs/decisions.md), which the chain checkers rely on.
-    if not (props.get(PROP_ORIGIN_MESSAGE_ID) or "").strip():
-        props[PROP_ORIGIN_MESSAGE_ID] = msg.client_msg_id
     props[PROP_RETRY_TOPIC] = msg.topic
     props[PROP_RECONSUME_TIME] = str(reconsume_time)
     props[PROP_MAX_RECONSUME_TIMES] = str(max_reconsume_times)

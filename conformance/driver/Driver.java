@@ -12,6 +12,9 @@
 //                                    UNIQ_KEY/CONSUMER_INDEX/N (broadcasting), N counting the
 //                                    calls with that key from 0 (a redelivery after a crash is
 //                                    the next N); absent = success
+//   refuse   GROUP  KEY          (KEY as for verdict) the model's broker refused this attempt's
+//                                send-back: the real one is made to refuse it too, and the client
+//                                falls back to sending the retry itself (see refuseSendBack)
 //   msg      AT_MS  PRODUCER  PRODUCER_GROUP  TOPIC  TAGS|-  KEYS  DELAY_LEVEL  UNIQ_KEY  BODY_HEAD  BODY_SIZE
 //   expect   GROUP  UNIQ_KEY  CALLS  the listener calls after which (GROUP, UNIQ_KEY) is done
 //   setting  NAME  VALUE         idle_ms, timeout_ms, settle_ms, start_wait_ms
@@ -66,6 +69,11 @@ public class Driver {
     static final Map<String, AtomicInteger> callsByKey = new ConcurrentHashMap<>();
     static final Map<String, Long> settings = new HashMap<>();
     static final Set<String> sides = new HashSet<>();
+    static final Set<String> refusals = new HashSet<>();
+    // A commit-log offset no broker of the test holds: CONSUMER_SEND_MSG_BACK looks the message up
+    // by the offset the client sends (lookMessageByOffset) and answers SYSTEM_ERROR when it finds
+    // nothing, which makes DefaultMQPushConsumerImpl.sendMessageBack fall back to its own send.
+    static final long REFUSED_OFFSET = 1L << 50;
     static String sideDir;
     static final Map<String, String> MODES = new HashMap<>();
 
@@ -315,6 +323,7 @@ public class Driver {
         // verdict for that attempt: a poison message keeps failing.
         String status = verdicts.getOrDefault(group + "\t" + key + "/" + nth,
                 lastVerdicts.getOrDefault(group + "\t" + key, "CONSUME_SUCCESS"));
+        boolean refused = !"CONSUME_SUCCESS".equals(status) && refusals.contains(group + "\t" + key + "/" + nth);
         if (consumeMs > 0) {
             try { Thread.sleep(consumeMs); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
         }
@@ -340,10 +349,18 @@ public class Driver {
         field(sb, "end_ts", end);
         field(sb, "status", status);
         field(sb, "mode", MODES.get(group));
+        field(sb, "send_back_refused", refused ? 1 : 0);
         sb.append('}');
         emit(sb.toString());
+        if (refused) refuseSendBack(msg);
         calls.computeIfAbsent(group + "\t" + uniq, k -> new AtomicInteger()).incrementAndGet();
         return status;
+    }
+
+    // The listener's MessageExt is the one the consume service sends back after a failure; pointing
+    // its commit-log offset past every log makes the broker's send-back fail for real.
+    static void refuseSendBack(MessageExt msg) {
+        msg.setCommitLogOffset(REFUSED_OFFSET);
     }
 
     static String offsetMsgId(MessageExt msg) {
@@ -401,6 +418,7 @@ public class Driver {
                         }
                         break;
                     }
+                    case "refuse": refusals.add(f[1] + "\t" + f[2]); break;
                     case "msg": msgs.add(rest); break;
                     case "expect": expectCalls.put(f[1] + "\t" + f[2], Integer.parseInt(f[3])); break;
                     case "setting": settings.put(f[1], Long.parseLong(f[2])); break;

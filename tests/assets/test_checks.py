@@ -115,6 +115,84 @@ def test_interleaved_send_backs_fail_without_a_crash_or_redelivery(tmp_path):
     assert result.violations == 1 and "SCHEDULE > SCHEDULE > RETRY > RETRY > DLQ" in result.examples[0]["detail"]
 
 
+def _imported(tables):
+    """The tiny run as an import would have it: a store, with no faults and no client tables."""
+    tables["runs"][0]["source"] = "import"
+    tables["faults"].clear()
+    tables["produced"] = [p for p in tables["produced"] if p["uniq_key"] != "UD"]
+    tables["message_lineage"] = [r for r in tables["message_lineage"] if r["message_key"] != "UD"]
+    tables["consume_attempts"].clear()
+
+
+def test_interleaved_send_backs_pass_in_an_imported_store(tmp_path):
+    """A store does not record its consumers' deliveries: a record sent back twice (a consumer
+    killed with it in flight, as a real 4.9.4 broker showed) is judged as after a crash."""
+    def imported(tables):
+        _second_sendback(tables)
+        _imported(tables)
+    assert c.HOP_GRAMMAR not in failing(tmp_path, imported)
+
+
+def _reput(tables, **retry_changes):
+    """UB's SCHEDULE record delivered twice: a second RETRY copy after the first (phys 350)."""
+    cl = tables["commitlog"]
+    retry = next(r for r in cl if r["phys_offset"] == 300)
+    cl.append(dict(retry, phys_offset=350, msg_id="0A00000100002A9F000000000000015E",
+                   store_ts=ts(10_025), **retry_changes))
+    hops = tables["message_hops"]
+    dlq = next(h for h in hops if h["message_key"] == "UB" and h["hop_kind"] == "DLQ")
+    base = next(h for h in hops if h["message_key"] == "UB" and h["hop_kind"] == "RETRY")
+    hops.append(dict(base, hop_index=3, phys_offset=350, store_ts=ts(10_025),
+                     **{k: v for k, v in retry_changes.items() if k in base}))
+    dlq["hop_index"] = 4
+    next(r for r in tables["message_lineage"] if r["message_key"] == "UB")["hops"] = 5
+
+
+def test_a_schedule_record_re_put_twice_passes_only_where_the_broker_may_have_crashed(tmp_path):
+    """S R R (the same level and reconsume times) is a schedule record re-put by a restarted broker:
+    valid in an imported store and after a crash, not in a simulation without one; a second RETRY
+    with another reconsume count has no SCHEDULE before it anywhere."""
+    def imported(tables):
+        _reput(tables)
+        _imported(tables)
+    assert c.HOP_GRAMMAR not in failing(tmp_path / "imported", imported)
+    assert c.HOP_GRAMMAR not in failing(tmp_path / "crashed", _reput)
+
+    def no_crash(tables):
+        _reput(tables)
+        tables["faults"].clear()
+        tables["produced"] = [p for p in tables["produced"] if p["uniq_key"] != "UD"]
+        tables["message_lineage"] = [r for r in tables["message_lineage"] if r["message_key"] != "UD"]
+    result = outcomes(tmp_path / "simulated", no_crash)[c.HOP_GRAMMAR]
+    assert result.violations == 1 and "SCHEDULE > RETRY > RETRY > DLQ" in result.examples[0]["detail"]
+
+    def not_a_copy(tables):
+        _reput(tables, reconsume_times=2)
+        _imported(tables)
+    result = outcomes(tmp_path / "other", not_a_copy)[c.HOP_GRAMMAR]
+    assert result.violations == 1 and "SCHEDULE > RETRY > RETRY > DLQ" in result.examples[0]["detail"]
+
+
+def test_origin_may_name_a_retry_record_left_without_one_by_a_client_fallback(tmp_path):
+    """A 4.9.x client's fallback send carries no ORIGIN_MESSAGE_ID (it replaces the properties it
+    had just set), so the broker's next send-back names the RETRY record it re-puts; naming a RETRY
+    record that carries an ORIGIN_MESSAGE_ID of its own is still a foreign origin."""
+    def fallback(tables):
+        for rec in tables["commitlog"]:
+            if rec["phys_offset"] in (200, 300):
+                rec["origin_msg_id"] = None
+            elif rec["phys_offset"] == 400:
+                rec["origin_msg_id"] = "0A00000100002A9F000000000000012C"  # UB's RETRY record, phys 300
+    assert c.ORIGIN_STABLE not in failing(tmp_path / "fallback", fallback)
+
+    def retry_with_its_own(tables):
+        for rec in tables["commitlog"]:
+            if rec["phys_offset"] == 400:
+                rec["origin_msg_id"] = "0A00000100002A9F000000000000012C"
+    result = outcomes(tmp_path / "own", retry_with_its_own)[c.ORIGIN_STABLE]
+    assert result.violations == 1 and "012C is neither the UNIQ_KEY" in result.examples[0]["detail"]
+
+
 def test_origin_message_id_must_name_the_message(tmp_path):
     """An ORIGIN_MESSAGE_ID that is neither the UNIQ_KEY nor a real record of the message fails."""
     def foreign(tables):
@@ -372,8 +450,8 @@ def _two_retries(tables):
     dlq["reconsume_times"] = 3
     hops = tables["message_hops"]
     base = {h["phys_offset"]: h for h in hops}
-    hops.append(dict(base[200], phys_offset=320, store_ts=ts(10_024)))
-    hops.append(dict(base[300], phys_offset=340, store_ts=ts(10_026)))
+    hops.append(dict(base[200], phys_offset=320, store_ts=ts(10_024), reconsume_times=2, delay_level=4))
+    hops.append(dict(base[300], phys_offset=340, store_ts=ts(10_026), reconsume_times=2, delay_level=4))
     _renumber(tables)
 
 
@@ -409,13 +487,15 @@ def test_a_missing_head_still_fails_where_the_log_starts_at_zero(tmp_path):
 
 @pytest.mark.parametrize("phys", [300, 320], ids=["middle", "end"])
 def test_a_record_missing_inside_a_truncated_chain_still_fails(tmp_path, phys):
-    """Only the head of a truncated chain is forgiven: losing its first RETRY (S S R DLQ) or the
-    SCHEDULE before its last RETRY (S R R DLQ) breaks the grammar."""
+    """Only the head of a truncated chain is forgiven: losing its first RETRY (S S R DLQ: the second
+    SCHEDULE has no RETRY to be sent back from) or the SCHEDULE before its last RETRY (S R R DLQ: the
+    second RETRY, of another reconsume count, is no copy of the first) breaks the grammar, even
+    judged as an import (an interleaving of sequences, since a store does not show its deliveries)."""
     result = outcomes(tmp_path, _then(_two_retries, _cut_at(150), lambda t: _drop_record(t, phys)))
     hop_grammar = result[c.HOP_GRAMMAR]
     assert [(e["message_key"], e["detail"].split(": ")[1]) for e in hop_grammar.examples] == [
         ("UB", {300: "SCHEDULE > SCHEDULE > RETRY > DLQ", 320: "SCHEDULE > RETRY > RETRY > DLQ"}[phys]
-         + " is not (SCHEDULE -> RETRY)* -> DLQ?")]
+         + " is not (SCHEDULE -> RETRY)* -> DLQ? nor an interleaving of such sequences")]
 
 
 def test_truncated_must_say_what_the_hops_say(tmp_path):

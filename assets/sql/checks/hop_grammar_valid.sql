@@ -15,7 +15,13 @@
 -- sent back twice, with the same ORIGIN_MESSAGE_ID: two retry sequences interleave in one branch.
 -- Where that can happen (the run crashed, or the group was delivered one record more than once)
 -- a branch need only be an interleaving of valid sequences: it starts with SCHEDULE or DLQ and
--- never holds more RETRY hops than SCHEDULE hops before them.
+-- never holds more RETRY hops than SCHEDULE hops before them, not counting a RETRY that repeats an
+-- earlier one of the branch (same level and reconsume times: a restarted broker re-put its
+-- schedule record again), and each later SCHEDULE follows a RETRY it can have been sent back from.
+-- An imported store is judged as a crashed run: it records neither its consumers' deliveries nor
+-- its broker's restarts, so a record sent back twice (a consumer killed with a record in flight)
+-- and a schedule record re-put after a kill -9 are possible and nothing else can show them
+-- (docs/decisions.md, "An imported store may have crashed").
 --
 -- Judged with hash aggregates; the ordered hop lists that explain a failure are built for the
 -- failing chains only (ordered aggregates and windows over every hop cost several times more).
@@ -24,6 +30,8 @@
 -- which is what the regular expressions in assets/checks.py say.
 WITH crashed AS (
     SELECT DISTINCT run_id FROM faults WHERE kind IN {{crash_fault_kinds}}
+    UNION
+    SELECT DISTINCT run_id FROM runs WHERE source = {{run_source_import}}
 ),
 {{origin_cuts_ctes}},
 shared_repeated AS (
@@ -88,7 +96,7 @@ group_hops AS (
     -- A group's hops with their branch (the record's ORIGIN_MESSAGE_ID): only these need the
     -- commit log, and only its records that carry one.
     SELECT h.run_id, h.message_key, h."group", h.hop_kind, h.hop_index, h.store_ts, h.broker, h.phys_offset,
-           coalesce(c.origin_msg_id, '') AS branch, {{hop_letter}} AS letter
+           h.delay_level, h.reconsume_times, coalesce(c.origin_msg_id, '') AS branch, {{hop_letter}} AS letter
     FROM message_hops h
     LEFT JOIN (SELECT run_id, broker, phys_offset, origin_msg_id FROM commitlog WHERE origin_msg_id IS NOT NULL) c
       ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
@@ -185,23 +193,57 @@ branch_misfits AS (
     WHERE NOT regexp_full_match(CASE WHEN head_restored THEN restored_letters ELSE letters END,
                                 '{{branch_grammar_regex}}')
 ),
-misfit_steps AS (
-    SELECT h.run_id, h.message_key, h."group", h.branch, h.hop_kind, h.hop_index, h.store_ts, h.broker, h.phys_offset,
-           sum(CASE WHEN h.letter = 'R' THEN 1 ELSE 0 END) OVER w
-               - sum(CASE WHEN h.letter = 'S' THEN 1 ELSE 0 END) OVER w AS retries_ahead
+misfit_hops AS (
+    -- A RETRY hop that repeats an earlier RETRY of its branch (same level, same reconsume times)
+    -- is a second delivery of one schedule record, or of two interleaved ones.
+    SELECT h.*,
+           h.letter = 'R' AND row_number() OVER (PARTITION BY h.run_id, h.message_key, h."group", h.branch,
+                                                              h.letter, h.delay_level, h.reconsume_times
+                                                 ORDER BY {{hop_order}}) > 1 AS repeated
     FROM group_hops h
     SEMI JOIN branch_misfits m
       ON m.run_id = h.run_id AND m.message_key IS NOT DISTINCT FROM h.message_key
      AND m."group" = h."group" AND m.branch = h.branch
+),
+misfit_steps AS (
+    SELECT h.run_id, h.message_key, h."group", h.branch, h.hop_kind, h.hop_index, h.store_ts, h.broker, h.phys_offset,
+           sum(CASE WHEN h.letter = 'R' THEN 1 ELSE 0 END) OVER w
+               - sum(CASE WHEN h.letter = 'S' THEN 1 ELSE 0 END) OVER w AS retries_ahead,
+           sum(CASE WHEN h.letter = 'R' AND NOT h.repeated THEN 1 ELSE 0 END) OVER w
+               - sum(CASE WHEN h.letter = 'S' THEN 1 ELSE 0 END) OVER w AS first_retries_ahead
+    FROM misfit_hops h
     WINDOW w AS (PARTITION BY h.run_id, h.message_key, h."group", h.branch
                  ORDER BY {{hop_order}} ROWS UNBOUNDED PRECEDING)
 ),
+orphan_sends AS (
+    -- In an interleaving each SCHEDULE after the branch's first send-backs (reconsume times k above
+    -- the branch's least) was sent back from a RETRY of k - 1 before it: the n-th such SCHEDULE of
+    -- k needs n RETRY hops of k - 1 ahead of it.
+    SELECT s.run_id, s.message_key, s."group", s.branch, count(*) AS orphans
+    FROM (SELECT h.*,
+                 min(h.reconsume_times) FILTER (WHERE h.letter = 'S')
+                     OVER (PARTITION BY h.run_id, h.message_key, h."group", h.branch) AS first_times,
+                 row_number() OVER (PARTITION BY h.run_id, h.message_key, h."group", h.branch, h.letter,
+                                                 h.reconsume_times ORDER BY {{hop_order}}) AS nth
+          FROM misfit_hops h) s
+    WHERE s.letter = 'S' AND s.reconsume_times > s.first_times
+      AND s.nth > (SELECT count(*) FROM misfit_hops r
+                   WHERE r.run_id = s.run_id AND r.message_key IS NOT DISTINCT FROM s.message_key
+                     AND r."group" = s."group" AND r.branch = s.branch AND r.letter = 'R'
+                     AND r.reconsume_times = s.reconsume_times - 1 AND r.hop_index < s.hop_index)
+    GROUP BY s.run_id, s.message_key, s."group", s.branch
+),
 misfit_kinds AS (
-    SELECT run_id, message_key, "group", branch,
-           string_agg(hop_kind, ' > ' ORDER BY {{hop_order}}) AS kinds,
-           max(retries_ahead) AS retries_ahead
-    FROM misfit_steps
-    GROUP BY run_id, message_key, "group", branch
+    SELECT k.*, coalesce(o.orphans, 0) AS orphans
+    FROM (SELECT run_id, message_key, "group", branch,
+                 string_agg(hop_kind, ' > ' ORDER BY {{hop_order}}) AS kinds,
+                 max(retries_ahead) AS retries_ahead,
+                 max(first_retries_ahead) AS first_retries_ahead
+          FROM misfit_steps
+          GROUP BY run_id, message_key, "group", branch) k
+    LEFT JOIN orphan_sends o
+      ON o.run_id = k.run_id AND o.message_key IS NOT DISTINCT FROM k.message_key
+     AND o."group" = k."group" AND o.branch = k.branch
 ),
 redelivered AS (
     -- Messages a group got from one record more than once, among the misfits' only.
@@ -213,7 +255,12 @@ redelivered AS (
 ),
 judged AS (
     -- A restored SCHEDULE comes before every hop of its branch: one retry fewer ahead everywhere.
-    SELECT b.*, k.kinds, k.retries_ahead - CASE WHEN b.head_restored THEN 1 ELSE 0 END AS retries_ahead,
+    -- Where the broker may have re-put a schedule record (a crash), repeated RETRY hops are not
+    -- counted.
+    SELECT b.*, k.kinds, k.orphans,
+           CASE WHEN b.run_id IN (SELECT run_id FROM crashed) THEN k.first_retries_ahead
+                ELSE k.retries_ahead END
+           - CASE WHEN b.head_restored THEN 1 ELSE 0 END AS retries_ahead,
            b.run_id IN (SELECT run_id FROM crashed)
            OR EXISTS (SELECT 1 FROM redelivered r WHERE r.run_id = b.run_id AND r."group" = b."group"
                                                     AND r.uniq_key = b.message_key) AS interleaving_allowed
@@ -272,7 +319,7 @@ SELECT run_id, message_key, "group",
        || kinds || ' is not (SCHEDULE -> RETRY)* -> DLQ?'
        || CASE WHEN interleaving_allowed THEN ' nor an interleaving of such sequences' ELSE '' END
 FROM judged
-WHERE NOT interleaving_allowed OR retries_ahead > 0 OR letters[1] NOT IN ('S', 'Q')
+WHERE NOT interleaving_allowed OR retries_ahead > 0 OR orphans > 0 OR letters[1] NOT IN ('S', 'Q')
 UNION ALL
 SELECT b.run_id, b.message_key, b."group", 'group hops without a real record before them'
 FROM (SELECT DISTINCT run_id, message_key, "group" FROM branch_shapes) b

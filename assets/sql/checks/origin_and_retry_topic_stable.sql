@@ -1,8 +1,12 @@
 -- origin_and_retry_topic_stable: ORIGIN_MESSAGE_ID and RETRY_TOPIC never change along a chain.
 -- RETRY_TOPIC is set once, at the first send-back, and copied onwards: one value per chain.
--- ORIGIN_MESSAGE_ID is set once per branch and names the message itself: its UNIQ_KEY (a client's
--- fallback send) or the offset msgId of one of its real records (PUBLISH or DELIVER) that was sent back,
--- which in an imported store may lie below the commit log's first offset (deleted by retention).
+-- ORIGIN_MESSAGE_ID is set once per branch and names the message itself: its UNIQ_KEY, or the
+-- offset msgId of one of its real records (PUBLISH or DELIVER) that was sent back, or of one of its
+-- RETRY records that carries none itself: a 4.9.x client's fallback send (after the broker refused
+-- a send-back) replaces the new message's properties with the consumed one's and so drops the
+-- ORIGIN_MESSAGE_ID it had just set, and the broker's next send-back names the retry record it
+-- re-puts. The record named may lie below the commit log's first offset in an imported store
+-- (deleted by retention).
 WITH {{origin_cuts_ctes}},
 message_proofs AS (
     -- Both rules are judged first from one summary per message over its hops' commit-log records,
@@ -93,7 +97,7 @@ claims AS (
 real_ids AS (
     SELECT DISTINCT run_id, message_key, "group", msg_id
     FROM suspect_records
-    WHERE hop_kind IN ('PUBLISH', 'DELIVER')
+    WHERE hop_kind IN ('PUBLISH', 'DELIVER') OR (hop_kind = 'RETRY' AND origin_msg_id IS NULL)
 ),
 claim_suspects AS (
     -- A claim matched by a real record among the message's shared hops or its own group's is

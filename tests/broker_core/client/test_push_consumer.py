@@ -68,7 +68,9 @@ def test_send_back_failure_falls_back_to_the_client_send(rig):
     props = retry[0].properties
     assert props["RETRY_TOPIC"] == "T" and props["RECONSUME_TIME"] == "1"
     assert props["MAX_RECONSUME_TIMES"] == "16"  # RocketMQ's default maxReconsumeTimes
-    assert props["ORIGIN_MESSAGE_ID"] == key and retry[0].reconsume_times == 1
+    # The 4.9.4 client replaces the copy's properties after setting ORIGIN_MESSAGE_ID, so a first
+    # client-side send-back has none: what a real 4.9.4 client and broker wrote (scenarios/conformance.yaml).
+    assert "ORIGIN_MESSAGE_ID" not in props and retry[0].reconsume_times == 1
 
 
 def test_both_send_backs_failing_retry_locally_after_5s(rig):
