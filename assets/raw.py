@@ -51,8 +51,17 @@ def _sim_progress(log):
     return report
 
 
-def materialize_run(source: RunSource, run_dir: Path, log=None) -> dict:
-    """Simulate or import the partition's run into ``run_dir``; return metadata describing it."""
+# ``raw/run``'s config: ``live`` says a broker is writing the store partition, so the record at
+# the end of its log may be in flight (the store sensor sets it on the runs it launches).
+RAW_RUN_CONFIG = {"live": dg.Field(bool, default_value=False,
+                                   description="a broker is writing the store: an in-flight tail is not damage")}
+
+
+def materialize_run(source: RunSource, run_dir: Path, log=None, live: bool = False) -> dict:
+    """Simulate or import the partition's run into ``run_dir``; return metadata describing it.
+
+    A store imported into its run before is continued from where that import ended (only the new
+    records are read; ``broker_core.export.increments``)."""
     started = time.perf_counter()
     meta: dict = {"source": source.kind, "source_path": dg.MetadataValue.path(str(source.path))}
     if source.kind == SCENARIO:
@@ -65,8 +74,15 @@ def materialize_run(source: RunSource, run_dir: Path, log=None) -> dict:
     elif source.kind == STORE:
         from broker_core.export.store_import import import_store
 
-        summary = import_store(source.path, run_dir, name=source.name)
-        meta.update(records=summary.records, problems=len(summary.problems))
+        summary = import_store(source.path, run_dir, name=source.name, live=live)
+        meta.update(records=summary.records, problems=len(summary.problems), broker=summary.broker,
+                    live=live, bytes_read=summary.bytes_read, records_added=summary.records_added,
+                    continued_from_offset=summary.resumed_from if summary.resumed_from is not None else -1,
+                    next_offset=summary.next_offset if summary.next_offset is not None else -1)
+        if summary.full_import_reason:
+            meta["read_whole_because"] = summary.full_import_reason
+            if log:
+                log.info(f"{source.path} read whole: {summary.full_import_reason}")
     else:
         assert source.kind == IMPORTED, f"unknown run source {source.kind!r}"
         if log:
@@ -82,12 +98,12 @@ def raw_assets(partitions_def: dg.PartitionsDefinition) -> list:
               description="A run's Parquet tables (commitlog, consume_attempts, schedule_deliveries, "
                           "consumer_offsets, faults, runs, produced, ...): the scenario simulated on the "
                           "broker model, or the RocketMQ store imported, into <data home>/runs/<run>/.",
-              required_resource_keys={"home"})
+              required_resource_keys={"home"}, config_schema=RAW_RUN_CONFIG)
     def raw_run(context) -> dg.MaterializeResult:
         home = context.resources.home
         name = context.partition_key
         run_dir = home.run_dir(name)
-        meta = materialize_run(home.source(name), run_dir, context.log)
+        meta = materialize_run(home.source(name), run_dir, context.log, live=context.op_execution_context.op_config["live"])
         rows = table_rows(run_dir, RAW_TABLES)
         meta.update({f"rows_{t}": n for t, n in rows.items()})
         meta["dagster/row_count"] = rows["commitlog"]

@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="slave: the store is a slave of broker NAME (--broker): merged with its master, "
                         "each record once, what only one side has kept and reported (default master)")
     p.add_argument("--strict", action="store_true", help="any damage is an error (exit 2)")
+    p.add_argument("--live", action="store_true",
+                   help="the broker is running: the record it is writing at the end of the log is not damage")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--decoder", choices=("columnar", "reference"), default="columnar",
                    help="commit-log decoder: whole slices as Arrow columns (default), or one record "

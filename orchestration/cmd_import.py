@@ -41,6 +41,11 @@ def format_summary(summary: ImportSummary) -> str:
         f"  commit log: {summary.commitlog_files} file(s) of {summary.commitlog_file_size_bytes} bytes, "
         f"{summary.records} records, {summary.blanks} blanks, valid data ends at {summary.valid_end}",
     ]
+    if summary.resumed_from is not None:
+        lines.append(f"  continued the last import of {summary.broker} from offset {summary.resumed_from}: "
+                     f"{summary.records_added} new records, {summary.bytes_read} bytes read")
+    elif summary.full_import_reason:
+        lines.append(f"  read the store whole: {summary.full_import_reason}")
     if summary.merged is not None:
         m = summary.merged
         lines.append(f"  {summary.role} of {summary.broker}, merged with its other side: {m['records']} records, "
@@ -86,7 +91,11 @@ def import_store(args) -> int:
     summary = run_import(store, Path(args.out), name=args.name, strict=args.strict,
                          broker=getattr(args, "broker", None), role=getattr(args, "role", "master"),
                          progress=_progress_printer(getattr(args, "quiet", False)),
-                         wall_clock=time.monotonic, decoder=getattr(args, "decoder", "columnar"))
+                         wall_clock=time.monotonic, decoder=getattr(args, "decoder", "columnar"),
+                         live=getattr(args, "live", False))
+    if summary.full_import_reason and not getattr(args, "quiet", False):
+        say(f"import-store: {summary.broker} was imported into {summary.out_dir} before, but the store is "
+            f"read whole: {summary.full_import_reason}")
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
     elif not getattr(args, "quiet", False):
