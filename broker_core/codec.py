@@ -45,6 +45,8 @@ from broker_core.constants import (
 )
 from broker_core.errors import BadInputError, CorruptRecordError
 from broker_core.message import (
+    JAVA_INT_MAX,
+    JAVA_INT_MIN,
     PROP_CRC32,
     PROP_DELAY,
     PROP_KEYS,
@@ -285,12 +287,26 @@ class Record:
 
 
 def _int_or(text: str | None, default):
+    """The property as a number, else ``default``: absent, not a number, or outside the Java int
+    the broker parses it into (``Integer.parseInt``) and the contract's int32 column holds."""
+    value = parse_int_property(text)
+    return value if value is not None and JAVA_INT_MIN <= value <= JAVA_INT_MAX else default
+
+
+def parse_int_property(text: str | None) -> int | None:
+    """A numeric property's value as Python's int() reads it; None when absent or not a number."""
     if text is None:
-        return default
+        return None
     try:
         return int(text)
     except ValueError:
-        return default
+        return None
+
+
+def int_property_out_of_range(text: str | None) -> bool:
+    """Whether a numeric property holds a number that does not fit a Java int."""
+    value = parse_int_property(text)
+    return value is not None and not JAVA_INT_MIN <= value <= JAVA_INT_MAX
 
 
 # --- encode ------------------------------------------------------------------------------------

@@ -65,7 +65,10 @@ UNIQ_KEY_IPV4_BYTES = 16
 UNIQ_KEY_IPV6_BYTES = 28
 UNIQ_KEY_COUNTER_MODULUS = 1 << 16  # the counter is written as a short
 UNIQ_KEY_SMALL_NEGATIVE_MS = 1_000_000  # a clock step back smaller than this is written as 0
-PORT_MAX = 65535
+PORT_MAX = 65535  # InetSocketAddress refuses anything outside 0..PORT_MAX
+# A record stores a host's port as a Java int: a damaged or foreign record can hold any of them.
+JAVA_INT_MIN = -(1 << 31)
+JAVA_INT_MAX = (1 << 31) - 1
 
 
 @lru_cache(maxsize=4096)  # tags and property names repeat; the cache is the function itself
@@ -384,7 +387,24 @@ def schedule_deliver_properties(schedule_properties: str) -> str:
 
 @lru_cache(maxsize=1024)
 def host_to_bytes(host: str) -> tuple[bytes, int]:
-    """``"a.b.c.d:port"`` or ``"[v6]:port"`` -> (4 or 16 address bytes, port)."""
+    """``"a.b.c.d:port"`` or ``"[v6]:port"`` -> (4 or 16 address bytes, port in 0..PORT_MAX)."""
+    address, port = _parse_host(host)
+    if not 0 <= port <= PORT_MAX:
+        raise BadInputError(f"port out of range in host {host!r}")
+    return address, port
+
+
+def port_in_range(port: int) -> bool:
+    """Whether a stored port is one InetSocketAddress accepts (0..PORT_MAX)."""
+    return 0 <= port <= PORT_MAX
+
+
+def host_port(host: str) -> int:
+    """The port of a ``host:port`` string, whatever its value."""
+    return _parse_host(host)[1]
+
+
+def _parse_host(host: str) -> tuple[bytes, int]:
     try:
         if host.startswith("["):
             addr_text, _, port_text = host[1:].partition("]:")
@@ -395,8 +415,6 @@ def host_to_bytes(host: str) -> tuple[bytes, int]:
         port = int(port_text)
     except ValueError as exc:
         raise BadInputError(f"not a host:port string: {host!r} ({exc})") from None
-    if not 0 <= port <= PORT_MAX:
-        raise BadInputError(f"port out of range in host {host!r}")
     return address.packed, port
 
 
@@ -418,9 +436,15 @@ def create_message_id(store_host: str, phys_offset: int) -> str:
 
 @lru_cache(maxsize=1024)
 def _message_id_prefix(store_host: str) -> str:
-    """The store-host part of an offset message id (address and port), computed once per host."""
-    addr, port = host_to_bytes(store_host)
-    return (addr + port.to_bytes(4, "big")).hex().upper()
+    """The store-host part of an offset message id (address and port), computed once per host.
+
+    As ``createMessageId`` copies the record's host bytes, a port outside 0..PORT_MAX (a damaged
+    or foreign record: every Java int fits the field) is its 4 bytes, two's complement.
+    """
+    addr, port = _parse_host(store_host)
+    if not JAVA_INT_MIN <= port <= JAVA_INT_MAX:
+        raise BadInputError(f"port is not a Java int in host {store_host!r}")
+    return (addr + port.to_bytes(4, "big", signed=True)).hex().upper()
 
 
 def decode_message_id(msg_id: str) -> tuple[str, int]:
@@ -432,7 +456,7 @@ def decode_message_id(msg_id: str) -> tuple[str, int]:
     except ValueError:
         raise BadInputError(f"offset message id is not hex: {msg_id!r}") from None
     addr_len = 4 if len(msg_id) == MSG_ID_IPV4_HEX_CHARS else 16
-    port = int.from_bytes(raw[addr_len:addr_len + 4], "big")
+    port = int.from_bytes(raw[addr_len:addr_len + 4], "big", signed=True)  # a Java int, as stored
     offset = int.from_bytes(raw[addr_len + 4:], "big", signed=True)
     return bytes_to_host(raw[:addr_len], port), offset
 

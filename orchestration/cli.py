@@ -90,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decoder", choices=("columnar", "reference"), default="columnar",
                    help="commit-log decoder: whole slices as Arrow columns (default), or one record "
                         "at a time (the reference; same tables, about 5x the CPU)")
+    p.add_argument("--engine", choices=("local", "spark"), default="local",
+                   help="local: this process decodes the files one after another (default); spark: "
+                        "one Spark task per commit-log file, the same tables (the store and the run "
+                        "directory must be paths every Spark worker sees)")
+    p.add_argument("--spark-master", default=None,
+                   help="Spark master URL for --engine spark (default RETRY_AUDIT_SPARK_MASTER, else local[*])")
 
     p = add_command("lineage", help="build message_hops and message_lineage with Spark")
     p.add_argument("run_dir")

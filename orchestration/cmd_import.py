@@ -81,18 +81,40 @@ def format_summary(summary: ImportSummary) -> str:
 
 def import_store(args) -> int:
     """CLI handler: check the arguments, import, print the summary; 0 on success."""
-    store = Path(args.store_dir)
+    engine = getattr(args, "engine", "local")
+    decoder = getattr(args, "decoder", "columnar")
+    if engine == "spark":
+        from assets.spark_import import local_path
+
+        store, out = local_path(args.store_dir), local_path(args.out)
+        if decoder != "columnar":
+            raise BadInputError(f"--engine spark decodes with the columnar decoder, not {decoder!r}",
+                                where="--decoder", hint="drop --decoder, or use --engine local")
+    else:
+        store, out = Path(args.store_dir), Path(args.out)
+        if getattr(args, "spark_master", None):
+            raise BadInputError("--spark-master needs --engine spark", where="--spark-master")
     if not store.exists():
         raise BadInputError("store directory does not exist", where=str(store),
                             hint="pass the RocketMQ store root (storePathRootDir, e.g. ~/store)")
     if not (store / "commitlog").is_dir():
         raise BadInputError("no commitlog/ directory: not a RocketMQ store root", where=str(store),
                             hint="pass the directory that holds commitlog/, consumequeue/ and config/")
-    summary = run_import(store, Path(args.out), name=args.name, strict=args.strict,
-                         broker=getattr(args, "broker", None), role=getattr(args, "role", "master"),
-                         progress=_progress_printer(getattr(args, "quiet", False)),
-                         wall_clock=time.monotonic, decoder=getattr(args, "decoder", "columnar"),
-                         live=getattr(args, "live", False))
+    options = dict(name=args.name, strict=args.strict, broker=getattr(args, "broker", None),
+                   role=getattr(args, "role", "master"),
+                   progress=_progress_printer(getattr(args, "quiet", False)),
+                   wall_clock=time.monotonic, decoder=decoder, live=getattr(args, "live", False))
+    if engine == "spark":
+        from assets.spark import spark_session
+        from assets.spark_import import SparkStoreReader
+
+        quiet = getattr(args, "quiet", False) and not getattr(args, "debug", False)
+        # A process that already runs Spark (a test run, a notebook calling main()) keeps its session.
+        with spark_session(args.spark_master, quiet=quiet) as spark:
+            summary = run_import(store, out, **options, reader_factory=lambda root, **kw: SparkStoreReader(
+                root, spark, stage_parent=out.absolute().parent, **kw))
+    else:
+        summary = run_import(store, out, **options)
     if summary.full_import_reason and not getattr(args, "quiet", False):
         say(f"import-store: {summary.broker} was imported into {summary.out_dir} before, but the store is "
             f"read whole: {summary.full_import_reason}")

@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from broker_core import codec
-from broker_core.codec import Blank, decode_record
+from broker_core.codec import Blank, decode_record, parse_int_property
 from broker_core.constants import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V1,
@@ -55,6 +55,9 @@ from broker_core.errors import CorruptRecordError
 from broker_core.export.parquet import COMPRESSION, DEFAULT_PART, ROW_GROUP_ROWS
 from broker_core.export.schema import COMMITLOG
 from broker_core.message import (
+    JAVA_INT_MAX,
+    JAVA_INT_MIN,
+    PORT_MAX,
     PROP_DELAY,
     PROP_KEYS,
     PROP_MAX_RECONSUME_TIMES,
@@ -71,6 +74,8 @@ from broker_core.store.reader import (
     _KEPT_NOTE,
     _SIZE_MAGIC,
     CQ_PRE_BLANK_UNIT_SIZE,
+    HOST_ROLES,
+    INT_PROPERTIES,
     PROGRESS_EVERY_RECORDS,
     READ_CHUNK_BYTES,
     RELEASE_MAPPED_EVERY_BYTES,
@@ -81,6 +86,8 @@ from broker_core.store.reader import (
     ScanProgress,
     StoreReader,
     _release_pages,
+    host_port_problem,
+    int_property_problem,
 )
 
 # A slice is decoded at once: this many records at most, and at most this much of the file, so
@@ -264,19 +271,25 @@ class ColumnarStoreReader(StoreReader):
 
     def _emit(self, cf: CommitLogFile, rel: str, raw: _Slice, hosts: _HostNames, progress,
               index: int) -> RecordColumns:
-        """Count the slice's records, note misplaced ones, and build their columns."""
+        """Count the slice's records, note misplaced ones and values their columns cannot hold,
+        and build their columns."""
         sits_at = raw.starts + cf.start
-        for at in np.flatnonzero(raw.phys != sits_at).tolist():
-            self._scan_problems.append(Problem(
-                rel, int(sits_at[at]), "phys-offset-mismatch",
-                f"record stores PHYSICALOFFSET {int(raw.phys[at])} but sits at {int(sits_at[at])}",
-                WARNING))
+        columns, odd_values = _columns(raw, cf.name, hosts)
+        # (row, rank, problem) in the order the reference lists a record's problems: the misplaced
+        # offset, then record_value_problems' order (hosts, then numeric properties).
+        found = [(at, 0, Problem(
+            rel, int(sits_at[at]), "phys-offset-mismatch",
+            f"record stores PHYSICALOFFSET {int(raw.phys[at])} but sits at {int(sits_at[at])}",
+            WARNING)) for at in np.flatnonzero(raw.phys != sits_at).tolist()]
+        for rank, (row, what, value) in odd_values:
+            make = host_port_problem if rank <= len(HOST_ROLES) else int_property_problem
+            found.append((row, rank, make(rel, int(sits_at[row]), what, value)))
+        self._scan_problems.extend(problem for _, _, problem in sorted(found, key=lambda f: f[:2]))
         before = self.record_count
         self.record_count += raw.count
         if self.first_store_ts is None:
             self.first_store_ts = int(raw.store_ts[0])
         self.last_store_ts = int(raw.store_ts[-1])
-        columns = _columns(raw, cf.name, hosts)
         if progress is not None and self.record_count // PROGRESS_EVERY_RECORDS > before // PROGRESS_EVERY_RECORDS:
             progress(ScanProgress(cf.name, index, len(self.files), self.record_count))
         return RecordColumns(cf.name, columns, raw.count)
@@ -555,8 +568,13 @@ class _HostNames:
         return prefix
 
 
-def _columns(raw: _Slice, file_name: str, hosts: _HostNames) -> dict[str, pa.Array]:
-    """The slice's commitlog columns (all but run_id and broker)."""
+def _columns(raw: _Slice, file_name: str, hosts: _HostNames) -> tuple[dict[str, pa.Array], list]:
+    """The slice's commitlog columns (all but run_id and broker), and the values they cannot hold.
+
+    The second item lists ``(rank, (row, what, value))``: rank 1 and 2 a born or store host whose
+    port is outside 0..PORT_MAX (what: the role, value: the host), rank 3 on a numeric property
+    past int32 (what: the property, value: its text), ranked in :data:`INT_PROPERTIES` order.
+    """
     n = raw.count
     born_names, born_index = hosts.column(*raw.born_host, raw.v6_born)
     store_names, store_index = hosts.column(*raw.store_host, raw.v6_store)
@@ -585,8 +603,21 @@ def _columns(raw: _Slice, file_name: str, hosts: _HostNames) -> dict[str, pa.Arr
                           pa.string()).take(pa.array((raw.magic == MESSAGE_MAGIC_CODE_V2).astype(np.int8))),
         "file_name": _repeat_string(file_name, n),
     }
-    columns.update(_properties(raw.properties))
-    return columns
+    properties, past_int32 = _properties(raw.properties)
+    columns.update(properties)
+    odd: list = []
+    for rank, (role, (keys, raw6), v6) in enumerate(zip(HOST_ROLES, (raw.born_host, raw.store_host),
+                                                        (raw.v6_born, raw.v6_store), strict=True), 1):
+        port = (keys & np.uint64(0xFFFFFFFF)).astype(np.int64)  # the int32 read unsigned: negatives are big
+        if len(raw6):
+            port[np.flatnonzero(v6)] = raw6[:, 16:20].copy().view(">u4").reshape(-1)
+        rows = np.flatnonzero(port > PORT_MAX).tolist()
+        if rows:
+            names = columns[f"{role}_host"].take(pa.array(rows)).to_pylist()
+            odd.extend((rank, (row, role, name)) for row, name in zip(rows, names, strict=True))
+    for key, rows in past_int32:
+        odd.extend((len(HOST_ROLES) + 1 + INT_PROPERTIES.index(key), (row, key, text)) for row, text in rows)
+    return columns, odd
 
 
 def _timestamps(ms: np.ndarray) -> pa.Array:
@@ -610,8 +641,9 @@ def _msg_ids(prefixes: list[str], store_index: np.ndarray, phys: np.ndarray) -> 
     return pc.binary_join_element_wise(prefix, hex_part, "")
 
 
-def _properties(props: pa.Array) -> dict[str, pa.Array]:
-    """``string_to_properties`` of every record: the map column and the extracted columns.
+def _properties(props: pa.Array) -> tuple[dict[str, pa.Array], list]:
+    """``string_to_properties`` of every record: the map column and the extracted columns, and
+    ``(property, [(row, text), ...])`` for the numeric values past int32 (left as absent).
 
     A segment between ``\\x02`` separators is kept when it has a non-empty key before its first
     ``\\x01`` and a non-empty value after it; a repeated key keeps its first place and last value.
@@ -681,6 +713,7 @@ def _properties(props: pa.Array) -> dict[str, pa.Array]:
     present = np.bincount(column_of[hit], minlength=len(wanted))
     flat = take.ravel()
     texts = values.take(pa.array(flat, mask=flat < 0))  # every extracted column in one take
+    past_int32: list = []
     for slot, column in enumerate(_EXTRACTED):
         if not present[slot]:
             default = _INT_DEFAULTS.get(column)
@@ -689,8 +722,13 @@ def _properties(props: pa.Array) -> dict[str, pa.Array]:
                            pa.array(np.full(n, default, dtype=np.int32), pa.int32()))
             continue
         mine = texts.slice(slot * n, n)
-        out[column] = _ints(mine, _INT_DEFAULTS[column]) if column in _INT_DEFAULTS else mine
-    return out
+        if column in _INT_DEFAULTS:
+            out[column], past = _ints(mine, _INT_DEFAULTS[column])
+            if past:
+                past_int32.append((_EXTRACTED[column], past))
+        else:
+            out[column] = mine
+    return out, past_int32
 
 
 def _last_value_first_place(entry_row, codes, distinct: int, n: int):
@@ -725,23 +763,22 @@ def _last_value_first_place(entry_row, codes, distinct: int, n: int):
     return kept, value_of[kept]
 
 
-def _ints(texts: pa.Array, default: int | None) -> pa.Array:
-    """``codec._int_or`` of each text: Python's int(), the default when absent or not a number."""
+def _ints(texts: pa.Array, default: int | None) -> tuple[pa.Array, list[tuple[int, str]]]:
+    """``codec._int_or`` of each text: Python's int(), the default when absent, not a number or
+    past int32; and ``(row, text)`` of each number past int32."""
     plain = pc.fill_null(pc.match_substring_regex(texts, _PLAIN_INT), False)
     if pc.all(pc.or_(plain, pc.is_null(texts))).as_py():
         ints = pc.cast(texts, pa.int32())
-        return ints if default is None else pc.fill_null(ints, default)
+        return (ints if default is None else pc.fill_null(ints, default)), []
     values = []
-    for text in texts.to_pylist():
-        if text is None:
-            values.append(default)
-            continue
-        try:
-            values.append(int(text))
-        except ValueError:
-            values.append(default)
-    # An int outside int32 fails here exactly as the reference's row writer fails on it.
-    return pa.array(values, pa.int32())
+    past: list[tuple[int, str]] = []
+    for row, text in enumerate(texts.to_pylist()):
+        value = parse_int_property(text)
+        if value is not None and not JAVA_INT_MIN <= value <= JAVA_INT_MAX:
+            past.append((row, text))
+            value = None
+        values.append(default if value is None else value)
+    return pa.array(values, pa.int32()), past
 
 
 class CommitlogWriter:

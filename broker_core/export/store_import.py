@@ -266,7 +266,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                  strict: bool = False, progress: Callable[[ScanProgress], None] | None = None,
                  broker: str | None = None, role: str = ROLE_MASTER,
                  wall_clock: Callable[[], float] | None = None,
-                 decoder: str = DECODERS[0], live: bool = False) -> ImportSummary:
+                 decoder: str = DECODERS[0], live: bool = False,
+                 reader_factory: Callable[..., StoreReader] | None = None) -> ImportSummary:
     """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
 
     ``name`` is the run id (default: the output directory's name). Without ``broker`` the run
@@ -282,6 +283,9 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     (:mod:`broker_core.export.increments`: the rules, and when the store is read whole instead).
     ``live``: a broker is writing the store as it is read; the record it is writing at the end
     of the log is not damage (:meth:`StoreReader.entries`).
+    ``reader_factory``, when given, makes the store's reader instead (called as the
+    decoders' classes are, with ``live``): a :class:`ColumnarStoreReader` whose files are decoded
+    elsewhere, e.g. by Spark tasks (``assets.spark_import``); the tables are the same.
     """
     if decoder not in DECODERS:
         raise BadInputError(f"unknown decoder {decoder!r}", hint=f"use one of {', '.join(DECODERS)}")
@@ -297,7 +301,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     adding = broker is not None
     broker = validate_broker(broker) if adding else run_id
     part = part_name(broker)
-    reader = (ColumnarStoreReader if decoder == "columnar" else StoreReader)(store_dir, live=live)
+    reader = (reader_factory or (ColumnarStoreReader if decoder == "columnar" else StoreReader))(store_dir, live=live)
     store_root = store_dir.resolve()
     out_resolved = out_dir.resolve()
     if out_resolved == store_root or store_root in out_resolved.parents:

@@ -31,7 +31,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker_core.codec import FIRST_RECORD_HEAD_BYTES, Blank, Record, decode_record, peek_magic_and_store_ts
+from broker_core.codec import (
+    FIRST_RECORD_HEAD_BYTES,
+    Blank,
+    Record,
+    decode_record,
+    int_property_out_of_range,
+    peek_magic_and_store_ts,
+)
 from broker_core.constants import (
     BLANK_MAGIC_CODE,
     CHECKPOINT_FILE_SIZE_BYTES,
@@ -42,6 +49,14 @@ from broker_core.constants import (
     RECOVER_NORMAL_FILES_FROM_END,
 )
 from broker_core.errors import BadInputError, CorruptRecordError
+from broker_core.message import (
+    PORT_MAX,
+    PROP_DELAY,
+    PROP_MAX_RECONSUME_TIMES,
+    PROP_REAL_QID,
+    host_port,
+    port_in_range,
+)
 from broker_core.store import config_files
 from broker_core.store.checkpoint import ABORT_FILE_NAME, CHECKPOINT_FILE_NAME, Checkpoint, parse_checkpoint
 from broker_core.store.mapped_file import offset_to_file_name
@@ -135,6 +150,41 @@ class ScanProgress:
     file_index: int
     file_count: int
     records: int
+
+
+# Numeric properties the contract keeps as int32 columns, in the order their problems are listed.
+INT_PROPERTIES = (PROP_DELAY, PROP_REAL_QID, PROP_MAX_RECONSUME_TIMES)
+HOST_ROLES = ("born", "store")  # a record's two hosts, in the order their problems are listed
+
+
+def host_port_problem(rel: str, phys: int, role: str, host: str) -> Problem:
+    """A record whose born or store host has a port InetSocketAddress refuses.
+
+    The port field is a Java int, so a damaged or foreign record can hold any value; the broker's
+    recovery (checkMessageAndReturnSize) never looks at it and keeps the record, so the import
+    keeps it too, with the host as stored and an offset msgId built from the stored port bytes.
+    """
+    return Problem(rel, phys, "host-port-out-of-range",
+                   f"{role} host {host}: port {host_port(host)} is outside 0..{PORT_MAX}; the record is "
+                   "kept, its msgId built from the stored port bytes", WARNING)
+
+
+def int_property_problem(rel: str, phys: int, key: str, text: str) -> Problem:
+    """A numeric property whose value does not fit the Java int the broker parses it into."""
+    return Problem(rel, phys, "property-out-of-range",
+                   f"property {key}={text[:40]!r} does not fit a Java int (Integer.parseInt refuses it); "
+                   "its column is left as if the property were absent, the properties map keeps the text",
+                   WARNING)
+
+
+def record_value_problems(rel: str, phys: int, record: Record) -> list[Problem]:
+    """What a decoded record holds that its contract columns cannot: hosts, then numeric properties."""
+    found = [host_port_problem(rel, phys, role, host)
+             for role, host in zip(HOST_ROLES, (record.born_host, record.store_host), strict=True)
+             if not port_in_range(host_port(host))]
+    found.extend(int_property_problem(rel, phys, key, record.properties[key]) for key in INT_PROPERTIES
+                 if int_property_out_of_range(record.properties.get(key)))
+    return found
 
 
 class StoreReader:
@@ -472,6 +522,7 @@ class StoreReader:
                 self._scan_problems.append(Problem(
                     rel, phys, "phys-offset-mismatch",
                     f"record stores PHYSICALOFFSET {item.phys_offset} but sits at {phys}", WARNING))
+            self._scan_problems.extend(record_value_problems(rel, phys, item))
             self.record_count += 1
             if self.first_store_ts is None:
                 self.first_store_ts = item.store_ts

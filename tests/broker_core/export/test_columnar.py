@@ -26,7 +26,7 @@ from broker_core.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSA
 from broker_core.export import columnar
 from broker_core.export.columnar import ColumnarStoreReader
 from broker_core.export.schema import COMMITLOG
-from broker_core.export.store_import import commitlog_values, import_store
+from broker_core.export.store_import import DECODERS, commitlog_values, import_store
 from broker_core.sim.run import simulate
 from broker_core.store.reader import StoreReader
 
@@ -294,7 +294,7 @@ good = st.fixed_dictionaries({
     "bad_crc": st.just(False), "misplaced": st.integers(0, 9).map(lambda i: i == 0),
 })
 # What a broker does not write: bytes that are not UTF-8, NULs, a wrong CRC, a port out of
-# range, a number past int32 (the reference fails on those two; so must the columnar decoder).
+# range, a number past int32 (both decoders keep the record and list a warning for those two).
 odd = good.flatmap(lambda rec: st.one_of(
     st.binary(max_size=40).map(lambda b: {**rec, "props": b}),
     st.lists(st.sampled_from([b"\x01", b"\x02", b"a", b"\xc3\xa9", b"\xff", b"\x00", b"DELAY", b"3"]),
@@ -356,10 +356,7 @@ def build(recs: list[dict], file_size: int) -> list[bytes]:
 
 
 @settings(max_examples=200, deadline=None)
-# One odd record at most: the reference meets a bad port as it reads the record but a number past
-# int32 only when its row group is written, so with both in one store which error comes first
-# depends on where the row groups fall; each alone fails the same way in both decoders.
-@given(recs=st.lists(good, min_size=3, max_size=40), odds=st.lists(st.tuples(st.integers(0, 40), odd), max_size=1),
+@given(recs=st.lists(good, min_size=3, max_size=40), odds=st.lists(st.tuples(st.integers(0, 40), odd), max_size=3),
        slice_records=st.sampled_from([1, 3, 1 << 16]), check_crc=st.booleans())
 def test_generated_records_decode_alike(recs, odds, slice_records, check_crc):
     """Records with any topic and properties bytes (malformed pairs, repeated keys, numbers Python
@@ -372,3 +369,63 @@ def test_generated_records_decode_alike(recs, odds, slice_records, check_crc):
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
         mp.setattr(columnar, "SLICE_RECORDS", slice_records)
         assert_same(write_store(Path(tmp) / "store", build(recs, file_size), file_size), check_crc)
+
+
+# --- values a record can hold that the contract's columns cannot --------------------------------
+
+def _plain(**changes) -> dict:
+    rec = {"v2": False, "topic": b"OrderTopic", "props": b"UNIQ_KEY\x01u1\x02TAGS\x01a", "body": b"hello",
+           "born": (bytes([10, 0, 0, 9]), 40000), "store": (bytes([10, 0, 0, 1]), 10911),
+           "queue_id": 0, "queue_offset": 0, "ts": 1_700_000_000_000, "sys_flag": 0,
+           "bad_crc": False, "misplaced": False}
+    return {**rec, **changes}
+
+
+@pytest.mark.parametrize("check_crc", [True, False])
+def test_ports_out_of_range_are_problems_not_crashes(tmp_path, check_crc):
+    """A host port outside 0-65535 (the record's int32 holds any value) keeps the record, as the
+    broker's recovery does, names the record in a warning, and its msgId carries the stored port
+    bytes, as RocketMQ's createMessageId copies them; both decoders agree."""
+    recs = [_plain(), _plain(store=(bytes([10, 0, 0, 1]), 70000)), _plain(born=(bytes([10, 0, 0, 9]), -1)),
+            _plain(store=(bytes(range(16)), 2**31 - 1)), _plain(), _plain(store=(bytes([10, 0, 0, 1]), -5))]
+    store = write_store(tmp_path / "store", build(recs, 4096), 4096)
+    status, table, problems, _ = assert_same(store, check_crc)
+    assert status == "ok" and table.num_rows == len(recs)
+    hosts = table["store_host"].to_pylist()
+    assert hosts[1] == "10.0.0.1:70000" and hosts[5] == "10.0.0.1:-5"
+    msg_ids = table["msg_id"].to_pylist()
+    phys = table["phys_offset"].to_pylist()
+    assert msg_ids[1] == f"0A000001{70000:08X}{phys[1]:016X}"
+    assert msg_ids[5] == f"0A000001FFFFFFFB{phys[5]:016X}"
+    assert msg_ids[3] == f"{bytes(range(16)).hex().upper()}7FFFFFFF{phys[3]:016X}"
+    bad = [(p.offset, p.severity) for p in problems if p.kind == "host-port-out-of-range"]
+    assert bad == [(phys[i], "warning") for i in (1, 2, 3, 5)]
+    summary = import_store(store, tmp_path / "run", name="run")
+    assert summary.records == len(recs)
+    assert [p.kind for p in summary.problems].count("host-port-out-of-range") == 4
+
+
+@pytest.mark.parametrize("key,column,absent", [("DELAY", "delay_level", 0), ("REAL_QID", "real_queue_id", None),
+                                               ("MAX_RECONSUME_TIMES", "max_reconsume_times", None)])
+@pytest.mark.parametrize("text", ["2147483648", "3000000000", "-2147483649", "99999999999999999999"])
+def test_int_properties_past_int32_are_problems_not_crashes(tmp_path, key, column, absent, text):
+    """A DELAY, REAL_QID or MAX_RECONSUME_TIMES value outside int32 (Java's Integer.parseInt
+    refuses it) leaves the column as if the property were absent and names the record in a
+    warning; the record itself is kept, and both decoders agree."""
+    props = f"UNIQ_KEY\x01u1\x02{key}\x01{text}".encode()
+    recs = [_plain(), _plain(props=props), _plain(props=f"{key}\x012147483647".encode()), _plain(props=props)]
+    store = write_store(tmp_path / "store", build(recs, 4096), 4096)
+    for reader_class in (StoreReader, ColumnarStoreReader):
+        assert decode(store, reader_class)[0] == "ok", reader_class
+    _, table, problems, _ = assert_same(store)
+    assert table[column].to_pylist() == [absent, absent, 2147483647, absent]
+    assert table["properties"].to_pylist()[1][1] == (key, text)  # the map keeps the text as stored
+    phys = table["phys_offset"].to_pylist()
+    bad = [p for p in problems if p.kind == "property-out-of-range"]
+    assert [(p.offset, p.severity) for p in bad] == [(phys[1], "warning"), (phys[3], "warning")]
+    assert key in bad[0].reason and text in bad[0].reason
+    for decoder in DECODERS:
+        summary = import_store(store, tmp_path / decoder, name="run", decoder=decoder)
+        assert summary.records == len(recs)
+        assert pq.read_table(tmp_path / decoder / "parquet" / "store_problems")["kind"].to_pylist().count(
+            "property-out-of-range") == 2
