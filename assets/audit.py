@@ -58,7 +58,7 @@ def audit_assets(partitions_def) -> list:
     import dagster as dg
 
     from assets.checks import DRIFTS, run_checks
-    from assets.raw import LINEAGE_KEYS, RAW_RUN_KEY, check_result, failed_blocking_checks
+    from assets.raw import LINEAGE_KEYS, RAW_RUN_KEY, check_result, check_spec, failed_blocking_checks
     from assets.warehouse import (
         TABLE_DESCRIPTIONS,
         WAREHOUSE_TABLES,
@@ -71,8 +71,7 @@ def audit_assets(partitions_def) -> list:
     keys = {t: dg.AssetKey(["audit", t]) for t in WAREHOUSE_TABLES}
     specs = [dg.AssetSpec(keys[t], deps=[RAW_RUN_KEY, *LINEAGE_KEYS.values()], group_name="audit",
                           kinds={"duckdb"}, description=TABLE_DESCRIPTIONS[t]) for t in WAREHOUSE_TABLES]
-    check_specs = [dg.AssetCheckSpec(c.name, asset=dg.AssetKey(c.asset.split("/")),
-                                     description=c.description, blocking=False) for c in DRIFTS]
+    check_specs = [check_spec(c) for c in DRIFTS]
 
     @dg.multi_asset(specs=specs, check_specs=check_specs, partitions_def=partitions_def, name="audit",
                     required_resource_keys={"home", "warehouse"})

@@ -25,8 +25,8 @@ from importlib import resources
 import duckdb
 
 from broker_core.constants import ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED, RETRY_MAX_TIMES_DEFAULT
-from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX
 from broker_core.export.store_import import RUN_SOURCE_IMPORT
+from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX
 
 # Offending rows kept as evidence in a check's metadata (the count is always complete).
 EVIDENCE_ROWS_MAX = 10
@@ -49,11 +49,9 @@ LINEAGE_MATCHES_COMMITLOG = "lineage_matches_commitlog"
 DUPLICATE_RATE = "duplicate_rate_below_max"
 LATENESS_P99 = "delay_lateness_p99_below_max"
 
-# The grammar of a journey as regular expressions over one letter per hop (P PUBLISH, S SCHEDULE,
-# D DELIVER, R RETRY, Q DLQ; hop_grammar_valid.sql says why each part is there).
-SHARED_GRAMMAR_REGEX = r"^(P+|SD?)$"
+# A group's branch, as one letter per hop (S SCHEDULE, R RETRY, Q DLQ), must match this
+# (hop_grammar_valid.sql says why each part is there; it judges shared hops by counts).
 BRANCH_GRAMMAR_REGEX = r"^(SR)*(S|S?Q)?$"
-SHARED_GRAMMAR_AFTER_CRASH_REGEX = r"^(P+|SD*)$"
 # Faults after which a branch may be an interleaving of valid sequences (hop_grammar_valid).
 CRASH_FAULT_KINDS = ("broker_crash", "torn_write")
 # A kill -9 (broker_crash, torn_write) loses the unflushed tail of the commit log under async
@@ -93,7 +91,9 @@ _FRAGMENT_DEPTH_MAX = 4  # a fragment may use fragments; a cycle is an error, no
 
 
 def _sql_file(relative: str) -> str:
-    return resources.files(__package__).joinpath("sql", "checks", *relative.split("/")).read_text(encoding="utf-8")
+    """A file under ``assets/sql/checks/`` (packaged beside this module, as the audit tables' SQL is)."""
+    path = resources.files(__package__).joinpath("sql", "checks", *relative.split("/"))
+    return path.read_text(encoding="utf-8")
 
 
 def _fill(text: str, where: str, depth: int = 0) -> str:

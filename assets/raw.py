@@ -16,7 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow.parquet as pq
 
-from assets.checks import INVARIANTS, CheckOutcome, run_checks
+from assets.checks import ERROR, INVARIANTS, Check, CheckOutcome, run_checks
 from assets.progress import LOG_PROGRESS_INTERVAL_S, Throttle
 from assets.run_source import IMPORTED, SCENARIO, STORE, RunSource
 from assets.warehouse import parquet_files, run_id_of, run_views
@@ -51,8 +51,17 @@ def _sim_progress(log):
     return report
 
 
-def materialize_run(source: RunSource, run_dir: Path, log=None) -> dict:
-    """Simulate or import the partition's run into ``run_dir``; return metadata describing it."""
+# ``raw/run``'s config: ``live`` says a broker is writing the store partition, so the record at
+# the end of its log may be in flight (the store sensor sets it on the runs it launches).
+RAW_RUN_CONFIG = {"live": dg.Field(bool, default_value=False,
+                                   description="a broker is writing the store: an in-flight tail is not damage")}
+
+
+def materialize_run(source: RunSource, run_dir: Path, log=None, live: bool = False) -> dict:
+    """Simulate or import the partition's run into ``run_dir``; return metadata describing it.
+
+    A store imported into its run before is continued from where that import ended (only the new
+    records are read; ``broker_core.export.increments``)."""
     started = time.perf_counter()
     meta: dict = {"source": source.kind, "source_path": dg.MetadataValue.path(str(source.path))}
     if source.kind == SCENARIO:
@@ -65,8 +74,15 @@ def materialize_run(source: RunSource, run_dir: Path, log=None) -> dict:
     elif source.kind == STORE:
         from broker_core.export.store_import import import_store
 
-        summary = import_store(source.path, run_dir, name=source.name)
-        meta.update(records=summary.records, problems=len(summary.problems))
+        summary = import_store(source.path, run_dir, name=source.name, live=live)
+        meta.update(records=summary.records, problems=len(summary.problems), broker=summary.broker,
+                    live=live, bytes_read=summary.bytes_read, records_added=summary.records_added,
+                    continued_from_offset=summary.resumed_from if summary.resumed_from is not None else -1,
+                    next_offset=summary.next_offset if summary.next_offset is not None else -1)
+        if summary.full_import_reason:
+            meta["read_whole_because"] = summary.full_import_reason
+            if log:
+                log.info(f"{source.path} read whole: {summary.full_import_reason}")
     else:
         assert source.kind == IMPORTED, f"unknown run source {source.kind!r}"
         if log:
@@ -82,25 +98,22 @@ def raw_assets(partitions_def: dg.PartitionsDefinition) -> list:
               description="A run's Parquet tables (commitlog, consume_attempts, schedule_deliveries, "
                           "consumer_offsets, faults, runs, produced, ...): the scenario simulated on the "
                           "broker model, or the RocketMQ store imported, into <data home>/runs/<run>/.",
-              required_resource_keys={"home"})
+              required_resource_keys={"home"}, config_schema=RAW_RUN_CONFIG)
     def raw_run(context) -> dg.MaterializeResult:
         home = context.resources.home
         name = context.partition_key
         run_dir = home.run_dir(name)
-        meta = materialize_run(home.source(name), run_dir, context.log)
+        meta = materialize_run(home.source(name), run_dir, context.log, live=context.op_execution_context.op_config["live"])
         rows = table_rows(run_dir, RAW_TABLES)
         meta.update({f"rows_{t}": n for t, n in rows.items()})
         meta["dagster/row_count"] = rows["commitlog"]
         meta["run_dir"] = dg.MetadataValue.path(str(run_dir))
         return dg.MaterializeResult(metadata=meta)
 
-    check_specs = [dg.AssetCheckSpec(c.name, asset=dg.AssetKey(c.asset.split("/")), description=c.description,
-                                     blocking=True) for c in INVARIANTS]
-
     @dg.multi_asset(
         specs=[dg.AssetSpec(key, deps=[RAW_RUN_KEY], group_name="lineage", kinds={"spark", "parquet"},
                             description=LINEAGE_DESCRIPTIONS[name]) for name, key in LINEAGE_KEYS.items()],
-        check_specs=check_specs, partitions_def=partitions_def, name="lineage",
+        check_specs=[check_spec(c) for c in INVARIANTS], partitions_def=partitions_def, name="lineage",
         required_resource_keys={"home", "spark"})
     def lineage(context):
         from assets.lineage import run_lineage
@@ -150,14 +163,24 @@ def failed_blocking_checks(run_dir: Path) -> list[str]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         return ["(unreadable checks.json)"]
-    return [v["check"] for v in doc if not v.get("passed") and v.get("severity") == "ERROR"]
+    return [v["check"] for v in doc if not v.get("passed") and v.get("severity") == ERROR]
+
+
+def _asset_key(check: Check) -> dg.AssetKey:
+    return dg.AssetKey(check.asset.split("/"))
+
+
+def check_spec(check: Check) -> dg.AssetCheckSpec:
+    """A check as Dagster declares it, on its asset; an invariant (ERROR) blocks what depends on it."""
+    return dg.AssetCheckSpec(check.name, asset=_asset_key(check), description=check.description,
+                             blocking=check.severity == ERROR)
 
 
 def check_result(outcome: CheckOutcome) -> dg.AssetCheckResult:
     """A check's verdict as Dagster sees it, with its evidence as metadata."""
     meta = outcome.metadata()
     return dg.AssetCheckResult(
-        check_name=outcome.check.name, asset_key=dg.AssetKey(outcome.check.asset.split("/")),
+        check_name=outcome.check.name, asset_key=_asset_key(outcome.check),
         passed=outcome.passed,
         severity=dg.AssetCheckSeverity.ERROR if outcome.blocking else dg.AssetCheckSeverity.WARN,
         metadata={"violations": meta["violations"],

@@ -36,7 +36,7 @@ import pyarrow as pa
 from broker_core.errors import BadInputError
 from broker_core.export.columnar import ColumnarStoreReader, RecordColumns
 from broker_core.export.schema import COMMITLOG
-from broker_core.store.reader import CommitLogFile, LogEntry, Problem, ScanProgress
+from broker_core.store.reader import CommitLogFile, LogEntry, Problem, ResumePoint, ScanProgress
 
 ENGINES = ("local", "spark")
 # The decoded columns a task stages: the commitlog table but run_id and broker (the driver adds them).
@@ -125,6 +125,10 @@ class SparkStoreReader(ColumnarStoreReader):
     """
 
     def __init__(self, root: Path | str, spark, stage_parent: Path | str, **kwargs):
+        if kwargs.get("live"):
+            raise BadInputError("--live reads a store its broker is writing, which the Spark engine's "
+                                "tasks do not follow", where="--engine spark",
+                                hint="import a live store with --engine local (an increment is small)")
         super().__init__(root, **kwargs)
         self.spark = spark
         self.stage_parent = Path(stage_parent)
@@ -132,7 +136,13 @@ class SparkStoreReader(ColumnarStoreReader):
         self._stage: Path | None = None
         self.task_files = 0  # commit-log files the last job decoded
 
-    def entries(self, progress: Callable[[ScanProgress], None] | None = None) -> Iterator:
+    def entries(self, progress: Callable[[ScanProgress], None] | None = None,
+                resume: ResumePoint | None = None) -> Iterator:
+        if resume is not None:
+            # Importing a store again reads only what it gained since the last import: a tail of
+            # the log, decoded here by the local engine rather than by a Spark job.
+            yield from super().entries(progress, resume)
+            return
         self.stage_parent.mkdir(parents=True, exist_ok=True)
         self._stage = Path(tempfile.mkdtemp(prefix=".import-stage-", dir=self.stage_parent))
         try:
@@ -158,8 +168,12 @@ class SparkStoreReader(ColumnarStoreReader):
         self.task_files = len(results)
         return {result["index"]: result for result in results}
 
-    def _scan_file(self, cf: CommitLogFile, progress, index: int, lenient: bool):
-        """Replay the task's scan of this file: its columns, then its counts and problems."""
+    def _scan_file(self, cf: CommitLogFile, progress, index: int, lenient: bool, start: int = 0):
+        """Replay the task's scan of this file: its columns, then its counts and problems. (A file
+        no task decoded, in an increment, is scanned here by the local engine.)"""
+        if index not in self._results:
+            return (yield from super()._scan_file(cf, progress, index, lenient, start))
+        assert start == 0, f"a Spark task decodes {cf.name} whole, not from {start}"
         result = self._results[index]
         base = self.record_count
         if result["staged"] is not None:

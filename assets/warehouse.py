@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from assets.audit import AUDIT_TABLES, build_audit_tables
 from broker_core.errors import BadInputError
 from broker_core.export.schema import LINEAGE_TABLES, RAW_TABLES
+from broker_core.store.config_files import fsync_dir
 
 # DuckDB 2.0 writes storage that DuckDB 1.x cannot open; v1.0.0 storage opens in every client
 # from 1.0 on (and in 2.0), so people's existing DuckDB CLIs and drivers can read the warehouse.
@@ -298,11 +299,7 @@ def swap_into_place(built: Path, db_path: Path) -> None:
     if stale_wal.exists():
         stale_wal.unlink()
     os.replace(built, db_path)
-    fd = os.open(db_path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(db_path.parent)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -104,8 +104,8 @@ def spark_child(master: str, store: str, work: str, runs: int, cluster_pids: lis
         for i in range(runs):
             out = Path(work) / f"spark-{i}"
             wall0, cpu0 = time.perf_counter(), cpu()
-            summary = import_store(store, out, name="bench", reader_factory=lambda root, o=out: SparkStoreReader(
-                root, spark, stage_parent=o.parent))
+            summary = import_store(store, out, name="bench", reader_factory=lambda root, o=out, **kw: SparkStoreReader(
+                root, spark, stage_parent=o.parent, **kw))
             facts["runs"].append([time.perf_counter() - wall0, cpu() - cpu0])
             facts["records"] = summary.records
             shutil.rmtree(out, ignore_errors=True)

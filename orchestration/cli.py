@@ -27,6 +27,8 @@ examples:
 """
 
 QUIET_HELP = "print only errors (nothing from Spark's JVM either, unless --debug)"
+# Where `make demo` leaves the warehouse, and what every command that reads one opens by default.
+WAREHOUSE_DB_DEFAULT = "var/warehouse.duckdb"
 
 # subcommand -> "module:function"; each function takes the parsed args and returns an exit code.
 HANDLERS = {
@@ -82,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="slave: the store is a slave of broker NAME (--broker): merged with its master, "
                         "each record once, what only one side has kept and reported (default master)")
     p.add_argument("--strict", action="store_true", help="any damage is an error (exit 2)")
+    p.add_argument("--live", action="store_true",
+                   help="the broker is running: the record it is writing at the end of the log is not damage")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--decoder", choices=("columnar", "reference"), default="columnar",
                    help="commit-log decoder: whole slices as Arrow columns (default), or one record "
@@ -103,14 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(ERROR) check fails on a run (the warehouse is kept, to look "
                                    "into it), 2 on bad input.")
     p.add_argument("run_dirs", nargs="+")
-    p.add_argument("--db", default="var/warehouse.duckdb")
+    p.add_argument("--db", default=WAREHOUSE_DB_DEFAULT)
 
     p = add_command("trace", help="one message's journey as a timeline",
                        description="One message's journey as a timeline. Exit 0 when a message "
                                    "has the key, 1 when none has (the lookup failed), 2 on bad "
                                    "input (no warehouse file).")
     p.add_argument("key", help="UNIQ_KEY, offset msgId or ORIGIN_MESSAGE_ID")
-    p.add_argument("--db", default="var/warehouse.duckdb")
+    p.add_argument("--db", default=WAREHOUSE_DB_DEFAULT)
     p.add_argument("--json", action="store_true")
 
     p = add_command("report", help="one-file HTML report with the plots of a run")
@@ -119,14 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default=None, help="warehouse to read (default: build from the run)")
 
     p = add_command("resend-plan", help="DLQ messages to resend to their RETRY_TOPIC")
-    p.add_argument("--db", default="var/warehouse.duckdb")
+    p.add_argument("--db", default=WAREHOUSE_DB_DEFAULT)
     p.add_argument("--group", required=True)
     p.add_argument("--origin-topic", default=None)
     p.add_argument("--json", action="store_true", help="JSON instead of CSV")
 
     p = add_command("sql", help="run a query on the warehouse (read-only)")
     p.add_argument("query")
-    p.add_argument("--db", default="var/warehouse.duckdb")
+    p.add_argument("--db", default=WAREHOUSE_DB_DEFAULT)
     p.add_argument("--json", action="store_true")
 
     p = add_command("conformance", help="real RocketMQ brokers and clients vs the audit and the model",

@@ -41,6 +41,11 @@ def format_summary(summary: ImportSummary) -> str:
         f"  commit log: {summary.commitlog_files} file(s) of {summary.commitlog_file_size_bytes} bytes, "
         f"{summary.records} records, {summary.blanks} blanks, valid data ends at {summary.valid_end}",
     ]
+    if summary.resumed_from is not None:
+        lines.append(f"  continued the last import of {summary.broker} from offset {summary.resumed_from}: "
+                     f"{summary.records_added} new records, {summary.bytes_read} bytes read")
+    elif summary.full_import_reason:
+        lines.append(f"  read the store whole: {summary.full_import_reason}")
     if summary.merged is not None:
         m = summary.merged
         lines.append(f"  {summary.role} of {summary.broker}, merged with its other side: {m['records']} records, "
@@ -98,7 +103,7 @@ def import_store(args) -> int:
     options = dict(name=args.name, strict=args.strict, broker=getattr(args, "broker", None),
                    role=getattr(args, "role", "master"),
                    progress=_progress_printer(getattr(args, "quiet", False)),
-                   wall_clock=time.monotonic, decoder=decoder)
+                   wall_clock=time.monotonic, decoder=decoder, live=getattr(args, "live", False))
     if engine == "spark":
         from assets.spark import spark_session
         from assets.spark_import import SparkStoreReader
@@ -106,10 +111,13 @@ def import_store(args) -> int:
         quiet = getattr(args, "quiet", False) and not getattr(args, "debug", False)
         # A process that already runs Spark (a test run, a notebook calling main()) keeps its session.
         with spark_session(args.spark_master, quiet=quiet) as spark:
-            summary = run_import(store, out, **options, reader_factory=lambda root: SparkStoreReader(
-                root, spark, stage_parent=out.absolute().parent))
+            summary = run_import(store, out, **options, reader_factory=lambda root, **kw: SparkStoreReader(
+                root, spark, stage_parent=out.absolute().parent, **kw))
     else:
         summary = run_import(store, out, **options)
+    if summary.full_import_reason and not getattr(args, "quiet", False):
+        say(f"import-store: {summary.broker} was imported into {summary.out_dir} before, but the store is "
+            f"read whole: {summary.full_import_reason}")
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
     elif not getattr(args, "quiet", False):

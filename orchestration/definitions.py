@@ -16,6 +16,7 @@ from assets.audit import audit_assets
 from assets.raw import raw_assets
 from orchestration.partitions import data_home, discover_runs, run_partitions, scenarios_dir
 from orchestration.resources import default_resources
+from orchestration.sensors import store_job, stores_sensor
 
 
 def build_definitions(home: Path | None = None, scenarios: Path | None = None,
@@ -27,6 +28,7 @@ def build_definitions(home: Path | None = None, scenarios: Path | None = None,
     # One process per run: the three steps run in order anyway, and a subprocess per step would
     # start a Python interpreter and a Spark JVM again for each.
     return dg.Definitions(assets=[*raw_assets(partitions), *audit_assets(partitions)],
+                          jobs=[store_job()], sensors=[stores_sensor(partitions)],
                           resources=default_resources(home, scenarios, spark_master),
                           executor=dg.in_process_executor)
 

@@ -41,7 +41,7 @@ def test_every_cited_section_is_in_the_references_page():
     cited: dict[str, set[str]] = {}
     for path in sorted(ROOT.glob("*.md")) + sorted(p for d in ("broker_core", "assets", "orchestration",
                                                                 "docs", "tests", "bench", "tools")
-                                                   for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".md")):
+                                                   for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".md", ".sql")):
         if "data" in path.relative_to(ROOT).parts:
             continue
         for number in _cited_sections(path.read_text(errors="replace")):

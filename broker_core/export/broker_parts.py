@@ -38,6 +38,10 @@ PARQUET_DIR_NAME = "parquet"
 # tables (replicas/<broker>/<role>/parquet/<table>/part-<broker>.parquet), so that importing one
 # side again merges it with the other anew. Nothing reads them as the run's tables.
 REPLICAS_DIR_NAME = "replicas"
+# Where each imported broker's run remembers how far its last import read the store
+# (import_state/<broker>.json, see broker_core.export.increments).
+IMPORT_STATE_DIR_NAME = "import_state"
+STATE_SUFFIX = ".json"
 RUNS_TABLE = "runs"
 SOURCE_IMPORT = "import"
 
@@ -54,6 +58,33 @@ def validate_broker(broker: str) -> str:
 def part_name(broker: str) -> str:
     """The file name of one broker's rows of a table: ``part-<broker>.parquet``."""
     return f"{PART_PREFIX}{broker}{PART_SUFFIX}"
+
+
+# An import that continues an earlier one of the same broker adds the new records as another file
+# of the broker's commitlog table, named after the physical offset it starts at:
+# ``part-<broker>+<offset, 20 digits>.parquet``. '+' is not in a broker name, so no broker's
+# files are mistaken for another's.
+INCREMENT_SEPARATOR = "+"
+
+
+def increment_part_name(broker: str, offset: int) -> str:
+    """The file of ``broker``'s records from physical offset ``offset`` on, added by a later import."""
+    assert offset >= 0, f"negative offset {offset}"
+    return f"{PART_PREFIX}{broker}{INCREMENT_SEPARATOR}{offset:020d}{PART_SUFFIX}"
+
+
+def is_broker_part(file_name: str, broker: str) -> bool:
+    """Whether ``file_name`` holds rows of ``broker`` only: its part, or one of its increments."""
+    return file_name == part_name(broker) or (
+        file_name.startswith(f"{PART_PREFIX}{broker}{INCREMENT_SEPARATOR}") and file_name.endswith(PART_SUFFIX))
+
+
+def broker_parts_of(table_dir: Path, broker: str) -> list[Path]:
+    """``broker``'s files of one table directory in physical order: its part, then its increments."""
+    if not table_dir.is_dir():
+        return []
+    return sorted((p for p in table_dir.iterdir() if is_broker_part(p.name, broker)),
+                  key=lambda p: (p.name != part_name(broker), p.name))
 
 
 @contextlib.contextmanager
@@ -78,8 +109,9 @@ def run_lock(out_dir: Path) -> Iterator[None]:
 def kept_parts(out_dir: Path, run_id: str, broker: str) -> list[Path]:
     """The Parquet files of an existing run that an import of ``broker`` keeps (relative paths).
 
-    Every file under ``parquet/`` but the broker's own parts is kept, and the other brokers'
-    replicas (``replicas/<other>/``); the lineage is not (it was built from the old data and is
+    Every file under ``parquet/`` but the broker's own parts is kept (an import that goes on from
+    the broker's last one carries its commitlog files itself: ``increments.carry_commitlog``), the
+    other brokers' replicas (``replicas/<other>/``) and import states; the lineage is not (it was built from the old data and is
     rebuilt by ``retry-audit lineage``). Refuses, with BadInputError,
     a directory that is not a run of imported brokers named ``run_id``, and a file written before
     runs held several brokers (no broker column, or rows of ``broker`` in a file of another name,
@@ -98,12 +130,11 @@ def kept_parts(out_dir: Path, run_id: str, broker: str) -> list[Path]:
                                 hint="choose a new directory, or an earlier import-store --broker run")
         return []
     _check_run(out_dir, run_id)
-    own = part_name(broker)
     kept = []
     for path in sorted(parquet.rglob(f"*{PART_SUFFIX}")):
         if path.name.startswith((".", "_")):
             continue  # a writer's work in progress, never read as data
-        if path.name == own:
+        if is_broker_part(path.name, broker):
             continue
         _check_part(path, broker, out_dir)
         kept.append(path.relative_to(out_dir))
@@ -111,6 +142,10 @@ def kept_parts(out_dir: Path, run_id: str, broker: str) -> list[Path]:
     for side in sorted(replicas.iterdir()) if replicas.is_dir() else []:
         if side.name != broker:
             kept.extend(path.relative_to(out_dir) for path in sorted(side.rglob(f"*{PART_SUFFIX}")))
+    states = out_dir / IMPORT_STATE_DIR_NAME
+    for path in sorted(states.glob(f"*{STATE_SUFFIX}")) if states.is_dir() else []:
+        if path.name != f"{broker}{STATE_SUFFIX}":
+            kept.append(path.relative_to(out_dir))
     return kept
 
 

@@ -156,8 +156,9 @@ class ColumnarStoreReader(StoreReader):
         """The records in physical order, a slice at a time, up to where recovery stops."""
         return (b for b in self.entries(progress) if isinstance(b, RecordColumns))
 
-    def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int, lenient: bool):
-        pos = 0
+    def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int, lenient: bool,
+                     start: int = 0):
+        pos = start
         released = 0
         rel = self._rel(cf.path)
         hosts = _HostNames()

@@ -29,7 +29,9 @@ COMPRESSION = "snappy"
 def atomic_dir(final: Path) -> Iterator[Path]:
     """Yield a temporary directory beside ``final``; on success it replaces ``final`` whole.
 
-    On any exception the temporary directory is removed and ``final`` is left as it was.
+    On any exception the temporary directory is removed and ``final`` is left as it was. The
+    previous ``final`` is renamed aside (``.<name>.old-<pid>``) and then removed; a process killed
+    between those steps leaves it there, and the next replace of ``final`` removes it.
     """
     final = Path(final).absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -37,9 +39,11 @@ def atomic_dir(final: Path) -> Iterator[Path]:
     if tmp.exists():
         shutil.rmtree(tmp)
     # Leftovers of an earlier killed attempt are never mistaken for output: they are hidden and
-    # carry the ".tmp-" marker; remove them now.
-    for stale in final.parent.glob(f".{final.name}.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    # carry the ".tmp-" (its unfinished output) or ".old-" (the output it was replacing) marker;
+    # remove them now.
+    for marker in ("tmp", "old"):
+        for stale in final.parent.glob(f".{final.name}.{marker}-*"):
+            shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir()
     try:
         yield tmp

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from broker_core.export.broker_parts import PARQUET_DIR_NAME, REPLICAS_DIR_NAME, part_name
+from broker_core.export.broker_parts import PARQUET_DIR_NAME, REPLICAS_DIR_NAME, broker_parts_of, part_name
 from broker_core.export.columnar import CommitlogWriter
 from broker_core.export.parquet import TableWriter
 from broker_core.export.schema import RAW_TABLES
@@ -81,8 +81,8 @@ def earlier_side(out_dir: Path, broker: str, role: str) -> dict[Path, Path] | No
     if role == ROLE_MASTER:
         return None
     plain = out_dir / PARQUET_DIR_NAME
-    own = part_name(broker)
-    return {p: p.relative_to(plain) for p in sorted(plain.glob(f"*/{own}"))} if plain.is_dir() else {}
+    return ({p: p.relative_to(plain) for t in sorted(plain.iterdir()) for p in broker_parts_of(t, broker)}
+            if plain.is_dir() else {})
 
 
 def link_side(files: dict[Path, Path], dest: Path) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -30,13 +29,27 @@ from broker_core.errors import BadInputError, CorruptStoreError
 from broker_core.export.broker_parts import (
     PARQUET_DIR_NAME,
     brokers_of,
+    increment_part_name,
     kept_parts,
     link_parts,
     part_name,
     run_lock,
     validate_broker,
 )
-from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter
+from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter, RecordColumns
+from broker_core.export.increments import (
+    FileStats,
+    ImportState,
+    Tail,
+    carry_commitlog,
+    compact,
+    fingerprints,
+    load_state,
+    plan_import,
+    records_by_topic,
+    save_state,
+    store_hosts,
+)
 from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.replicas import (
     ROLE_MASTER,
@@ -93,6 +106,17 @@ class ImportSummary:
     role: str = "master"
     # When the broker's master and slave are both imported: what the merge of the two found.
     merged: dict | None = None
+    # Commit-log bytes this import decoded: from the first offset, or, when it continued the last
+    # import of the broker, from where that one ended (``resumed_from``) to ``valid_end``.
+    bytes_read: int = 0
+    resumed_from: int | None = None
+    records_added: int = 0
+    # Why the broker's earlier import was not continued (None: it was, or there was none).
+    full_import_reason: str | None = None
+    # Where the next import of this store goes on from (file name and physical offset).
+    next_file: str | None = None
+    next_offset: int | None = None
+    live: bool = False
 
     @property
     def errors(self) -> list[Problem]:
@@ -114,6 +138,9 @@ class ImportSummary:
             "rows_by_table": self.rows_by_table, "wall_seconds": self.wall_seconds,
             "checkpoint": dataclasses.asdict(self.checkpoint) if self.checkpoint else None,
             "recovery_start_file": self.recovery_start_file,
+            "live": self.live, "bytes_read": self.bytes_read, "resumed_from": self.resumed_from,
+            "records_added": self.records_added, "full_import_reason": self.full_import_reason,
+            "next_file": self.next_file, "next_offset": self.next_offset,
         }
 
 
@@ -239,8 +266,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                  strict: bool = False, progress: Callable[[ScanProgress], None] | None = None,
                  broker: str | None = None, role: str = ROLE_MASTER,
                  wall_clock: Callable[[], float] | None = None,
-                 decoder: str = DECODERS[0],
-                 reader_factory: Callable[[Path], StoreReader] | None = None) -> ImportSummary:
+                 decoder: str = DECODERS[0], live: bool = False,
+                 reader_factory: Callable[..., StoreReader] | None = None) -> ImportSummary:
     """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
 
     ``name`` is the run id (default: the output directory's name). Without ``broker`` the run
@@ -250,9 +277,15 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     side of ``broker`` (its master's name): the broker's tables become the merge of its master and
     slave, each record once (``replicas``). ``wall_clock`` (e.g. ``time.monotonic``), when
     given, measures ``wall_seconds`` for the runs table; the model itself never reads a clock.
-    ``decoder`` is one of :data:`DECODERS`; both write the same tables. ``reader_factory``, when
-    given, makes the store's reader instead (a :class:`ColumnarStoreReader` whose files are
-    decoded elsewhere, e.g. by Spark tasks: ``assets.spark_import``); the tables are the same.
+    ``decoder`` is one of :data:`DECODERS`; both write the same tables.
+
+    Importing the same store into the same run and broker again reads only what it gained since
+    (:mod:`broker_core.export.increments`: the rules, and when the store is read whole instead).
+    ``live``: a broker is writing the store as it is read; the record it is writing at the end
+    of the log is not damage (:meth:`StoreReader.entries`).
+    ``reader_factory``, when given, makes the store's reader instead (called as the
+    decoders' classes are, with ``live``): a :class:`ColumnarStoreReader` whose files are decoded
+    elsewhere, e.g. by Spark tasks (``assets.spark_import``); the tables are the same.
     """
     if decoder not in DECODERS:
         raise BadInputError(f"unknown decoder {decoder!r}", hint=f"use one of {', '.join(DECODERS)}")
@@ -268,7 +301,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     adding = broker is not None
     broker = validate_broker(broker) if adding else run_id
     part = part_name(broker)
-    reader = (reader_factory or (ColumnarStoreReader if decoder == "columnar" else StoreReader))(store_dir)
+    reader = (reader_factory or (ColumnarStoreReader if decoder == "columnar" else StoreReader))(store_dir, live=live)
     store_root = store_dir.resolve()
     out_resolved = out_dir.resolve()
     if out_resolved == store_root or store_root in out_resolved.parents:
@@ -277,32 +310,60 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     if strict and reader.errors:
         raise _strict_error(reader.errors)
 
-    by_topic: Counter[str] = Counter()
-    hosts: set[str] = set()
     rows_by_table: dict[str, int] = {}
     merged: MergeResult | None = None
     with run_lock(out_dir):
-        kept = kept_parts(out_dir, run_id, broker) if adding else []
         # The other side of a replicated broker, kept to merge with (None: nothing to merge with).
         earlier = earlier_side(out_dir, broker, role) if adding else None
+        replicated = role != ROLE_MASTER or earlier is not None
+        state = load_state(out_dir, broker) if out_dir.is_dir() else None
+        plan = plan_import(state, reader, store_root, replicated)
+        resume, full_reason = plan.resume, plan.reason
+        kept = kept_parts(out_dir, run_id, broker) if adding else []
+        tail = Tail(*(state.tail.last_record, state.tail.blank)) if resume is not None else Tail()
+        # What was read from each commit-log file (the earlier imports' files left, then this one's).
+        files: dict[str, FileStats] = dict(plan.files)
         with atomic_dir(out_dir) as tmp:
             link_parts(out_dir, kept, tmp)
             parquet = side_dir(tmp, broker, role) if earlier is not None else tmp / PARQUET_DIR_NAME
+            if resume is not None:
+                carry_commitlog(out_dir / PARQUET_DIR_NAME, parquet, broker, plan.drop_before)
+            commitlog_part = increment_part_name(broker, resume.offset) if resume is not None else part
             if isinstance(reader, ColumnarStoreReader):
-                columnar = CommitlogWriter(parquet, part=part)
-                for batch in reader.batches(progress):
+                columnar = CommitlogWriter(parquet, part=commitlog_part)
+                for batch in reader.entries(progress, resume):
+                    if not isinstance(batch, RecordColumns):
+                        tail.blank_at(batch.phys_offset, batch.size)
+                        files.setdefault(batch.file_name, FileStats()).blanks += 1
+                        continue
                     counts = pc.value_counts(batch.columns["topic"]).to_pylist()
-                    by_topic.update({c["values"]: c["counts"] for c in counts})
-                    hosts.update(pc.unique(batch.columns["store_host"]).to_pylist())
+                    store_ts = batch.columns["store_ts"]
+                    files.setdefault(batch.file_name, FileStats()).add(
+                        batch.num_rows, store_ts[0].value, store_ts[-1].value,
+                        {c["values"]: c["counts"] for c in counts},
+                        pc.unique(batch.columns["store_host"]).to_pylist())
+                    tail.record(batch.columns["phys_offset"][-1].as_py(), batch.columns["total_size"][-1].as_py())
                     columnar.write(batch.table(run_id, broker))
-                rows_by_table["commitlog"] = columnar.close()
+                added = columnar.close()
+                commitlog_path = columnar.path
             else:
-                commitlog = TableWriter(parquet, "commitlog", part=part)
-                for values in commitlog_values(reader, run_id, broker, progress):
-                    by_topic[values[_TOPIC]] += 1
-                    hosts.add(values[_STORE_HOST])
+                commitlog = TableWriter(parquet, "commitlog", part=commitlog_part)
+                for entry in reader.entries(progress, resume):
+                    if entry.record is None:
+                        tail.blank_at(entry.phys_offset, entry.size)
+                        files.setdefault(entry.file_name, FileStats()).blanks += 1
+                        continue
+                    values = record_to_values(entry.record, run_id, broker, entry.file_name)
+                    files.setdefault(entry.file_name, FileStats()).add(
+                        1, entry.record.store_ts, entry.record.store_ts, {values[_TOPIC]: 1},
+                        (values[_STORE_HOST],))
+                    tail.record(entry.phys_offset, entry.size)
                     commitlog.write_values(values)
-                rows_by_table["commitlog"] = commitlog.close()
+                added = commitlog.close()
+                commitlog_path = commitlog.path
+            if resume is not None and not added:
+                commitlog_path.unlink()  # nothing new: no empty file per import
+            rows_by_table["commitlog"] = reader.record_count if resume is not None else added
             if strict and reader.errors:
                 raise _strict_error(reader.errors)
 
@@ -337,30 +398,47 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                           "records_written": reader.record_count, "version": _version(),
                           "source": RUN_SOURCE_IMPORT, "first_offset": reader.first_offset,
                           "broker": broker,
-                          "msg_id_hosts": sorted(msg_id_host(h) for h in hosts if h)})
+                          "msg_id_hosts": sorted(msg_id_host(h) for h in store_hosts(files))})
             rows_by_table["runs"] = writer.close()
 
             for table in RAW_TABLES:
                 if table not in rows_by_table:
                     rows_by_table[table] = TableWriter(parquet, table, part=part).close()
             if earlier is not None:
+                # A master imported in increments is merged from one commitlog file.
+                logs = [src for src, rel in earlier.items() if rel.parent.name == "commitlog"]
+                if len(logs) > 1:
+                    compact(logs, side_dir(tmp, broker, other_role(role)), broker)
+                    earlier = {src: rel for src, rel in earlier.items() if src not in logs}
                 link_side(earlier, side_dir(tmp, broker, other_role(role)))
                 merged = merge_sides(tmp, broker, tmp / PARQUET_DIR_NAME)
                 merge_errors = [p for p in merged.problems if p.severity == "error"]
                 if strict and merge_errors:
                     raise _strict_error(merge_errors)
             brokers = brokers_of(tmp)
+            new_state = None
+            if reader.resume_point is not None and not replicated:
+                prints = fingerprints(reader, tail.spans())
+                if prints is not None:
+                    new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
+                                            reader.resume_point, tail, prints, files)
+                    save_state(tmp, new_state)
 
     return ImportSummary(
         run_id=run_id, broker=broker, store_dir=store_dir, out_dir=out_dir,
         commitlog_files=len(reader.files), commitlog_file_size_bytes=reader.file_size,
         records=reader.record_count, blanks=reader.blank_count, valid_end=reader.valid_end or 0,
         first_offset=reader.first_offset,
-        records_by_topic=dict(sorted(by_topic.items())),
+        records_by_topic=records_by_topic(files),
         problems=reader.problems + (merged.problems if merged is not None else []),
         rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
         wall_seconds=wall, checkpoint=reader.checkpoint,
         recovery_start_file=(reader.files[reader.recovery_start_index()].name if reader.files else None),
         brokers=brokers, role=role,
         merged=None if merged is None else {"records": merged.records, "only_on_master": merged.only_master,
-                                            "only_on_slave": merged.only_slave, "offsets_differ": merged.differ})
+                                            "only_on_slave": merged.only_slave, "offsets_differ": merged.differ},
+        bytes_read=(reader.valid_end or 0) - reader.scan_start, live=live,
+        resumed_from=resume.offset if resume is not None else None,
+        records_added=added, full_import_reason=full_reason,
+        next_file=reader.resume_point.file_name if new_state is not None else None,
+        next_offset=reader.resume_point.offset if new_state is not None else None)

@@ -2,7 +2,7 @@
 
 ``RUN_DIR/store/`` is the broker's root in RocketMQ's own layout; ``RUN_DIR/parquet/<table>/``
 holds the data contract's tables; ``RUN_DIR/run.json`` says how the run was made and how it ended
-(the checkers read it). Everything is written into a temporary sibling directory that replaces
+(``broker_core.sim.invariants`` reads it). Everything is written into a temporary sibling directory that replaces
 RUN_DIR only when the run finished, so a run directory is complete or absent.
 
 The commit-log table is read back from the store files after shutdown with the same reader
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from broker_core.export.counts import run_counts
 from broker_core.export.parquet import TableWriter, atomic_dir, write_rows
-from broker_core.sim.checkers import MANIFEST_NAME
+from broker_core.sim.invariants import MANIFEST_NAME
 from broker_core.sim.recorder import Recorder
 from broker_core.sim.scenario import Scenario, load_scenario
 from broker_core.sim.world import World

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from broker_core.errors import BadInputError
 from broker_core.rng import Streams
-from broker_core.sim.checkers import check_run, format_violations
+from broker_core.sim.invariants import check_run, format_violations
 from broker_core.sim.run import reproduce_command, simulate
 from broker_core.sim.scenario import load_scenario
 

@@ -59,6 +59,7 @@ from broker_core.message import (
 )
 from broker_core.store import config_files
 from broker_core.store.checkpoint import ABORT_FILE_NAME, CHECKPOINT_FILE_NAME, Checkpoint, parse_checkpoint
+from broker_core.store.mapped_file import offset_to_file_name
 from broker_core.store.problem import ERROR, WARNING, Problem
 
 COMMITLOG_DIR_NAME = "commitlog"
@@ -73,6 +74,12 @@ _KNOWN_MAGICS = (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE)
 _FILE_NAME = re.compile(rf"\d{{{FILE_NAME_DIGITS}}}")
 _KEPT_NOTE = ("; this file is before the part recovery checks, so RocketMQ keeps it as it is: "
               "the scan goes on")
+
+# Problems a scan finds at or after where it stops; a scan resumed there finds them again.
+_AT_THE_END_KINDS = ("gap-between-files", "unreachable-data", "in-flight")
+# What a record cut short by the scan reading it as the broker writes it is reported as.
+_TAIL_DAMAGE_KINDS = ("truncated-record", "torn-record", "crc-mismatch", "bad-record", "bad-magic")
+_OFFSET_MAX = 2**63 - 1
 
 # Consume-queue files are read in pieces of this many bytes (a whole number of units), and the
 # zero check after the end of data looks at this much at a time: memory stays bounded.
@@ -113,6 +120,28 @@ class CqUnit:
     phys_offset: int
     size: int
     tags_code: int
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where an earlier scan of the same store stopped, and what it had counted up to there.
+
+    A scan resumed here reads only ``file_name`` from ``position`` on (and the files after it),
+    and ends with the same counts and problems as a scan of the whole log: ``problems`` are the
+    earlier scan's commit-log problems before this point.
+    """
+
+    file_name: str
+    position: int
+    records: int = 0
+    blanks: int = 0
+    first_store_ts: int | None = None
+    last_store_ts: int | None = None
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def offset(self) -> int:
+        return int(self.file_name) + self.position
 
 
 @dataclass(frozen=True)
@@ -162,14 +191,16 @@ class StoreReader:
     """Read-only scan of a RocketMQ store root (the directory holding ``commitlog/``)."""
 
     def __init__(self, root: Path | str, *, check_crc: bool = True,
-                 commitlog_file_size_bytes: int | None = None):
+                 commitlog_file_size_bytes: int | None = None, live: bool = False):
         """``commitlog_file_size_bytes``: the broker's mappedFileSizeCommitLog when known; by
-        default it is taken from the files themselves."""
+        default it is taken from the files themselves. ``live``: a broker is writing the store
+        while it is read (see :meth:`entries`)."""
         assert commitlog_file_size_bytes is None or commitlog_file_size_bytes > 0, \
             f"commit-log file size must be positive, got {commitlog_file_size_bytes}"
         self.root = Path(root)
         self.check_crc = check_crc
         self._expected_file_size = commitlog_file_size_bytes
+        self.live = live
         if not self.root.is_dir():
             raise BadInputError("store directory does not exist" if not self.root.exists()
                                 else "not a directory", where=str(self.root),
@@ -200,6 +231,10 @@ class StoreReader:
         self.blank_count = 0
         self.last_store_ts: int | None = None
         self.first_store_ts: int | None = None
+        # Set by a complete scan: where a later scan of the grown store goes on from.
+        self.resume_point: ResumePoint | None = None
+        # Where the scan began: the first file's start, or the resume point's offset.
+        self.scan_start = self.first_offset
         self._config_cache: dict[str, object] = {}
 
     # --- problems ---------------------------------------------------------------------------
@@ -254,6 +289,10 @@ class StoreReader:
             self.file_size = self._expected_file_size
         elif sizes:
             self.file_size = max(sizes, key=lambda s: (sizes[s], s))
+        if self.live and found and found[-1].length < self.file_size and not _head_nonzero(found[-1].path):
+            # RocketMQ creates the next file and then maps it at its full size: a live store's
+            # newest file can be seen, for a moment, shorter and empty. Not read, not damage.
+            found.pop()
         for f in found:
             if f.length != self.file_size:
                 self._file_problems.append(Problem(
@@ -287,38 +326,85 @@ class StoreReader:
 
     # --- the commit-log scan ----------------------------------------------------------------
 
-    def entries(self, progress: Callable[[ScanProgress], None] | None = None) -> Iterator[LogEntry]:
+    def entries(self, progress: Callable[[ScanProgress], None] | None = None,
+                resume: ResumePoint | None = None) -> Iterator[LogEntry]:
         """Yield records and BLANKs in physical order, up to where RocketMQ's recovery stops.
 
-        When the generator is exhausted, :attr:`valid_end` is the end of the last valid record
-        and :attr:`problems` also holds the consume-queue and config findings.
+        When the generator is exhausted, :attr:`valid_end` is the end of the last valid record,
+        :attr:`problems` also holds the consume-queue and config findings, and
+        :attr:`resume_point` says where a later scan of the grown store goes on from.
+
+        ``resume`` (an earlier scan's :attr:`resume_point`, checked by the caller to still hold)
+        skips what that scan read: the files before its file are not opened, its counts and
+        problems are taken over, and only the entries after it are yielded.
+
+        A live store (``live``): the end of the data is where the broker is writing. A record
+        there that is not whole yet, or a file being written after the scan passed, is reported as
+        ``in-flight`` (a warning) and read by the next import; a record that is still damaged
+        once data has been written after it is damage, as in a store at rest.
         """
-        self._scan_problems = []
+        self._scan_problems = list(resume.problems) if resume is not None else []
         self._after_scan_problems = []
-        self.record_count = self.blank_count = 0
-        self.first_store_ts = self.last_store_ts = None
+        self.record_count = resume.records if resume is not None else 0
+        self.blank_count = resume.blanks if resume is not None else 0
+        self.first_store_ts = resume.first_store_ts if resume is not None else None
+        self.last_store_ts = resume.last_store_ts if resume is not None else None
         end = self.files[0].start if self.files else 0
+        if resume is not None:
+            end = self.scan_start = resume.offset
         stopped_at_file = len(self.files)
         window = self.recovery_start_index()
+        outcome = "none"
+        last: CommitLogFile | None = None
         for index, cf in enumerate(self.files):
+            if resume is not None and cf.start < int(resume.file_name):
+                continue  # read by the earlier scan
             if index and cf.start != self.files[index - 1].start + self.file_size:
                 self._scan_problems.append(Problem(
                     self._rel(cf.path), self.files[index - 1].start + self.file_size, "gap-between-files",
                     f"expected the next file to start at {self.files[index - 1].start + self.file_size}, "
                     f"found {cf.name}: the scan stops before the gap"))
                 stopped_at_file = index
+                outcome = "gap"
                 break
             if progress is not None:
                 progress(ScanProgress(cf.name, index, len(self.files), self.record_count))
-            kind, end = yield from self._scan_file(cf, progress, index, lenient=index < window)
-            if kind not in ("blank", "skip"):
+            start = resume.position if resume is not None and cf.name == resume.file_name else 0
+            last = cf
+            outcome, end = yield from self._scan_file(cf, progress, index, lenient=index < window,
+                                                      start=start)
+            if outcome not in ("blank", "skip"):
                 stopped_at_file = index + 1
                 break
         self.valid_end = end
         self._check_unreachable(stopped_at_file)
+        if self.live:
+            self._settle_live_end(end)
+        self._set_resume_point(end, outcome, last, resume)
         self._check_checkpoint()
-        self._after_scan_problems.extend(self._check_consume_queues(end))
+        # A live broker's consume queues already point at records written after the scan.
+        self._after_scan_problems.extend(self._check_consume_queues(end if not self.live else _OFFSET_MAX))
         self._after_scan_problems.extend(self._config_problems())
+
+    def _set_resume_point(self, end: int, outcome: str, last: CommitLogFile | None,
+                          resume: ResumePoint | None) -> None:
+        """Where a later scan starts: in the file this one stopped in, at the position it stopped
+        at; after a BLANK (or before a gap) at the start of the next file, which may not exist yet."""
+        if last is None:  # nothing was scanned: no files, or none from the resume point on
+            self.resume_point = (None if resume is None else
+                                 dataclasses.replace(resume, problems=tuple(self._carried(end))))
+            return
+        if outcome in ("end", "damage"):
+            name, position = last.name, end - last.start
+        else:
+            name, position = offset_to_file_name(end), 0
+        self.resume_point = ResumePoint(name, position, self.record_count, self.blank_count,
+                                        self.first_store_ts, self.last_store_ts, tuple(self._carried(end)))
+
+    def _carried(self, end: int) -> list[Problem]:
+        """The scan's problems before ``end``: those a resumed scan takes over (the ones at and after
+        the end are found again by the next scan, which reads from there)."""
+        return [p for p in self._scan_problems if p.offset < end and p.kind not in _AT_THE_END_KINDS]
 
     def records(self, progress: Callable[[ScanProgress], None] | None = None) -> Iterator[LogEntry]:
         """Like :meth:`entries` without the BLANKs."""
@@ -349,8 +435,8 @@ class StoreReader:
                 return index
         return 0
 
-    def _scan_file(self, cf: CommitLogFile, progress, index: int, lenient: bool):
-        """Yield one file's entries; return (outcome, physical end of valid data).
+    def _scan_file(self, cf: CommitLogFile, progress, index: int, lenient: bool, start: int = 0):
+        """Yield one file's entries from position ``start``; return (outcome, physical end of valid data).
 
         Outcomes: "blank" (go on with the next file), "skip" (a file before the recovery window
         whose data ended or is damaged: go on), "end" (the data ends), "damage" (stop here).
@@ -358,6 +444,13 @@ class StoreReader:
         limit = min(cf.length, self.file_size)
         try:
             fh = open(cf.path, "rb")
+        except FileNotFoundError as exc:
+            if self.live and cf.start == self.first_offset and self.record_count == 0:
+                # Retention deleted the oldest file after it was listed: the log starts at the next.
+                self.first_offset = cf.start + self.file_size
+                return "skip", self.first_offset
+            self._scan_problems.append(Problem(self._rel(cf.path), cf.start, "unreadable-file", str(exc)))
+            return "damage", cf.start
         except OSError as exc:
             self._scan_problems.append(Problem(self._rel(cf.path), cf.start, "unreadable-file", str(exc)))
             return "damage", cf.start
@@ -371,12 +464,13 @@ class StoreReader:
                                                    str(exc)))
                 return "damage", cf.start
             try:
-                return (yield from self._scan_buffer(cf, buf, limit, progress, index, lenient))
+                return (yield from self._scan_buffer(cf, buf, limit, progress, index, lenient, start))
             finally:
                 buf.close()
 
-    def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int, lenient: bool):
-        pos = 0
+    def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int, lenient: bool,
+                     start: int = 0):
+        pos = start
         released = 0
         rel = self._rel(cf.path)
         while pos < limit:
@@ -484,6 +578,70 @@ class StoreReader:
                     "ignores them (a later append would overwrite them)", WARNING))
                 return
             cursor += len(chunk)
+
+    def _settle_live_end(self, end: int) -> None:
+        """A live store: tell the record the broker is writing at the end of the data from damage.
+
+        A failing record at ``end`` with nothing written after it, or one that decodes now that
+        data follows it (the broker finished it while the scan read on), is in flight: a warning,
+        and the data after it was written after the scan passed (the next import reads it). A
+        record that still fails with data after it is damage, as in a store at rest.
+        """
+        at_end = [p for p in self._scan_problems
+                  if p.offset == end and p.kind in _TAIL_DAMAGE_KINDS and p.severity == ERROR]
+        after = [p for p in self._scan_problems if p.kind == "unreachable-data" and p.offset >= end]
+        if not at_end and not after:
+            return
+        if (after or self._written_past_record(end)) and not self._decodes_now(end):
+            return
+        in_flight = [Problem(p.file, p.offset, "in-flight",
+                             f"{p.kind}: {p.reason}; the broker is writing here (live import): the next "
+                             "import reads it", WARNING) for p in at_end]
+        drop = {id(p) for p in at_end + after}
+        self._scan_problems = [p for p in self._scan_problems if id(p) not in drop] + in_flight
+
+    def _written_past_record(self, offset: int) -> bool:
+        """Whether the file holds a non-zero byte past the end the record at ``offset`` claims."""
+        for cf in self.files:
+            if cf.start <= offset < cf.start + self.file_size:
+                limit = min(cf.length, self.file_size)
+                try:
+                    with open(cf.path, "rb") as fh:
+                        fh.seek(offset - cf.start)
+                        head = fh.read(8)
+                        total = _SIZE_MAGIC.unpack_from(head)[0] if len(head) == 8 else 0
+                        cursor = offset - cf.start + max(total, 8)
+                        fh.seek(cursor)
+                        while cursor < limit:
+                            chunk = fh.read(min(READ_CHUNK_BYTES, limit - cursor))
+                            if not chunk:
+                                break
+                            if chunk.strip(b"\0"):
+                                return True
+                            cursor += len(chunk)
+                except OSError:
+                    return False
+        return False
+
+    def _decodes_now(self, offset: int) -> bool:
+        """Whether a whole record or a BLANK is at ``offset`` when read again now."""
+        for cf in self.files:
+            if cf.start <= offset < cf.start + self.file_size:
+                try:
+                    with open(cf.path, "rb") as fh:
+                        fh.seek(offset - cf.start)
+                        head = fh.read(8)
+                        if len(head) < 8:
+                            return False
+                        total, magic = _SIZE_MAGIC.unpack_from(head)
+                        if magic == BLANK_MAGIC_CODE:
+                            return True
+                        total = max(8, total)
+                        data = head + fh.read(min(total, self.file_size) - 8)
+                    return decode_record(data, 0, check_crc=self.check_crc) is not None
+                except (OSError, CorruptRecordError):
+                    return False
+        return False
 
     def _check_unreachable(self, first_unread: int) -> None:
         """Later files that hold data the scan never reached (recovery deletes such files)."""
@@ -633,6 +791,15 @@ class StoreReader:
 
     def subscription_groups(self) -> dict[str, config_files.SubscriptionGroupConfig]:
         return self._load_config(config_files.SUBSCRIPTION_GROUP_FILE).value or {}
+
+
+def _head_nonzero(path: Path) -> bool:
+    """Whether a file's first 8 bytes hold anything but zeros (False when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            return any(fh.read(8))
+    except OSError:
+        return False
 
 
 def _release_pages(buf, start: int, pos: int) -> int:

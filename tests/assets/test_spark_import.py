@@ -23,8 +23,8 @@ FILE_SIZE = "64KiB"  # the scenarios' commit logs roll over into several files o
 
 
 def spark_import(store: Path, out: Path, spark, **kwargs):
-    return import_store(store, out, reader_factory=lambda root: SparkStoreReader(
-        root, spark, stage_parent=out.absolute().parent), **kwargs)
+    return import_store(store, out, reader_factory=lambda root, **kw: SparkStoreReader(
+        root, spark, stage_parent=out.absolute().parent, **kw), **kwargs)
 
 
 def assert_same_run(local: Path, other: Path) -> None:

@@ -137,3 +137,28 @@ def test_role_slave_merges_a_slave_into_its_master(store_fixtures, tmp_path, cap
     assert main(["import-store", str(store_fixtures / "store-crashed"), "--out", str(tmp_path / "x"),
                  "--role", "slave"]) == 2
     assert "--role slave" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_importing_again_reads_only_the_new_tail_and_says_when_it_reads_whole(
+        store_fixtures, writable_store_copy, tmp_path, capsys):
+    """--live --json: the torn last record of a store being written is in flight (exit 0, no
+    error); once the file holds the whole record the next import goes on from its offset and
+    reads only its bytes; another store imported as the same broker is read whole, said on stderr."""
+    store = writable_store_copy("store-crashed")
+    out = tmp_path / "run"
+    args = ["import-store", str(store), "--out", str(out), "--broker", "broker-a", "--live", "--json"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["records"] == 111 and first["resumed_from"] is None and first["next_offset"] == 54903
+    assert [p["kind"] for p in first["problems"] if p["severity"] == "error"] == []
+    assert [p["offset"] for p in first["problems"] if p["kind"] == "in-flight"] == [54903]
+    last = "00000000000000049152"
+    (store / "commitlog" / last).write_bytes((store_fixtures / "store-clean" / "commitlog" / last).read_bytes())
+    assert main([*args, "--strict"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert (second["resumed_from"], second["records_added"], second["records"]) == (54903, 1, 112)
+    assert second["bytes_read"] == second["valid_end"] - 54903 and second["full_import_reason"] is None
+    assert main(["import-store", str(store_fixtures / "store-clean"), "--out", str(out), "--broker", "broker-a"]) == 0
+    captured = capsys.readouterr()
+    assert "read the store whole: the last import of broker broker-a read another store" in captured.out
+    assert "is read whole: the last import of broker broker-a read another store" in captured.err

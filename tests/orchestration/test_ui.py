@@ -16,6 +16,8 @@ from orchestration.ui import UI_HOST, ui_command, ui_environment
 UI_TEST_PORT = 3917  # away from the default 3000, which a developer's own UI may hold
 UI_START_S_MAX = 240  # measured 7-9 s on an idle machine; generous for a busy shared one
 ASSET_NODES_QUERY = json.dumps({"query": "{ assetNodes { assetKey { path } } }"}).encode()
+SENSORS_QUERY = json.dumps({"query": "{ repositoriesOrError { ... on RepositoryConnection { nodes { "
+                                     "sensors { name sensorState { status } } } } } }"}).encode()
 
 
 def test_dagster_home_is_absolute_with_telemetry_and_nux_off(tmp_path):
@@ -44,8 +46,17 @@ def _asset_paths() -> list[str] | None:
     return sorted("/".join(n["assetKey"]["path"]) for n in nodes) if nodes else None
 
 
+def _sensors() -> dict[str, str]:
+    req = urllib.request.Request(f"http://{UI_HOST}:{UI_TEST_PORT}/graphql", data=SENSORS_QUERY,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        repos = json.load(resp)["data"]["repositoriesOrError"]["nodes"]
+    return {s["name"]: s["sensorState"]["status"] for r in repos for s in r["sensors"]}
+
+
 def test_ui_serves_every_asset(tmp_path):
-    """The UI started by `python -m orchestration.ui` lists raw, lineage and audit assets."""
+    """The UI started by `python -m orchestration.ui` lists raw, lineage and audit assets, and the
+    stores_grown sensor (off until turned on)."""
     env = dict(os.environ, RETRY_AUDIT_HOME=str(tmp_path / "home"), RETRY_AUDIT_UI_PORT=str(UI_TEST_PORT))
     # Its own session, so the whole process group (webserver, daemon, code server) stops together.
     proc = subprocess.Popen([sys.executable, "-m", "orchestration.ui"], env=env, start_new_session=True,
@@ -58,8 +69,10 @@ def test_ui_serves_every_asset(tmp_path):
             paths = _asset_paths()
             if paths is None:
                 time.sleep(1)
+        sensors = _sensors() if paths is not None else {}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
     assert paths is not None, "the UI did not answer"
     assert {"raw/run", "lineage/message_hops", "audit/dlq_messages"} <= set(paths)
+    assert sensors == {"stores_grown": "STOPPED"}

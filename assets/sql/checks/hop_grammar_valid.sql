@@ -8,7 +8,7 @@
 -- broker stamps each branch with ORIGIN_MESSAGE_ID (the record it was sent back from, or the
 -- UNIQ_KEY on a client's fallback send), so a branch is the group's hops sharing one.
 -- A DLQ may come through the schedule: in 4.9.4 a client's send to %RETRY% that the broker turns
--- into a DLQ keeps its DELAY (handleRetryAndDLQ, ROCKETMQ_SPEC.md section 5.3).
+-- into a DLQ keeps its DELAY (handleRetryAndDLQ, §5.3 of docs/rocketmq-references.md).
 -- After a kill -9 the schedule service resumes from its last flushed delay offsets and puts some
 -- records again, so a crashed run may repeat a DELIVER hop.
 -- A message delivered twice from one record (a crash before the offset was committed) fails and is
@@ -25,9 +25,11 @@
 --
 -- Judged with hash aggregates; the ordered hop lists that explain a failure are built for the
 -- failing chains only (ordered aggregates and windows over every hop cost several times more).
--- Shared hops are judged by counts: P+ is "every hop a PUBLISH"; SD? / SD* is "the first hop (in
--- hop order) a SCHEDULE, the only one, and every other hop a DELIVER" (at most one without a crash),
--- which is what the regular expressions in assets/checks.py say.
+-- Shared hops are judged by counts, not matched: P+ is "every hop a PUBLISH"; SD? / SD* is "the
+-- first hop (in hop order) a SCHEDULE, the only one, and every other hop a DELIVER" (at most one
+-- without a crash), which is what ^(P+|SD?)$ and, after a crash, ^(P+|SD*)$ say (a test holds the
+-- two to each other). A branch is matched against branch_grammar_regex where its counts do not
+-- settle it.
 WITH crashed AS (
     SELECT DISTINCT run_id FROM faults WHERE kind IN {{crash_fault_kinds}}
     UNION

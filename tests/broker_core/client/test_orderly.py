@@ -63,3 +63,16 @@ def test_an_orderly_send_back_carries_no_consume_start_time(rig):
     assert [r.uniq_key for r in dlq] == [key]
     assert "CONSUME_START_TIME" not in dlq[0].properties
     assert dlq[0].properties["MAX_RECONSUME_TIMES"] == "0"
+
+
+def test_an_orderly_send_back_names_the_message_as_its_origin(rig):
+    """The orderly client sets ORIGIN_MESSAGE_ID after copying the message's properties, so its
+    first send-back carries the message's own msgId (the UNIQ_KEY), unlike the concurrent
+    fallback, which drops it: what a real 4.9.4 orderly consumer's DLQ records carry
+    (make conformance, seq-service)."""
+    _orderly_group(rig, max_reconsume_times=0)
+    key = rig.producer().send("O", b"o0")
+    rig.run_for(DLQ_WAIT_MS)
+    dlq = rig.records("%DLQ%G")
+    assert [r.uniq_key for r in dlq] == [key]
+    assert dlq[0].properties["ORIGIN_MESSAGE_ID"] == key

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_core.sim.checkers import check_run, format_violations
+from broker_core.sim.invariants import check_run, format_violations
 from broker_core.sim.run import reproduce_command
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -11,7 +11,7 @@ from simruns import SCENARIOS, SMALL, assert_run_passes
 from broker_core.export.parquet import read_table
 from broker_core.export.schema import RAW_TABLES
 from broker_core.export.store_import import import_store
-from broker_core.sim.checkers import check_run
+from broker_core.sim.invariants import check_run
 from broker_core.sim.run import simulate
 from broker_core.sim.scenario import load_scenario
 from orchestration.cli import main as cli_main
@@ -107,12 +107,12 @@ def test_another_seed_gives_another_run(small_run, tmp_path):
     assert_run_passes(other, SMALL, 8)
 
 
-def test_checkers_pass_on_small(small_run):
+def test_invariants_hold_on_small(small_run):
     """Every invariant holds on the small scenario."""
     assert_run_passes(small_run, SMALL, 7)
 
 
-def test_checkers_pass_on_a_default_like_run(tmp_path):
+def test_invariants_hold_on_a_default_like_run(tmp_path):
     """Every invariant holds on the default scenario's topics and groups at 1/100 of its traffic."""
     scenario = load_scenario(SCENARIOS / "default.yaml")
     # The CLI's scale knob (--messages), so a failure's reproduce command is this run's exactly.

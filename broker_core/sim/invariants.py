@@ -1,8 +1,8 @@
 """Invariants over a finished run, read back from its Parquet tables (kept apart from the model).
 
-The checkers see only what a run directory holds (``parquet/<table>/`` and ``run.json``), never the
+The checks here see only what a run directory holds (``parquet/<table>/`` and ``run.json``), never the
 objects that produced it: the same truth is checked from the outside, as the warehouse's asset
-checks do in SQL. Each checker returns a list of :class:`Violation`; :func:`check_run` runs all.
+checks do in SQL. Each ``check_*`` function returns a list of :class:`Violation`; :func:`check_run` runs all.
 
 Rules (RocketMQ 4.9.4, docs/rocketmq-references.md §4-§6):
 
@@ -72,7 +72,7 @@ def effective_max_reconsume(group: dict[str, Any]) -> int:
 
 
 class RunData:
-    """A finished run's tables as column lists, loaded once and shared by the checkers."""
+    """A finished run's tables as column lists, loaded once and shared by the checks."""
 
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)

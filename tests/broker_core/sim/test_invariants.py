@@ -1,4 +1,4 @@
-"""Each checker catches the damage it exists for, on a real run broken on purpose."""
+"""Each invariant check catches the damage it exists for, on a real run broken on purpose."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from broker_core.sim import checkers
-from broker_core.sim.checkers import RunData, check_run
+from broker_core.sim import invariants
+from broker_core.sim.invariants import RunData, check_run
 
 
 def rewrite(run_dir: Path, table: str, change) -> None:
@@ -43,7 +43,7 @@ def test_terminal_catches_a_message_nobody_consumed(small_copy):
                   if g == "order-service" and s == "CONSUME_SUCCESS" and k not in dlq_keys)
     rewrite(small_copy, "consume_attempts",
             lambda rows: [r for r in rows if not (r["group"] == "order-service" and r["uniq_key"] == victim)])
-    found = checkers.check_terminal(RunData(small_copy))
+    found = invariants.check_terminal(RunData(small_copy))
     assert [v.key for v in found] == [victim]
     assert "neither consumed nor dead-lettered" in found[0].message
 
@@ -54,7 +54,7 @@ def test_terminal_catches_an_acknowledged_send_that_was_never_stored(small_copy)
         fake = dict(rows[0], uniq_key="00000000000000000000000000000000", status="SEND_OK")
         return rows + [fake]
     rewrite(small_copy, "produced", add)
-    found = checkers.check_terminal(RunData(small_copy))
+    found = invariants.check_terminal(RunData(small_copy))
     assert messages_of(found) == {"terminal: acknowledged send never stored"}
 
 
@@ -65,7 +65,7 @@ def test_hop_grammar_catches_a_retry_beyond_the_maximum(small_copy):
         rows[i]["reconsume_times"] = 99
         return rows
     rewrite(small_copy, "commitlog", change)
-    assert "hop grammar: retry beyond the maximum" in messages_of(checkers.check_hop_grammar(RunData(small_copy)))
+    assert "hop grammar: retry beyond the maximum" in messages_of(invariants.check_hop_grammar(RunData(small_copy)))
 
 
 def test_hop_grammar_catches_a_retry_that_skipped_the_schedule(small_copy):
@@ -75,7 +75,7 @@ def test_hop_grammar_catches_a_retry_that_skipped_the_schedule(small_copy):
                  if t.startswith("%RETRY%")}
     rewrite(small_copy, "schedule_deliveries",
             lambda rows: [r for r in rows if r["delivered_msg_id"] not in retry_ids])
-    found = messages_of(checkers.check_hop_grammar(RunData(small_copy)))
+    found = messages_of(invariants.check_hop_grammar(RunData(small_copy)))
     assert "hop grammar: %RETRY% record not delivered from the schedule" in found
 
 
@@ -87,7 +87,7 @@ def test_hop_grammar_catches_a_wrong_retry_level(small_copy):
         rows[i]["delay_level"] = 17
         return rows
     rewrite(small_copy, "commitlog", change)
-    found = messages_of(checkers.check_hop_grammar(RunData(small_copy)))
+    found = messages_of(invariants.check_hop_grammar(RunData(small_copy)))
     assert "hop grammar: retry scheduled at the wrong level" in found
 
 
@@ -98,7 +98,7 @@ def test_dlq_only_at_the_max(small_copy):
         rows[i]["reconsume_times"] = 0
         return rows
     rewrite(small_copy, "commitlog", change)
-    assert "DLQ before the maximum" in messages_of(checkers.check_hop_grammar(RunData(small_copy)))
+    assert "DLQ before the maximum" in messages_of(invariants.check_hop_grammar(RunData(small_copy)))
 
 
 def test_no_delivery_before_its_due_time(small_copy):
@@ -107,7 +107,7 @@ def test_no_delivery_before_its_due_time(small_copy):
         rows[0]["delivered_ts"] = rows[0]["due_ts"] - timedelta(seconds=1)
         return rows
     rewrite(small_copy, "schedule_deliveries", change)
-    assert "early delivery" in messages_of(checkers.check_delivery_times(RunData(small_copy)))
+    assert "early delivery" in messages_of(invariants.check_delivery_times(RunData(small_copy)))
 
 
 def test_origin_message_id_is_stable_along_a_chain(small_copy):
@@ -117,7 +117,7 @@ def test_origin_message_id_is_stable_along_a_chain(small_copy):
         rows[i]["origin_msg_id"] = "0A00000100002A9F0000000000000000"
         return rows
     rewrite(small_copy, "commitlog", change)
-    found = messages_of(checkers.check_stable_pointers(RunData(small_copy)))
+    found = messages_of(invariants.check_stable_pointers(RunData(small_copy)))
     assert "ORIGIN_MESSAGE_ID changed along a chain" in found
 
 
@@ -128,7 +128,7 @@ def test_retry_topic_is_stable_along_a_chain(small_copy):
         rows[i]["retry_topic"] = "OrderTopic"
         return rows
     rewrite(small_copy, "commitlog", change)
-    assert "RETRY_TOPIC changed along a chain" in messages_of(checkers.check_stable_pointers(RunData(small_copy)))
+    assert "RETRY_TOPIC changed along a chain" in messages_of(invariants.check_stable_pointers(RunData(small_copy)))
 
 
 def test_consume_queue_offsets_are_dense(small_copy):
@@ -138,7 +138,7 @@ def test_consume_queue_offsets_are_dense(small_copy):
         rows[i]["queue_offset"] = 6
         return rows
     rewrite(small_copy, "commitlog", change)
-    found = checkers.check_dense_offsets(RunData(small_copy))
+    found = invariants.check_dense_offsets(RunData(small_copy))
     assert found and found[0].message == "consume-queue offsets not dense"
     assert found[0].key.startswith("OrderTopic/")
 
@@ -150,7 +150,7 @@ def test_broadcasting_failures_are_dropped(small_copy):
         rows[i]["outcome"] = "SENT_BACK"
         return rows
     rewrite(small_copy, "consume_attempts", change)
-    found = messages_of(checkers.check_broadcasting(RunData(small_copy)))
+    found = messages_of(invariants.check_broadcasting(RunData(small_copy)))
     assert found == {"broadcasting failure not dropped"}
 
 
@@ -166,7 +166,7 @@ def test_orderly_queue_is_consumed_in_offset_order(small_copy):
         rows[i]["start_ts"] = prev - timedelta(seconds=1)
         return rows
     rewrite(small_copy, "consume_attempts", change)
-    found = messages_of(checkers.check_orderly(RunData(small_copy)))
+    found = messages_of(invariants.check_orderly(RunData(small_copy)))
     assert found == {"orderly delivery out of order"}
 
 
@@ -176,5 +176,5 @@ def test_deliveries_name_stored_records(small_copy):
         rows[0]["queue_offset"] = 10_000
         return rows
     rewrite(small_copy, "consume_attempts", change)
-    found = messages_of(checkers.check_deliveries_match_store(RunData(small_copy)))
+    found = messages_of(invariants.check_deliveries_match_store(RunData(small_copy)))
     assert found == {"delivery of a record the store does not hold"}

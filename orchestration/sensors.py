@@ -1,0 +1,113 @@
+"""The ``stores_grown`` sensor: a store that has grown is imported again, then its lineage and the
+warehouse are rebuilt.
+
+It watches every store partition (``<data home>/stores/<name>/``, a directory or a symlink to a
+broker's store root, and the conformance stores). On each tick it walks the store's commit log
+from where it last looked (:func:`broker_core.store.log_end.log_end`, record headers only) and,
+when the records reach further than then (or retention deleted files, or the store was never
+imported), asks for one run of ``store_pipeline`` for that partition: ``raw/run`` with
+``live: true`` (the import goes on from where the run's last import ended), the lineage and the
+warehouse. The cursor is JSON, one entry per store: the file, position and physical offset the
+walk reached and the log's first file. A store whose run is still queued or running is looked at
+again on the next tick, with its cursor entry unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+
+from assets.run_source import STORE, RunSource
+from broker_core.export.increments import load_state
+from broker_core.store.log_end import LogEnd, log_end
+
+STORE_JOB_NAME = "store_pipeline"
+SENSOR_NAME = "stores_grown"
+# How often the daemon evaluates the sensor: a watch, not a stream; each look reads only the
+# record headers written since the last one.
+SENSOR_INTERVAL_S = 30
+RAW_RUN_OP = "raw__run"
+TAG_STORE = "retry-audit/store"
+TAG_LOG_END = "retry-audit/log_end"
+_ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+           dg.DagsterRunStatus.STARTED]
+
+
+def store_job():
+    """Import a store partition (live), build its lineage and the warehouse: every asset, one partition."""
+    return dg.define_asset_job(
+        STORE_JOB_NAME, selection=dg.AssetSelection.all(),
+        description="A store partition imported again (only what it gained since its last import), "
+                    "its lineage and the warehouse; launched by the stores_grown sensor.")
+
+
+def _baseline(name: str, source: RunSource, run_dir: Path, cursor: dict) -> dict | None:
+    """Where the last look at a store ended: its cursor entry, else where the run's last import of it
+    ended (so a store imported before is not imported again until it grows)."""
+    if name in cursor:
+        return cursor[name]
+    state = load_state(run_dir, name)
+    if state is None or state.store_dir != str(Path(source.path).resolve()):
+        return None
+    return {"file": state.resume.file_name, "position": state.resume.position, "offset": state.resume.offset,
+            "first_file": f"{state.first_offset:020d}"}
+
+
+def grown_stores(sources: dict[str, RunSource], runs_dir: Path, cursor: dict) -> dict[str, tuple[LogEnd, str]]:
+    """The store partitions whose log reaches further than the cursor says (or whose first file
+    changed, or that were never looked at): {name: (where the log ends now, why)}."""
+    found = {}
+    for name, source in sorted(sources.items()):
+        if source.kind != STORE:
+            continue
+        seen = _baseline(name, source, runs_dir / name, cursor)
+        same_start = seen is not None and seen.get("file")
+        end = log_end(source.path, (seen["file"], seen["position"]) if same_start else None)
+        if end.file_name is None:
+            continue  # no commit-log files yet
+        if seen is None:
+            found[name] = (end, "never imported")
+        elif end.first_file != seen["first_file"]:
+            # Retention deleted files: the import drops their rows (or, if the file it ended in
+            # went too, reads the store whole).
+            found[name] = (end, f"the log now starts at {end.first_file}")
+        elif end.offset > seen["offset"]:
+            found[name] = (end, f"grew from {seen['offset']} to {end.offset}")
+    return found
+
+
+def cursor_entry(end: LogEnd) -> dict:
+    return {"file": end.file_name, "position": end.position, "offset": end.offset, "first_file": end.first_file}
+
+
+def stores_sensor(partitions_def: dg.PartitionsDefinition):
+    @dg.sensor(name=SENSOR_NAME, job_name=STORE_JOB_NAME, minimum_interval_seconds=SENSOR_INTERVAL_S,
+               default_status=dg.DefaultSensorStatus.STOPPED, required_resource_keys={"home"},
+               description="Imports a store partition again when its commit log has grown (the cursor "
+                           "holds, per store, the offset its log reached), then rebuilds its lineage and "
+                           "the warehouse. Turn it on to keep the audit of a running broker current.")
+    def stores_grown(context: dg.SensorEvaluationContext):
+        home = context.resources.home
+        cursor = json.loads(context.cursor) if context.cursor else {}
+        requests = []
+        partitions = set(partitions_def.get_partition_keys())
+        sources = {n: s for n, s in home.sources().items() if n in partitions}  # new ones after a reload
+        for name, (end, why) in grown_stores(sources, home.runs_dir, cursor).items():
+            active = context.instance.get_run_records(
+                dg.RunsFilter(job_name=STORE_JOB_NAME, tags={"dagster/partition": name}, statuses=_ACTIVE),
+                limit=1)
+            if active:
+                context.log.info(f"{name}: {why}; its last run has not finished, looked at again next tick")
+                continue
+            cursor[name] = cursor_entry(end)
+            requests.append(dg.RunRequest(
+                run_key=f"{name}@{end.first_file}:{end.offset}", partition_key=name,
+                run_config={"ops": {RAW_RUN_OP: {"config": {"live": True}}}},
+                tags={TAG_STORE: str(home.source(name).path), TAG_LOG_END: str(end.offset)}))
+            context.log.info(f"{name}: {why}")
+        context.update_cursor(json.dumps(cursor, sort_keys=True))
+        return requests or dg.SkipReason("no store has grown since the last look")
+
+    return stores_grown

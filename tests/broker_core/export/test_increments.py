@@ -1,0 +1,179 @@
+"""Importing a store again into the same run and broker: only the new part is read, and every table
+equals a fresh import of the grown store."""
+
+from __future__ import annotations
+
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+from growing_store import FILE_SIZE, GrowingStore, fresh, rows_of
+
+from broker_core.export.broker_parts import part_name
+from broker_core.export.increments import INCREMENT_PARTS_MAX
+from broker_core.export.store_import import import_store
+from broker_core.store.message_store import MessageStore, StoreConfig
+
+
+@pytest.mark.parametrize("decoder", ["columnar", "reference"])
+def test_imports_at_growth_points_equal_one_fresh_import(tmp_path, decoder):
+    """Importing a growing store at several points (file roll-overs, delayed records, offsets that
+    move) reads only the new bytes each time and ends with every table equal to a fresh import."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "runs" / "live"
+    read = []
+    for step in (40, 1, 0, 90, 25, 160):
+        grower.grow(step)
+        summary = import_store(grower.root, run, broker="broker-a", decoder=decoder)
+        read.append((summary.resumed_from, summary.bytes_read, summary.valid_end))
+        assert summary.problems == [] or all(p.severity == "warning" for p in summary.problems)
+    grower.shutdown()
+    last = import_store(grower.root, run, broker="broker-a", decoder=decoder)
+    assert read[0][0] is None and all(r[0] is not None for r in read[1:])
+    # Each import read from where the one before ended, and nothing before it.
+    for (_, _, end), (start, nbytes, new_end) in zip(read, read[1:], strict=False):
+        assert start == end and nbytes == new_end - start
+    assert last.resumed_from == read[-1][2] and last.records_added == 0 and last.bytes_read == 0
+    whole = import_store(grower.root, tmp_path / "fresh" / "live", name="live", broker="broker-a", decoder=decoder)
+    assert whole.bytes_read == whole.valid_end and whole.records == last.records == grower.count
+    assert rows_of(run) == rows_of(tmp_path / "fresh" / "live")
+    parts = sorted(p.name for p in (run / "parquet" / "commitlog").iterdir())
+    # The first import, then one file per import that found new records (not the one that found none).
+    assert parts[-1] == part_name("broker-a") and len(parts) == 5
+    assert last.to_json()["bytes_read"] == 0 and last.to_json()["next_offset"] == last.valid_end
+
+
+def test_a_run_without_broker_continues_too_and_other_brokers_are_kept(tmp_path):
+    """The store as a whole run (no --broker) continues as well; with two brokers in a run, one
+    broker's increment leaves the other's files and state alone."""
+    a, b = GrowingStore(tmp_path / "a"), GrowingStore(tmp_path / "b")
+    a.grow(30)
+    b.grow(20)
+    import_store(a.root, tmp_path / "solo")
+    import_store(a.root, tmp_path / "two", broker="broker-a")
+    import_store(b.root, tmp_path / "two", broker="broker-b")
+    a.grow(50)
+    solo = import_store(a.root, tmp_path / "solo")
+    two = import_store(a.root, tmp_path / "two", broker="broker-a")
+    assert solo.resumed_from is not None and two.resumed_from is not None and two.brokers == ["broker-a", "broker-b"]
+    b.grow(5)
+    assert import_store(b.root, tmp_path / "two", broker="broker-b").records_added == 5
+    assert rows_of(tmp_path / "solo") == rows_of(fresh(a.root, tmp_path, "solo"))
+    want = tmp_path / "fresh" / "two"
+    import_store(a.root, want, broker="broker-a")
+    import_store(b.root, want, broker="broker-b")
+    assert rows_of(tmp_path / "two") == rows_of(want)
+
+
+def test_a_tail_rewritten_by_a_restart_makes_a_full_import(tmp_path):
+    """When the bytes under the remembered offset changed (a restart truncated the tail and new
+    records were written over it), the import says so and reads the store whole: no stale rows."""
+    grower = GrowingStore(tmp_path / "store")
+    grower.grow(60)
+    snapshot = tmp_path / "snapshot"
+    grower.store.flush()
+    shutil.copytree(grower.root, snapshot)
+    grower.grow(30)
+    grower.shutdown()
+    run = tmp_path / "run"
+    import_store(grower.root, run, broker="broker-a")
+    # The broker lost the last 30 records (their page cache) and wrote 10 others in their place.
+    shutil.rmtree(grower.root)
+    shutil.copytree(snapshot, grower.root)
+    (grower.root / "lock").unlink(missing_ok=True)
+    again = GrowingStore.__new__(GrowingStore)
+    again.root, again.now, again.count = grower.root, grower.now + 1000, 60
+    again.store = MessageStore(grower.root, StoreConfig(commitlog_file_size_bytes=FILE_SIZE), again.clock)
+    assert again.store.load()
+    again.store.start()
+    again.grow(10, prefix="NEW")
+    again.shutdown()
+    summary = import_store(grower.root, run, broker="broker-a")
+    assert summary.resumed_from is None and "changed under the last import" in summary.full_import_reason
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
+    keys = pq.read_table(run / "parquet" / "commitlog").column("uniq_key").to_pylist()
+    assert "K-70" not in keys and "NEW-65" in keys
+
+
+@pytest.mark.parametrize("decoder", ["columnar", "reference"])
+def test_retention_since_the_last_import_drops_the_deleted_files_rows_and_goes_on(tmp_path, decoder):
+    """Oldest commit-log files deleted by retention since the last import (not the one it ended in):
+    the next import drops their rows from the run (a file holding some of them is rewritten
+    without them), reads only the new records, and equals a fresh import of the store as it is."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(150)
+    import_store(grower.root, run, broker="broker-a", decoder=decoder)
+    grower.grow(150)
+    import_store(grower.root, run, broker="broker-a", decoder=decoder)
+    grower.grow(200)
+    second_import_ended = import_store(grower.root, run, broker="broker-a", decoder=decoder).resumed_from
+    grower.grow(40)
+    files = sorted((grower.root / "commitlog").iterdir())
+    doomed = [f for f in files if int(f.name) + FILE_SIZE <= second_import_ended][:3]
+    assert len(doomed) >= 2, "the store is too small for the test"
+    for f in doomed:
+        f.unlink()
+    summary = import_store(grower.root, run, broker="broker-a", decoder=decoder)
+    assert summary.resumed_from is not None and summary.full_import_reason is None
+    assert summary.first_offset == int(doomed[-1].name) + FILE_SIZE and summary.records_added == 40
+    want = fresh(grower.root, tmp_path, "run", broker="broker-a", decoder=decoder)
+    assert rows_of(run) == rows_of(want)
+    assert summary.records_by_topic == import_store(grower.root, tmp_path / "again", broker="broker-a").records_by_topic
+    grower.grow(5)
+    grower.shutdown()
+    assert import_store(grower.root, run, broker="broker-a", decoder=decoder).records_added == 5
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a", decoder=decoder))
+
+
+def test_retention_past_where_the_last_import_ended_makes_a_full_import(tmp_path):
+    """Files deleted up to and past the one the last import ended in (records were deleted before
+    any import read them, a gap): the import says so, reads the store whole, and equals a fresh
+    import of the store as it is now."""
+    grower = GrowingStore(tmp_path / "store")
+    grower.grow(100)
+    run = tmp_path / "run"
+    first = import_store(grower.root, run, broker="broker-a")
+    grower.grow(200)
+    files = sorted((grower.root / "commitlog").iterdir())
+    doomed = [f for f in files if int(f.name) <= first.valid_end + FILE_SIZE]
+    for f in doomed:
+        f.unlink()
+    summary = import_store(grower.root, run, broker="broker-a")
+    assert summary.resumed_from is None and "retention deleted the commit-log file" in summary.full_import_reason
+    assert "were deleted before any import read them" in summary.full_import_reason
+    assert summary.first_offset == int(doomed[-1].name) + FILE_SIZE
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
+
+
+def test_another_store_under_the_same_broker_replaces_it(tmp_path):
+    """A different store directory imported as the same broker is read whole and replaces it."""
+    a, b = GrowingStore(tmp_path / "a"), GrowingStore(tmp_path / "b")
+    a.grow(30)
+    b.grow(12)
+    run = tmp_path / "run"
+    import_store(a.root, run, broker="broker-a")
+    summary = import_store(b.root, run, broker="broker-a")
+    assert summary.resumed_from is None and "another store" in summary.full_import_reason
+    assert summary.records == 12 and rows_of(run) == rows_of(fresh(b.root, tmp_path, "run", broker="broker-a"))
+
+
+def test_many_increments_are_merged_into_one_file(tmp_path):
+    """After INCREMENT_PARTS_MAX increments the next import merges the broker's commitlog files
+    into one, and the rows stay those of a fresh import."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(3)
+    import_store(grower.root, run, broker="broker-a")
+    for _ in range(INCREMENT_PARTS_MAX):
+        grower.grow(1)
+        import_store(grower.root, run, broker="broker-a")
+    assert len(list((run / "parquet" / "commitlog").iterdir())) == INCREMENT_PARTS_MAX + 1
+    grower.grow(2)
+    summary = import_store(grower.root, run, broker="broker-a")
+    assert summary.records_added == 2
+    assert sorted(p.name for p in (run / "parquet" / "commitlog").iterdir())[0].startswith("part-broker-a+")
+    assert len(list((run / "parquet" / "commitlog").iterdir())) == 2
+    grower.shutdown()
+    assert import_store(grower.root, run, broker="broker-a").records_added == 0
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))

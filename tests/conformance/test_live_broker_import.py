@@ -1,0 +1,87 @@
+"""A real 4.9.4 broker's store imported while a producer writes to it, then once more after the
+broker stopped: the continued run equals a fresh import of the final store.
+
+Needs java, javac and mvn (the jars come from the conformance cache); skips without them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from broker_core.export.schema import RAW_TABLES
+from broker_core.export.store_import import import_store
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
+    reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
+
+VERSION = "4.9.4"
+PRODUCER = Path(__file__).with_name("LiveProducer.java")
+MESSAGES = 1500
+# The producer says how many it sent every 100; the imports run once it passed these counts.
+IMPORT_AFTER = (300, 900)
+PRODUCER_TIMEOUT_S = 180  # a limit, so a stuck broker fails the test instead of hanging it
+
+
+def _rows(run: Path) -> dict[str, list[str]]:
+    out = {}
+    for table in RAW_TABLES:
+        rows = pq.read_table(run / "parquet" / table).to_pylist()
+        for row in rows:
+            row.pop("wall_seconds", None)
+        out[table] = sorted(map(repr, rows))
+    return out
+
+
+def test_a_live_broker_imported_while_a_producer_writes_equals_a_fresh_import(tmp_path):
+    """Two live imports while a real producer sends (256 KiB commit-log files, so the log rolls over,
+    and delayed messages, so the schedule service re-puts) find no damage and each goes on from the
+    last; after the broker stops cleanly a third import continues them, and every table equals a
+    fresh import of the stopped broker's store."""
+    from conformance.cluster import BrokerSpec, Cluster
+    from conformance.jars import resolve
+
+    lib = resolve(VERSION)
+    classes = tmp_path / "classes"
+    compiled = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(PRODUCER)],
+                              capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    run = tmp_path / "runs" / "live"
+    spec = BrokerSpec("broker-a", "1s 5s 10s", commitlog_file_size_bytes=1 << 18)
+    with Cluster(tmp_path / "cluster", lib, [spec]) as cluster:
+        store = cluster.procs["broker-a"].store
+        producer = subprocess.Popen(
+            ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{lib / '*'}", "LiveProducer",
+             cluster.namesrv_addr, "LiveTopic", str(MESSAGES)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+        live = []
+        output = []
+        try:
+            for line in producer.stdout:
+                output.append(line)
+                if line.startswith("sent ") and int(line.split()[1]) in IMPORT_AFTER:
+                    summary = import_store(store, run, broker="broker-a", live=True)
+                    assert summary.errors == [], summary.errors
+                    live.append(summary)
+            producer.wait(timeout=PRODUCER_TIMEOUT_S)
+        finally:
+            if producer.poll() is None:
+                producer.kill()
+                producer.wait()
+        assert producer.returncode == 0, "".join(output[-30:])
+        cluster.stop("broker-a")
+    assert [s.resumed_from is None for s in live] == [True, False]
+    assert live[1].resumed_from == live[0].next_offset and live[1].records_added > 0
+    final = import_store(store, run, broker="broker-a")
+    assert final.resumed_from == live[1].next_offset, final.full_import_reason
+    fresh = import_store(store, tmp_path / "fresh" / "live", broker="broker-a")
+    assert final.records == fresh.records >= MESSAGES + MESSAGES // 10  # each delayed one is stored twice
+    assert fresh.commitlog_files >= 2 and final.errors == []
+    assert _rows(run) == _rows(tmp_path / "fresh" / "live")
+    print(f"live imports read {[s.bytes_read for s in live]} bytes, the last {final.bytes_read}; "
+          f"a fresh import {fresh.bytes_read}")

@@ -1,0 +1,136 @@
+"""The stores_grown sensor: a run request for a store partition only when its commit log grew, a
+cursor that advances with it, and a launched run that imports only the new records."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+
+from broker_core.export.store_import import import_store
+from broker_core.store.log_end import log_end
+from orchestration.definitions import build_definitions
+from orchestration.sensors import SENSOR_NAME, STORE_JOB_NAME
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "broker_core" / "export"))
+from growing_store import GrowingStore  # noqa: E402
+
+STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
+TINY_SCENARIO = Path(__file__).parents[1] / "golden" / "tiny.yaml"
+
+
+def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None):
+    sensor = defs.resolve_sensor_def(SENSOR_NAME)
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=defs.resources,
+                                 definitions=defs) as context:
+        return sensor.evaluate_tick(context)
+
+
+def test_a_run_is_asked_for_only_when_a_store_grew_and_the_cursor_follows_the_log(tmp_path):
+    """No run request while a store is unchanged, one for the grown store when it grew (not for the
+    others, nor for a scenario), and the cursor holds the offset its log reached."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    shutil.copy(TINY_SCENARIO, scenarios / "tiny.yaml")
+    home = tmp_path / "home"
+    a, b = GrowingStore(home / "stores" / "broker-a"), GrowingStore(home / "stores" / "broker-b")
+    a.grow(20)
+    b.grow(10)
+    # broker-b was imported into its run before: unchanged since, it is not imported again.
+    import_store(b.root, home / "runs" / "broker-b", name="broker-b")
+    defs = build_definitions(home, scenarios)
+    instance = dg.DagsterInstance.ephemeral()
+
+    first = _tick(defs, instance, None)
+    assert [(r.partition_key, r.run_config) for r in first.run_requests] == \
+        [("broker-a", {"ops": {"raw__run": {"config": {"live": True}}}})]
+    cursor = json.loads(first.cursor)
+    assert cursor["broker-a"]["offset"] == a.store.commit_log.max_offset
+    assert "broker-b" not in cursor  # looked at from where its run's import ended: nothing new
+
+    unchanged = _tick(defs, instance, first.cursor)
+    assert unchanged.run_requests == [] and unchanged.skip_message and unchanged.cursor == first.cursor
+
+    b.grow(7)
+    grown = _tick(defs, instance, unchanged.cursor)
+    assert [r.partition_key for r in grown.run_requests] == ["broker-b"]
+    after = json.loads(grown.cursor)
+    assert after["broker-b"]["offset"] == b.store.commit_log.max_offset and after["broker-a"] == cursor["broker-a"]
+    assert grown.run_requests[0].run_key.endswith(f":{b.store.commit_log.max_offset}")
+    assert _tick(defs, instance, grown.cursor).run_requests == []
+
+
+def test_log_end_walks_on_from_where_it_stopped(tmp_path):
+    """The walk over record headers reaches the end of the written records, across files, and a
+    walk begun where an earlier one stopped (or stopped by its record budget) ends at the same place."""
+    store = GrowingStore(tmp_path / "store")
+    store.grow(300)
+    end = log_end(store.root)
+    assert end.offset == store.store.commit_log.max_offset and end.first_file == "0" * 20
+    part = log_end(store.root, records_max=7)
+    assert part.offset < end.offset
+    assert log_end(store.root, (part.file_name, part.position)) == end
+
+
+def test_the_launched_run_imports_only_what_the_store_gained(tmp_path):
+    """A store partition whose newest commit-log file appears between two ticks: the sensor asks for a
+    run each time, and each launched run materializes raw/run, the lineage and the warehouse; the
+    second import goes on from where the first ended and reads only the new file's records."""
+    home = tmp_path / "home"
+    store = home / "stores" / "broker-a"
+    shutil.copytree(STORE_FIXTURE, store)
+    for path in store.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    newest = sorted((store / "commitlog").iterdir())[-1]
+    held_back = tmp_path / newest.name
+    shutil.move(newest, held_back)  # the broker has not written its last file yet
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    defs = build_definitions(home, scenarios)
+    instance = dg.DagsterInstance.ephemeral()
+    job = defs.resolve_job_def(STORE_JOB_NAME)
+
+    def launch(tick):
+        (request,) = tick.run_requests
+        result = job.execute_in_process(partition_key=request.partition_key, run_config=request.run_config,
+                                        instance=instance, tags=request.tags, raise_on_error=False)
+        assert result.success
+        (raw,) = [m for m in result.asset_materializations_for_node("raw__run")]
+        return {k: v.value for k, v in raw.metadata.items()}
+
+    first = _tick(defs, instance, None)
+    meta = launch(first)
+    assert meta["continued_from_offset"] == -1 and meta["live"] is True
+    shutil.move(held_back, newest)
+    second = _tick(defs, instance, first.cursor)
+    meta2 = launch(second)
+    assert meta2["continued_from_offset"] == meta["next_offset"] == int(newest.name)
+    assert meta2["bytes_read"] == meta2["next_offset"] - int(newest.name) and meta2["records_added"] > 0
+    assert json.loads(second.cursor)["broker-a"]["offset"] == meta2["next_offset"]
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        rows = con.execute("select count(*) from commitlog where run_id = 'broker-a'").fetchone()[0]
+    assert rows == meta2["records"] == 112
+
+
+def test_retention_of_the_oldest_file_asks_for_a_run(tmp_path):
+    """A store whose oldest commit-log file retention deleted gets a run request even though its log
+    reaches no further (the run's rows of that file must go), and the cursor notes the new first file."""
+    home = tmp_path / "home"
+    store = GrowingStore(home / "stores" / "broker-a")
+    store.grow(300)
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    defs = build_definitions(home, scenarios)
+    instance = dg.DagsterInstance.ephemeral()
+    first = _tick(defs, instance, None)
+    assert _tick(defs, instance, first.cursor).run_requests == []
+    oldest = sorted((store.root / "commitlog").iterdir())[0]
+    oldest.unlink()
+    after = _tick(defs, instance, first.cursor)
+    assert [r.partition_key for r in after.run_requests] == ["broker-a"]
+    entry = json.loads(after.cursor)["broker-a"]
+    assert entry["first_file"] > oldest.name and entry["offset"] == json.loads(first.cursor)["broker-a"]["offset"]
