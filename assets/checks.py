@@ -24,7 +24,13 @@ from importlib import resources
 
 import duckdb
 
-from broker_core.constants import ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED, RETRY_MAX_TIMES_DEFAULT
+from broker_core.constants import (
+    ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED,
+    RETRY_MAX_TIMES_DEFAULT,
+    SYSTEM_GROUP_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    TIMER_TOPIC,
+)
 from broker_core.export.store_import import RUN_SOURCE_IMPORT
 from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX
 
@@ -84,6 +90,9 @@ SQL_VALUES: dict[str, str] = {
     "offset_msg_id_regex": _sql_quotable(OFFSET_MSG_ID_REGEX),
     "branch_grammar_regex": _sql_quotable(BRANCH_GRAMMAR_REGEX),
     "run_source_import": f"'{_sql_quotable(RUN_SOURCE_IMPORT)}'",
+    "timer_topic": _sql_quotable(TIMER_TOPIC),
+    "system_topic_prefix": _sql_quotable(SYSTEM_TOPIC_PREFIX),
+    "system_group_prefix": _sql_quotable(SYSTEM_GROUP_PREFIX),
 }
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\s*\}\}")

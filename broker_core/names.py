@@ -13,7 +13,11 @@ from broker_core.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
     GROUP_NAME_LENGTH_MAX,
     RETRY_GROUP_TOPIC_PREFIX,
+    POP_RETRY_V2_SEPARATOR,
     SCHEDULE_TOPIC,
+    SYSTEM_GROUP_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    TIMER_TOPIC,
     TOPIC_NAME_LENGTH_MAX,
 )
 from broker_core.errors import InvalidNameError
@@ -21,7 +25,6 @@ from broker_core.errors import InvalidNameError
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 SYSTEM_TOPICS = frozenset({
     "TBW102", SCHEDULE_TOPIC, "BenchmarkTest", TRANS_HALF_TOPIC, "RMQ_SYS_TRACE_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC",
@@ -58,6 +61,25 @@ def group_of(topic: str) -> str | None:
     if is_dlq_topic(topic):
         return topic[len(DLQ_GROUP_TOPIC_PREFIX):]
     return None
+
+
+def pop_retry_v2_group(topic: str) -> str | None:
+    """The group of a 5.x POP retry topic ``%RETRY%<group>+<topic>``, or None for any other name."""
+    group = group_of(topic)
+    if group is None or not is_retry_topic(topic) or POP_RETRY_V2_SEPARATOR not in group:
+        return None
+    return group.split(POP_RETRY_V2_SEPARATOR, 1)[0]
+
+
+def is_bookkeeping_record(topic: str, real_topic: str | None) -> bool:
+    """Whether a 5.x record is the broker's own bookkeeping, never a message hop: a record in an
+    ``rmq_sys_*`` topic (POP checkpoints and acks in ``rmq_sys_REVIVE_LOG_*``, broker-member sync)
+    other than a message's timer record, a timer record whose real topic is such a topic (a POP
+    checkpoint waiting in the wheel), or a retry/DLQ record of a broker group (``CID_RMQ_SYS_*``)."""
+    if topic == TIMER_TOPIC:
+        return (real_topic or SYSTEM_TOPIC_PREFIX).startswith(SYSTEM_TOPIC_PREFIX)
+    group = group_of(topic)
+    return topic.startswith(SYSTEM_TOPIC_PREFIX) or (group is not None and group.startswith(SYSTEM_GROUP_PREFIX))
 
 
 def is_system_topic(topic: str) -> bool:
