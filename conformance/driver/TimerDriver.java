@@ -25,6 +25,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * value in ms from now, may be negative) or plain (no timer, value ignored).
  */
 public class TimerDriver {
+    static final long ROUTE_WAIT_MS = 30_000;  // a limit: a broker that never registers fails the run
+
     public static void main(String[] args) throws Exception {
         int code = 1;
         try {
@@ -45,9 +47,17 @@ public class TimerDriver {
         admin.setInstanceName(group + "-admin");
         admin.start();
         admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 4, 4, 6));
+        // The name server learns the topic's route from the broker's registration: wait for it.
+        long routeDeadline = System.currentTimeMillis() + ROUTE_WAIT_MS;
+        while (true) {
+            try {
+                if (!admin.examineTopicRouteInfo(topic).getQueueDatas().isEmpty()) break;
+            } catch (Exception e) {
+                if (System.currentTimeMillis() > routeDeadline) throw e;
+            }
+            Thread.sleep(200);
+        }
         admin.shutdown();
-        // The name server learns the topic's route from the broker's next registration.
-        Thread.sleep(1500);
         Map<String, Boolean> pending = new ConcurrentHashMap<>();
 
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
