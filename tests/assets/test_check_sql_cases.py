@@ -62,7 +62,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, final_state VARCHAR',
     },
     c.LINEAGE_MATCHES_COMMITLOG: {
-        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, uniq_key VARCHAR, topic VARCHAR",
+        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, uniq_key VARCHAR, topic VARCHAR, "
+                     "real_topic VARCHAR",
         "message_hops": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, broker VARCHAR, phys_offset BIGINT',
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hops INTEGER',
     },
@@ -111,7 +112,7 @@ def merged(*parts: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
 
 # --- hop_grammar_valid ---------------------------------------------------------------------------
 
-KINDS = {"P": "PUBLISH", "S": "SCHEDULE", "D": "DELIVER", "R": "RETRY", "Q": "DLQ"}
+KINDS = {"P": "PUBLISH", "S": "SCHEDULE", "T": "TIMER", "D": "DELIVER", "R": "RETRY", "Q": "DLQ"}
 _offsets = itertools.count(1000, 100)
 
 
@@ -128,7 +129,7 @@ def reconsumes(letters: str) -> list[int]:
 def journey(key: str, shared: str, branches: tuple[tuple, ...] = (), *, run: str = RUN,
             group: str = "g", first_index: int = 0, final_state: str = "CONSUMED", truncated: bool = False,
             lineage_rows: int = 1) -> dict[str, list[tuple]]:
-    """A message's hops as letters (P PUBLISH, S SCHEDULE, D DELIVER, R RETRY, Q DLQ): its shared
+    """A message's hops as letters (P PUBLISH, S SCHEDULE, T TIMER, D DELIVER, R RETRY, Q DLQ): its shared
     hops, then each branch of ``group`` (origin, letters[, reconsume times of each hop]), numbered
     from ``first_index`` in that order; the group's records carry their branch's ORIGIN_MESSAGE_ID.
     A SCHEDULE hop has delay level 2 + its reconsume times, the others none."""
@@ -188,13 +189,42 @@ def test_hop_grammar_passes_every_journey_a_message_may_take():
     assert violations(c.HOP_GRAMMAR, tables) == []
 
 
+def test_hop_grammar_passes_timer_messages():
+    """A 5.x timer message: TIMER, its rolls (more TIMERs), then one DELIVER; TIMERs alone while it
+    waits; a second DELIVER after a crash; then a group's retries as for any message."""
+    tables = merged(
+        journey("timer", "TD"),
+        journey("rolled", "TTTD"),
+        journey("waiting", "TT", final_state="RETRYING"),
+        journey("timer-retried", "TD", (("O1", "SRSRQ"),), final_state="DLQ"),
+        crashed("crash"),
+        journey("timer-re-put", "TDD", run="crash"),
+    )
+    assert violations(c.HOP_GRAMMAR, tables) == []
+
+
+def test_hop_grammar_reports_timer_hops_out_of_order():
+    """A DELIVER before a TIMER, two DELIVERs without a crash, a TIMER mixed with a PUBLISH or a
+    SCHEDULE: none is a timer message's journey."""
+    tables = merged(journey("m1", "TDT"), journey("m2", "TDD"), journey("m3", "PT"), journey("m4", "TSD"))
+    assert violations(c.HOP_GRAMMAR, tables) == [
+        (RUN, "m1", None, "shared hops TIMER > DELIVER > TIMER are not PUBLISH, SCHEDULE -> DELIVER or "
+                          "TIMER+ -> DELIVER"),
+        (RUN, "m2", None, "shared hops TIMER > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or "
+                          "TIMER+ -> DELIVER"),
+        (RUN, "m3", None, "shared hops PUBLISH > TIMER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
+        (RUN, "m4", None, "shared hops TIMER > SCHEDULE > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or "
+                          "TIMER+ -> DELIVER"),
+    ]
+
+
 def test_hop_grammar_reports_shared_hops_out_of_order():
     """Shared hops are PUBLISHes, or one SCHEDULE then a DELIVER (more DELIVERs only after a crash)."""
     tables = merged(journey("m1", "PD"), journey("m2", "SDD"), journey("m3", "DS"))
     assert violations(c.HOP_GRAMMAR, tables) == [
-        (RUN, "m1", None, "shared hops PUBLISH > DELIVER are not PUBLISH or SCHEDULE -> DELIVER"),
-        (RUN, "m2", None, "shared hops SCHEDULE > DELIVER > DELIVER are not PUBLISH or SCHEDULE -> DELIVER"),
-        (RUN, "m3", None, "shared hops DELIVER > SCHEDULE are not PUBLISH or SCHEDULE -> DELIVER"),
+        (RUN, "m1", None, "shared hops PUBLISH > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
+        (RUN, "m2", None, "shared hops SCHEDULE > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
+        (RUN, "m3", None, "shared hops DELIVER > SCHEDULE are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
     ]
 
 
@@ -489,7 +519,7 @@ def test_an_origin_that_names_another_message_is_reported():
 
 def test_lineage_that_matches_the_commit_log_passes():
     """One hop row per record, and each chain's hop count is its shared plus its group's hops."""
-    tables = {"commitlog": [(RUN, "b", 1, "m1", "T"), (RUN, "b", 2, "m1", "%RETRY%g")],
+    tables = {"commitlog": [(RUN, "b", 1, "m1", "T", None), (RUN, "b", 2, "m1", "%RETRY%g", None)],
               "message_hops": [(RUN, "m1", None, "b", 1), (RUN, "m1", "g", "b", 2)],
               "message_lineage": [(RUN, "m1", "g", 2), (RUN, "m1", "h", 1)]}
     assert violations(c.LINEAGE_MATCHES_COMMITLOG, tables) == []
@@ -497,8 +527,8 @@ def test_lineage_that_matches_the_commit_log_passes():
 
 def test_lineage_that_does_not_match_the_commit_log_is_reported():
     """A record in no hop row or in two, a hop row without a record, a lineage count that is off."""
-    tables = {"commitlog": [(RUN, "b", 1, "m1", "T"), (RUN, "b", 2, "m2", "T"), (RUN, "b", 3, "m3", "T"),
-                            (RUN, None, 4, "m4", "T")],
+    tables = {"commitlog": [(RUN, "b", 1, "m1", "T", None), (RUN, "b", 2, "m2", "T", None), (RUN, "b", 3, "m3", "T", None),
+                            (RUN, None, 4, "m4", "T", None)],
               "message_hops": [(RUN, "m1", None, "b", 1), (RUN, "m2", None, "b", 2), (RUN, "m2", "g", "b", 2),
                                (RUN, "m5", None, "b", 5), (RUN, "m4", None, None, 4)],
               "message_lineage": [(RUN, "m1", "g", 3)]}
@@ -509,6 +539,23 @@ def test_lineage_that_does_not_match_the_commit_log_is_reported():
         (RUN, "m4", None, "commit-log record at ?@4 (T) is in no hop row"),
         (RUN, "m4", None, "hop row at ?@4 has no commit-log record"),
         (RUN, "m5", None, "hop row at b@5 has no commit-log record"),
+    ]
+
+
+def test_bookkeeping_records_are_in_no_hop_row():
+    """5.x bookkeeping records (the revive topic, a POP checkpoint waiting in the timer, a broker
+    group's retry) need no hop row and may have none; a message's timer record needs one."""
+    tables = {"commitlog": [(RUN, "b", 1, "ck1", "rmq_sys_REVIVE_LOG_DefaultCluster", "rmq_sys_REVIVE_LOG_DefaultCluster"),
+                            (RUN, "b", 2, "ck1", "rmq_sys_wheel_timer", "rmq_sys_REVIVE_LOG_DefaultCluster"),
+                            (RUN, "b", 3, "u1", "%RETRY%CID_RMQ_SYS_REVIVE_GROUP", None),
+                            (RUN, "b", 4, "m1", "rmq_sys_wheel_timer", "T"),
+                            (RUN, "b", 5, "m1", "T", "T")],
+              "message_hops": [(RUN, "m1", None, "b", 5), (RUN, "ck1", None, "b", 1)],
+              "message_lineage": [(RUN, "m1", "g", 1)]}
+    assert violations(c.LINEAGE_MATCHES_COMMITLOG, tables) == [
+        (RUN, "ck1", None, "bookkeeping record at b@1 is a hop row"),
+        (RUN, "ck1", None, "hop row at b@1 has no commit-log record"),
+        (RUN, "m1", None, "commit-log record at b@4 (rmq_sys_wheel_timer) is in no hop row"),
     ]
 
 

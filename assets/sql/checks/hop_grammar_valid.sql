@@ -324,7 +324,7 @@ chains AS (
     LEFT JOIN group_tallies g ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
 )
 SELECT s.run_id, s.message_key, NULL AS "group",
-       'shared hops ' || s.kinds || ' are not PUBLISH or SCHEDULE -> DELIVER' AS detail
+       'shared hops ' || s.kinds || ' are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER' AS detail
 FROM shared_kinds s
 UNION ALL
 SELECT run_id, message_key, "group",
