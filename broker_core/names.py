@@ -8,6 +8,8 @@ A name that passes :func:`validate_topic` / :func:`validate_group` contains only
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from broker_core.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -69,6 +71,40 @@ def pop_retry_v2_group(topic: str) -> str | None:
     if group is None or not is_retry_topic(topic) or POP_RETRY_V2_SEPARATOR not in group:
         return None
     return group.split(POP_RETRY_V2_SEPARATOR, 1)[0]
+
+
+@dataclass(frozen=True)
+class RetryTopicOwner:
+    """Whose a ``%RETRY%`` topic is: the group, the origin topic when the name holds one (a 5.x
+    POP retry topic), and whether the name fits more than one (group, topic) the store knows."""
+
+    group: str | None
+    origin_topic: str | None = None
+    ambiguous: bool = False
+
+
+def retry_topic_owner(topic: str, groups: Iterable[str], topics: Iterable[str]) -> RetryTopicOwner | None:
+    """The owner of a ``%RETRY%`` topic, resolved against the groups and topics a store's config
+    knows (``subscriptionGroup.json``, ``topics.json``); None for any other topic.
+
+    ``%RETRY%g+T`` (POP, v2) splits at its first '+'. ``%RETRY%X`` is a push group's retry topic
+    when X is a known group, and a POP v1 retry topic ``%RETRY%g_T`` for every split of X at a '_'
+    into a known group g and a known topic T. One reading is the owner; several are ambiguous
+    (group None); none leaves X as the group, as the 4.9.4 rule reads it.
+    """
+    if not is_retry_topic(topic):
+        return None
+    rest = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+    if POP_RETRY_V2_SEPARATOR in rest:
+        group, origin = rest.split(POP_RETRY_V2_SEPARATOR, 1)
+        return RetryTopicOwner(group, origin)
+    known_groups, known_topics = set(groups), set(topics)
+    readings = [RetryTopicOwner(rest)] if rest in known_groups else []
+    readings += [RetryTopicOwner(rest[:i], rest[i + 1:]) for i, ch in enumerate(rest)
+                 if ch == "_" and rest[:i] in known_groups and rest[i + 1:] in known_topics]
+    if len(readings) > 1:
+        return RetryTopicOwner(None, None, ambiguous=True)
+    return readings[0] if readings else RetryTopicOwner(rest)
 
 
 def is_bookkeeping_record(topic: str, real_topic: str | None) -> bool:
