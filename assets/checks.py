@@ -26,6 +26,7 @@ import duckdb
 
 from broker_core.constants import (
     ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED,
+    PROP_TIMER_OUT_MS,
     RETRY_MAX_TIMES_DEFAULT,
     SYSTEM_GROUP_PREFIX,
     SYSTEM_TOPIC_PREFIX,
@@ -91,6 +92,7 @@ SQL_VALUES: dict[str, str] = {
     "branch_grammar_regex": _sql_quotable(BRANCH_GRAMMAR_REGEX),
     "run_source_import": f"'{_sql_quotable(RUN_SOURCE_IMPORT)}'",
     "timer_topic": _sql_quotable(TIMER_TOPIC),
+    "prop_timer_out_ms": _sql_quotable(PROP_TIMER_OUT_MS),
     "system_topic_prefix": _sql_quotable(SYSTEM_TOPIC_PREFIX),
     "system_group_prefix": _sql_quotable(SYSTEM_GROUP_PREFIX),
 }
@@ -194,7 +196,8 @@ INVARIANTS: tuple[Check, ...] = (
           "A message reaches %DLQ%<group> only after the group's maximum reconsume times.",
           ERROR, check_sql(DLQ_AFTER_MAX_RETRIES)),
     Check(NO_EARLY_DELIVERY, "lineage/message_hops",
-          "No delayed message leaves SCHEDULE_TOPIC_XXXX before its due time (lateness_ms >= 0).",
+          "No delayed message leaves SCHEDULE_TOPIC_XXXX before its due time (lateness_ms >= 0), and no "
+          "timer message is put to its real topic before its TIMER_OUT_MS.",
           ERROR, check_sql(NO_EARLY_DELIVERY)),
     Check(ORIGIN_STABLE, "lineage/message_hops",
           "ORIGIN_MESSAGE_ID and RETRY_TOPIC never change along a chain.", ERROR, check_sql(ORIGIN_STABLE)),

@@ -52,6 +52,10 @@ COLUMNS: dict[str, dict[str, str]] = {
     c.NO_EARLY_DELIVERY: {
         "schedule_deliveries": "run_id VARCHAR, uniq_key VARCHAR, delay_level INTEGER, lateness_ms BIGINT, "
                                "delivered_msg_id VARCHAR, delivered_ts TIMESTAMPTZ, due_ts TIMESTAMPTZ",
+        "message_hops": "run_id VARCHAR, message_key VARCHAR, hop_kind VARCHAR, broker VARCHAR, phys_offset BIGINT, "
+                        "msg_id VARCHAR, delay_level INTEGER",
+        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, store_ts TIMESTAMPTZ, "
+                     "properties MAP(VARCHAR, VARCHAR)",
     },
     c.ORIGIN_STABLE: {
         "runs": RUNS,
@@ -456,6 +460,31 @@ def test_an_early_delivery_is_reported_by_either_measure():
         (RUN, "clock", None, "level 3 delivered 0 ms before its due time (msgId M1)"),
         (RUN, "early", None, "level 3 delivered 5 ms before its due time (msgId M1)"),
         (RUN, "no-id", None, "level 3 delivered 1 ms before its due time (msgId ?)"),
+    ]
+
+
+def test_a_timer_delivered_at_or_after_its_due_time_passes():
+    """A timer's DELIVER stored at its TIMER_OUT_MS or later passes; a schedule DELIVER (delay level
+    3) and a PUBLISH are not judged by TIMER_OUT_MS."""
+    due = 1_767_225_600_000  # 2026-01-01T00:00:00Z in epoch ms
+    at = datetime.fromtimestamp(due / 1000, UTC)
+    tables = {"message_hops": [(RUN, "t1", "DELIVER", "b", 1, "M1", 0), (RUN, "t2", "DELIVER", "b", 2, "M2", 0),
+                               (RUN, "s1", "DELIVER", "b", 3, "M3", 3), (RUN, "p1", "PUBLISH", "b", 4, "M4", 0)],
+              "commitlog": [(RUN, "b", 1, at, {"TIMER_OUT_MS": str(due)}),
+                            (RUN, "b", 2, at + timedelta(seconds=1), {"TIMER_OUT_MS": str(due)}),
+                            (RUN, "b", 3, at, {"TIMER_OUT_MS": str(due + 5000)}),
+                            (RUN, "b", 4, at, {"TIMER_DELIVER_MS": str(due + 5000)})]}
+    assert violations(c.NO_EARLY_DELIVERY, tables) == []
+
+
+def test_a_timer_delivered_before_its_due_time_is_reported():
+    """A timer's DELIVER stored before its TIMER_OUT_MS is an early delivery."""
+    due = 1_767_225_600_000
+    at = datetime.fromtimestamp(due / 1000, UTC)
+    tables = {"message_hops": [(RUN, "t1", "DELIVER", "b", 1, "M1", 0)],
+              "commitlog": [(RUN, "b", 1, at - timedelta(milliseconds=250), {"TIMER_OUT_MS": str(due)})]}
+    assert violations(c.NO_EARLY_DELIVERY, tables) == [
+        (RUN, "t1", None, "timer delivered 250 ms before its due time TIMER_OUT_MS (msgId M1)"),
     ]
 
 
