@@ -24,7 +24,14 @@ from importlib import resources
 
 import duckdb
 
-from broker_core.constants import ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED, RETRY_MAX_TIMES_DEFAULT
+from broker_core.constants import (
+    ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED,
+    PROP_TIMER_OUT_MS,
+    RETRY_MAX_TIMES_DEFAULT,
+    SYSTEM_GROUP_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    TIMER_TOPIC,
+)
 from broker_core.export.store_import import RUN_SOURCE_IMPORT
 from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX
 
@@ -84,6 +91,10 @@ SQL_VALUES: dict[str, str] = {
     "offset_msg_id_regex": _sql_quotable(OFFSET_MSG_ID_REGEX),
     "branch_grammar_regex": _sql_quotable(BRANCH_GRAMMAR_REGEX),
     "run_source_import": f"'{_sql_quotable(RUN_SOURCE_IMPORT)}'",
+    "timer_topic": _sql_quotable(TIMER_TOPIC),
+    "prop_timer_out_ms": _sql_quotable(PROP_TIMER_OUT_MS),
+    "system_topic_prefix": _sql_quotable(SYSTEM_TOPIC_PREFIX),
+    "system_group_prefix": _sql_quotable(SYSTEM_GROUP_PREFIX),
 }
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\s*\}\}")
@@ -185,7 +196,8 @@ INVARIANTS: tuple[Check, ...] = (
           "A message reaches %DLQ%<group> only after the group's maximum reconsume times.",
           ERROR, check_sql(DLQ_AFTER_MAX_RETRIES)),
     Check(NO_EARLY_DELIVERY, "lineage/message_hops",
-          "No delayed message leaves SCHEDULE_TOPIC_XXXX before its due time (lateness_ms >= 0).",
+          "No delayed message leaves SCHEDULE_TOPIC_XXXX before its due time (lateness_ms >= 0), and no "
+          "timer message is put to its real topic before its TIMER_OUT_MS.",
           ERROR, check_sql(NO_EARLY_DELIVERY)),
     Check(ORIGIN_STABLE, "lineage/message_hops",
           "ORIGIN_MESSAGE_ID and RETRY_TOPIC never change along a chain.", ERROR, check_sql(ORIGIN_STABLE)),

@@ -12,7 +12,11 @@ holds the full text) in short:
   other topic -> DELIVER when the record was re-put from the schedule (REAL_TOPIC equals its own
   topic and it carries DELAY), else PUBLISH. A SCHEDULE hop belongs to the group of its REAL_TOPIC
   when that is a %RETRY%/%DLQ% topic; PUBLISH and the SCHEDULE/DELIVER hops of a delayed publish
-  are shared by every subscriber group (group null).
+  are shared by every subscriber group (group null). 5.x: a message's record in
+  rmq_sys_wheel_timer (the first one and every roll) -> TIMER, and the timer's put to the real
+  topic (REAL_TOPIC equals its own topic and it carries TIMER_DEQUEUE_MS) -> DELIVER; the broker's
+  bookkeeping records (other rmq_sys_* topics, POP checkpoints waiting in the timer, retries of
+  CID_RMQ_SYS_* groups) are no hops at all. %RETRY%g+T (5.x POP retry, v2) belongs to g.
 * **final_state** per (message, group): DLQ, RETRYING, CONSUMED, UNCONSUMED, or LOST for a message
   the producer saw accepted that never reached the commit log.
 * **truncated**: the chain's first hops were deleted by retention before an import: the message
@@ -42,7 +46,16 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for
-from broker_core.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
+from broker_core.constants import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    POP_RETRY_V2_SEPARATOR,
+    PROP_TIMER_DEQUEUE_MS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SYSTEM_GROUP_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    TIMER_TOPIC,
+)
 from broker_core.errors import BadInputError
 from broker_core.export.parquet import COMPRESSION, atomic_dir
 from broker_core.export.schema import LINEAGE_TABLES, MESSAGE_HOPS, MESSAGE_LINEAGE, RAW_TABLES, RUNS
@@ -157,26 +170,42 @@ def _with_message_key(commitlog_df: DataFrame) -> DataFrame:
 
 
 def _group_of(topic: Column) -> Column:
-    """The group of a %RETRY%g / %DLQ%g topic, else null (names.group_of, as a column)."""
+    """The group of a %RETRY%g / %DLQ%g topic, else null (names.group_of, as a column); of a 5.x
+    POP retry topic %RETRY%g+T, g (names.pop_retry_v2_group)."""
     return (F.when(topic.startswith(RETRY_GROUP_TOPIC_PREFIX),
-                   topic.substr(len(RETRY_GROUP_TOPIC_PREFIX) + 1, 1 << 30))
+                   F.substring_index(topic.substr(len(RETRY_GROUP_TOPIC_PREFIX) + 1, 1 << 30),
+                                     POP_RETRY_V2_SEPARATOR, 1))
             .when(topic.startswith(DLQ_GROUP_TOPIC_PREFIX),
                   topic.substr(len(DLQ_GROUP_TOPIC_PREFIX) + 1, 1 << 30)))
 
 
+def _is_bookkeeping(topic: Column, real_topic: Column) -> Column:
+    """The broker's own bookkeeping records, never message hops (names.is_bookkeeping_record)."""
+    system_real_topic = F.coalesce(real_topic, F.lit(SYSTEM_TOPIC_PREFIX)).startswith(SYSTEM_TOPIC_PREFIX)
+    return (F.when(topic == TIMER_TOPIC, system_real_topic)
+            .otherwise(topic.startswith(SYSTEM_TOPIC_PREFIX)
+                       | F.coalesce(_group_of(topic).startswith(SYSTEM_GROUP_PREFIX), F.lit(False))))
+
+
 def classify_hops(commitlog_df: DataFrame) -> DataFrame:
-    """Commit-log rows plus ``message_key``, ``hop_kind`` and ``group`` (null on shared hops)."""
+    """Commit-log rows plus ``message_key``, ``hop_kind`` and ``group`` (null on shared hops),
+    without the broker's bookkeeping records (which are no message's hops)."""
     topic = F.col("topic")
     has_delay = (F.col("delay_level") > 0) | F.col("properties").getItem(DELAY_PROPERTY).isNotNull()
-    rerun_from_schedule = (F.col("real_topic") == topic) & has_delay
+    # A 5.x timer's put to the real topic carries no DELAY, but always TIMER_DEQUEUE_MS.
+    from_timer = F.col("properties").getItem(PROP_TIMER_DEQUEUE_MS).isNotNull()
+    reput = (F.col("real_topic") == topic) & (has_delay | from_timer)
     hop_kind = (F.when(topic == SCHEDULE_TOPIC, "SCHEDULE")
+                .when(topic == TIMER_TOPIC, "TIMER")
                 .when(topic.startswith(RETRY_GROUP_TOPIC_PREFIX), "RETRY")
                 .when(topic.startswith(DLQ_GROUP_TOPIC_PREFIX), "DLQ")
-                .when(F.coalesce(rerun_from_schedule, F.lit(False)), "DELIVER")
+                .when(F.coalesce(reput, F.lit(False)), "DELIVER")
                 .otherwise("PUBLISH"))
-    group = (F.when(topic == SCHEDULE_TOPIC, _group_of(F.coalesce(F.col("real_topic"), F.lit(""))))
+    waits = (topic == SCHEDULE_TOPIC) | (topic == TIMER_TOPIC)
+    group = (F.when(waits, _group_of(F.coalesce(F.col("real_topic"), F.lit(""))))
              .otherwise(_group_of(topic)))
-    return _with_message_key(commitlog_df).withColumns({"hop_kind": hop_kind, "group": group})
+    messages = commitlog_df.where(~_is_bookkeeping(topic, F.col("real_topic")))
+    return _with_message_key(messages).withColumns({"hop_kind": hop_kind, "group": group})
 
 
 def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
@@ -274,7 +303,7 @@ def _first_by(value: Column, order: Column) -> Column:
 
 def _is_plain_topic(topic: Column) -> Column:
     return ~(topic.startswith(RETRY_GROUP_TOPIC_PREFIX) | topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
-             | (topic == SCHEDULE_TOPIC))
+             | (topic == SCHEDULE_TOPIC) | topic.startswith(SYSTEM_TOPIC_PREFIX))
 
 
 def _origin_cuts(runs_df: DataFrame) -> DataFrame:
@@ -346,7 +375,7 @@ def _with_message_facts(hops: DataFrame, origin_cuts: DataFrame) -> DataFrame:
     # A broadcast of one row per broker of a cut run: the hops keep their partitioning for the
     # windows below.
     hops = hops.join(F.broadcast(origin_cuts), ["run_id", "broker"], "left")
-    shared_schedule = (F.col("hop_kind") == "SCHEDULE") & F.col("group").isNull()
+    shared_schedule = F.col("hop_kind").isin("SCHEDULE", "TIMER") & F.col("group").isNull()
     delayed_real_topic = F.when(shared_schedule, _present(F.col("real_topic")))
     published_topic = F.when(F.col("hop_kind").isin("PUBLISH", "DELIVER"), F.col("topic"))
     origin_topic = F.coalesce(_first_by(_present(F.col("retry_topic")), order).over(message),
@@ -446,7 +475,7 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
     # The chain's end decides first: a record sent back to the schedule was delivered (offsets
     # move past it) but not consumed, so "waiting in the schedule" outranks offset evidence.
     final_state = (F.when(last_kind == "DLQ", "DLQ")
-                   .when(last_kind == "SCHEDULE", "RETRYING")
+                   .when(last_kind.isin("SCHEDULE", "TIMER"), "RETRYING")
                    .when(consumed, "CONSUMED")
                    .when(last_kind == "RETRY", "RETRYING")
                    .otherwise("UNCONSUMED"))

@@ -30,7 +30,16 @@ import pyarrow as pa
 
 from assets.checks import sql_fragment
 from assets.lineage import INPUT_TABLES, RECORD_COLUMNS
-from broker_core.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
+from broker_core.constants import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    POP_RETRY_V2_SEPARATOR,
+    PROP_TIMER_DEQUEUE_MS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SYSTEM_GROUP_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    TIMER_TOPIC,
+)
 from broker_core.export.schema import RAW_TABLES
 from broker_core.message import PROP_RECONSUME_TIME
 
@@ -38,14 +47,23 @@ _RETRY, _DLQ = RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX
 
 
 def _group_of(topic: str) -> str:
-    """SQL: the group of a %RETRY%g / %DLQ%g topic, else null."""
-    return (f"CASE WHEN starts_with({topic}, '{_RETRY}') THEN substr({topic}, {len(_RETRY) + 1}) "
+    """SQL: the group of a %RETRY%g / %DLQ%g topic (of %RETRY%g+T: g), else null."""
+    return (f"CASE WHEN starts_with({topic}, '{_RETRY}') "
+            f"THEN split_part(substr({topic}, {len(_RETRY) + 1}), '{POP_RETRY_V2_SEPARATOR}', 1) "
             f"WHEN starts_with({topic}, '{_DLQ}') THEN substr({topic}, {len(_DLQ) + 1}) END")
 
 
 def _is_plain_topic(topic: str) -> str:
     return (f"NOT (starts_with({topic}, '{_RETRY}') OR starts_with({topic}, '{_DLQ}') "
-            f"OR {topic} = '{SCHEDULE_TOPIC}')")
+            f"OR {topic} = '{SCHEDULE_TOPIC}' OR starts_with({topic}, '{SYSTEM_TOPIC_PREFIX}'))")
+
+
+def _is_bookkeeping(topic: str, real_topic: str) -> str:
+    """SQL: the broker's own bookkeeping records, never message hops (names.is_bookkeeping_record)."""
+    return (f"CASE WHEN {topic} = '{TIMER_TOPIC}' "
+            f"THEN starts_with(coalesce({real_topic}, '{SYSTEM_TOPIC_PREFIX}'), '{SYSTEM_TOPIC_PREFIX}') "
+            f"ELSE starts_with({topic}, '{SYSTEM_TOPIC_PREFIX}') "
+            f"OR coalesce(starts_with({_group_of(topic)}, '{SYSTEM_GROUP_PREFIX}'), false) END")
 
 
 # Classified hops numbered along their chains, with the record facts the lineage reads; kept in a
@@ -53,7 +71,7 @@ def _is_plain_topic(topic: str) -> str:
 CHAINED_SQL = f"""
 CREATE TEMP TABLE chained AS
 WITH records AS (
-  SELECT {', '.join(RECORD_COLUMNS)} FROM commitlog
+  SELECT {', '.join(RECORD_COLUMNS)} FROM commitlog WHERE NOT ({_is_bookkeeping("topic", "real_topic")})
 ), keyed AS (
   SELECT * EXCLUDE (origin_msg_id), origin_msg_id AS rec_origin_msg_id, uniq_key AS message_key
   FROM records WHERE length(uniq_key) > 0
@@ -71,12 +89,14 @@ WITH records AS (
   SELECT * EXCLUDE (born_ts, born_host, body_crc, properties),
          properties['{PROP_RECONSUME_TIME}'] AS rec_reconsume_time,
          CASE WHEN topic = '{SCHEDULE_TOPIC}' THEN 'SCHEDULE'
+              WHEN topic = '{TIMER_TOPIC}' THEN 'TIMER'
               WHEN starts_with(topic, '{_RETRY}') THEN 'RETRY'
               WHEN starts_with(topic, '{_DLQ}') THEN 'DLQ'
-              WHEN real_topic = topic AND (delay_level > 0 OR properties['DELAY'] IS NOT NULL)
+              WHEN real_topic = topic AND (delay_level > 0 OR properties['DELAY'] IS NOT NULL
+                                           OR properties['{PROP_TIMER_DEQUEUE_MS}'] IS NOT NULL)
                 THEN 'DELIVER'
               ELSE 'PUBLISH' END AS hop_kind,
-         CASE WHEN topic = '{SCHEDULE_TOPIC}' THEN {_group_of("coalesce(real_topic, '')")}
+         CASE WHEN topic IN ('{SCHEDULE_TOPIC}', '{TIMER_TOPIC}') THEN {_group_of("coalesce(real_topic, '')")}
               ELSE {_group_of("topic")} END AS "group"
   FROM keyed
 ), numbered AS (
@@ -148,7 +168,7 @@ origins AS (
   SELECT run_id, message_key,
          coalesce(arg_min(nullif(retry_topic, ''), (store_ts, broker, phys_offset)),
                   arg_min(nullif(real_topic, ''), (store_ts, broker, phys_offset))
-                    FILTER (WHERE hop_kind = 'SCHEDULE' AND "group" IS NULL),
+                    FILTER (WHERE hop_kind IN ('SCHEDULE', 'TIMER') AND "group" IS NULL),
                   arg_min(topic, (store_ts, broker, phys_offset))
                     FILTER (WHERE hop_kind IN ('PUBLISH', 'DELIVER'))) AS origin_topic,
          coalesce(arg_min(nullif(rec_origin_msg_id, ''), (store_ts, broker, phys_offset)),
@@ -222,7 +242,7 @@ origins AS (
               ELSE p.retries END AS retries,
          p.path, p.last.topic AS final_topic,
          CASE WHEN p.last.kind = 'DLQ' THEN 'DLQ'
-              WHEN p.last.kind = 'SCHEDULE' THEN 'RETRYING'
+              WHEN p.last.kind IN ('SCHEDULE', 'TIMER') THEN 'RETRYING'
               WHEN a.phys IS NOT NULL OR coalesce(c.committed > p.consumable.qoff, false)
                 THEN 'CONSUMED'
               WHEN p.last.kind = 'RETRY' THEN 'RETRYING'

@@ -51,6 +51,18 @@ DELAY_OFFSET_FLUSH_INTERVAL_MS = 10_000  # flushDelayOffsetInterval
 # --- retry and DLQ (§5) --------------------------------------------------------------------------
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+# 5.x POP retry topics: %RETRY%<group>_<topic> (v1, the default) or %RETRY%<group>+<topic> (v2,
+# enableRetryTopicV2; KeyBuilder.buildPopRetryTopicV2). '+' is not legal in a group name
+# (TopicValidator's name pattern), so a v2 name splits at its first '+'.
+POP_RETRY_V2_SEPARATOR = "+"
+
+# --- 5.x timer messages and bookkeeping (docs/rocketmq-5x.md) -------------------------------------
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC: every timer record and roll
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"  # TopicValidator.SYSTEM_TOPIC_PREFIX: broker bookkeeping topics
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX: the broker's own groups (POP revive)
+PROP_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"  # set on every record the timer puts (a roll or the delivery)
+PROP_TIMER_OUT_MS = "TIMER_OUT_MS"  # the due time, rounded down to timerPrecisionMs
+PROP_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"  # set from the first roll on, 1, 2, ...
 DLQ_QUEUES = 1  # DLQ_NUMS_PER_GROUP
 RETRY_QUEUES_DEFAULT = 1  # SubscriptionGroupConfig.retryQueueNums
 RETRY_MAX_TIMES_DEFAULT = 16  # SubscriptionGroupConfig.retryMaxTimes

@@ -8,12 +8,18 @@ A name that passes :func:`validate_topic` / :func:`validate_group` contains only
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from broker_core.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
     GROUP_NAME_LENGTH_MAX,
+    POP_RETRY_V2_SEPARATOR,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
+    SYSTEM_GROUP_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    TIMER_TOPIC,
     TOPIC_NAME_LENGTH_MAX,
 )
 from broker_core.errors import InvalidNameError
@@ -21,7 +27,6 @@ from broker_core.errors import InvalidNameError
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 SYSTEM_TOPICS = frozenset({
     "TBW102", SCHEDULE_TOPIC, "BenchmarkTest", TRANS_HALF_TOPIC, "RMQ_SYS_TRACE_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC",
@@ -58,6 +63,59 @@ def group_of(topic: str) -> str | None:
     if is_dlq_topic(topic):
         return topic[len(DLQ_GROUP_TOPIC_PREFIX):]
     return None
+
+
+def pop_retry_v2_group(topic: str) -> str | None:
+    """The group of a 5.x POP retry topic ``%RETRY%<group>+<topic>``, or None for any other name."""
+    group = group_of(topic)
+    if group is None or not is_retry_topic(topic) or POP_RETRY_V2_SEPARATOR not in group:
+        return None
+    return group.split(POP_RETRY_V2_SEPARATOR, 1)[0]
+
+
+@dataclass(frozen=True)
+class RetryTopicOwner:
+    """Whose a ``%RETRY%`` topic is: the group, the origin topic when the name holds one (a 5.x
+    POP retry topic), and whether the name fits more than one (group, topic) the store knows."""
+
+    group: str | None
+    origin_topic: str | None = None
+    ambiguous: bool = False
+
+
+def retry_topic_owner(topic: str, groups: Iterable[str], topics: Iterable[str]) -> RetryTopicOwner | None:
+    """The owner of a ``%RETRY%`` topic, resolved against the groups and topics a store's config
+    knows (``subscriptionGroup.json``, ``topics.json``); None for any other topic.
+
+    ``%RETRY%g+T`` (POP, v2) splits at its first '+'. ``%RETRY%X`` is a push group's retry topic
+    when X is a known group, and a POP v1 retry topic ``%RETRY%g_T`` for every split of X at a '_'
+    into a known group g and a known topic T. One reading is the owner; several are ambiguous
+    (group None); none leaves X as the group, as the 4.9.4 rule reads it.
+    """
+    if not is_retry_topic(topic):
+        return None
+    rest = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+    if POP_RETRY_V2_SEPARATOR in rest:
+        group, origin = rest.split(POP_RETRY_V2_SEPARATOR, 1)
+        return RetryTopicOwner(group, origin)
+    known_groups, known_topics = set(groups), set(topics)
+    readings = [RetryTopicOwner(rest)] if rest in known_groups else []
+    readings += [RetryTopicOwner(rest[:i], rest[i + 1:]) for i, ch in enumerate(rest)
+                 if ch == "_" and rest[:i] in known_groups and rest[i + 1:] in known_topics]
+    if len(readings) > 1:
+        return RetryTopicOwner(None, None, ambiguous=True)
+    return readings[0] if readings else RetryTopicOwner(rest)
+
+
+def is_bookkeeping_record(topic: str, real_topic: str | None) -> bool:
+    """Whether a 5.x record is the broker's own bookkeeping, never a message hop: a record in an
+    ``rmq_sys_*`` topic (POP checkpoints and acks in ``rmq_sys_REVIVE_LOG_*``, broker-member sync)
+    other than a message's timer record, a timer record whose real topic is such a topic (a POP
+    checkpoint waiting in the wheel), or a retry/DLQ record of a broker group (``CID_RMQ_SYS_*``)."""
+    if topic == TIMER_TOPIC:
+        return (real_topic or SYSTEM_TOPIC_PREFIX).startswith(SYSTEM_TOPIC_PREFIX)
+    group = group_of(topic)
+    return topic.startswith(SYSTEM_TOPIC_PREFIX) or (group is not None and group.startswith(SYSTEM_GROUP_PREFIX))
 
 
 def is_system_topic(topic: str) -> bool:

@@ -207,4 +207,4 @@ LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_lineage": MESSAGE_LINEAGE,
 }
 
-HOP_KINDS = ("PUBLISH", "SCHEDULE", "DELIVER", "RETRY", "DLQ")
+HOP_KINDS = ("PUBLISH", "SCHEDULE", "TIMER", "DELIVER", "RETRY", "DLQ")

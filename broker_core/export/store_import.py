@@ -66,6 +66,7 @@ from broker_core.export.schema import RAW_TABLES
 from broker_core.message import create_message_id
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.config_files import CONSUMER_OFFSET_FILE, split_topic_group
+from broker_core.store.layout_5x import store_items_5x
 from broker_core.store.problem import Problem
 from broker_core.store.reader import CONFIG_DIR_NAME, ScanProgress, StoreReader
 
@@ -117,6 +118,9 @@ class ImportSummary:
     next_file: str | None = None
     next_offset: int | None = None
     live: bool = False
+    # 5.x store items the import does not read (timer wheel and log, compaction, RocksDB queues):
+    # path under the store root -> what was found there (broker_core.store.layout_5x).
+    store_items_5x: dict[str, str] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Problem]:
@@ -141,6 +145,7 @@ class ImportSummary:
             "live": self.live, "bytes_read": self.bytes_read, "resumed_from": self.resumed_from,
             "records_added": self.records_added, "full_import_reason": self.full_import_reason,
             "next_file": self.next_file, "next_offset": self.next_offset,
+            "store_items_5x": self.store_items_5x,
         }
 
 
@@ -441,4 +446,5 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         resumed_from=resume.offset if resume is not None else None,
         records_added=added, full_import_reason=full_reason,
         next_file=reader.resume_point.file_name if new_state is not None else None,
-        next_offset=reader.resume_point.offset if new_state is not None else None)
+        next_offset=reader.resume_point.offset if new_state is not None else None,
+        store_items_5x=store_items_5x(store_root))

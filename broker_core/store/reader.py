@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_core import names
 from broker_core.codec import (
     FIRST_RECORD_HEAD_BYTES,
     Blank,
@@ -778,6 +779,24 @@ class StoreReader:
                         else "; no usable backup")
                 problems.append(Problem(self._rel(exc.path), exc.offset or 0, "bad-config-file",
                                         f"{exc.message}{used}"))
+        return problems + self._ambiguous_retry_topics()
+
+    def _ambiguous_retry_topics(self) -> list[Problem]:
+        """A warning per %RETRY% topic in topics.json that more than one (group, topic) the store
+        knows fits: a push group's %RETRY%<group> and a 5.x POP retry topic %RETRY%<group>_<topic>
+        can be the same name, since '_' is legal in both (names.retry_topic_owner)."""
+        topics = self.topics()
+        groups = self.subscription_groups()
+        plain = [t for t in topics if not (names.is_retry_topic(t) or names.is_dlq_topic(t))]
+        problems = []
+        for name in sorted(topics):
+            owner = names.retry_topic_owner(name, groups, plain)
+            if owner is not None and owner.ambiguous:
+                problems.append(Problem(
+                    f"{CONFIG_DIR_NAME}/{config_files.TOPICS_FILE}", 0, "retry-topic-ambiguous",
+                    f"{name} fits more than one consumer group and topic this store knows (a push "
+                    f"group's %RETRY%<group>, or a POP retry topic %RETRY%<group>_<topic>): the lineage "
+                    f"gives its records to the group named by the whole rest of the name", WARNING))
         return problems
 
     def delay_offsets(self) -> dict[int, int]:

@@ -52,6 +52,10 @@ COLUMNS: dict[str, dict[str, str]] = {
     c.NO_EARLY_DELIVERY: {
         "schedule_deliveries": "run_id VARCHAR, uniq_key VARCHAR, delay_level INTEGER, lateness_ms BIGINT, "
                                "delivered_msg_id VARCHAR, delivered_ts TIMESTAMPTZ, due_ts TIMESTAMPTZ",
+        "message_hops": "run_id VARCHAR, message_key VARCHAR, hop_kind VARCHAR, broker VARCHAR, phys_offset BIGINT, "
+                        "msg_id VARCHAR, delay_level INTEGER",
+        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, store_ts TIMESTAMPTZ, "
+                     "properties MAP(VARCHAR, VARCHAR)",
     },
     c.ORIGIN_STABLE: {
         "runs": RUNS,
@@ -62,7 +66,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, final_state VARCHAR',
     },
     c.LINEAGE_MATCHES_COMMITLOG: {
-        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, uniq_key VARCHAR, topic VARCHAR",
+        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, uniq_key VARCHAR, topic VARCHAR, "
+                     "real_topic VARCHAR",
         "message_hops": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, broker VARCHAR, phys_offset BIGINT',
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hops INTEGER',
     },
@@ -111,7 +116,7 @@ def merged(*parts: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
 
 # --- hop_grammar_valid ---------------------------------------------------------------------------
 
-KINDS = {"P": "PUBLISH", "S": "SCHEDULE", "D": "DELIVER", "R": "RETRY", "Q": "DLQ"}
+KINDS = {"P": "PUBLISH", "S": "SCHEDULE", "T": "TIMER", "D": "DELIVER", "R": "RETRY", "Q": "DLQ"}
 _offsets = itertools.count(1000, 100)
 
 
@@ -128,7 +133,7 @@ def reconsumes(letters: str) -> list[int]:
 def journey(key: str, shared: str, branches: tuple[tuple, ...] = (), *, run: str = RUN,
             group: str = "g", first_index: int = 0, final_state: str = "CONSUMED", truncated: bool = False,
             lineage_rows: int = 1) -> dict[str, list[tuple]]:
-    """A message's hops as letters (P PUBLISH, S SCHEDULE, D DELIVER, R RETRY, Q DLQ): its shared
+    """A message's hops as letters (P PUBLISH, S SCHEDULE, T TIMER, D DELIVER, R RETRY, Q DLQ): its shared
     hops, then each branch of ``group`` (origin, letters[, reconsume times of each hop]), numbered
     from ``first_index`` in that order; the group's records carry their branch's ORIGIN_MESSAGE_ID.
     A SCHEDULE hop has delay level 2 + its reconsume times, the others none."""
@@ -188,13 +193,42 @@ def test_hop_grammar_passes_every_journey_a_message_may_take():
     assert violations(c.HOP_GRAMMAR, tables) == []
 
 
+def test_hop_grammar_passes_timer_messages():
+    """A 5.x timer message: TIMER, its rolls (more TIMERs), then one DELIVER; TIMERs alone while it
+    waits; a second DELIVER after a crash; then a group's retries as for any message."""
+    tables = merged(
+        journey("timer", "TD"),
+        journey("rolled", "TTTD"),
+        journey("waiting", "TT", final_state="RETRYING"),
+        journey("timer-retried", "TD", (("O1", "SRSRQ"),), final_state="DLQ"),
+        crashed("crash"),
+        journey("timer-re-put", "TDD", run="crash"),
+    )
+    assert violations(c.HOP_GRAMMAR, tables) == []
+
+
+def test_hop_grammar_reports_timer_hops_out_of_order():
+    """A DELIVER before a TIMER, two DELIVERs without a crash, a TIMER mixed with a PUBLISH or a
+    SCHEDULE: none is a timer message's journey."""
+    tables = merged(journey("m1", "TDT"), journey("m2", "TDD"), journey("m3", "PT"), journey("m4", "TSD"))
+    assert violations(c.HOP_GRAMMAR, tables) == [
+        (RUN, "m1", None, "shared hops TIMER > DELIVER > TIMER are not PUBLISH, SCHEDULE -> DELIVER or "
+                          "TIMER+ -> DELIVER"),
+        (RUN, "m2", None, "shared hops TIMER > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or "
+                          "TIMER+ -> DELIVER"),
+        (RUN, "m3", None, "shared hops PUBLISH > TIMER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
+        (RUN, "m4", None, "shared hops TIMER > SCHEDULE > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or "
+                          "TIMER+ -> DELIVER"),
+    ]
+
+
 def test_hop_grammar_reports_shared_hops_out_of_order():
     """Shared hops are PUBLISHes, or one SCHEDULE then a DELIVER (more DELIVERs only after a crash)."""
     tables = merged(journey("m1", "PD"), journey("m2", "SDD"), journey("m3", "DS"))
     assert violations(c.HOP_GRAMMAR, tables) == [
-        (RUN, "m1", None, "shared hops PUBLISH > DELIVER are not PUBLISH or SCHEDULE -> DELIVER"),
-        (RUN, "m2", None, "shared hops SCHEDULE > DELIVER > DELIVER are not PUBLISH or SCHEDULE -> DELIVER"),
-        (RUN, "m3", None, "shared hops DELIVER > SCHEDULE are not PUBLISH or SCHEDULE -> DELIVER"),
+        (RUN, "m1", None, "shared hops PUBLISH > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
+        (RUN, "m2", None, "shared hops SCHEDULE > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
+        (RUN, "m3", None, "shared hops DELIVER > SCHEDULE are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
     ]
 
 
@@ -429,6 +463,31 @@ def test_an_early_delivery_is_reported_by_either_measure():
     ]
 
 
+def test_a_timer_delivered_at_or_after_its_due_time_passes():
+    """A timer's DELIVER stored at its TIMER_OUT_MS or later passes; a schedule DELIVER (delay level
+    3) and a PUBLISH are not judged by TIMER_OUT_MS."""
+    due = 1_767_225_600_000  # 2026-01-01T00:00:00Z in epoch ms
+    at = datetime.fromtimestamp(due / 1000, UTC)
+    tables = {"message_hops": [(RUN, "t1", "DELIVER", "b", 1, "M1", 0), (RUN, "t2", "DELIVER", "b", 2, "M2", 0),
+                               (RUN, "s1", "DELIVER", "b", 3, "M3", 3), (RUN, "p1", "PUBLISH", "b", 4, "M4", 0)],
+              "commitlog": [(RUN, "b", 1, at, {"TIMER_OUT_MS": str(due)}),
+                            (RUN, "b", 2, at + timedelta(seconds=1), {"TIMER_OUT_MS": str(due)}),
+                            (RUN, "b", 3, at, {"TIMER_OUT_MS": str(due + 5000)}),
+                            (RUN, "b", 4, at, {"TIMER_DELIVER_MS": str(due + 5000)})]}
+    assert violations(c.NO_EARLY_DELIVERY, tables) == []
+
+
+def test_a_timer_delivered_before_its_due_time_is_reported():
+    """A timer's DELIVER stored before its TIMER_OUT_MS is an early delivery."""
+    due = 1_767_225_600_000
+    at = datetime.fromtimestamp(due / 1000, UTC)
+    tables = {"message_hops": [(RUN, "t1", "DELIVER", "b", 1, "M1", 0)],
+              "commitlog": [(RUN, "b", 1, at - timedelta(milliseconds=250), {"TIMER_OUT_MS": str(due)})]}
+    assert violations(c.NO_EARLY_DELIVERY, tables) == [
+        (RUN, "t1", None, "timer delivered 250 ms before its due time TIMER_OUT_MS (msgId M1)"),
+    ]
+
+
 # --- origin_and_retry_topic_stable ---------------------------------------------------------------
 
 def chain(key: str, records: list[tuple[str | None, str, int, str | None, str | None]],
@@ -489,7 +548,7 @@ def test_an_origin_that_names_another_message_is_reported():
 
 def test_lineage_that_matches_the_commit_log_passes():
     """One hop row per record, and each chain's hop count is its shared plus its group's hops."""
-    tables = {"commitlog": [(RUN, "b", 1, "m1", "T"), (RUN, "b", 2, "m1", "%RETRY%g")],
+    tables = {"commitlog": [(RUN, "b", 1, "m1", "T", None), (RUN, "b", 2, "m1", "%RETRY%g", None)],
               "message_hops": [(RUN, "m1", None, "b", 1), (RUN, "m1", "g", "b", 2)],
               "message_lineage": [(RUN, "m1", "g", 2), (RUN, "m1", "h", 1)]}
     assert violations(c.LINEAGE_MATCHES_COMMITLOG, tables) == []
@@ -497,8 +556,8 @@ def test_lineage_that_matches_the_commit_log_passes():
 
 def test_lineage_that_does_not_match_the_commit_log_is_reported():
     """A record in no hop row or in two, a hop row without a record, a lineage count that is off."""
-    tables = {"commitlog": [(RUN, "b", 1, "m1", "T"), (RUN, "b", 2, "m2", "T"), (RUN, "b", 3, "m3", "T"),
-                            (RUN, None, 4, "m4", "T")],
+    tables = {"commitlog": [(RUN, "b", 1, "m1", "T", None), (RUN, "b", 2, "m2", "T", None), (RUN, "b", 3, "m3", "T", None),
+                            (RUN, None, 4, "m4", "T", None)],
               "message_hops": [(RUN, "m1", None, "b", 1), (RUN, "m2", None, "b", 2), (RUN, "m2", "g", "b", 2),
                                (RUN, "m5", None, "b", 5), (RUN, "m4", None, None, 4)],
               "message_lineage": [(RUN, "m1", "g", 3)]}
@@ -509,6 +568,23 @@ def test_lineage_that_does_not_match_the_commit_log_is_reported():
         (RUN, "m4", None, "commit-log record at ?@4 (T) is in no hop row"),
         (RUN, "m4", None, "hop row at ?@4 has no commit-log record"),
         (RUN, "m5", None, "hop row at b@5 has no commit-log record"),
+    ]
+
+
+def test_bookkeeping_records_are_in_no_hop_row():
+    """5.x bookkeeping records (the revive topic, a POP checkpoint waiting in the timer, a broker
+    group's retry) need no hop row and may have none; a message's timer record needs one."""
+    tables = {"commitlog": [(RUN, "b", 1, "ck1", "rmq_sys_REVIVE_LOG_DefaultCluster", "rmq_sys_REVIVE_LOG_DefaultCluster"),
+                            (RUN, "b", 2, "ck1", "rmq_sys_wheel_timer", "rmq_sys_REVIVE_LOG_DefaultCluster"),
+                            (RUN, "b", 3, "u1", "%RETRY%CID_RMQ_SYS_REVIVE_GROUP", None),
+                            (RUN, "b", 4, "m1", "rmq_sys_wheel_timer", "T"),
+                            (RUN, "b", 5, "m1", "T", "T")],
+              "message_hops": [(RUN, "m1", None, "b", 5), (RUN, "ck1", None, "b", 1)],
+              "message_lineage": [(RUN, "m1", "g", 1)]}
+    assert violations(c.LINEAGE_MATCHES_COMMITLOG, tables) == [
+        (RUN, "ck1", None, "bookkeeping record at b@1 is a hop row"),
+        (RUN, "ck1", None, "hop row at b@1 has no commit-log record"),
+        (RUN, "m1", None, "commit-log record at b@4 (rmq_sys_wheel_timer) is in no hop row"),
     ]
 
 

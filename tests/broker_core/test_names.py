@@ -70,3 +70,29 @@ def test_system_and_not_allowed_send_topics():
         assert names.is_system_topic(topic)
     assert names.is_not_allowed_send_topic("SCHEDULE_TOPIC_XXXX")
     assert not names.is_not_allowed_send_topic("OrderTopic")
+
+
+def test_retry_topic_owner_reads_push_and_pop_retry_topics():
+    """%RETRY%g is g's; %RETRY%g+T is g's (POP v2); %RETRY%g_T is g's when g and T are known."""
+    groups, topics = {"order-service", "pop_group", "pg"}, {"OrderTopic", "Pay_Topic"}
+    owner = names.retry_topic_owner
+    assert owner("%RETRY%order-service", groups, topics) == names.RetryTopicOwner("order-service")
+    assert owner("%RETRY%pg+Pay_Topic", groups, topics) == names.RetryTopicOwner("pg", "Pay_Topic")
+    assert owner("%RETRY%pop_group_Pay_Topic", groups, topics) == names.RetryTopicOwner("pop_group", "Pay_Topic")
+    assert owner("%RETRY%pg_OrderTopic", groups, topics) == names.RetryTopicOwner("pg", "OrderTopic")
+    assert owner("OrderTopic", groups, topics) is None
+    assert owner("%DLQ%pg", groups, topics) is None
+
+
+def test_retry_topic_owner_marks_a_v1_name_two_readings_fit_as_ambiguous():
+    """%RETRY%a_b_c with groups a and a_b and topics b_c and c fits two (group, topic) pairs."""
+    assert names.retry_topic_owner("%RETRY%a_b_c", {"a", "a_b"}, {"b_c", "c"}) == names.RetryTopicOwner(
+        None, None, ambiguous=True)
+    # A push group named like a POP retry topic's group_topic is ambiguous too.
+    assert names.retry_topic_owner("%RETRY%g_T", {"g", "g_T"}, {"T"}) == names.RetryTopicOwner(
+        None, None, ambiguous=True)
+
+
+def test_retry_topic_owner_leaves_an_unknown_name_as_the_group():
+    """A name no known group or topic fits keeps the 4.9.4 reading: everything after %RETRY%."""
+    assert names.retry_topic_owner("%RETRY%x_y", {"g"}, {"T"}) == names.RetryTopicOwner("x_y")

@@ -1,7 +1,9 @@
 -- hop_grammar_valid: every (message, group) chain reads as a journey may.
 -- The grammar of a journey, judged in two parts.
 -- Shared hops: a PUBLISH (repeated when a producer's retried send was stored twice), or a delayed
--- publish's SCHEDULE -> DELIVER (a lone SCHEDULE while it waits).
+-- publish's SCHEDULE -> DELIVER (a lone SCHEDULE while it waits), or a 5.x timer message's
+-- TIMER+ -> DELIVER: its record in rmq_sys_wheel_timer and every roll of it, then the put to its
+-- real topic (TIMER+ alone while it waits; after a crash the timer may put it twice).
 -- A group's hops: real -> (SCHEDULE -> RETRY)* -> (SCHEDULE | DLQ)?, per branch. A message
 -- delivered twice to a group (a consumer crash or rebalance before the offset was committed, a
 -- schedule re-delivery after a broker crash) may fail twice and start two retry branches; the
@@ -54,6 +56,8 @@ shared AS (
            CAST(CASE WHEN hop_kind = 'PUBLISH' THEN 1 ELSE 0 END AS BIGINT) AS publishes,
            CAST(CASE WHEN hop_kind = 'SCHEDULE' THEN 1 ELSE 0 END AS BIGINT) AS schedules,
            CAST(CASE WHEN hop_kind = 'DELIVER' THEN 1 ELSE 0 END AS BIGINT) AS delivers,
+           CAST(CASE WHEN hop_kind = 'TIMER' THEN 1 ELSE 0 END AS BIGINT) AS timers,
+           CASE WHEN hop_kind = 'TIMER' THEN hop_index END AS last_timer_index,
            CASE WHEN hop_kind = 'SCHEDULE' THEN hop_index END AS schedule_index,
            CASE WHEN hop_kind = 'DELIVER' THEN hop_index END AS first_deliver_index,
            CAST(CASE WHEN hop_index IS NULL THEN 0 ELSE 1 END AS BIGINT) AS indexed,
@@ -66,6 +70,8 @@ shared AS (
            count(*) FILTER (WHERE h.hop_kind = 'PUBLISH') AS publishes,
            count(*) FILTER (WHERE h.hop_kind = 'SCHEDULE') AS schedules,
            count(*) FILTER (WHERE h.hop_kind = 'DELIVER') AS delivers,
+           count(*) FILTER (WHERE h.hop_kind = 'TIMER') AS timers,
+           max(h.hop_index) FILTER (WHERE h.hop_kind = 'TIMER') AS last_timer_index,
            min(h.hop_index) FILTER (WHERE h.hop_kind = 'SCHEDULE') AS schedule_index,
            min(h.hop_index) FILTER (WHERE h.hop_kind = 'DELIVER') AS first_deliver_index,
            count(h.hop_index) AS indexed, min(h.hop_index) AS first_index, max(h.hop_index) AS last_index
@@ -112,6 +118,12 @@ shared_misfits AS (
                OR (s.schedules = 1 AND s.delivers = s.n - 1
                    AND coalesce(s.schedule_first, t.first_letter = 'S', false)
                    AND (s.n <= 2 OR s.run_id IN (SELECT run_id FROM crashed)))
+               -- A timer message: TIMER+ -> DELIVER (every TIMER before the DELIVER), TIMER+ while
+               -- it waits; two DELIVERs only after a crash.
+               OR (s.timers >= 1 AND s.timers + s.delivers = s.n AND s.indexed = s.n
+                   AND (s.delivers = 0
+                        OR (s.last_timer_index < s.first_deliver_index
+                            AND (s.delivers = 1 OR s.run_id IN (SELECT run_id FROM crashed)))))
                -- A delayed publish whose SCHEDULE retention deleted: its DELIVER alone.
                OR (s.delivers = s.n AND (s.n = 1 OR s.run_id IN (SELECT run_id FROM crashed))
                    AND s.run_id IN (SELECT run_id FROM cut_runs)))
@@ -312,7 +324,7 @@ chains AS (
     LEFT JOIN group_tallies g ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
 )
 SELECT s.run_id, s.message_key, NULL AS "group",
-       'shared hops ' || s.kinds || ' are not PUBLISH or SCHEDULE -> DELIVER' AS detail
+       'shared hops ' || s.kinds || ' are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER' AS detail
 FROM shared_kinds s
 UNION ALL
 SELECT run_id, message_key, "group",

@@ -1,13 +1,23 @@
 -- lineage_matches_commitlog: every commit-log record is in exactly one hop row, every hop row is a
--- commit-log record, and each lineage row's hop count matches its hops.
-WITH offset_hashes AS (
+-- commit-log record, and each lineage row's hop count matches its hops. The broker's bookkeeping
+-- records (5.x: rmq_sys_* topics, POP checkpoints in the timer) are in no hop row, and must not be.
+WITH message_records AS (
+    SELECT c.run_id, c.broker, c.phys_offset, c.uniq_key, c.topic FROM commitlog c WHERE NOT ({{bookkeeping_record}})
+),
+bookkeeping_hops AS (
+    SELECT h.run_id, h.message_key, h.broker, h.phys_offset
+    FROM message_hops h
+    SEMI JOIN (SELECT c.run_id, c.broker, c.phys_offset FROM commitlog c WHERE {{bookkeeping_record}}) c
+      ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+),
+offset_hashes AS (
     -- How many commit-log records and hop rows name each (run, broker, offset), in one aggregate
     -- over both keyed by the triple's 64-bit hash (an integer key costs about half the values). A
     -- hash that is not named by one record and one hop row is looked at again by value below. A
     -- fault is missed only where two different triples hash alike and their faults cancel (a
     -- record without a hop row and a hop row without a record: a 2^-64 chance a pair).
     SELECT k, count(*) FILTER (WHERE record) AS records, count(*) FILTER (WHERE NOT record) AS n
-    FROM (SELECT hash(run_id, broker, phys_offset) AS k, true AS record FROM commitlog
+    FROM (SELECT hash(run_id, broker, phys_offset) AS k, true AS record FROM message_records
           UNION ALL
           SELECT hash(run_id, broker, phys_offset), false FROM message_hops)
     GROUP BY k
@@ -16,7 +26,7 @@ offsets AS (
     -- Every (run, broker, offset) of those hashes, and every one with a NULL, counted by value.
     SELECT run_id, broker, phys_offset,
            count(*) FILTER (WHERE record) AS records, count(*) FILTER (WHERE NOT record) AS n
-    FROM (SELECT run_id, broker, phys_offset, true AS record FROM commitlog
+    FROM (SELECT run_id, broker, phys_offset, true AS record FROM message_records
           WHERE hash(run_id, broker, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
              OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL
           UNION ALL
@@ -38,7 +48,7 @@ unhopped AS (
     -- Their records and hop rows are looked up for those offsets only; the IN lists keep the few
     -- odd offsets on the build side of the joins.
     SELECT c.run_id, c.uniq_key, c.broker, c.phys_offset, c.topic
-    FROM (SELECT * FROM commitlog
+    FROM (SELECT * FROM message_records
           WHERE phys_offset IN (SELECT phys_offset FROM odd WHERE unhopped) OR phys_offset IS NULL) c
     SEMI JOIN odd o
       ON o.run_id IS NOT DISTINCT FROM c.run_id AND o.broker IS NOT DISTINCT FROM c.broker
@@ -83,6 +93,10 @@ SELECT run_id, message_key, NULL,
        'hop row at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR) || ' has no commit-log record'
 FROM odd_hops
 WHERE orphan
+UNION ALL
+SELECT run_id, message_key, NULL,
+       'bookkeeping record at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR) || ' is a hop row'
+FROM bookkeeping_hops
 UNION ALL
 SELECT run_id, message_key, "group",
        'lineage says ' || CAST(hops AS VARCHAR) || ' hops, message_hops holds ' || CAST(counted AS VARCHAR)

@@ -297,3 +297,25 @@ def test_consume_queue_units_into_the_present_log_are_still_judged(retained_stor
     reader.check()
     found = {(p.file, p.offset, p.kind) for p in reader.errors}
     assert found == {(rel, units * 20, "cq-across-first-offset"), (rel, units * 20 + 20, "cq-past-commitlog")}
+
+
+def test_a_retry_topic_two_readings_fit_is_a_warning(writable_store_copy):
+    """%RETRY%a_b_c in topics.json, with groups a and a_b and topics b_c and c known, is a push or a
+    POP retry topic of two different groups: one retry-topic-ambiguous warning; %RETRY%a_b with
+    only group a and topic b known is not."""
+    from broker_core.store import config_files
+    from broker_core.store.reader import StoreReader
+
+    store = writable_store_copy()
+    config = store / "config"
+    topics = config_files.load_topics(config)
+    for name in ("b_c", "c", "b", "%RETRY%a_b_c", "%RETRY%pg_b"):
+        topics[name] = config_files.TopicConfig(name)
+    config_files.save_topics(config, topics)
+    groups = config_files.load_subscription_groups(config)
+    for name in ("a", "a_b", "pg"):
+        groups[name] = config_files.SubscriptionGroupConfig(name)
+    config_files.save_subscription_groups(config, groups)
+    found = [p for p in StoreReader(store).check() if p.kind == "retry-topic-ambiguous"]
+    assert [(p.file, p.severity, p.reason.split(" ")[0]) for p in found] == [
+        ("config/topics.json", "warning", "%RETRY%a_b_c")]

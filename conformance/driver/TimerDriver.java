@@ -1,0 +1,132 @@
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+/**
+ * Sends timer messages (RocketMQ 5.x: delay in seconds or milliseconds, or an absolute deliver
+ * time) and one plain message to a topic, consumes them with a push consumer, and prints one JSON
+ * line per send and per delivery. It stops once every message was delivered, or after the time
+ * limit; only 5.x clients have the timer setters, so it is compiled against 5.x jars only.
+ *
+ * Arguments: namesrv brokerAddr topic group plan timeoutMs. The topic (4 queues) is created on the
+ * broker first. The plan is a comma-separated list of sends, each
+ * kind:value with kind one of sec (setDelayTimeSec), ms (setDelayTimeMs), at (setDeliverTimeMs,
+ * value in ms from now, may be negative) or plain (no timer, value ignored).
+ */
+public class TimerDriver {
+    static final long ROUTE_WAIT_MS = 30_000;  // a limit: a broker that never registers fails the run
+
+    public static void main(String[] args) throws Exception {
+        int code = 1;
+        try {
+            code = run(args);
+        } catch (Throwable e) {
+            e.printStackTrace();
+        }
+        // The client's threads are not daemons: end the JVM whatever happened.
+        System.exit(code);
+    }
+
+    static int run(String[] args) throws Exception {
+        String namesrv = args[0], brokerAddr = args[1], topic = args[2], group = args[3];
+        String[] plan = args[4].split(",");
+        long timeoutMs = Long.parseLong(args[5]);
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(namesrv);
+        admin.setInstanceName(group + "-admin");
+        admin.start();
+        admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 4, 4, 6));
+        // The name server learns the topic's route from the broker's registration: wait for it.
+        long routeDeadline = System.currentTimeMillis() + ROUTE_WAIT_MS;
+        while (true) {
+            try {
+                if (!admin.examineTopicRouteInfo(topic).getQueueDatas().isEmpty()) break;
+            } catch (Exception e) {
+                if (System.currentTimeMillis() > routeDeadline) throw e;
+            }
+            Thread.sleep(200);
+        }
+        admin.shutdown();
+        Map<String, Boolean> pending = new ConcurrentHashMap<>();
+
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName(group + "-c0");
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            long now = System.currentTimeMillis();
+            for (MessageExt m : msgs) {
+                StringBuilder line = new StringBuilder("{\"event\":\"consume\"");
+                line.append(",\"uniq_key\":\"").append(m.getMsgId()).append('"');
+                line.append(",\"topic\":\"").append(m.getTopic()).append('"');
+                line.append(",\"queue_id\":").append(m.getQueueId());
+                line.append(",\"queue_offset\":").append(m.getQueueOffset());
+                line.append(",\"commit_log_offset\":").append(m.getCommitLogOffset());
+                line.append(",\"reconsume_times\":").append(m.getReconsumeTimes());
+                line.append(",\"store_ts\":").append(m.getStoreTimestamp());
+                line.append(",\"seen_ms\":").append(now);
+                line.append(",\"keys\":\"").append(m.getKeys()).append("\"}");
+                synchronized (System.out) {
+                    System.out.println(line);
+                    System.out.flush();
+                }
+                pending.remove(m.getMsgId());
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+
+        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
+        producer.setNamesrvAddr(namesrv);
+        producer.setRetryTimesWhenSendFailed(5);
+        producer.start();
+        for (int i = 0; i < plan.length; i++) {
+            String[] kv = plan[i].split(":");
+            String kind = kv[0];
+            long value = Long.parseLong(kv[1]);
+            Message msg = new Message(topic, "timer", ("timer " + i + " " + plan[i]).getBytes("UTF-8"));
+            msg.setKeys("timer-" + i);
+            long sentMs = System.currentTimeMillis();
+            switch (kind) {
+                case "sec": msg.setDelayTimeSec(value); break;
+                case "ms": msg.setDelayTimeMs(value); break;
+                case "at": msg.setDeliverTimeMs(sentMs + value); break;
+                case "plain": break;
+                default: throw new IllegalArgumentException("unknown send kind " + kind);
+            }
+            SendResult result = producer.send(msg);
+            if (result.getSendStatus() != SendStatus.SEND_OK) {
+                throw new IllegalStateException("send " + i + ": " + result);
+            }
+            pending.put(result.getMsgId(), Boolean.TRUE);
+            synchronized (System.out) {
+                System.out.println("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"timer-" + i
+                        + "\",\"kind\":\"" + kind + "\",\"value\":" + value + ",\"sent_ms\":" + sentMs
+                        + ",\"broker\":\"" + result.getMessageQueue().getBrokerName() + "\"}");
+                System.out.flush();
+            }
+        }
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        while (!pending.isEmpty() && System.currentTimeMillis() < deadline) {
+            Thread.sleep(100);
+        }
+        // Let the consumer commit its offsets to the broker before it shuts down.
+        Thread.sleep(1000);
+        producer.shutdown();
+        consumer.shutdown();
+        System.out.println("{\"event\":\"done\",\"pending\":" + pending.size() + "}");
+        return pending.isEmpty() ? 0 : 3;
+    }
+}
