@@ -74,6 +74,9 @@ public class Driver {
     // by the offset the client sends (lookMessageByOffset) and answers SYSTEM_ERROR when it finds
     // nothing, which makes DefaultMQPushConsumerImpl.sendMessageBack fall back to its own send.
     static final long REFUSED_OFFSET = 1L << 50;
+    // The real offsets of the messages refuseSendBack changed: a message whose send-back and
+    // fallback both failed is consumed again (the same object), and its record is still that one.
+    static final Map<MessageExt, Long> refusedOffsets = Collections.synchronizedMap(new IdentityHashMap<>());
     static String sideDir;
     static final Map<String, String> MODES = new HashMap<>();
 
@@ -324,6 +327,8 @@ public class Driver {
     static String consume(String group, String consumerId, int index, boolean broadcasting, String model,
                           MessageExt msg, MessageQueue q, long consumeMs) {
         long start = System.currentTimeMillis();
+        Long real = refusedOffsets.get(msg);
+        if (real != null) msg.setCommitLogOffset(real);  // consumed again: only the planned attempt is refused
         String uniq = msg.getProperty("UNIQ_KEY");
         String key = broadcasting ? uniq + "/" + index : uniq + "/" + msg.getReconsumeTimes();
         int nth = callsByKey.computeIfAbsent(group + "\t" + key, k -> new AtomicInteger()).getAndIncrement();
@@ -368,6 +373,7 @@ public class Driver {
     // The listener's MessageExt is the one the consume service sends back after a failure; pointing
     // its commit-log offset past every log makes the broker's send-back fail for real.
     static void refuseSendBack(MessageExt msg) {
+        refusedOffsets.putIfAbsent(msg, msg.getCommitLogOffset());
         msg.setCommitLogOffset(REFUSED_OFFSET);
     }
 
