@@ -42,10 +42,7 @@ import pyarrow.parquet as pq
 
 from bench import big_store, common
 from bench.common import DATA_ROOT_DEFAULT, Stats, load_note, write_result
-from bench.import_scale import READ_BUFFER_BYTES, TARGET_WRITE_FLOOR_RATIO, _profile_text, timed
-from broker_core.export.columnar import ColumnarStoreReader
-from broker_core.export.parquet import COMPRESSION, ROW_GROUP_ROWS
-from broker_core.export.schema import COMMITLOG
+from bench.import_scale import TARGET_WRITE_FLOOR_RATIO, _profile_text, floors, timed
 from broker_core.export.store_import import import_store
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -158,23 +155,7 @@ def measure_local(store: Path, work: Path, runs: int, profile_it: bool) -> dict:
     record_bytes = int(pq.read_table(work / "out" / "parquet" / "commitlog", columns=["total_size"])
                        ["total_size"].combine_chunks().to_numpy().astype("int64").sum())
     shutil.rmtree(work / "out")
-    buffer = bytearray(READ_BUFFER_BYTES)
-
-    def read_files():
-        for path in files:
-            with open(path, "rb", buffering=0) as fh:
-                while fh.readinto(buffer):
-                    pass
-
-    def write_parquet():
-        writer = pq.ParquetWriter(work / "floor.parquet", COMMITLOG, compression=COMPRESSION)
-        for start in range(0, table.num_rows, ROW_GROUP_ROWS):
-            writer.write_table(table.slice(start, ROW_GROUP_ROWS).combine_chunks())
-        writer.close()
-
-    def decode_only():
-        for batch in ColumnarStoreReader(store).batches():
-            batch.table("bench", "bench")
+    read_files, write_parquet, decode_only = floors(store, files, table, work)
 
     def local_import():
         import_store(store, work / "col", name="bench")

@@ -93,11 +93,9 @@ def main(argv: list[str] | None = None) -> Path:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _measure(args, store: Path, files: list[Path], work: Path, runs: int, messages: int) -> Path:
-    summary = import_store(store, work / "out", name="bench", decoder="columnar")
-    table = pq.read_table(work / "out" / "parquet" / "commitlog")
-    records = table.num_rows
-    record_bytes = sum(table["total_size"].to_pylist())
+def floors(store: Path, files: list[Path], table, work: Path):
+    """The measured steps beside an import: (read the commit-log files, write ``table`` to Parquet
+    with the project's settings, decode the store with the columnar decoder alone)."""
     buffer = bytearray(READ_BUFFER_BYTES)
 
     def read_files():
@@ -115,6 +113,16 @@ def _measure(args, store: Path, files: list[Path], work: Path, runs: int, messag
     def decode_only():
         for batch in ColumnarStoreReader(store).batches():
             batch.table("bench", "bench")
+
+    return read_files, write_parquet, decode_only
+
+
+def _measure(args, store: Path, files: list[Path], work: Path, runs: int, messages: int) -> Path:
+    summary = import_store(store, work / "out", name="bench", decoder="columnar")
+    table = pq.read_table(work / "out" / "parquet" / "commitlog")
+    records = table.num_rows
+    record_bytes = sum(table["total_size"].to_pylist())
+    read_files, write_parquet, decode_only = floors(store, files, table, work)
 
     paths = {
         "import-store, reference decoder": lambda: import_store(store, work / "ref", name="bench",
