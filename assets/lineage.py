@@ -208,7 +208,7 @@ def classify_hops(commitlog_df: DataFrame) -> DataFrame:
     return _with_message_key(messages).withColumns({"hop_kind": hop_kind, "group": group})
 
 
-def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
+def _chained_hops(commitlog_df: DataFrame, runs_df: DataFrame | None = None) -> DataFrame:
     """Classified records numbered along their chains, range-partitioned by (run_id, message_key).
 
     This is the lineage's one shuffle of the records: every window here and in the lineage
@@ -216,7 +216,8 @@ def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
     write sorted by (run_id, message_key, ...) needs only a sort within each partition. Besides
     the message_hops columns the rows keep the record facts the lineage reads (uniq_key,
     queue_offset, retry_topic, real_topic, and the record's own ORIGIN_MESSAGE_ID as
-    rec_origin_msg_id).
+    rec_origin_msg_id). ``runs_df`` gives each broker's delay levels (``delay_levels_ms``),
+    which tell a SCHEDULE record's delivery from a copy (:func:`_with_schedule_delivery`).
     """
     hops = (classify_hops(commitlog_df.select(*RECORD_COLUMNS))
             .withColumnRenamed("origin_msg_id", "rec_origin_msg_id")
@@ -229,14 +230,23 @@ def _chained_hops(commitlog_df: DataFrame) -> DataFrame:
         "hop_index": F.when(F.col("group").isNull(), position).otherwise(shared + position),
         "chain_next_ts": F.lead("store_ts").over(chain),
     })
-    return _with_schedule_delivery(hops)
+    return _with_schedule_delivery(hops, _level_delays(runs_df) if runs_df is not None else None)
 
 
 # The records the schedule re-puts from a SCHEDULE record keep its DELAY and reconsume times.
 _REPUT_KINDS = ("DELIVER", "RETRY", "DLQ")
 
 
-def _with_schedule_delivery(hops: DataFrame) -> DataFrame:
+def _level_delays(runs_df: DataFrame) -> DataFrame:
+    """(run_id, broker, delay_level, _level_delay_ms) for every level a run's broker knows."""
+    levels = runs_df.where(F.col("broker").isNotNull()).select(
+        "run_id", "broker", F.posexplode("delay_levels_ms").alias("_pos", "_level_delay_ms"))
+    return (levels.where(F.col("_level_delay_ms").isNotNull())
+            .select("run_id", "broker", (F.col("_pos") + 1).cast("int").alias("delay_level"), "_level_delay_ms")
+            .dropDuplicates(["run_id", "broker", "delay_level"]))
+
+
+def _with_schedule_delivery(hops: DataFrame, level_delays: DataFrame | None = None) -> DataFrame:
     """``next_store_ts`` and ``dwell_ms`` of each hop: a SCHEDULE hop's next store time is its
     delivery's, every other hop's the next hop's in its chain.
 
@@ -249,28 +259,42 @@ def _with_schedule_delivery(hops: DataFrame) -> DataFrame:
     retry sequences interleave in the chain and the next hop is not the delivery. A SCHEDULE hop
     without a delivery (still waiting, or lost) keeps the next hop of its chain.
 
+    A SCHEDULE record waits from its due time, its store time plus its level's delay (the
+    broker's delay table, ``level_delays``: the schedule delivers it no earlier), or from its
+    store time where the level's delay is not known. So a copy stored after a newer SCHEDULE of
+    the same level, before that one was due, pairs with nothing rather than with it. The
+    schedule and its deliveries are one broker's: pairs are sought within a broker.
+
     The matching is a running count of waiting SCHEDULE records that never goes below zero: with
-    ``c`` the running sum of +1 per SCHEDULE and -1 per re-put, the count waiting before a row is
-    ``c - min(0, least c so far)``, and a re-put is paired when it is positive; the k-th SCHEDULE
-    then pairs with the k-th paired re-put.
+    ``c`` the running sum of +1 per SCHEDULE and -1 per re-put, in the order of their waiting
+    and store times, the count waiting before a row is ``c - min(0, least c so far)``, and a
+    re-put is paired when it is positive; the k-th SCHEDULE then pairs with the k-th paired re-put.
     """
     kind = F.col("hop_kind")
+    if level_delays is not None:
+        hops = hops.join(F.broadcast(level_delays), ["run_id", "broker", "delay_level"], "left")
+    else:
+        hops = hops.withColumn("_level_delay_ms", F.lit(None).cast("long"))
     role = (F.when(kind == "SCHEDULE", F.lit(0))
             .when(kind.isin(*_REPUT_KINDS) & (F.col("delay_level") > 0), F.lit(1)))
-    pair_key = ("run_id", "message_key", "group", "rec_origin_msg_id", "delay_level", "reconsume_times")
-    in_order = Window.partitionBy(*pair_key).orderBy(*RECORD_ORDER)
-    step = F.when(role == 0, F.lit(1)).when(role == 1, F.lit(-1)).otherwise(F.lit(0))
-    counted = hops.withColumns({
-        "pair_role": role,
-        "_sum_before": F.sum(step).over(in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)) - step,
-    })
+    waits_from = F.when((kind == "SCHEDULE") & F.col("_level_delay_ms").isNotNull(),
+                        F.timestamp_millis(F.unix_millis("store_ts") + F.col("_level_delay_ms"))
+                        ).otherwise(F.col("store_ts"))
+    pair_key = ("run_id", "message_key", "group", "broker", "rec_origin_msg_id", "delay_level", "reconsume_times")
+    # A SCHEDULE due at the moment a re-put is stored is waiting for it (role 0 before role 1).
+    event_order = ("_waits_from", "pair_role", *RECORD_ORDER)
+    hops = hops.withColumns({"_waits_from": waits_from, "pair_role": role})
+    in_order = Window.partitionBy(*pair_key).orderBy(*event_order)
+    step = F.when(F.col("pair_role") == 0, F.lit(1)).when(F.col("pair_role") == 1, F.lit(-1)).otherwise(F.lit(0))
+    counted = hops.withColumn(
+        "_sum_before", F.sum(step).over(in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)) - step)
     lowest_before = F.least(F.lit(0), F.coalesce(
         F.min("_sum_before").over(in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)), F.lit(0)))
     paired_role = (F.when(F.col("pair_role") == 0, F.lit(0))
                    .when((F.col("pair_role") == 1) & (F.col("_sum_before") - lowest_before > 0), F.lit(1)))
     classed = counted.withColumn("pair_class", paired_role)
     ranked = classed.withColumn(
-        "pair_rank", F.row_number().over(Window.partitionBy(*pair_key, "pair_class").orderBy(*RECORD_ORDER)))
+        "pair_rank", F.row_number().over(Window.partitionBy(*pair_key, "pair_class").orderBy(*event_order)))
     pairs = Window.partitionBy(*pair_key).orderBy("pair_rank", "pair_class")
     nxt_rank, nxt_class = F.lead("pair_rank").over(pairs), F.lead("pair_class").over(pairs)
     delivered_ts = F.when((F.col("pair_class") == 0) & (nxt_class == 1) & (nxt_rank == F.col("pair_rank")),
@@ -281,17 +305,18 @@ def _with_schedule_delivery(hops: DataFrame) -> DataFrame:
     return ranked.withColumns({
         "next_store_ts": next_store_ts,
         "dwell_ms": F.unix_millis(next_store_ts) - F.unix_millis("store_ts"),
-    }).drop("pair_role", "pair_class", "pair_rank", "_sum_before", "chain_next_ts")
+    }).drop("pair_role", "pair_class", "pair_rank", "_sum_before", "chain_next_ts", "_waits_from",
+            "_level_delay_ms")
 
 
-def build_message_hops(commitlog_df: DataFrame) -> DataFrame:
+def build_message_hops(commitlog_df: DataFrame, runs_df: DataFrame | None = None) -> DataFrame:
     """message_hops: one row per commit-log record of a journey, numbered along its chain.
 
     Shared hops (group null) are ordered by (store_ts, broker, phys_offset) and numbered from 0; a group's
     hops are ordered the same way and numbered after the shared ones. ``next_store_ts`` is the
     next hop's store time in the same chain (for a shared hop, the next shared hop).
     """
-    return conform(_chained_hops(commitlog_df), MESSAGE_HOPS)
+    return conform(_chained_hops(commitlog_df, runs_df), MESSAGE_HOPS)
 
 
 # --- lineage -----------------------------------------------------------------------------------
@@ -619,7 +644,9 @@ def read_run_tables(spark: SparkSession, run_dir: str | Path) -> dict[str, DataF
         location = f"{parquet}/{name}"
         schema = RAW_TABLES[name]
         if _has_parquet(spark, location):
-            tables[name] = conform(spark.read.parquet(location), schema)
+            # The runs parts of a run's brokers may come from imports of different versions.
+            reader = spark.read.option("mergeSchema", "true") if name == "runs" else spark.read
+            tables[name] = conform(reader.parquet(location), schema)
         elif name == "commitlog" and is_uri(run_dir):
             raise BadInputError("no parquet/commitlog table: not a run directory", where=str(run_dir))
         else:
@@ -651,7 +678,7 @@ def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
     counts: dict[str, int] = {}
     # Both tables are built from the same chained hops: kept after the first write (spilling to
     # local disk when memory is short) so the second does not read and shuffle the records again.
-    chained = _chained_hops(tables["commitlog"]).persist(StorageLevel.MEMORY_AND_DISK)
+    chained = _chained_hops(tables["commitlog"], tables["runs"]).persist(StorageLevel.MEMORY_AND_DISK)
     kept = [chained]
     try:
         # Sorted before conform(): the hops are range-partitioned by (run_id, message_key), so

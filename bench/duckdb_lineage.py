@@ -109,36 +109,54 @@ WITH records AS (
               WHEN hop_kind IN ('DELIVER', 'RETRY', 'DLQ') AND delay_level > 0 THEN 1 END AS pair_role
   FROM classified
   WINDOW chain AS (PARTITION BY run_id, message_key, "group" ORDER BY store_ts, broker, phys_offset)
+), level_delays AS (
+  SELECT DISTINCT run_id, broker, delay_level::INTEGER AS delay_level, level_delay_ms
+  FROM (SELECT run_id, broker, generate_subscripts(delay_levels_ms, 1) AS delay_level,
+               unnest(delay_levels_ms) AS level_delay_ms
+        FROM runs WHERE broker IS NOT NULL)
+  WHERE level_delay_ms IS NOT NULL
+), waiting AS (
+  -- A SCHEDULE record waits from its due time when its level's delay is known (assets.lineage).
+  SELECT n.*, CASE WHEN n.hop_kind = 'SCHEDULE' AND d.level_delay_ms IS NOT NULL
+                   THEN n.store_ts + to_milliseconds(d.level_delay_ms)
+                   ELSE n.store_ts END AS waits_from
+  FROM numbered n LEFT JOIN level_delays d USING (run_id, broker, delay_level)
 ), counted AS (
   -- A SCHEDULE hop's delivery (assets.lineage): each re-put record pairs with the oldest SCHEDULE
-  -- still waiting before it in its (message, group, ORIGIN_MESSAGE_ID, level, reconsume times);
-  -- the waiting count is the running sum of +1/-1 kept from going below zero.
+  -- still waiting before it in its (message, group, broker, ORIGIN_MESSAGE_ID, level, reconsume
+  -- times); the waiting count is the running sum of +1/-1 kept from going below zero.
   SELECT *, sum(CASE pair_role WHEN 0 THEN 1 WHEN 1 THEN -1 ELSE 0 END) OVER in_order
             - CASE pair_role WHEN 0 THEN 1 WHEN 1 THEN -1 ELSE 0 END AS sum_before
-  FROM numbered
-  WINDOW in_order AS (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level, reconsume_times
-                      ORDER BY store_ts, broker, phys_offset ROWS UNBOUNDED PRECEDING)
+  FROM waiting
+  WINDOW in_order AS (PARTITION BY run_id, message_key, "group", broker, rec_origin_msg_id, delay_level,
+                                   reconsume_times
+                      ORDER BY waits_from, pair_role NULLS FIRST, store_ts, broker, phys_offset
+                      ROWS UNBOUNDED PRECEDING)
 ), classed AS (
   SELECT *, CASE WHEN pair_role = 0 THEN 0
                  WHEN pair_role = 1 AND sum_before - least(0, min(sum_before) OVER in_order) > 0 THEN 1
             END AS pair_class
   FROM counted
-  WINDOW in_order AS (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level, reconsume_times
-                      ORDER BY store_ts, broker, phys_offset ROWS UNBOUNDED PRECEDING)
+  WINDOW in_order AS (PARTITION BY run_id, message_key, "group", broker, rec_origin_msg_id, delay_level,
+                                   reconsume_times
+                      ORDER BY waits_from, pair_role NULLS FIRST, store_ts, broker, phys_offset
+                      ROWS UNBOUNDED PRECEDING)
 ), ranked AS (
-  SELECT *, row_number() OVER (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level,
-                                            reconsume_times, pair_class
-                               ORDER BY store_ts, broker, phys_offset) AS pair_rank
+  SELECT *, row_number() OVER (PARTITION BY run_id, message_key, "group", broker, rec_origin_msg_id,
+                                            delay_level, reconsume_times, pair_class
+                               ORDER BY waits_from, pair_role NULLS FIRST, store_ts, broker, phys_offset)
+            AS pair_rank
   FROM classed
 ), paired AS (
-  SELECT * EXCLUDE (chain_next_ts, pair_role, pair_class, pair_rank, sum_before),
+  SELECT * EXCLUDE (chain_next_ts, pair_role, pair_class, pair_rank, sum_before, waits_from),
          CASE WHEN hop_kind = 'SCHEDULE'
               THEN coalesce(CASE WHEN pair_class = 0 AND lead(pair_class) OVER pairs = 1
                                       AND lead(pair_rank) OVER pairs = pair_rank
                                  THEN lead(store_ts) OVER pairs END, chain_next_ts)
               ELSE chain_next_ts END AS next_store_ts
   FROM ranked
-  WINDOW pairs AS (PARTITION BY run_id, message_key, "group", rec_origin_msg_id, delay_level, reconsume_times
+  WINDOW pairs AS (PARTITION BY run_id, message_key, "group", broker, rec_origin_msg_id, delay_level,
+                                reconsume_times
                    ORDER BY pair_rank, pair_class NULLS FIRST)
 )
 SELECT *, epoch_ms(next_store_ts) - epoch_ms(store_ts) AS dwell_ms
@@ -282,7 +300,7 @@ def _input_table(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str) -> No
     folder = run_dir / "parquet" / name
     if any(folder.glob("*.parquet")):
         con.execute(f"CREATE OR REPLACE VIEW _all_{name} AS "
-                    f"SELECT * FROM read_parquet('{folder}/*.parquet')")
+                    f"SELECT * FROM read_parquet('{folder}/*.parquet', union_by_name = true)")
     else:
         con.register(f"_{name}_empty", pa.table({f.name: pa.array([], f.type) for f in RAW_TABLES[name]}))
         con.execute(f"CREATE OR REPLACE VIEW _all_{name} AS SELECT * FROM _{name}_empty")

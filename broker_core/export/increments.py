@@ -252,7 +252,9 @@ def plan_resume(state: ImportState | None, reader: StoreReader, store_root: Path
         return None, "the broker's master and slave are both in the run: they are merged from whole imports"
     if state.store_dir != str(store_root):
         return None, f"the last import of broker {state.broker} read another store ({state.store_dir})"
-    if reader.file_size != state.file_size:
+    # A last import that found only an empty file (a live broker's first, just created) read
+    # nothing and learnt no size: it is gone on from like any other.
+    if state.file_size and reader.file_size != state.file_size:
         return None, (f"the commit-log files are {reader.file_size} bytes, the last import read "
                       f"{state.file_size}-byte files")
     first = reader.first_offset

@@ -278,6 +278,11 @@ def _write_runs(master: Path | None, slave: Path | None, dest: Path, part: str, 
     row["sim_end_ts"] = max(ends) if ends else None
     row["records_written"] = result.records
     row["msg_id_hosts"] = sorted({h for r in rows for h in (r["msg_id_hosts"] or [])})
+    # Both sides run one delay table; a level one side has no schedule record of is read from the other.
+    levels = [r.get("delay_levels_ms") or [] for r in rows]
+    known = [next((side[k] for side in levels if k < len(side) and side[k] is not None), None)
+             for k in range(max(map(len, levels)))]
+    row["delay_levels_ms"] = known or None
     writer = TableWriter(dest, "runs", part=part)
     writer.write(row)
     writer.close()

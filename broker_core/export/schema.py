@@ -116,6 +116,11 @@ RUNS = pa.schema([
     # The store-host part (address and port, upper-case hex) of the offset msgIds of the broker's
     # records: an ORIGIN_MESSAGE_ID that starts with one of them names a record of this broker.
     ("msg_id_hosts", pa.list_(pa.string())),
+    # The delay in ms of each delay level (element k-1 for level k): a simulation's
+    # messageDelayLevel; an import's as read from its schedule queues (null for a level whose
+    # queue holds nothing to read it from). The lineage pairs a SCHEDULE record with its delivery
+    # by it: a delivery is never stored before its record's due time.
+    ("delay_levels_ms", pa.list_(pa.int64())),
 ])
 
 # One row per message a producer tried to send (simulation only): the ground truth that lets the

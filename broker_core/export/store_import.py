@@ -245,6 +245,13 @@ def commitlog_rows(store_dir: Path, run_id: str, broker: str) -> Iterator[dict]:
         yield dict(zip(COMMITLOG_COLUMNS, values, strict=True))
 
 
+def delay_levels_list(delays: dict[int, int]) -> list[int | None] | None:
+    """``runs.delay_levels_ms`` from {level: delay ms}: element k-1 for level k, null where unknown."""
+    if not delays:
+        return None
+    return [delays.get(level) for level in range(1, max(delays) + 1)]
+
+
 def validate_run_id(run_id: str) -> str:
     if not RUN_ID_PATTERN.fullmatch(run_id or ""):
         raise BadInputError(f"run id {run_id!r} must match [A-Za-z0-9_-]+",
@@ -403,7 +410,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                           "records_written": reader.record_count, "version": _version(),
                           "source": RUN_SOURCE_IMPORT, "first_offset": reader.first_offset,
                           "broker": broker,
-                          "msg_id_hosts": sorted(msg_id_host(h) for h in store_hosts(files))})
+                          "msg_id_hosts": sorted(msg_id_host(h) for h in store_hosts(files)),
+                          "delay_levels_ms": delay_levels_list(reader.schedule_delays())})
             rows_by_table["runs"] = writer.close()
 
             for table in RAW_TABLES:

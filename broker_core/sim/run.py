@@ -120,7 +120,8 @@ def simulate(scenario_path: str | Path, out_dir: str | Path, *, seed: int | None
             "sim_start_ts": world.start_ms, "sim_end_ts": world.sim.now(), "wall_seconds": wall,
             "messages_produced": counts["produced"], "records_written": records,
             "version": _version(), "source": SOURCE_SIMULATION, "broker": scenario.broker.name,
-            "msg_id_hosts": [msg_id_host(scenario.broker.store_host)]}])
+            "msg_id_hosts": [msg_id_host(scenario.broker.store_host)],
+            "delay_levels_ms": list(scenario.broker.delay_levels_ms) or None}])
         tables["runs"] = 1
     return RunSummary(run_id=scenario.name, seed=scenario.seed, run_dir=str(out_dir),
                       sim_start_ms=world.start_ms, sim_end_ms=world.sim.now(),

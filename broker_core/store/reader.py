@@ -48,6 +48,7 @@ from broker_core.constants import (
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
     RECOVER_NORMAL_FILES_FROM_END,
+    SCHEDULE_TOPIC,
 )
 from broker_core.errors import BadInputError, CorruptRecordError
 from broker_core.message import (
@@ -285,7 +286,8 @@ class StoreReader:
             found.append(CommitLogFile(path.name, path, int(path.name), length))
         # The size every file is created at is taken from the files themselves: the most common
         # size (ties: the largest), since a torn or foreign file is the exception.
-        sizes = Counter(f.length for f in found)
+        # An empty file (a live broker's newest, just created) says nothing of the size.
+        sizes = Counter(f.length for f in found if f.length)
         if self._expected_file_size is not None:
             self.file_size = self._expected_file_size
         elif sizes:
@@ -300,7 +302,7 @@ class StoreReader:
                     self._rel(f.path), f.start + min(f.length, self.file_size), "wrong-size-file",
                     f"file is {f.length} bytes, commit-log files are {self.file_size}: "
                     "RocketMQ refuses to load such a store"))
-            elif f.start % self.file_size:
+            elif self.file_size and f.start % self.file_size:
                 # Every file starts at a multiple of the size (MappedFileQueue.getLastMappedFile).
                 self._file_problems.append(Problem(
                     self._rel(f.path), f.start, "misaligned-file-name",
@@ -318,6 +320,11 @@ class StoreReader:
             return None
         except OSError as exc:
             self._file_problems.append(Problem(CHECKPOINT_FILE_NAME, 0, "unreadable-file", str(exc)))
+            return None
+        if self.live and not data:
+            # A live broker creates the file and then maps it at full size, as its commit-log files.
+            self._file_problems.append(Problem(CHECKPOINT_FILE_NAME, 0, "checkpoint-missing",
+                                               "the checkpoint file is being created (empty)", WARNING))
             return None
         if len(data) != CHECKPOINT_FILE_SIZE_BYTES:
             self._file_problems.append(Problem(
@@ -626,6 +633,10 @@ class StoreReader:
 
     def _decodes_now(self, offset: int) -> bool:
         """Whether a whole record or a BLANK is at ``offset`` when read again now."""
+        return self._read_at(offset) is not None
+
+    def _read_at(self, offset: int) -> Record | bool | None:
+        """The record at ``offset`` read now; True for a BLANK; None when nothing whole is there."""
         for cf in self.files:
             if cf.start <= offset < cf.start + self.file_size:
                 try:
@@ -633,16 +644,16 @@ class StoreReader:
                         fh.seek(offset - cf.start)
                         head = fh.read(8)
                         if len(head) < 8:
-                            return False
+                            return None
                         total, magic = _SIZE_MAGIC.unpack_from(head)
                         if magic == BLANK_MAGIC_CODE:
                             return True
                         total = max(8, total)
                         data = head + fh.read(min(total, self.file_size) - 8)
-                    return decode_record(data, 0, check_crc=self.check_crc) is not None
+                    return decode_record(data, 0, check_crc=self.check_crc)
                 except (OSError, CorruptRecordError):
-                    return False
-        return False
+                    return None
+        return None
 
     def _check_unreachable(self, first_unread: int) -> None:
         """Later files that hold data the scan never reached (recovery deletes such files)."""
@@ -704,6 +715,55 @@ class StoreReader:
                         yield path, pos + i, CqUnit(start_unit + (pos + i) // CQ_UNIT_SIZE_BYTES,
                                                     phys, size, tags)
                     pos += len(chunk)
+
+    def schedule_delays(self) -> dict[int, int]:
+        """The delay in ms of each delay level whose schedule queue the store holds, read from
+        the store itself: a ``SCHEDULE_TOPIC_XXXX`` consume-queue unit's tags code is its record's
+        deliver time, the record's store time plus its level's delay (CommitLog
+        checkMessageAndReturnSize), so the two differ by the broker's ``messageDelayLevel`` entry.
+
+        Each level is read from the last unit of its queue that names a whole record of the
+        valid log (the broker's current table); a level whose queue holds none is left out.
+        Call after a complete scan of :meth:`entries`.
+        """
+        end = self.valid_end if self.valid_end is not None and not self.live else _OFFSET_MAX
+        delays: dict[int, int] = {}
+        for topic, queue_id, files in self.consume_queues():
+            if topic != SCHEDULE_TOPIC or queue_id < 0:
+                continue
+            for unit in self._last_units(files):
+                if not (self.first_offset <= unit.phys_offset and unit.phys_offset + unit.size <= end):
+                    continue
+                record = self._read_at(unit.phys_offset)
+                if isinstance(record, Record) and record.topic == SCHEDULE_TOPIC:
+                    delays[queue_id + 1] = unit.tags_code - record.store_ts
+                    break
+        return delays
+
+    def _last_units(self, files: list[Path], count: int = 8) -> Iterator[CqUnit]:
+        """Up to ``count`` units from the end of a queue, last first (the written units are a
+        prefix of each file; the rest is zeros)."""
+        for path in reversed(files):
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            units = len(data) // CQ_UNIT_SIZE_BYTES
+            lo, hi = 0, units  # the first unit index at or past which every unit is empty
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if any(data[mid * CQ_UNIT_SIZE_BYTES:(mid + 1) * CQ_UNIT_SIZE_BYTES]):
+                    lo = mid + 1
+                else:
+                    hi = mid
+            start_unit = int(path.name) // CQ_UNIT_SIZE_BYTES
+            for index in range(lo - 1, max(lo - 1 - count, -1), -1):
+                phys, size, tags = CQ_UNIT.unpack_from(data, index * CQ_UNIT_SIZE_BYTES)
+                if phys >= 0 and size > 0:
+                    yield CqUnit(start_unit + index, phys, size, tags)
+                    count -= 1
+            if count <= 0 or lo:
+                return
 
     def _check_consume_queues(self, valid_end: int) -> list[Problem]:
         """Units that point outside the commit log that should be there.

@@ -110,11 +110,11 @@ def frame(spark, rows, schema):
 def lineage_of(spark, commitlog, attempts=(), offsets=(), produced_rows=(), runs_rows=()):
     """Build hops and lineage; per run: (hops by (key, group, index), lineage by (key, group))."""
     cl = frame(spark, list(commitlog), COMMITLOG)
-    hops = build_message_hops(cl)
+    runs_df = frame(spark, list(runs_rows), RUNS)
+    hops = build_message_hops(cl, runs_df)
     lineage = build_message_lineage(hops, cl, frame(spark, list(attempts), CONSUME_ATTEMPTS),
                                     frame(spark, list(offsets), CONSUMER_OFFSETS),
-                                    frame(spark, list(produced_rows), PRODUCED),
-                                    frame(spark, list(runs_rows), RUNS))
+                                    frame(spark, list(produced_rows), PRODUCED), runs_df)
     runs: dict[str, tuple[dict, dict]] = {}
     for r in hops.collect():
         runs.setdefault(r.run_id, ({}, {}))[0][(r.message_key, r.group, r.hop_index)] = r
@@ -558,6 +558,39 @@ INTERLEAVED = [
                               (9840, SCHED, 5200), (9850, "%RETRY%G8", 6200))],
 ]
 
+# U9, after a broker outage (as a real 4.9.4 broker wrote it): its SCHEDULE record S1 was delivered
+# (R1), the broker was killed and restarted, the message was handed out again and sent back once
+# more (S2), and the restarted broker re-put S1 a second time (R1', its delay offset died with it)
+# before S2 was due; S2's own delivery R2 came 1 s after S2. In a run whose broker's delay levels
+# are known, R1' is stored before S2 is due, so it cannot be S2's delivery; where they are not
+# known (no runs row), the copy pairs with S2, the oldest SCHEDULE waiting when it is stored.
+LEVEL_DELAYS_RUN, NO_LEVELS_RUN = "outage-levels", "outage-no-levels"
+OUTAGE_DELAYS_MS = [1000, 1000, 1000]
+OUTAGE_REPUT = [
+    rec(phys, topic, at, uniq="U9", origin="M9900" if topic != "Basket" else None, run=run,
+        real_topic=None if topic == "Basket" else "%RETRY%G9", retry_topic=None if topic == "Basket" else "Basket",
+        delay=0 if topic == "Basket" else 3, queue_id=2 if topic == SCHED else 0,
+        reconsume=0 if topic == "Basket" else 1)
+    for run in (LEVEL_DELAYS_RUN, NO_LEVELS_RUN)
+    for phys, topic, at in ((9900, "Basket", 0), (9910, SCHED, 10), (9920, "%RETRY%G9", 1010),
+                            (9930, SCHED, 5000), (9940, "%RETRY%G9", 5100), (9950, "%RETRY%G9", 6000))]
+OUTAGE_RUNS = [{"run_id": LEVEL_DELAYS_RUN, "source": "import", "broker": "broker-a", "first_offset": 0,
+                "msg_id_hosts": ["0A00000100002A9F"], "delay_levels_ms": OUTAGE_DELAYS_MS}]
+
+
+def test_a_copy_stored_before_a_newer_schedule_record_is_due_is_not_its_delivery(built):
+    """With the broker's delay levels known, a SCHEDULE record waits from its due time: the re-put
+    copy a restarted broker stored 100 ms after a newer SCHEDULE record of the same level pairs
+    with nothing, and that record dwells its level's 1 s until its own delivery. Without them the
+    copy is taken for the newer record's delivery (the lineage cannot tell them apart)."""
+    expected = {
+        LEVEL_DELAYS_RUN: [("SCHEDULE", 1000), ("RETRY", 3990), ("SCHEDULE", 1000), ("RETRY", 900), ("RETRY", None)],
+        NO_LEVELS_RUN: [("SCHEDULE", 1000), ("RETRY", 3990), ("SCHEDULE", 100), ("RETRY", 900), ("RETRY", None)],
+    }
+    for run, dwells in expected.items():
+        hops, _lineage = built[run]
+        assert [(h[1], hops[("U9", "G9", h[0])].dwell_ms) for h in chain(hops, "U9", "G9")[1:]] == dwells, run
+
 
 def test_a_schedule_hop_dwells_until_its_own_delivery_when_retry_sequences_interleave(built):
     """A SCHEDULE hop's next_store_ts is the record the schedule re-put from it (each re-put record
@@ -582,9 +615,9 @@ def built(spark):
     return lineage_of(
         spark,
         PLAIN + DELAYED + TWO_GROUPS + NO_UNIQ + STATES + IMPORTED + manifest_commitlog() + TRUNCATED
-        + HEADLESS + CROSS_BROKER + INTERLEAVED,
+        + HEADLESS + CROSS_BROKER + INTERLEAVED + OUTAGE_REPUT,
         DELAYED_ATTEMPTS + TWO_GROUPS_ATTEMPTS + NO_UNIQ_ATTEMPTS + STATES_ATTEMPTS,
-        IMPORTED_OFFSETS, STATES_PRODUCED, CUT_RUNS + TWO_BROKER_RUNS)
+        IMPORTED_OFFSETS, STATES_PRODUCED, CUT_RUNS + TWO_BROKER_RUNS + OUTAGE_RUNS)
 
 
 # --- run directories ---------------------------------------------------------------------------

@@ -67,6 +67,8 @@ def test_every_table_exists_with_its_schema(store_fixtures, tmp_path):
     runs = read_table(tmp_path / "run", "runs").to_pylist()
     assert len(runs) == 1 and runs[0]["source"] == "import" and runs[0]["run_id"] == "broker-a"
     assert runs[0]["records_written"] == 112
+    # Levels 3 and 4 of the fixture broker's "1s 2s 3s 4s ..." table, read from its schedule queues.
+    assert runs[0]["delay_levels_ms"] == [None, None, 3000, 4000]
     delay = read_table(tmp_path / "run", "delay_offsets").to_pylist()
     assert [(r["delay_level"], r["offset"]) for r in delay] == [(3, 22), (4, 8)]
     assert read_table(tmp_path / "run", "store_problems").num_rows == 0

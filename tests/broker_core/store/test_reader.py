@@ -115,6 +115,60 @@ def test_checkpoint_and_config(store_fixtures, manifest_data):
     assert reader.consumer_offsets() == {} and reader.topics() == {}
 
 
+def test_schedule_delays_are_read_from_the_schedule_queues(store_fixtures, manifest_data):
+    """The store names its own delay levels: each schedule queue's tags code minus its record's
+    store time is the broker's messageDelayLevel entry for that level (levels 3 and 4 are the
+    ones the fixture's scheduler used), in the clean and the crashed store alike."""
+    from broker_core.delay_levels import parse_delay_levels
+
+    table = parse_delay_levels(manifest_data["storeConfig"]["messageDelayLevel"])
+    used = sorted({int(q["queueId"]) + 1 for q in manifest_data["consumeQueues"]
+                   if q["topic"] == "SCHEDULE_TOPIC_XXXX"})
+    assert used == [3, 4]
+    for store in ("store-clean", "store-crashed"):
+        reader = StoreReader(store_fixtures / store)
+        for _ in reader.entries():
+            pass
+        assert reader.schedule_delays() == {level: table[level - 1] for level in used}, store
+
+
+def test_schedule_delays_skip_units_past_the_valid_log(writable_store_copy):
+    """A schedule queue whose last unit names a record past the end of the log (a torn tail)
+    is read from the unit before it; a store without schedule queues has no delays."""
+    import shutil
+
+    store = writable_store_copy()
+    queue = store / "consumequeue" / "SCHEDULE_TOPIC_XXXX" / "2"
+    path = sorted(queue.iterdir())[-1]
+    data = bytearray(path.read_bytes())
+    end = next(i for i in range(0, len(data), 20) if not any(data[i:i + 20]))
+    data[end:end + 20] = struct.pack(">qiq", 10**9, 120, 10**12)
+    path.write_bytes(bytes(data))
+    reader = StoreReader(store)
+    for _ in reader.entries():
+        pass
+    assert reader.schedule_delays()[3] == 3000
+    shutil.rmtree(store / "consumequeue" / "SCHEDULE_TOPIC_XXXX")
+    reader = StoreReader(store)
+    for _ in reader.entries():
+        pass
+    assert reader.schedule_delays() == {}
+
+
+def test_a_live_store_whose_only_file_was_just_created_reads_as_empty(tmp_path):
+    """A broker creates a commit-log file before it maps it at full size: a store whose only file
+    is still empty has no records and no file size yet, and reading it is no error."""
+    (tmp_path / "commitlog").mkdir()
+    (tmp_path / "commitlog" / ("0" * 20)).write_bytes(b"")
+    (tmp_path / "checkpoint").write_bytes(b"")
+    assert [p.kind for p in StoreReader(tmp_path).errors] == ["wrong-size-file"]
+    for live in (True, False):
+        reader = StoreReader(tmp_path, live=live)
+        assert list(reader.entries()) == [] and reader.record_count == 0
+        if live:  # the empty checkpoint is being created: a warning; at rest it is damage
+            assert [(p.kind, p.severity) for p in reader.problems] == [("checkpoint-missing", "warning")]
+
+
 def test_not_a_store(tmp_path):
     """A missing directory or one without commitlog/ is bad input with a hint."""
     with pytest.raises(BadInputError, match="does not exist"):
