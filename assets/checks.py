@@ -32,7 +32,7 @@ from broker_core.constants import (
     SYSTEM_TOPIC_PREFIX,
     TIMER_TOPIC,
 )
-from broker_core.export.store_import import RUN_SOURCE_IMPORT
+from broker_core.export.schema import RUN_SOURCE_IMPORT
 from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX
 
 # Offending rows kept as evidence in a check's metadata (the count is always complete).

@@ -97,6 +97,10 @@ FAULTS = pa.schema([
     ("detail", pa.string()),
 ])
 
+# runs.source: where a run's records came from.
+RUN_SOURCE_SIMULATION = "simulation"
+RUN_SOURCE_IMPORT = "import"
+
 RUNS = pa.schema([
     ("run_id", pa.string()),
     ("scenario", pa.string()),

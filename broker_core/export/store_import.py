@@ -62,7 +62,7 @@ from broker_core.export.replicas import (
     other_role,
     side_dir,
 )
-from broker_core.export.schema import RAW_TABLES
+from broker_core.export.schema import RAW_TABLES, RUN_SOURCE_IMPORT
 from broker_core.message import create_message_id
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.config_files import CONSUMER_OFFSET_FILE, split_topic_group
@@ -71,7 +71,6 @@ from broker_core.store.problem import Problem
 from broker_core.store.reader import CONFIG_DIR_NAME, ScanProgress, StoreReader
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
-RUN_SOURCE_IMPORT = "import"
 OFFSET_EVENT_RESTORE = "RESTORE"
 _MAGIC_NAMES_MAX = 8  # distinct magic codes ever seen: v1 and v2; the cache stays tiny
 # How the commit log is decoded: whole slices of records into Arrow columns (columnar.py), or one

@@ -25,12 +25,12 @@ from pathlib import Path
 
 from broker_core.export.counts import run_counts
 from broker_core.export.parquet import TableWriter, atomic_dir, write_rows
+from broker_core.export.schema import RUN_SOURCE_SIMULATION
 from broker_core.sim.invariants import MANIFEST_NAME
 from broker_core.sim.recorder import Recorder
 from broker_core.sim.scenario import Scenario, load_scenario
 from broker_core.sim.world import World
 
-SOURCE_SIMULATION = "simulation"
 # While a run goes, the garbage collector's full pass runs only after this many passes over the
 # middle generation instead of CPython's 10. A run makes almost no reference cycles (an event lets
 # go of its callback once run: EventHandle.fire), yet each full pass walks every live object, and
@@ -119,7 +119,7 @@ def simulate(scenario_path: str | Path, out_dir: str | Path, *, seed: int | None
             "run_id": scenario.name, "scenario": scenario.name, "seed": scenario.seed,
             "sim_start_ts": world.start_ms, "sim_end_ts": world.sim.now(), "wall_seconds": wall,
             "messages_produced": counts["produced"], "records_written": records,
-            "version": _version(), "source": SOURCE_SIMULATION, "broker": scenario.broker.name,
+            "version": _version(), "source": RUN_SOURCE_SIMULATION, "broker": scenario.broker.name,
             "msg_id_hosts": [msg_id_host(scenario.broker.store_host)],
             "delay_levels_ms": list(scenario.broker.delay_levels_ms) or None}])
         tables["runs"] = 1
