@@ -210,7 +210,6 @@ def test_two_runs_into_one_directory_are_refused(tmp_path):
     assert (out / "keep").read_text() == "the first run's file"
 
 
-@pytest.mark.slow  # about half the runs hit a shape the audit still misreads (docs/conformance.md)
 def test_a_broker_killed_and_restarted_is_audited_as_its_clients_saw_it(tmp_path, spark):
     """broker-a killed with SIGKILL 1.5 s into the sends and restarted at 4 s: the real broker's
     abnormal recovery re-puts schedule records and hands out records whose committed offsets it
