@@ -22,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 
+from broker_core.broker.semantics import semantics_for
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.sim.scenario import Scenario
@@ -57,7 +58,14 @@ EXPLAINED = {
     "broadcast_group_absent_from_store":
         "a broadcasting group keeps its offsets in the client and drops failures: its store holds "
         "nothing of it (docs/decisions.md, 'Broadcasting groups leave no trace in a store')",
+    "broadcast_offsets_in_5x_store":
+        "a 5.x broker commits a broadcasting group's pulled offsets as the group '<group>@broadcast' "
+        "(enableBroadcastOffsetStore, on by default), so the real store shows that group consuming; "
+        "the model keeps no such offsets (docs/decisions.md, 'A 5.x store names broadcasting groups')",
 }
+# The suffix a 5.x broker gives the offsets it keeps for a broadcasting group
+# (BroadcastOffsetManager.broadcastGroupId @5.3.3).
+BROADCAST_OFFSETS_SUFFIX = "@broadcast"
 
 
 def _rows(con, sql: str, params: list | None = None) -> list[dict]:
@@ -196,6 +204,7 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                        in_outage: set[str] = frozenset()) -> dict:
     models = {g.name: g.model for g in scenario.groups}
     modes = {g.name: g.mode for g in scenario.groups}
+    semantics = semantics_for(scenario.broker.semantics)
     max_by_group = _max_reconsume(scenario)
     levels_ms = parse_delay_levels(scenario.broker.message_delay_level)
     hops = _hops(con, real_run_ids)
@@ -243,9 +252,11 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         # A retry the client sent itself (the broker refused the send-back) carries RECONSUME_TIME
         # = reconsume times + 1, and the broker routes a send to %RETRY% whose count has reached the
         # max to the DLQ at once (handleRetryAndDLQ): one retry fewer than the send-back path.
-        client_dlq = modes.get(group) != "orderly" and any(
-            c["outcome"] == SENT_BACK_BY_CLIENT and c["reconsume_times"] + 1 >= max_by_group[group]
-            for c in calls)
+        # 5.x compares with > there (one retry more than 4.9.4): the broker's semantics decide.
+        client_dlq_at = [c["reconsume_times"] for c in calls
+                         if modes.get(group) != "orderly" and c["outcome"] == SENT_BACK_BY_CLIENT
+                         and semantics.dlq_on_retry_topic_send(c["reconsume_times"] + 1, max_by_group[group])]
+        client_dlq = bool(client_dlq_at)
         dead_lettered = failures >= max_by_group[group] + 1 or client_dlq
         if any(c["status"] == SUCCESS for c in calls):
             expected_state = "CONSUMED"
@@ -275,7 +286,7 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         # The deepest retry the audit found, by reconsume count: a message handed out twice from
         # one record (a crash lost the committed offset) runs its retries twice, so the count of
         # RETRY hops can be twice the max while each sequence stopped at the max.
-        dlq_retries = max_by_group[group] - (1 if client_dlq else 0)
+        dlq_retries = min(client_dlq_at) if client_dlq else max_by_group[group]
         deepest = max((h["reconsume_times"] for h in hops.get(key, [])
                        if h["group"] == group and h["hop_kind"] == "RETRY"), default=0)
         if expected_state == "DLQ" and chain is not None and modes.get(group) != "orderly" \
@@ -300,6 +311,12 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
             "delayed_hops_early": early,
             "not_auditable": {g: {"pairs": n, "reason": EXPLAINED["broadcast_group_absent_from_store"]}
                               for g, n in sorted(not_auditable.items())}}
+
+
+def _broadcast_offsets_group(group: str, models: dict[str, str]) -> bool:
+    """Whether ``group`` is the name a 5.x broker commits a broadcasting group's offsets under."""
+    base = group.removesuffix(BROADCAST_OFFSETS_SUFFIX)
+    return base != group and models.get(base) == "broadcasting"
 
 
 def _hop_shape(h: dict) -> tuple:
@@ -362,6 +379,8 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
                 continue
             if rs is None and models.get(group) == "broadcasting":
                 differ(key, group, "broadcast_group_absent_from_store", ms, rs)
+            elif ms is None and _broadcast_offsets_group(group, models):
+                differ(key, group, "broadcast_offsets_in_5x_store", ms, rs)
             else:
                 differ(key, group, "final_state", ms, rs)
 

@@ -134,7 +134,9 @@ class Broker:
         return StoreConfig(commitlog_file_size_bytes=self.config.commitlog_file_size_bytes,
                            cq_units_per_file=self.config.cq_units_per_file,
                            message_delay_level=self.config.message_delay_level,
-                           flush=self.config.flush, store_host=self.config.store_host)
+                           flush=self.config.flush, store_host=self.config.store_host,
+                           properties_map_capacity=self.semantics.properties_map_capacity(),
+                           properties_trailing_separator=self.semantics.properties_trailing_separator())
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -153,7 +155,7 @@ class Broker:
         self.offsets.load()
         self.offsets.start()
         self.schedule = ScheduleService(self.store, self.sim, self.config_dir, self.levels_ms,
-                                        self.put, self._emit)
+                                        self.put, self._emit, semantics=self.semantics)
         self.schedule.load()
         self.schedule.start()
         self.running = True

@@ -219,6 +219,14 @@ class Scenario:
                                 f"(at most {SCENARIO_NAME_LENGTH_MAX} characters)", where="--name")
         return _replace(self, name=name)
 
+    def with_semantics(self, semantics: str) -> Scenario:
+        """The same scenario under another broker rule set ("4.9", "5.x"): a conformance run
+        plays the model with the rules of the release it runs against."""
+        if semantics not in SEMANTICS:
+            raise ScenarioError(f"broker semantics {semantics!r} is not one of {', '.join(SEMANTICS)}",
+                                where="broker.semantics")
+        return _replace(self, broker=_replace(self.broker, semantics=semantics))
+
     def with_messages(self, total: int) -> Scenario:
         """The scale knob (the CLI's --messages): the producers send ``total`` messages in all.
 

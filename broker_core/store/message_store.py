@@ -48,6 +48,7 @@ from broker_core.constants import (
 from broker_core.delay_levels import deliver_timestamp, parse_delay_levels
 from broker_core.errors import BadInputError, CorruptRecordError, CorruptStoreError, StoreStateError
 from broker_core.message import (
+    HASHMAP_CAPACITY_DEFAULT,
     PROP_DELAY,
     PROP_TAGS,
     JavaHashMap,
@@ -99,6 +100,10 @@ class StoreConfig:
     check_crc_on_recover: bool = True
     store_host: str = "127.0.0.1:10911"
     max_message_size: int = BODY_SIZE_BYTES_MAX
+    # How the delay rewrite re-serializes a message's properties: HashMap(16) and no trailing
+    # separator in 4.9.4, HashMap(128) and a trailing \x02 in 5.x (broker semantics).
+    properties_map_capacity: int = HASHMAP_CAPACITY_DEFAULT
+    properties_trailing_separator: bool = False
 
     def validate(self) -> list[int]:
         """Check the settings; return the parsed delay table (ms per level)."""
@@ -475,13 +480,16 @@ class MessageStore:
             clamped = None
             if level > self.max_delay_level:
                 level = clamped = self.max_delay_level
-            java_map = props if isinstance(props, JavaHashMap) else JavaHashMap.from_items(props.items())
-            props_string = delay_rewrite_map(java_map, topic, queue_id, clamped)
+            java_map = (props if isinstance(props, JavaHashMap)
+                        else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
+            props_string = delay_rewrite_map(java_map, topic, queue_id, clamped,
+                                             trailing_separator=self.config.properties_trailing_separator)
             topic = SCHEDULE_TOPIC
             queue_id = level - 1
             schedule_level = level
         elif props_string is None:
-            props_string = properties_to_string(props)
+            props_string = properties_to_string(props,
+                                                trailing_separator=self.config.properties_trailing_separator)
         props_bytes = props_string.encode()  # UTF-8
         if len(props_bytes) > PROPERTIES_LENGTH_BYTES_MAX:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, topic, queue_id,
