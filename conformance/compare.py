@@ -58,14 +58,7 @@ EXPLAINED = {
     "broadcast_group_absent_from_store":
         "a broadcasting group keeps its offsets in the client and drops failures: its store holds "
         "nothing of it (docs/decisions.md, 'Broadcasting groups leave no trace in a store')",
-    "broadcast_offsets_in_5x_store":
-        "a 5.x broker commits a broadcasting group's pulled offsets as the group '<group>@broadcast' "
-        "(enableBroadcastOffsetStore, on by default), so the real store shows that group consuming; "
-        "the model keeps no such offsets (docs/decisions.md, 'A 5.x store names broadcasting groups')",
 }
-# The suffix a 5.x broker gives the offsets it keeps for a broadcasting group
-# (BroadcastOffsetManager.broadcastGroupId @5.3.3).
-BROADCAST_OFFSETS_SUFFIX = "@broadcast"
 
 
 def _rows(con, sql: str, params: list | None = None) -> list[dict]:
@@ -313,12 +306,6 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                               for g, n in sorted(not_auditable.items())}}
 
 
-def _broadcast_offsets_group(group: str, models: dict[str, str]) -> bool:
-    """Whether ``group`` is the name a 5.x broker commits a broadcasting group's offsets under."""
-    base = group.removesuffix(BROADCAST_OFFSETS_SUFFIX)
-    return base != group and models.get(base) == "broadcasting"
-
-
 def _hop_shape(h: dict) -> tuple:
     system = h["topic"].startswith(_SYSTEM_PREFIXES)
     return (h["group"], h["hop_kind"], h["topic"], h["queue_id"] if system else None,
@@ -379,8 +366,6 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
                 continue
             if rs is None and models.get(group) == "broadcasting":
                 differ(key, group, "broadcast_group_absent_from_store", ms, rs)
-            elif ms is None and _broadcast_offsets_group(group, models):
-                differ(key, group, "broadcast_offsets_in_5x_store", ms, rs)
             else:
                 differ(key, group, "final_state", ms, rs)
 

@@ -1,8 +1,8 @@
 """The 5.x parts of a conformance run that need no real broker: the model's rules per release, and
-the comparison's explanation of the '<group>@broadcast' offsets a 5.x store keeps.
+the audit-vs-clients expectation of a client's retry at the max under each release's rules.
 
 The comparison runs on a real DuckDB holding the few columns it reads (message_hops, commitlog,
-message_lineage), written as the warehouse writes them.
+message_lineage), with the rows a real 5.3.3 store gave for such a message.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from conformance.run import _model_rules_of_release
 ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = ROOT / "scenarios" / "conformance.yaml"
 DEFAULT_5X = ROOT / "scenarios" / "default-5x.yaml"
-MODEL, REAL = "conformance", "conformance-real"
+REAL = "conformance-real"
 KEY = "0A0001024C036A74CBCF000000000000"
 
 
@@ -40,36 +40,52 @@ def test_a_scenario_asking_for_other_rules_than_the_release_is_refused():
     assert "default-5x.yaml" in text and "'5.x'" in text and "'4.9'" in text
 
 
-def _warehouse(lineage_rows: list[tuple[str, str, str | None]]):
-    """One PUBLISH hop per run and the given (run, group, final_state) lineage rows."""
+RETRY = "%RETRY%notice-service"
+DLQ = "%DLQ%notice-service"
+# notice-service (max 2 retries) failed every attempt; its second send-back was refused and the
+# client sent the retry itself (RECONSUME_TIME 2). The hops are what a 5.3.3 broker stored then:
+# the client's retry was retried (2 > 2 is false), and the broker's send-back at 2 went to the DLQ.
+HOPS = [("PUBLISH", "NoticeTopic", 0, 0), ("SCHEDULE", "SCHEDULE_TOPIC_XXXX", 3, 1), ("RETRY", RETRY, 3, 1),
+        ("SCHEDULE", "SCHEDULE_TOPIC_XXXX", 4, 2), ("RETRY", RETRY, 4, 2), ("DLQ", DLQ, 0, 3)]
+OUTCOMES = ["SENT_BACK", "SENT_BACK_BY_CLIENT", "SENT_BACK"]
+
+
+def _real_run():
+    """A real DuckDB with the columns the comparison reads: the hops above, their lineage, and the
+    clients' three failed attempts."""
     con = duckdb.connect()
     con.execute("""CREATE TABLE message_hops (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
                    message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
                    queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT)""")
     con.execute("""CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
-                   properties MAP(VARCHAR, VARCHAR))""")
+                   properties MAP(VARCHAR, VARCHAR), msg_id VARCHAR)""")
     con.execute("""CREATE TABLE message_lineage (run_id VARCHAR, message_key VARCHAR, "group" VARCHAR,
                    final_state VARCHAR, retries INT, path VARCHAR)""")
-    for run in (MODEL, REAL):
-        con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', 0, ?, NULL, 0, 'PUBLISH', 'OrderTopic', 0, 0, 0, NULL)",
-                    [run, KEY])
-        con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', 0, MAP {'UNIQ_KEY': ?})", [run, KEY])
-    for run, group, state in lineage_rows:
-        con.execute("INSERT INTO message_lineage VALUES (?, ?, ?, ?, 0, '')", [run, KEY, group, state])
-    return con
+    for i, (kind, topic, level, times) in enumerate(HOPS):
+        group = None if kind == "PUBLISH" else "notice-service"
+        con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)",
+                    [REAL, i * 100, KEY, group, i, kind, topic, level, times])
+        con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP {'UNIQ_KEY': ?}, ?)",
+                    [REAL, i * 100, KEY, f"M{i}"])
+    con.execute("INSERT INTO message_lineage VALUES (?, ?, 'notice-service', 'DLQ', 2, '')", [REAL, KEY])
+    consumed = [h for h in HOPS if h[0] in ("PUBLISH", "RETRY")]
+    attempts = [{"uniq_key": KEY, "group": "notice-service", "model": "CLUSTERING", "queue_topic": topic,
+                 "queue_id": 0, "queue_offset": n, "phys_offset": n, "reconsume_times": times,
+                 "status": "RECONSUME_LATER", "outcome": outcome, "start_ts": n, "consumer_id": "c0",
+                 "msg_id": f"M{n}"}
+                for n, ((_, topic, _, times), outcome) in enumerate(zip(consumed, OUTCOMES, strict=True))]
+    return con, attempts
 
 
-def test_the_broadcast_offsets_of_a_5x_store_are_explained():
-    """A group '<broadcasting group>@broadcast' only the real store has is explained, not a failure."""
-    con = _warehouse([(MODEL, "audit-broadcast", "CONSUMED"), (REAL, "audit-broadcast@broadcast", "CONSUMED")])
-    result = compare.model_vs_real(con, load_scenario(CONFORMANCE), MODEL, [REAL])
-    assert result["unexplained"] == 0 and result["explained"] == 1
-    assert set(result["explained_kinds"]) == {"broadcast_group_absent_from_store", "broadcast_offsets_in_5x_store"}
-
-
-def test_an_at_broadcast_group_of_a_clustering_group_is_not_explained():
-    """The suffix alone explains nothing: 'order-service@broadcast' (a clustering group) is a difference."""
-    con = _warehouse([(REAL, "order-service@broadcast", "CONSUMED")])
-    result = compare.model_vs_real(con, load_scenario(CONFORMANCE), MODEL, [REAL])
-    assert result["unexplained"] == 1
-    assert result["unexplained_kinds"] == {"final_state": 1}
+@pytest.mark.parametrize("rules, agrees", [("5.x", True), ("4.9", False)])
+def test_the_clients_dlq_expectation_follows_the_releases_rules(rules, agrees):
+    """A client's retry with RECONSUME_TIME = max is retried once more on 5.x (`>`): the audit of
+    such a 5.3.3 store agrees with its clients under the 5.x rules, and the 4.9 rules (>=, DLQ
+    one retry early) would call it a disagreement."""
+    con, attempts = _real_run()
+    scenario = load_scenario(CONFORMANCE).with_semantics(rules)
+    result = compare.lineage_vs_clients(con, scenario, attempts, [REAL])
+    assert result["messages"] == 1
+    assert (result["agree"], result["disagree"]) == ((1, 0) if agrees else (0, 1)), result["examples"]
+    if not agrees:
+        assert [e["what"] for e in result["examples"]] == ["dlq_after_max"]
