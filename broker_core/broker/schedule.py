@@ -25,6 +25,7 @@ from pathlib import Path
 
 from broker_core.broker import codes
 from broker_core.broker.offsets import grid_at_or_after
+from broker_core.broker.semantics import SEMANTICS_4_9, Semantics
 from broker_core.clock import EventHandle, Simulator
 from broker_core.constants import (
     DELAY_OFFSET_FLUSH_INTERVAL_MS,
@@ -44,7 +45,6 @@ from broker_core.message import (
     PROP_WAIT,
     java_ordered_properties_string,
 )
-from broker_core.broker.semantics import SEMANTICS_4_9, Semantics
 from broker_core.names import TRANS_HALF_TOPIC
 from broker_core.store.commit_log import java_parse_int
 from broker_core.store.config_files import load_delay_offsets, save_delay_offsets
