@@ -97,6 +97,11 @@ class Semantics:
         reconsume times in 4.9.4 (``ConsumeMessageOrderlyService.sendMessageBack``)."""
         return reconsume_times
 
+    def unmodelled_faults(self) -> dict[str, str]:
+        """Scenario fault kinds the model cannot play under these rules, each with the reason
+        (the scenario loader refuses them). 4.9.4: none."""
+        return {}
+
 
 @dataclass(frozen=True)
 class Semantics5x(Semantics):
@@ -152,6 +157,14 @@ class Semantics5x(Semantics):
     def orderly_send_back_reconsume_time(self, reconsume_times: int) -> int:
         """5.x clients add one (CL/impl/consumer/ConsumeMessageOrderlyService.sendMessageBack)."""
         return reconsume_times + 1
+
+    def unmodelled_faults(self) -> dict[str, str]:
+        """A killed 5.x broker recovers by its own rules (a 40-byte checkpoint with masterFlushedOffset
+        and confirmPhyOffset, ST/StoreCheckpoint.java; CommitLog.recoverAbnormally), which the model
+        does not follow: its recovery is 4.9.4's. A clean restart is the same in both."""
+        reason = ("the model recovers a killed broker as 4.9.4 does, and a 5.x broker's recovery "
+                  "(its checkpoint's confirmPhyOffset) is not modelled")
+        return {"broker_crash": reason, "torn_write": reason}
 
 
 SEMANTICS_4_9 = Semantics(version="4.9")

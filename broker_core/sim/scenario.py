@@ -40,6 +40,7 @@ from pydantic import (
 )
 
 from broker_core import names
+from broker_core.broker.semantics import semantics_for
 from broker_core.constants import (
     BODY_SIZE_BYTES_MAX,
     COMMITLOG_FILE_SIZE_BYTES_DEFAULT,
@@ -225,6 +226,11 @@ class Scenario:
         if semantics not in SEMANTICS:
             raise ScenarioError(f"broker semantics {semantics!r} is not one of {', '.join(SEMANTICS)}",
                                 where="broker.semantics")
+        unmodelled = semantics_for(semantics).unmodelled_faults()
+        for i, f in enumerate(self.faults):
+            if f.kind in unmodelled:
+                raise ScenarioError(f"faults[{i}].kind: {f.kind!r} is not modelled under broker semantics "
+                                    f"{semantics!r}: {unmodelled[f.kind]}", where=f"{self.source}:{f.line}")
         return _replace(self, broker=_replace(self.broker, semantics=semantics))
 
     def with_messages(self, total: int) -> Scenario:
@@ -877,8 +883,12 @@ class _Scenario(_Model):
         for i, p in enumerate(self.producers):
             if p.topic not in topics:
                 raise _Problem("is not a declared topic", p.topic, sub=("producers", i, "topic"))
+        unmodelled = semantics_for(self.broker.semantics).unmodelled_faults()
         for i, f in enumerate(self.faults):
             here = ("faults", i)
+            if f.kind in unmodelled:
+                raise _Problem(f"is not modelled under broker semantics {self.broker.semantics!r}: "
+                               f"{unmodelled[f.kind]}", f.kind, sub=(*here, "kind"))
             if f.group is not None and f.group not in groups:
                 raise _Problem("is not a declared group", f.group, sub=(*here, "group"))
             if f.consumer is not None:

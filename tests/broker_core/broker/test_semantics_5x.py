@@ -93,6 +93,24 @@ def test_orderly_send_back_adds_one_to_reconsume_time():
     assert SEMANTICS_4_9.orderly_send_back_reconsume_time(16) == 16
 
 
+def test_broker_kills_are_not_played_under_5x_rules():
+    """A 5.x broker's abnormal recovery (StoreCheckpoint @5.3.3 keeps confirmPhyOffset) is not
+    modelled: broker_crash and torn_write are refused, a clean restart is not."""
+    assert set(SEMANTICS_5_X.unmodelled_faults()) == {"broker_crash", "torn_write"}
+    assert SEMANTICS_4_9.unmodelled_faults() == {}
+
+
+def test_switching_a_scenario_with_a_broker_kill_to_5x_rules_is_refused_at_the_faults_line():
+    """with_semantics("5.x") (a conformance run's switch) refuses a broker_crash, naming its line."""
+    from broker_core.errors import ScenarioError
+    from broker_core.sim.scenario import load_scenario_text
+    scenario = load_scenario_text("name: t\ntopics:\n  - {name: T, queues: 1}\n"
+                                  "faults:\n  - {at: 1s, kind: broker_crash}\n", source="s.yaml")
+    with pytest.raises(ScenarioError, match=r"^s\.yaml:5: faults\[0\]\.kind: 'broker_crash'"):
+        scenario.with_semantics("5.x")
+    assert scenario.with_semantics("4.9").broker.semantics == "4.9"
+
+
 @pytest.mark.parametrize("release, expected", [("4.9.4", "4.9"), ("5.3.3", "5.x"), ("5.1.0", "5.x")])
 def test_release_numbers_pick_a_rule_set(release, expected):
     """A conformance run's release number picks the model's rules: 4.x -> "4.9", 5.x -> "5.x"."""

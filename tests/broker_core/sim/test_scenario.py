@@ -264,3 +264,18 @@ def test_first_mistake_is_reported_whole(old, new, line, message):
     assert old in BASE, f"test case does not apply: {old!r}"
     err = error_of(BASE.replace(old, new, 1))
     assert (err.where, str(err)) == (f"s.yaml:{line}", f"s.yaml:{line}: {message}")
+
+
+@pytest.mark.parametrize("kind", ["broker_crash", "torn_write"])
+def test_a_fault_5x_rules_cannot_play_is_refused_at_its_line(kind):
+    """Under broker semantics "5.x" a broker kill (whose 5.x recovery is not modelled) is refused
+    naming the file, the line, the key and the reason; the same fault loads under "4.9"."""
+    text = BASE + f"faults:\n  - {{at: 1s, kind: {kind}}}\n"
+    err = error_of(text.replace("name: t\n", 'name: t\nbroker: {semantics: "5.x"}\n'))
+    assert str(err).startswith("s.yaml:11: faults[0].kind: ")
+    assert f"'{kind}' is not modelled under broker semantics '5.x'" in str(err)
+    assert "confirmPhyOffset" in str(err)
+    assert load_scenario_text(text, source="s.yaml").faults[0].kind == kind
+    restart = BASE.replace("name: t\n", 'name: t\nbroker: {semantics: "5.x"}\n') + \
+        "faults:\n  - {at: 1s, kind: broker_restart}\n"
+    assert load_scenario_text(restart, source="s.yaml").broker.semantics == "5.x"
