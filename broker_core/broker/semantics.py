@@ -7,7 +7,8 @@ Asking for another version is a clear operating error.
 
 Paths in the 5.x comments are those of ``apache/rocketmq`` at tag ``rocketmq-all-5.3.3``:
 ``BR/`` = ``broker/src/main/java/org/apache/rocketmq/broker/``, ``CL/`` = ``client/src/main/java/
-org/apache/rocketmq/client/``, ``CM/`` = ``common/src/main/java/org/apache/rocketmq/common/``.
+org/apache/rocketmq/client/``, ``CM/`` = ``common/src/main/java/org/apache/rocketmq/common/``,
+``ST/`` = ``store/src/main/java/org/apache/rocketmq/store/``.
 """
 
 from __future__ import annotations
