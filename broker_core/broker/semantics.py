@@ -103,6 +103,11 @@ class Semantics:
         (the scenario loader refuses them). 4.9.4: none."""
         return {}
 
+    def timer_wheel(self) -> bool:
+        """Whether the broker has timer messages (TIMER_DELAY_SEC/MS, TIMER_DELIVER_MS): 4.9.4 has
+        none and stores such a message in its topic at once, its properties unread."""
+        return False
+
 
 @dataclass(frozen=True)
 class Semantics5x(Semantics):
@@ -158,6 +163,11 @@ class Semantics5x(Semantics):
     def orderly_send_back_reconsume_time(self, reconsume_times: int) -> int:
         """5.x clients add one (CL/impl/consumer/ConsumeMessageOrderlyService.sendMessageBack)."""
         return reconsume_times + 1
+
+    def timer_wheel(self) -> bool:
+        """``timerWheelEnable`` is on by default; the put hook sends a timer not yet due into
+        ``rmq_sys_wheel_timer`` (BR/util/HookUtils.handleScheduleMessage, ST/timer/TimerMessageStore)."""
+        return True
 
     def unmodelled_faults(self) -> dict[str, str]:
         """A killed 5.x broker recovers by its own rules (a 40-byte checkpoint with masterFlushedOffset

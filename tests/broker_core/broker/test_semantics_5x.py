@@ -227,3 +227,71 @@ def test_a_5x_delayed_record_is_delivered_with_the_5x_format(make_broker):
     retry = broker.pull_message(GROUP, RETRY, 0, 0, 1).records[0]
     assert _keys(retry.properties) == _keys(schedule.properties)
     assert retry.properties_trailing_separator and retry.store_host == broker.config.store_host
+
+
+# --- timer messages (5.x only) -------------------------------------------------------------------
+
+def _send_timer(broker, sim, **timer):
+    broker.create_topic("TimerTopic", 4)
+    props = {"TAGS": "t", "KEYS": "timer-0", "WAIT": "true", **timer, "UNIQ_KEY": "UK-T"}
+    resp = broker.send_message(SendRequest("TimerTopic", 1, b"timer body", props, born_ts=sim.now(),
+                                           born_host=CLIENT_HOST))
+    assert resp.ok, resp
+    return resp
+
+
+def test_a_timer_goes_through_the_wheel_topic_and_is_delivered_after_its_slot(make_broker):
+    """HookUtils.transformTimerMessage @5.3.3: TIMER_DELAY_MS=3000 sent at ...967 is stored in
+    rmq_sys_wheel_timer[0] with TIMER_OUT_MS rounded down to the second, REAL_TOPIC, REAL_QID; the
+    wheel delivers it one second after TIMER_OUT_MS (a real 5.3.3 broker: 1.0 to 1.1 s) into the
+    real topic, keeping every timer property and REAL_*, adding TIMER_ENQUEUE_MS/TIMER_DEQUEUE_MS."""
+    broker, sim, _ = make_broker(semantics="5.x")
+    sim.at(sim.now() + 967, lambda: None)  # send at ...967, as the real broker's run did
+    sim.run(until_ms=sim.now() + 967)
+    sent_at = sim.now()
+    assert sent_at % 1000 == 967
+    resp = _send_timer(broker, sim, TIMER_DELAY_MS="3000")
+    assert (resp.topic, resp.queue_id) == ("rmq_sys_wheel_timer", 0)
+    first = broker.store.look_message_by_offset(resp.phys_offset)
+    out_ms = (sent_at + 3000) // 1000 * 1000
+    assert first.properties["TIMER_OUT_MS"] == str(out_ms)
+    assert (first.properties["REAL_TOPIC"], first.properties["REAL_QID"]) == ("TimerTopic", "1")
+    sim.run(stop=lambda: broker.store.max_offset("TimerTopic", 1) > 0)
+    delivered = broker.pull_message("g", "TimerTopic", 1, 0, 1).records[0]
+    assert delivered.store_ts == out_ms + 1000
+    assert delivered.properties["TIMER_DELAY_MS"] == "3000" and "DELAY" not in delivered.properties
+    assert delivered.properties["TIMER_ENQUEUE_MS"] == str(sent_at // 1000 * 1000)
+    assert delivered.properties["TIMER_DEQUEUE_MS"] == str(out_ms + 1000)
+    assert delivered.properties["REAL_TOPIC"] == "TimerTopic" and delivered.properties_trailing_separator
+    assert (delivered.born_host, delivered.store_host) == (first.born_host, first.store_host)
+    assert broker.timer.delivered == 1 and broker.timer.pending == 0
+
+
+def test_timer_edges_follow_5_3_3(make_broker):
+    """An aligned due time moves one slot earlier; a past deliver time is stored in its own topic
+    as it is; a timer beyond timerMaxDelaySec or not a number is refused (MESSAGE_ILLEGAL)."""
+    broker, sim, _ = make_broker(semantics="5.x")
+    now = sim.now()
+    assert now % 1000 == 0
+    aligned = _send_timer(broker, sim, TIMER_DELIVER_MS=str(now + 5000))
+    assert broker.store.look_message_by_offset(aligned.phys_offset).properties["TIMER_OUT_MS"] == str(now + 4000)
+    past = _send_timer(broker, sim, TIMER_DELIVER_MS=str(now - 1000))
+    assert past.topic == "TimerTopic"
+    assert "TIMER_OUT_MS" not in broker.store.look_message_by_offset(past.phys_offset).properties
+    far = broker.send_message(SendRequest("TimerTopic", 0, b"b", {"UNIQ_KEY": "U2", "TIMER_DELAY_SEC": "259201"},
+                                          born_ts=now, born_host=CLIENT_HOST))
+    bad = broker.send_message(SendRequest("TimerTopic", 0, b"b", {"UNIQ_KEY": "U3", "TIMER_DELAY_MS": "soon"},
+                                          born_ts=now, born_host=CLIENT_HOST))
+    assert not far.ok and not bad.ok
+
+
+def test_a_delay_level_clears_the_timer_and_4_9_ignores_it(make_broker):
+    """checkIfTimerMessage @5.3.3: with DELAY > 0 the timer properties are dropped and the level
+    wins (the send-back of a delivered timer message); 4.9.4 stores a timer message at once."""
+    broker, sim, _ = make_broker(semantics="5.x")
+    both = _send_timer(broker, sim, TIMER_DELAY_MS="3000", DELAY="1")
+    record = broker.store.look_message_by_offset(both.phys_offset)
+    assert both.topic == SCHEDULE_TOPIC and "TIMER_DELAY_MS" not in record.properties
+    old, sim4, _ = make_broker("four")
+    plain = _send_timer(old, sim4, TIMER_DELAY_MS="3000")
+    assert plain.topic == "TimerTopic" and old.timer is None
