@@ -11,7 +11,8 @@ called by the models' validators.
 
 The format is DESIGN.md's, plus a few fields with defaults: ``broker.cluster``,
 ``broker.cq_units_per_file`` (small values make consume-queue files roll in short runs),
-``producers[].group`` (producer group) and ``producers[].start`` (when it begins sending), and the
+``producers[].group`` (producer group), ``producers[].start`` (when it begins sending) and
+``producers[].timer`` (5.x timer messages: a delay or a weight table ``{0s: 0.8, 5s: 0.2}``), and the
 per-kind fault fields documented in ``docs/faults.md`` (``pause``, ``consumer``, ``delta``,
 ``topic``/``messages``/``rate`` for a burst). Values: durations ``1h10m``/``30s``/``5ms``/``2d``
 (largest unit first, each once), sizes ``64MiB`` or bytes, rates ``1000/s`` (also ``/ms``, ``/m``,

@@ -58,6 +58,22 @@ def test_default_5x_stores_what_a_5x_broker_writes(run_5x):
     assert all(r["store_host"] == "10.0.0.1:10911" for r in rows)
 
 
+def test_default_5x_timers_go_through_the_wheel_and_arrive_one_slot_after_their_due_time(run_5x):
+    """A fifth of PayTopic's messages are timers: each is stored in rmq_sys_wheel_timer first, then
+    delivered into PayTopic one precision step (1 s) after its TIMER_OUT_MS, with its timer properties."""
+    rows = read_table(run_5x, "commitlog").to_pylist()
+    wheel = {r["uniq_key"]: dict(r["properties"]) for r in rows if r["topic"] == "rmq_sys_wheel_timer"}
+    assert wheel and all(p["REAL_TOPIC"] == "PayTopic" and p["TIMER_DELAY_MS"] in ("5000", "120000")
+                         for p in wheel.values())
+    delivered = [r for r in rows if r["topic"] == "PayTopic" and r["uniq_key"] in wheel]
+    assert len(delivered) == len(wheel), "every timer of the run was delivered before its end"
+    for r in delivered:
+        props = dict(r["properties"])
+        stored_ms = round(r["store_ts"].timestamp() * 1000)
+        assert stored_ms == int(props["TIMER_OUT_MS"]) + 1000 == int(props["TIMER_DEQUEUE_MS"])
+        assert "DELAY" not in props and props["REAL_TOPIC"] == "PayTopic"
+
+
 def test_default_5x_is_deterministic(run_5x, tmp_path):
     """The same scenario and seed give the same rows in every table and the same store bytes."""
     scenario = load_scenario(DEFAULT_5X).with_messages(SCALED_MESSAGES)
