@@ -38,8 +38,9 @@ SUCCESS = "CONSUME_SUCCESS"
 # bounds of that queue when the message was pulled (an orderly client's send-back copies them).
 PLACEMENT_PROPERTIES = frozenset({"ORIGIN_MESSAGE_ID", "REAL_QID", "MIN_OFFSET", "MAX_OFFSET"})
 # Times a client stamps on a message (the push consumer's CONSUME_START_TIME, copied into a retry
-# the client sends itself): each run's own clock.
-CLOCK_PROPERTIES = frozenset({"CONSUME_START_TIME"})
+# the client sends itself), and the times a 5.x timer wheel stamps (its due slot, when it took the
+# record, when it put the delivery): each run's own clock.
+CLOCK_PROPERTIES = frozenset({"CONSUME_START_TIME", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS"})
 MASKED = "*"
 SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).

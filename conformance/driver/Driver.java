@@ -274,6 +274,9 @@ public class Driver {
         Message msg = new Message(m[3], "-".equals(m[4]) ? null : m[4], m[5], body);
         int level = Integer.parseInt(m[6]);
         if (level > 0) msg.setDelayTimeLevel(level);
+        // A 5.x timer message: what Message.setDelayTimeMs writes (set as a property, so the driver
+        // compiles against 4.x clients too; the plan names timers only for 5.x releases).
+        if (m.length > 10 && !"0".equals(m[10])) MessageAccessor.putProperty(msg, "TIMER_DELAY_MS", m[10]);
         // The plan names each message's UNIQ_KEY (the model's), so both sides agree on it; the
         // client keeps a UNIQ_KEY that is already set (MessageClientIDSetter.setUniqID).
         MessageAccessor.putProperty(msg, "UNIQ_KEY", m[7]);
