@@ -181,8 +181,7 @@ class Semantics5x(Semantics):
 SEMANTICS_4_9 = Semantics(version="4.9")
 SEMANTICS_5_X = Semantics5x(version="5.x")
 
-_BY_VERSION = {"4.9": SEMANTICS_4_9, "4.9.4": SEMANTICS_4_9, "5.x": SEMANTICS_5_X, "5.3": SEMANTICS_5_X,
-               "5.3.3": SEMANTICS_5_X}
+_BY_VERSION = {"4.9": SEMANTICS_4_9, "4.9.4": SEMANTICS_4_9, "5.x": SEMANTICS_5_X}
 SUPPORTED = ("4.9", "5.x")
 
 
