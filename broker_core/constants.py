@@ -63,6 +63,14 @@ SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX: the broker's 
 PROP_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"  # set on every record the timer puts (a roll or the delivery)
 PROP_TIMER_OUT_MS = "TIMER_OUT_MS"  # the due time, rounded down to timerPrecisionMs
 PROP_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"  # set from the first roll on, 1, 2, ...
+PROP_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"  # the wheel's write time (rounded) when it took the record
+PROP_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # client input: Message.setDeliverTimeMs (absolute ms)
+PROP_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"  # client input: Message.setDelayTimeSec
+PROP_TIMER_DELAY_MS = "TIMER_DELAY_MS"  # client input: Message.setDelayTimeMs
+# MessageStoreConfig defaults @5.3.3 (confirmed on a real broker, docs/rocketmq-5x.md).
+TIMER_PRECISION_MS = 1000  # timerPrecisionMs: due times are rounded down to a whole slot
+TIMER_MAX_DELAY_MS = 259_200 * 1000  # timerMaxDelaySec: a timer further ahead is refused
+TIMER_ROLL_WINDOW_MS = 172_800 * 1000  # timerRollWindowSlot x precision: further ahead rolls
 DLQ_QUEUES = 1  # DLQ_NUMS_PER_GROUP
 RETRY_QUEUES_DEFAULT = 1  # SubscriptionGroupConfig.retryQueueNums
 RETRY_MAX_TIMES_DEFAULT = 16  # SubscriptionGroupConfig.retryMaxTimes

@@ -153,32 +153,39 @@ def string_to_properties(s: str | None) -> dict[str, str]:
     return result
 
 
-def java_ordered_properties_string(props: Mapping[str, str | None]) -> str:
+def java_ordered_properties_string(props: Mapping[str, str | None], *,
+                                   capacity: int = HASHMAP_CAPACITY_DEFAULT,
+                                   trailing_separator: bool = False) -> str:
     """``messageProperties2String`` of a fresh ``HashMap`` filled with ``props`` in their order.
 
     Equal to ``JavaHashMap.from_items(props.items()).to_properties_string()`` -- what a 4.9.4
     broker writes when it re-serializes the map it decoded from a record -- without building the
     table: the iteration order depends on nothing but the key sequence, and a broker sees the same
-    few sequences over and over, so it is worked out once per sequence and reused.
+    few sequences over and over, so it is worked out once per sequence and reused. A 5.x broker
+    parses into ``new HashMap<>(128)`` and ends the string with ``\x02`` (``capacity=128``,
+    ``trailing_separator=True``).
     """
     if not props:
         return ""
     if None in props.values():  # None values are skipped; rare enough for the general path
-        return properties_to_string(JavaHashMap.from_items(props.items()))
+        return properties_to_string(JavaHashMap.from_items(props.items(), capacity),
+                                    trailing_separator=trailing_separator)
     join_pair = NAME_VALUE_SEPARATOR.join
-    order = _java_reorder(tuple(props))
+    order = _java_reorder(tuple(props), capacity)
     if order is None:
-        return PROPERTY_SEPARATOR.join(map(join_pair, props.items()))
-    items = list(props.items())
-    return PROPERTY_SEPARATOR.join([join_pair(items[i]) for i in order])
+        text = PROPERTY_SEPARATOR.join(map(join_pair, props.items()))
+    else:
+        items = list(props.items())
+        text = PROPERTY_SEPARATOR.join([join_pair(items[i]) for i in order])
+    return text + PROPERTY_SEPARATOR if trailing_separator else text
 
 
 @lru_cache(maxsize=4096)
-def _java_reorder(keys: tuple[str, ...]) -> tuple[int, ...] | None:
-    """Indices of ``keys`` in the iteration order of a 4.9.4 ``new HashMap()`` they were put into
+def _java_reorder(keys: tuple[str, ...], capacity: int = HASHMAP_CAPACITY_DEFAULT) -> tuple[int, ...] | None:
+    """Indices of ``keys`` in the iteration order of a ``new HashMap(capacity)`` they were put into
     in sequence; None when that order is the sequence itself (the usual case for a key sequence
     read back from a string a HashMap wrote)."""
-    table = JavaHashMap.from_items((key, "") for key in keys)
+    table = JavaHashMap.from_items(((key, "") for key in keys), capacity)
     position = {key: index for index, key in enumerate(keys)}
     order = tuple(position[key] for key in table.keys())
     return None if order == tuple(range(len(keys))) else order
@@ -312,27 +319,42 @@ class JavaHashMap:
 # Each returns the exact stored property string; the map arguments are changed in place the way
 # the broker changes its in-memory map, so a caller can chain the paths as the broker does.
 
-def broker_receive_properties(client_properties: str, cluster: str | None) -> tuple[str, JavaHashMap]:
+def broker_receive_properties(client_properties: str, cluster: str | None, *,
+                              capacity: int = HASHMAP_CAPACITY_DEFAULT,
+                              added: Iterable[tuple[str, str]] = (), dlq_delay: str | None = None,
+                              strip_wait: bool = True,
+                              trailing_separator: bool = False) -> tuple[str, JavaHashMap]:
     """``SendMessageProcessor.asyncSendMessage`` (4.9.4): parse, add CLUSTER, drop WAIT from storage.
 
     Returns ``(stored_string, in_memory_map)``. The stored string lacks ``WAIT``; the map gets
     ``WAIT`` back at the end of its bucket (remove then put), which is the order a following delay
     rewrite serializes.
+
+    5.x (``SendMessageProcessor.sendMessage`` @5.3.3) parses into a ``HashMap(128)``, puts the
+    ``added`` properties (``buildMsgContext``: MSG_REGION, TRACE_ON), then ``dlq_delay`` (DELAY=-1
+    when ``handleRetryAndDLQ`` diverts to the DLQ), then CLUSTER, and stores the whole map, WAIT
+    included (``strip_wait=False``), with a trailing ``\x02``.
     """
-    props = JavaHashMap.from_properties_string(client_properties)
+    props = JavaHashMap.from_properties_string(client_properties, capacity)
+    for key, value in added:
+        props.put(key, value)
+    if dlq_delay is not None:
+        props.put(PROP_DELAY, dlq_delay)
     if cluster is not None:
         props.put(PROP_CLUSTER, cluster)
-    if PROP_WAIT in props:
+    if not strip_wait:
+        stored = props.to_properties_string(trailing_separator=trailing_separator)
+    elif PROP_WAIT in props:
         wait = props.remove(PROP_WAIT)
-        stored = props.to_properties_string()
+        stored = props.to_properties_string(trailing_separator=trailing_separator)
         props.put(PROP_WAIT, wait)
     else:
-        stored = props.to_properties_string()
+        stored = props.to_properties_string(trailing_separator=trailing_separator)
     return stored, props
 
 
 def delay_rewrite_map(props: JavaHashMap, real_topic: str, real_qid: int,
-                      clamped_delay_level: int | None = None) -> str:
+                      clamped_delay_level: int | None = None, *, trailing_separator: bool = False) -> str:
     """``CommitLog.asyncPutMessage`` delay path on an in-memory map; returns the stored string.
 
     ``clamped_delay_level`` is given when DELAY exceeded the maximum level and the broker wrote
@@ -342,7 +364,7 @@ def delay_rewrite_map(props: JavaHashMap, real_topic: str, real_qid: int,
         props.put(PROP_DELAY, str(clamped_delay_level))
     props.put(PROP_REAL_TOPIC, real_topic)
     props.put(PROP_REAL_QID, str(real_qid))
-    return props.to_properties_string()
+    return props.to_properties_string(trailing_separator=trailing_separator)
 
 
 def delay_rewrite_properties(props_string: str, real_topic: str, real_qid: int,
@@ -354,7 +376,8 @@ def delay_rewrite_properties(props_string: str, real_topic: str, real_qid: int,
 
 def send_back_map(stored_properties: str, *, original_topic: str, delay_level: int | None,
                   offset_msg_id: str, wait: bool | None = False,
-                  extra: Iterable[tuple[str, str]] = ()) -> JavaHashMap:
+                  extra: Iterable[tuple[str, str]] = (),
+                  capacity: int = HASHMAP_CAPACITY_DEFAULT) -> JavaHashMap:
     """``asyncConsumerSendMsgBack`` (4.9.4) property steps on the looked-up message's map.
 
     Steps in broker order: RETRY_TOPIC = original topic if absent; WAIT (``false`` on a live
@@ -364,7 +387,7 @@ def send_back_map(stored_properties: str, *, original_topic: str, delay_level: i
     set. The caller serializes the result, or passes it to :func:`delay_rewrite_map` when
     ``delay_level > 0`` (the store then routes it through SCHEDULE_TOPIC_XXXX).
     """
-    props = JavaHashMap.from_properties_string(stored_properties)
+    props = JavaHashMap.from_properties_string(stored_properties, capacity)
     if PROP_RETRY_TOPIC not in props:
         props.put(PROP_RETRY_TOPIC, original_topic)
     if wait is not None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 
+from broker_core.broker.semantics import semantics_for
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.sim.scenario import Scenario
@@ -37,8 +38,9 @@ SUCCESS = "CONSUME_SUCCESS"
 # bounds of that queue when the message was pulled (an orderly client's send-back copies them).
 PLACEMENT_PROPERTIES = frozenset({"ORIGIN_MESSAGE_ID", "REAL_QID", "MIN_OFFSET", "MAX_OFFSET"})
 # Times a client stamps on a message (the push consumer's CONSUME_START_TIME, copied into a retry
-# the client sends itself): each run's own clock.
-CLOCK_PROPERTIES = frozenset({"CONSUME_START_TIME"})
+# the client sends itself), and the times a 5.x timer wheel stamps (its due slot, when it took the
+# record, when it put the delivery): each run's own clock.
+CLOCK_PROPERTIES = frozenset({"CONSUME_START_TIME", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS"})
 MASKED = "*"
 SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).
@@ -196,6 +198,7 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                        in_outage: set[str] = frozenset()) -> dict:
     models = {g.name: g.model for g in scenario.groups}
     modes = {g.name: g.mode for g in scenario.groups}
+    semantics = semantics_for(scenario.broker.semantics)
     max_by_group = _max_reconsume(scenario)
     levels_ms = parse_delay_levels(scenario.broker.message_delay_level)
     hops = _hops(con, real_run_ids)
@@ -243,9 +246,11 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         # A retry the client sent itself (the broker refused the send-back) carries RECONSUME_TIME
         # = reconsume times + 1, and the broker routes a send to %RETRY% whose count has reached the
         # max to the DLQ at once (handleRetryAndDLQ): one retry fewer than the send-back path.
-        client_dlq = modes.get(group) != "orderly" and any(
-            c["outcome"] == SENT_BACK_BY_CLIENT and c["reconsume_times"] + 1 >= max_by_group[group]
-            for c in calls)
+        # 5.x compares with > there (one retry more than 4.9.4): the broker's semantics decide.
+        client_dlq_at = [c["reconsume_times"] for c in calls
+                         if modes.get(group) != "orderly" and c["outcome"] == SENT_BACK_BY_CLIENT
+                         and semantics.dlq_on_retry_topic_send(c["reconsume_times"] + 1, max_by_group[group])]
+        client_dlq = bool(client_dlq_at)
         dead_lettered = failures >= max_by_group[group] + 1 or client_dlq
         if any(c["status"] == SUCCESS for c in calls):
             expected_state = "CONSUMED"
@@ -275,7 +280,7 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         # The deepest retry the audit found, by reconsume count: a message handed out twice from
         # one record (a crash lost the committed offset) runs its retries twice, so the count of
         # RETRY hops can be twice the max while each sequence stopped at the max.
-        dlq_retries = max_by_group[group] - (1 if client_dlq else 0)
+        dlq_retries = min(client_dlq_at) if client_dlq else max_by_group[group]
         deepest = max((h["reconsume_times"] for h in hops.get(key, [])
                        if h["group"] == group and h["hop_kind"] == "RETRY"), default=0)
         if expected_state == "DLQ" and chain is not None and modes.get(group) != "orderly" \

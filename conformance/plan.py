@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from broker_core.constants import PROP_TIMER_DELAY_MS
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.sim.scenario import Scenario
 
@@ -54,8 +55,10 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
     produced = pq.read_table(parquet / "produced").to_pylist()
     publish = {}
     for row in pq.read_table(parquet / "commitlog", columns=["uniq_key", "tags", "keys", "body_size",
-                                                             "reconsume_times", "origin_msg_id"]).to_pylist():
-        # The first record of a message is its publish (or its SCHEDULE record for a delayed one).
+                                                             "reconsume_times", "origin_msg_id",
+                                                             "properties"]).to_pylist():
+        # The first record of a message is its publish (or its SCHEDULE record for a delayed one,
+        # or its rmq_sys_wheel_timer record for a 5.x timer).
         if row["uniq_key"] not in publish and row["origin_msg_id"] is None and row["reconsume_times"] == 0:
             publish[row["uniq_key"]] = row
     attempts = pq.read_table(parquet / "consume_attempts").to_pylist()
@@ -114,7 +117,8 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
         at_ms = int((row["send_ts"] - start).total_seconds() * 1000)
         lines.append("\t".join(["msg", str(at_ms), str(producer), groups_of_producer[producer],
                                 row["topic"], first["tags"] or "-", first["keys"], str(row["delay_level"]),
-                                row["uniq_key"], _body_head(first["keys"]), str(first["body_size"])]))
+                                row["uniq_key"], _body_head(first["keys"]), str(first["body_size"]),
+                                dict(first["properties"] or ()).get(PROP_TIMER_DELAY_MS, "0")]))
     runs = pq.read_table(parquet / "runs").to_pylist()[0]
     simulated_s = (runs["sim_end_ts"] - runs["sim_start_ts"]).total_seconds()
     timeout_ms = int((simulated_s + TIMEOUT_MARGIN_S) * 1000)

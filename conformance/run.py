@@ -22,7 +22,9 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
+from broker_core.broker.semantics import semantics_of_release
 from broker_core.errors import BadInputError, RetryAuditError
+from broker_core.sim.scenario import BrokerSpec as ScenarioBroker
 from broker_core.sim.scenario import load_scenario
 from conformance import compare, jars, observed
 from conformance.cluster import BrokerSpec, Cluster
@@ -68,7 +70,7 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     scenario_path = Path(scenario_path)
     if not scenario_path.is_file():
         raise BadInputError("scenario file does not exist", where=str(scenario_path))
-    scenario = load_scenario(scenario_path)
+    scenario = _model_rules_of_release(load_scenario(scenario_path), version)
     side_consumers(scenario)  # refuses faults the real cluster cannot play, before anything starts
     for outage in outages:
         if outage.broker not in BROKERS:
@@ -97,7 +99,8 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
     (work / MARKER_NAME).write_text("a retry-audit conformance run; report.json is written last\n")
     timings: dict[str, float] = {}
     report: dict = {"rocketmq_version": version, "scenario": scenario.name,
-                    "scenario_file": str(scenario_path), "brokers": list(BROKERS)}
+                    "scenario_file": str(scenario_path), "brokers": list(BROKERS),
+                    "model_semantics": scenario.broker.semantics}
     try:
         with _timed(timings, "model_simulate_s"):
             simulate(scenario_path, work / "runs" / "model", scenario=scenario)
@@ -156,6 +159,21 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
         e.hint = (e.hint + "; " if e.hint else "") + f"logs and partial output kept in {work} (no report.json)"
         raise
     return report
+
+
+def _model_rules_of_release(scenario, version: str):
+    """The scenario with the model's rules for ``version`` (4.x: "4.9", 5.x: "5.x").
+
+    A scenario that asks for other rules than the release's (``broker: {semantics: "5.x"}``
+    against 4.9.4) is refused: the comparison would judge the model by the wrong broker. The
+    default ("4.9") follows the release, so one workload file serves every release."""
+    wanted = semantics_of_release(version)
+    asked = scenario.broker.semantics
+    if asked not in (wanted, ScenarioBroker.semantics):
+        raise BadInputError(f"the scenario asks for broker semantics {asked!r}, but RocketMQ {version} "
+                            f"follows {wanted!r}", where=f"{scenario.source}: broker.semantics",
+                            hint=f"run it with a {asked.split('.')[0]}.x release, or drop broker.semantics")
+    return scenario.with_semantics(wanted)
 
 
 def _lock_output(work: Path):

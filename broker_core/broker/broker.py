@@ -23,6 +23,7 @@ from broker_core.broker.schedule import ScheduleService
 from broker_core.broker.semantics import RandomSource, Semantics, semantics_for
 from broker_core.broker.send import SendRequest, SendResponse, send_message
 from broker_core.broker.send_back import consumer_send_msg_back
+from broker_core.broker.timer import TimerService
 from broker_core.broker.topics import TopicTable
 from broker_core.clock import Simulator
 from broker_core.codec import Record
@@ -33,6 +34,8 @@ from broker_core.constants import (
     PERM_READ,
     PERM_WRITE,
     SCHEDULE_TOPIC,
+    TIMER_PRECISION_MS,
+    TIMER_TOPIC,
 )
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.errors import BadInputError, StoreStateError
@@ -116,6 +119,7 @@ class Broker:
                                  now_ms=sim.now)
         self.offsets = ConsumerOffsets(self.config_dir, sim, self._emit)
         self.schedule: ScheduleService | None = None
+        self.timer: TimerService | None = None  # 5.x rules only
         self.flusher: FlushService | None = None
         self._arrival_listeners: list[Callable[[str, int], None]] = []
         self.puts = 0
@@ -134,7 +138,10 @@ class Broker:
         return StoreConfig(commitlog_file_size_bytes=self.config.commitlog_file_size_bytes,
                            cq_units_per_file=self.config.cq_units_per_file,
                            message_delay_level=self.config.message_delay_level,
-                           flush=self.config.flush, store_host=self.config.store_host)
+                           flush=self.config.flush, store_host=self.config.store_host,
+                           properties_map_capacity=self.semantics.properties_map_capacity(),
+                           properties_trailing_separator=self.semantics.properties_trailing_separator(),
+                           timer_wheel=self.semantics.timer_wheel())
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -153,9 +160,12 @@ class Broker:
         self.offsets.load()
         self.offsets.start()
         self.schedule = ScheduleService(self.store, self.sim, self.config_dir, self.levels_ms,
-                                        self.put, self._emit)
+                                        self.put, self._emit, semantics=self.semantics)
         self.schedule.load()
         self.schedule.start()
+        if self.semantics.timer_wheel():
+            self.timer = TimerService(self.store, self.sim, self.put, self.semantics, TIMER_PRECISION_MS,
+                                      self._stored)
         self.running = True
 
     def shutdown(self) -> None:
@@ -166,6 +176,8 @@ class Broker:
         assert self.schedule is not None and self.store is not None
         self.schedule.stop()
         self.schedule.persist()
+        if self.timer is not None:
+            self.timer.stop()
         self.offsets.stop()
         self.offsets.persist()
         assert self.flusher is not None
@@ -179,6 +191,8 @@ class Broker:
         self.running = False
         assert self.schedule is not None and self.store is not None
         self.schedule.stop()
+        if self.timer is not None:
+            self.timer.stop()
         self.offsets.stop()
         assert self.flusher is not None
         self.flusher.stop()
@@ -224,17 +238,24 @@ class Broker:
         if p > 0.0 and self.rng("broker.put_failure").random() < p:
             return _FailedPut(INJECTED_PUT_FAILURE_STATUS)
         result = self.store.put_message(MessageInner(**fields))
-        status = result.status
-        if status is _PUT_OK or codes.status_name(status) in _STORED_STATUSES:
+        if self._stored(result):
             self.puts += 1
             assert self.flusher is not None
             self.flusher.after_put()
             if result.topic == SCHEDULE_TOPIC:
                 assert self.schedule is not None
                 self.schedule.on_put(result.queue_id)
+            elif result.topic == TIMER_TOPIC and self.timer is not None:
+                self.timer.on_put(result.phys_offset)
             for listener in list(self._arrival_listeners):
                 listener(result.topic, result.queue_id)
         return result
+
+    @staticmethod
+    def _stored(result) -> bool:
+        """Whether a put's result means the record is in the commit log (4.9.4's sendOK)."""
+        status = getattr(result, "status", None)
+        return status is _PUT_OK or (status is not None and codes.status_name(status) in _STORED_STATUSES)
 
     def on_message_arrival(self, callback: Callable[[str, int], None]) -> None:
         """Call ``callback(topic, queue_id)`` after every stored message (long-polling consumers)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from broker_core.broker import codes
 from broker_core.broker.offsets import grid_at_or_after
+from broker_core.broker.semantics import SEMANTICS_4_9, Semantics
 from broker_core.clock import EventHandle, Simulator
 from broker_core.constants import (
     DELAY_OFFSET_FLUSH_INTERVAL_MS,
@@ -61,7 +62,7 @@ def correct_deliver_timestamp(levels_ms: list[int], level: int, now_ms: int, del
     return now_ms if deliver_ts > now_ms + delay else deliver_ts
 
 
-def message_timeup(record) -> dict:
+def message_timeup(record, semantics: Semantics = SEMANTICS_4_9) -> dict:
     """``messageTimeup``: the fields of the re-put that brings a delayed record to its real topic.
 
     The stored property string is built BEFORE DELAY is cleared from the map, so the re-put
@@ -71,7 +72,11 @@ def message_timeup(record) -> dict:
     # Java re-serializes the map it decoded from the record: a fresh HashMap filled in the
     # stored string's order. Its iteration order depends only on the key sequence, which
     # java_ordered_properties_string looks up instead of re-hashing every key.
-    stored = java_ordered_properties_string(record.properties)
+    # 5.x's messageTimeUp is the same code over its own map and serializer (HashMap(128), a
+    # trailing separator: BR/schedule/ScheduleMessageService.messageTimeUp @5.3.3).
+    stored = java_ordered_properties_string(
+        record.properties, capacity=semantics.properties_map_capacity(),
+        trailing_separator=semantics.properties_trailing_separator())
     # The re-put's in-memory map: only TAGS (the tags code) and the absence of DELAY (no second
     # delay) are read from it, never its order, so a plain dict stands for the HashMap here.
     props = dict(record.properties)
@@ -110,8 +115,9 @@ class ScheduleService:
     """
 
     def __init__(self, store, sim: Simulator, config_dir: Path, levels_ms: list[int],
-                 put: Callable[[dict], object], emit: Emit):
+                 put: Callable[[dict], object], emit: Emit, semantics: Semantics = SEMANTICS_4_9):
         assert levels_ms, "at least one delay level is needed"
+        self.semantics = semantics
         self.store = store
         self.sim = sim
         self.config_dir = Path(config_dir)
@@ -319,7 +325,7 @@ class ScheduleService:
                 state.attempts = 0
                 continue
             try:
-                inner = message_timeup(record)
+                inner = message_timeup(record, self.semantics)
             except ValueError:
                 # Java's run() catches the parse error and tries the same unit again later.
                 state.offset = offset

@@ -1,8 +1,14 @@
 """The broker rules that differ between RocketMQ versions, each in one method.
 
-Every rule that changed between 4.9.x and 5.x lives here and nowhere else, so adding 5.x later
-means adding one :class:`Semantics` instance, not hunting through the processors. Only 4.9.4 is
-implemented; asking for another version is a clear operating error.
+Every rule that changed between 4.9.x and 5.x lives here and nowhere else: the processors ask a
+:class:`Semantics` and never test a version string. Two rule sets exist: "4.9" (RocketMQ 4.9.4)
+and "5.x" (read in RocketMQ 5.3.3 and checked against a real 5.3.3 broker, docs/rocketmq-5x.md).
+Asking for another version is a clear operating error.
+
+Paths in the 5.x comments are those of ``apache/rocketmq`` at tag ``rocketmq-all-5.3.3``:
+``BR/`` = ``broker/src/main/java/org/apache/rocketmq/broker/``, ``CL/`` = ``client/src/main/java/
+org/apache/rocketmq/client/``, ``CM/`` = ``common/src/main/java/org/apache/rocketmq/common/``,
+``ST/`` = ``store/src/main/java/org/apache/rocketmq/store/``.
 """
 
 from __future__ import annotations
@@ -12,10 +18,17 @@ from typing import Protocol
 
 from broker_core.constants import DLQ_PERM
 from broker_core.errors import BadInputError
+from broker_core.message import HASHMAP_CAPACITY_DEFAULT, PROP_MSG_REGION, PROP_TRACE_SWITCH
 
 # ThreadLocalRandom.current().nextInt(99999999) % retryQueueNums picks the retry queue in 4.9.4
 # (SendMessageProcessor.asyncConsumerSendMsgBack); the bound is RocketMQ's, not ours.
 RETRY_QUEUE_RANDOM_BOUND = 99_999_999
+# new HashMap<>(128) in 5.x MessageDecoder.string2messageProperties (CM/message/MessageDecoder.java).
+PROPERTIES_MAP_CAPACITY_5X = 128
+# BrokerConfig defaults a 5.x broker writes into every sent message: regionId and traceOn
+# (CM/BrokerConfig.java); a real 5.3.3 broker stored MSG_REGION=DefaultRegion, TRACE_ON=true.
+REGION_ID_DEFAULT = "DefaultRegion"
+TRACE_ON_DEFAULT = "true"
 
 
 class RandomSource(Protocol):
@@ -64,17 +77,130 @@ class Semantics:
         """4.9.4 copies the looked-up message's storeHost into the send-back copy (§5.2 step 9)."""
         return True
 
+    def properties_map_capacity(self) -> int:
+        """The initial capacity of the HashMap a broker parses a property string into.
+
+        It decides the order every re-serialized property string comes out in: 16 in 4.9.4
+        (``new HashMap<>()``)."""
+        return HASHMAP_CAPACITY_DEFAULT
+
+    def properties_trailing_separator(self) -> bool:
+        """Whether ``messageProperties2String`` ends the string with a ``\\x02``: not in 4.9.4."""
+        return False
+
+    def send_added_properties(self) -> tuple[tuple[str, str], ...]:
+        """Properties the broker adds to every SEND_MESSAGE before it stores it: none in 4.9.4
+        (its ``buildMsgContext`` runs only when a send hook is registered)."""
+        return ()
+
+    def orderly_send_back_reconsume_time(self, reconsume_times: int) -> int:
+        """RECONSUME_TIME of an orderly consumer's send to %RETRY% past its max: the message's
+        reconsume times in 4.9.4 (``ConsumeMessageOrderlyService.sendMessageBack``)."""
+        return reconsume_times
+
+    def unmodelled_faults(self) -> dict[str, str]:
+        """Scenario fault kinds the model cannot play under these rules, each with the reason
+        (the scenario loader refuses them). 4.9.4: none."""
+        return {}
+
+    def timer_wheel(self) -> bool:
+        """Whether the broker has timer messages (TIMER_DELAY_SEC/MS, TIMER_DELIVER_MS): 4.9.4 has
+        none and stores such a message in its topic at once, its properties unread."""
+        return False
+
+
+@dataclass(frozen=True)
+class Semantics5x(Semantics):
+    """RocketMQ 5.x (5.3.3) for 4.x-style clients: remoting push consumers, delay levels.
+
+    Each method names the 5.3.3 source it follows; docs/rocketmq-5x.md has what a real 5.3.3
+    broker showed. Timers and POP are not modelled (a scenario cannot ask for them)."""
+
+    def dlq_on_retry_topic_send(self, reconsume_times: int, max_reconsume_times: int) -> bool:
+        """5.x compares with ``>``: a client retry whose RECONSUME_TIME reached the max is retried
+        once more (BR/processor/SendMessageProcessor.handleRetryAndDLQ).
+
+        5.x also diverts every such send of a group that holds queue locks (an orderly group,
+        ``!isLockAllExpired(group)``); the model keeps no broker-side locks, and an orderly client
+        sends only past its max with RECONSUME_TIME = max + 1, which ``>`` diverts all the same."""
+        return reconsume_times > max_reconsume_times
+
+    def retry_queue_id(self, rng: RandomSource, retry_queue_nums: int) -> int:
+        """``this.random.nextInt(retryQueueNums)`` (BR/processor/AbstractSendMessageProcessor
+        .consumerSendMsgBack): a uniform draw below n, not 4.9.4's ``nextInt(99999999) % n``."""
+        assert retry_queue_nums > 0, f"retry_queue_nums must be positive, got {retry_queue_nums}"
+        return rng.randrange(retry_queue_nums)
+
+    def strip_wait_from_stored_properties(self) -> bool:
+        """5.x stores the client's ``WAIT=true``: ``sendMessage`` serializes the whole map
+        (BR/processor/SendMessageProcessor.sendMessage)."""
+        return False
+
+    def dlq_send_keeps_client_delay(self) -> bool:
+        """5.x puts ``DELAY=-1`` into the map it stores, so the DLQ copy is never delayed
+        (BR/processor/SendMessageProcessor.handleRetryAndDLQ)."""
+        return False
+
+    def send_back_store_host_from_message(self) -> bool:
+        """5.x stores the send-back copy with this broker's own host, ``this.getStoreHost()``
+        (BR/processor/AbstractSendMessageProcessor.consumerSendMsgBack)."""
+        return False
+
+    def properties_map_capacity(self) -> int:
+        """``new HashMap<>(128)`` (CM/message/MessageDecoder.string2messageProperties)."""
+        return PROPERTIES_MAP_CAPACITY_5X
+
+    def properties_trailing_separator(self) -> bool:
+        """Every pair is followed by ``\\x02``, the last one too
+        (CM/message/MessageDecoder.messageProperties2String)."""
+        return True
+
+    def send_added_properties(self) -> tuple[tuple[str, str], ...]:
+        """``buildMsgContext`` runs on every send and puts MSG_REGION and TRACE_ON into the
+        properties it hands on (BR/processor/AbstractSendMessageProcessor.buildMsgContext)."""
+        return ((PROP_MSG_REGION, REGION_ID_DEFAULT), (PROP_TRACE_SWITCH, TRACE_ON_DEFAULT))
+
+    def orderly_send_back_reconsume_time(self, reconsume_times: int) -> int:
+        """5.x clients add one (CL/impl/consumer/ConsumeMessageOrderlyService.sendMessageBack)."""
+        return reconsume_times + 1
+
+    def timer_wheel(self) -> bool:
+        """``timerWheelEnable`` is on by default; the put hook sends a timer not yet due into
+        ``rmq_sys_wheel_timer`` (BR/util/HookUtils.handleScheduleMessage, ST/timer/TimerMessageStore)."""
+        return True
+
+    def unmodelled_faults(self) -> dict[str, str]:
+        """A killed 5.x broker recovers by its own rules (a 40-byte checkpoint with masterFlushedOffset
+        and confirmPhyOffset, ST/StoreCheckpoint.java; CommitLog.recoverAbnormally), which the model
+        does not follow: its recovery is 4.9.4's. A clean restart is the same in both."""
+        reason = ("the model recovers a killed broker as 4.9.4 does, and a 5.x broker's recovery "
+                  "(its checkpoint's confirmPhyOffset) is not modelled")
+        return {"broker_crash": reason, "torn_write": reason}
+
 
 SEMANTICS_4_9 = Semantics(version="4.9")
+SEMANTICS_5_X = Semantics5x(version="5.x")
 
-_BY_VERSION = {"4.9": SEMANTICS_4_9, "4.9.4": SEMANTICS_4_9}
+_BY_VERSION = {"4.9": SEMANTICS_4_9, "4.9.4": SEMANTICS_4_9, "5.x": SEMANTICS_5_X}
+SUPPORTED = ("4.9", "5.x")
 
 
 def semantics_for(version: str) -> Semantics:
-    """The rule set for a broker version string ("4.9"); any other version is rejected."""
+    """The rule set for a broker version string ("4.9", "5.x"); any other version is rejected."""
     found = _BY_VERSION.get(str(version))
     if found is None:
         raise BadInputError(
-            f"broker semantics {version!r} is not supported (supported: 4.9)",
+            f"broker semantics {version!r} is not supported (supported: {', '.join(SUPPORTED)})",
             where="broker.semantics")
     return found
+
+
+def semantics_of_release(release: str) -> str:
+    """The model's rule set for a RocketMQ release number: "4.9" for 4.x, "5.x" for 5.x."""
+    major = str(release).split(".", 1)[0]
+    if major == "4":
+        return "4.9"
+    if major == "5":
+        return "5.x"
+    raise BadInputError(f"the model has no rules for RocketMQ {release!r} (it knows 4.x and 5.x)",
+                        where="--rocketmq")

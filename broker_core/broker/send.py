@@ -3,6 +3,8 @@
 The checks run in the broker's order: topic name, not-allowed-send topics, topic lookup or
 auto-creation, queue id range; then ``handleRetryAndDLQ`` for ``%RETRY%`` topics; then the
 properties (CLUSTER added, WAIT stripped from the stored string but kept in the map) and the put.
+What 5.x does differently (MSG_REGION and TRACE_ON added, WAIT kept, ``DELAY=-1`` on a DLQ
+diversion, ``>`` for the DLQ test) is asked of ``broker.semantics``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from broker_core.constants import (
     TOPIC_QUEUES_DEFAULT,
 )
 from broker_core.errors import InvalidNameError
-from broker_core.message import PROP_DELAY, broker_receive_properties, java_ordered_properties_string
+from broker_core.message import broker_receive_properties, java_ordered_properties_string
 from broker_core.names import dlq_topic, group_of, is_not_allowed_send_topic, is_retry_topic, validate_topic
 
 TOPIC_FILTER_MULTI_TAG = "MULTI_TAG"
@@ -117,12 +119,14 @@ def send_message(broker, req: SendRequest) -> SendResponse:
         sys_flag |= SYSFLAG_MULTI_TAGS
 
     wire = client_wire_properties(req.properties)
-    stored, props = broker_receive_properties(wire, broker.config.cluster)
-    if not broker.semantics.strip_wait_from_stored_properties():
-        stored = props.to_properties_string()
-    if diverted_to_dlq and not broker.semantics.dlq_send_keeps_client_delay():
-        props.put(PROP_DELAY, NOT_DELAYED_DELAY)
-        stored = props.to_properties_string()
+    semantics = broker.semantics
+    stored, props = broker_receive_properties(
+        wire, broker.config.cluster, capacity=semantics.properties_map_capacity(),
+        added=semantics.send_added_properties(),
+        dlq_delay=(NOT_DELAYED_DELAY if diverted_to_dlq and not semantics.dlq_send_keeps_client_delay()
+                   else None),
+        strip_wait=semantics.strip_wait_from_stored_properties(),
+        trailing_separator=semantics.properties_trailing_separator())
     result = broker.put(dict(
         topic=topic, queue_id=queue_id, body=req.body, properties=props, properties_string=stored,
         flag=req.flag, sys_flag=sys_flag, born_ts=req.born_ts, born_host=req.born_host,

@@ -1,5 +1,8 @@
 """CONSUMER_SEND_MSG_BACK as RocketMQ 4.9.4 handles it (``asyncConsumerSendMsgBack``, §5.2).
 
+5.x (``AbstractSendMessageProcessor.consumerSendMsgBack`` @5.3.3) runs the same steps; where it
+differs (the retry queue draw, the store host, the property map) ``broker.semantics`` answers.
+
 A consumer hands a failed message back by its commit-log offset. The broker looks the record up,
 decides retry or DLQ, and stores a copy: ``%RETRY%group`` through SCHEDULE_TOPIC_XXXX at level
 ``3 + reconsumeTimes`` (or the level asked for), or ``%DLQ%group`` with ``DELAY=0``. The copy's
@@ -61,12 +64,15 @@ def consumer_send_msg_back(broker, offset: int, group: str, delay_level: int,
         level = delay_level if delay_level != 0 else RETRY_DELAY_LEVEL_BASE + record.reconsume_times
 
     props = send_back_map(properties_to_string(record.properties), original_topic=record.topic,
-                          delay_level=level, offset_msg_id=record.msg_id, wait=False)
+                          delay_level=level, offset_msg_id=record.msg_id, wait=False,
+                          capacity=semantics.properties_map_capacity())
     store_host = (record.store_host if semantics.send_back_store_host_from_message()
                   else broker.config.store_host)
     result = broker.put(dict(
         topic=new_topic, queue_id=queue_id, body=record.body, properties=props,
-        properties_string=properties_to_string(props), flag=record.flag, sys_flag=record.sys_flag,
+        properties_string=properties_to_string(
+            props, trailing_separator=semantics.properties_trailing_separator()),
+        flag=record.flag, sys_flag=record.sys_flag,
         born_ts=record.born_ts, born_host=record.born_host, store_host=store_host,
         reconsume_times=record.reconsume_times + 1, prepared_tx_offset=0, delay_level=None))
     code, remark = codes.send_back_response(result.status)

@@ -89,8 +89,10 @@ class SendBack:
         if group.draw_fault(group.fallback_failure_probability):
             self.fallback_failures += 1
             return False
-        # 4.9.4 writes RECONSUME_TIME = reconsumeTimes (5.1.1+ adds one).
-        props = retry_properties(msg, reconsume_time=msg.reconsume_times,
+        # 4.9.4 writes RECONSUME_TIME = reconsumeTimes (5.1.1+ adds one): the client runs the
+        # broker's release, so the broker's semantics answer for it.
+        reconsume_time = group.broker.semantics.orderly_send_back_reconsume_time(msg.reconsume_times)
+        props = retry_properties(msg, reconsume_time=reconsume_time,
                                  max_reconsume_times=max_reconsume_times, origin_after_copy=True)
         ok = self._client_send(msg, props)
         if not ok:

@@ -11,7 +11,8 @@ called by the models' validators.
 
 The format is DESIGN.md's, plus a few fields with defaults: ``broker.cluster``,
 ``broker.cq_units_per_file`` (small values make consume-queue files roll in short runs),
-``producers[].group`` (producer group) and ``producers[].start`` (when it begins sending), and the
+``producers[].group`` (producer group), ``producers[].start`` (when it begins sending) and
+``producers[].timer`` (5.x timer messages: a delay or a weight table ``{0s: 0.8, 5s: 0.2}``), and the
 per-kind fault fields documented in ``docs/faults.md`` (``pause``, ``consumer``, ``delta``,
 ``topic``/``messages``/``rate`` for a burst). Values: durations ``1h10m``/``30s``/``5ms``/``2d``
 (largest unit first, each once), sizes ``64MiB`` or bytes, rates ``1000/s`` (also ``/ms``, ``/m``,
@@ -40,6 +41,7 @@ from pydantic import (
 )
 
 from broker_core import names
+from broker_core.broker.semantics import semantics_for
 from broker_core.constants import (
     BODY_SIZE_BYTES_MAX,
     COMMITLOG_FILE_SIZE_BYTES_DEFAULT,
@@ -47,6 +49,7 @@ from broker_core.constants import (
     CQ_UNITS_PER_FILE_DEFAULT,
     MESSAGE_DELAY_LEVEL_DEFAULT,
     SIM_MESSAGES_MAX,
+    TIMER_ROLL_WINDOW_MS,
 )
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.errors import BadInputError, InvalidNameError, ScenarioError
@@ -163,6 +166,7 @@ class ProducerSpec:
     body_size: int = 256
     tags: tuple[str, ...] = ()
     delay_weights: tuple[tuple[int, float], ...] = ((0, 1.0),)  # (level, weight); 0 = not delayed
+    timer_weights: tuple[tuple[int, float], ...] = ((0, 1.0),)  # (timer ms, weight); 0 = no timer
     send: str = "sync"
     producer_group: str = "DEFAULT_PRODUCER"
     start_ms: int = 0
@@ -218,6 +222,24 @@ class Scenario:
             raise ScenarioError(f"run name {name!r} must match [A-Za-z0-9_-]+ "
                                 f"(at most {SCENARIO_NAME_LENGTH_MAX} characters)", where="--name")
         return _replace(self, name=name)
+
+    def with_semantics(self, semantics: str) -> Scenario:
+        """The same scenario under another broker rule set ("4.9", "5.x"): a conformance run
+        plays the model with the rules of the release it runs against."""
+        if semantics not in SEMANTICS:
+            raise ScenarioError(f"broker semantics {semantics!r} is not one of {', '.join(SEMANTICS)}",
+                                where="broker.semantics")
+        if not semantics_for(semantics).timer_wheel():
+            for i, p in enumerate(self.producers):
+                if any(ms > 0 and w > 0 for ms, w in p.timer_weights):
+                    raise ScenarioError(f"producers[{i}].timer: RocketMQ {semantics} has no timer messages",
+                                        where=f"{self.source}: broker.semantics")
+        unmodelled = semantics_for(semantics).unmodelled_faults()
+        for i, f in enumerate(self.faults):
+            if f.kind in unmodelled:
+                raise ScenarioError(f"faults[{i}].kind: {f.kind!r} is not modelled under broker semantics "
+                                    f"{semantics!r}: {unmodelled[f.kind]}", where=f"{self.source}:{f.line}")
+        return _replace(self, broker=_replace(self.broker, semantics=semantics))
 
     def with_messages(self, total: int) -> Scenario:
         """The scale knob (the CLI's --messages): the producers send ``total`` messages in all.
@@ -670,6 +692,40 @@ def _check_delay(v: Any, info: ValidationInfo) -> tuple[tuple[int, float], ...]:
     return tuple(sorted(table.items()))
 
 
+def _timer_ms(v: Any, **where: Any) -> int:
+    if not isinstance(v, str):
+        raise _Problem("is not a duration such as 3s (0s: no timer)", v, **where)
+    try:
+        ms = parse_duration_ms(v)
+    except ValueError as exc:
+        raise _Problem(str(exc), v, **where) from None
+    if not 0 <= ms < TIMER_ROLL_WINDOW_MS:
+        raise _Problem(f"is outside 0s..{TIMER_ROLL_WINDOW_MS // 1000 - 1}s (a timer further ahead "
+                       f"rolls through the wheel, which the model does not play)", v, **where)
+    return ms
+
+
+def _check_timer(v: Any) -> tuple[tuple[int, float], ...]:
+    """A timer (``3s``) or a weight table ``{0s: 0.5, 3s: 0.3, 10s: 0.2}``; 0s means none."""
+    if not isinstance(v, dict):
+        return ((_timer_ms(v), 1.0),)
+    table: dict[int, float] = {}
+    for key, problem in getattr(v, "order", [(k, None) for k in v]):
+        w = v[key]
+        _readable([w])
+        ms = _timer_ms(key, sub=(key,), key=True, name="{key} timer")
+        if problem is not None:
+            raise problem
+        if ms in table:
+            raise _Problem("lists a timer twice", key, sub=(key,), key=True, name="{key} timer")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf"):
+            raise _Problem("is not a weight (a number >= 0)", w, sub=(key,), name=f"{{key}}[{key}]")
+        table[ms] = float(w)
+    if not table or sum(table.values()) <= 0:
+        raise _Problem("needs at least one timer with a weight above 0")
+    return tuple(sorted(table.items()))
+
+
 def _check_host(v: Any) -> str:
     v = _check_str(v)
     if not _valid_host(v):
@@ -783,6 +839,8 @@ class _Producer(_Model):
     body_size: _size(1, BODY_SIZE_BYTES_MAX) = 256
     tags: Annotated[list[Annotated[str, AfterValidator(_check_tag)]], _list(TAGS_PER_PRODUCER_MAX)] = []
     delay_level: Annotated[Any, BeforeValidator(_check_delay)] = ((0, 1.0),)
+    # 5.x timer messages (setDelayTimeMs): a delay or a weight table of delays, 0s for none.
+    timer: Annotated[Any, BeforeValidator(_check_timer)] = ((0, 1.0),)
     send: _one_of(SEND_MODES) = "sync"
     group: GroupName = "DEFAULT_PRODUCER"
     start: _duration(0, HORIZON_MS_MAX) = 0
@@ -866,11 +924,30 @@ class _Scenario(_Model):
             for j, t in enumerate(g.subscribe):
                 if t not in topics:
                     raise _Problem("is not a declared topic", t, sub=("groups", i, "subscribe", j))
+        semantics = semantics_for(self.broker.semantics)
+        timers = False
         for i, p in enumerate(self.producers):
             if p.topic not in topics:
                 raise _Problem("is not a declared topic", p.topic, sub=("producers", i, "topic"))
+            if any(ms > 0 and w > 0 for ms, w in p.timer):
+                timers = True
+                if not semantics.timer_wheel():
+                    raise _Problem(f"needs broker semantics '5.x': RocketMQ {self.broker.semantics} has no "
+                                   f"timer messages (it stores them at once, the timer unread)",
+                                   sub=("producers", i, "timer"))
+                if any(level > 0 and w > 0 for level, w in p.delay_level):
+                    raise _Problem("cannot be combined with delay_level: a delay level clears a message's "
+                                   "timer (HookUtils.checkIfTimerMessage)", sub=("producers", i, "timer"))
+        unmodelled = semantics_for(self.broker.semantics).unmodelled_faults()
         for i, f in enumerate(self.faults):
             here = ("faults", i)
+            if f.kind in unmodelled:
+                raise _Problem(f"is not modelled under broker semantics {self.broker.semantics!r}: "
+                               f"{unmodelled[f.kind]}", f.kind, sub=(*here, "kind"))
+            if timers and f.kind == "broker_restart":
+                raise _Problem("is not modelled with timer messages: the model keeps pending timers in "
+                               "memory, not in the wheel's files (timerlog, timerwheel)", f.kind,
+                               sub=(*here, "kind"))
             if f.group is not None and f.group not in groups:
                 raise _Problem("is not a declared group", f.group, sub=(*here, "group"))
             if f.consumer is not None:
@@ -966,7 +1043,7 @@ def _to_dataclasses(s: _Scenario, lines: _Lines) -> Scenario:
         for g in s.groups)
     producers = tuple(ProducerSpec(
         topic=p.topic, messages=p.messages, rate_per_s=p.rate, body_size=p.body_size, tags=tuple(p.tags),
-        delay_weights=p.delay_level, send=p.send, producer_group=p.group, start_ms=p.start)
+        delay_weights=p.delay_level, timer_weights=p.timer, send=p.send, producer_group=p.group, start_ms=p.start)
         for p in s.producers)
     faults = []
     for i, f in enumerate(s.faults):

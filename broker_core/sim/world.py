@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_core.clock import Simulator
+from broker_core.constants import PROP_TIMER_DELAY_MS
 from broker_core.rng import Streams
 from broker_core.sim.scenario import ProducerSpec, Scenario
 
@@ -54,8 +55,12 @@ class ProducerDriver:
         spec, i = self.spec, self.sent
         tags = spec.tags[i % len(spec.tags)] if spec.tags else None
         level = self.world.pick_delay_level(self.index, spec.delay_weights)
+        timer_ms = self.world.pick_timer_ms(self.index, spec.timer_weights)
         body = _body(self.index, i, spec.body_size)
-        self.client.send(spec.topic, body, tags=tags, keys=f"p{self.index}-{i}", delay_level=level)
+        # Message.setDelayTimeMs (5.x clients): the broker's wheel holds the message until then.
+        extra = {PROP_TIMER_DELAY_MS: str(timer_ms)} if timer_ms > 0 else None
+        self.client.send(spec.topic, body, tags=tags, keys=f"p{self.index}-{i}", delay_level=level,
+                         properties=extra)
         self.sent += 1
         self.world.messages_sent += 1
         if self.sent < spec.messages:
@@ -170,6 +175,14 @@ class World:
                               self.streams.stream("producer.ids.burst"))
         self.drivers.append(driver)
         driver.start(self.sim.now())
+
+    def pick_timer_ms(self, producer: int, weights: tuple[tuple[int, float], ...]) -> int:
+        """A message's timer (0: none), from the producer's own stream: adding timers to one
+        producer leaves every other draw of the run as it was."""
+        if len(weights) == 1:
+            return weights[0][0]
+        rng = self.streams.stream(f"producer.{producer}.timer")
+        return rng.choices([ms for ms, _ in weights], weights=[w for _, w in weights])[0]
 
     def pick_delay_level(self, producer: int, weights: tuple[tuple[int, float], ...]) -> int:
         if len(weights) == 1:

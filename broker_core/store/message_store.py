@@ -36,6 +36,7 @@ from broker_core.constants import (
     MESSAGE_DELAY_LEVEL_DEFAULT,
     MESSAGE_MAGIC_CODE_V1,
     NAME_VALUE_SEPARATOR,
+    PROP_TIMER_OUT_MS,
     PROPERTIES_LENGTH_BYTES_MAX,
     PROPERTY_SEPARATOR,
     SCHEDULE_TOPIC,
@@ -44,10 +45,14 @@ from broker_core.constants import (
     SYSFLAG_TRANSACTION_MASK,
     SYSFLAG_TRANSACTION_PREPARED,
     SYSFLAG_TRANSACTION_ROLLBACK,
+    TIMER_MAX_DELAY_MS,
+    TIMER_PRECISION_MS,
+    TIMER_TOPIC,
 )
 from broker_core.delay_levels import deliver_timestamp, parse_delay_levels
 from broker_core.errors import BadInputError, CorruptRecordError, CorruptStoreError, StoreStateError
 from broker_core.message import (
+    HASHMAP_CAPACITY_DEFAULT,
     PROP_DELAY,
     PROP_TAGS,
     JavaHashMap,
@@ -75,6 +80,7 @@ from broker_core.store.commit_log import (
 )
 from broker_core.store.consume_queue import ConsumeQueue, list_consume_queues, pack_cq_unit
 from broker_core.store.problem import Problem
+from broker_core.store.timer_hook import drop_timer_input, has_timer_input, timer_rewrite
 
 FLUSH_SYNC = "sync"
 RECORD_CACHE_ENTRIES_MAX = 65_536  # decoded records kept for pulls; bounded memory (~tens of MiB)
@@ -99,6 +105,14 @@ class StoreConfig:
     check_crc_on_recover: bool = True
     store_host: str = "127.0.0.1:10911"
     max_message_size: int = BODY_SIZE_BYTES_MAX
+    # How the delay rewrite re-serializes a message's properties: HashMap(16) and no trailing
+    # separator in 4.9.4, HashMap(128) and a trailing \x02 in 5.x (broker semantics).
+    properties_map_capacity: int = HASHMAP_CAPACITY_DEFAULT
+    properties_trailing_separator: bool = False
+    # 5.x's put hook for timer messages (timerWheelEnable; broker_core/store/timer_hook.py).
+    timer_wheel: bool = False
+    timer_precision_ms: int = TIMER_PRECISION_MS
+    timer_max_delay_ms: int = TIMER_MAX_DELAY_MS
 
     def validate(self) -> list[int]:
         """Check the settings; return the parsed delay table (ms per level)."""
@@ -471,17 +485,41 @@ class MessageStore:
                     return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
                                      detail=f"DELAY {text!r} is not an int")
         schedule_level = 0
+        if self.config.timer_wheel and dispatch and topic != TIMER_TOPIC and has_timer_input(props):
+            # HookUtils.handleScheduleMessage @5.3.3: a delay level clears the timer; otherwise a
+            # timer not yet due sends the message into the wheel's topic.
+            java_map = (props if isinstance(props, JavaHashMap)
+                        else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
+            if level > 0:
+                drop_timer_input(java_map)
+                props = java_map
+            elif java_map.get(PROP_TIMER_OUT_MS) is None:
+                timer = timer_rewrite(java_map, topic, queue_id, self.clock(),
+                                      precision_ms=self.config.timer_precision_ms,
+                                      max_delay_ms=self.config.timer_max_delay_ms)
+                if timer.refused is not None:
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id, detail=timer.refused)
+                if timer.out_ms is not None:
+                    props = java_map
+                    props_string = java_map.to_properties_string(
+                        trailing_separator=self.config.properties_trailing_separator)
+                    topic, queue_id = timer.topic, timer.queue_id
+                    if topic not in self._valid_topics:
+                        self._admit_topic(topic, queue_id)
         if level > 0 and dispatch:
             clamped = None
             if level > self.max_delay_level:
                 level = clamped = self.max_delay_level
-            java_map = props if isinstance(props, JavaHashMap) else JavaHashMap.from_items(props.items())
-            props_string = delay_rewrite_map(java_map, topic, queue_id, clamped)
+            java_map = (props if isinstance(props, JavaHashMap)
+                        else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
+            props_string = delay_rewrite_map(java_map, topic, queue_id, clamped,
+                                             trailing_separator=self.config.properties_trailing_separator)
             topic = SCHEDULE_TOPIC
             queue_id = level - 1
             schedule_level = level
         elif props_string is None:
-            props_string = properties_to_string(props)
+            props_string = properties_to_string(props,
+                                                trailing_separator=self.config.properties_trailing_separator)
         props_bytes = props_string.encode()  # UTF-8
         if len(props_bytes) > PROPERTIES_LENGTH_BYTES_MAX:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, topic, queue_id,

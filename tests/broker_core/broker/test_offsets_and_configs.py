@@ -86,17 +86,18 @@ def test_topics_and_groups_are_written_on_change(make_broker):
     assert "order-service" in broker.groups.groups
 
 
-def test_only_4_9_semantics_are_known():
+def test_only_4_9_and_5_x_semantics_are_known():
     """Semantics "4.9" answers the 4.9.4 rules (>= for the DLQ); an unknown version is rejected."""
     rules = semantics_for("4.9")
     assert rules.dlq_on_retry_topic_send(16, 16) and not rules.dlq_on_retry_topic_send(15, 16)
     assert rules.dlq_on_send_back(0, 16, -1) and not rules.dlq_on_send_back(15, 16, 0)
+    assert semantics_for("5.x").version == "5.x"
     try:
-        semantics_for("5.x")
+        semantics_for("6.0")
     except BadInputError as exc:
-        assert "5.x" in str(exc)
+        assert "6.0" in str(exc) and "4.9, 5.x" in str(exc)
     else:
-        raise AssertionError("5.x should not be accepted yet")
+        raise AssertionError("6.0 should not be accepted")
 
 
 def test_offset_requests_to_a_down_broker(make_broker):

@@ -264,3 +264,51 @@ def test_first_mistake_is_reported_whole(old, new, line, message):
     assert old in BASE, f"test case does not apply: {old!r}"
     err = error_of(BASE.replace(old, new, 1))
     assert (err.where, str(err)) == (f"s.yaml:{line}", f"s.yaml:{line}: {message}")
+
+
+@pytest.mark.parametrize("kind", ["broker_crash", "torn_write"])
+def test_a_fault_5x_rules_cannot_play_is_refused_at_its_line(kind):
+    """Under broker semantics "5.x" a broker kill (whose 5.x recovery is not modelled) is refused
+    naming the file, the line, the key and the reason; the same fault loads under "4.9"."""
+    text = BASE + f"faults:\n  - {{at: 1s, kind: {kind}}}\n"
+    err = error_of(text.replace("name: t\n", 'name: t\nbroker: {semantics: "5.x"}\n'))
+    assert str(err).startswith("s.yaml:11: faults[0].kind: ")
+    assert f"'{kind}' is not modelled under broker semantics '5.x'" in str(err)
+    assert "confirmPhyOffset" in str(err)
+    assert load_scenario_text(text, source="s.yaml").faults[0].kind == kind
+    restart = BASE.replace("name: t\n", 'name: t\nbroker: {semantics: "5.x"}\n') + \
+        "faults:\n  - {at: 1s, kind: broker_restart}\n"
+    assert load_scenario_text(restart, source="s.yaml").broker.semantics == "5.x"
+
+
+FIVE_X = BASE.replace("name: t\n", 'name: t\nbroker: {semantics: "5.x"}\n')
+
+
+def test_a_timer_table_loads_under_5x_rules():
+    """producers[].timer takes a delay or a weight table of delays (0s: no timer) under "5.x"."""
+    one = load_scenario_text(FIVE_X.replace("messages: 10}", "messages: 10, timer: 3s}"), source="s.yaml")
+    assert one.producers[0].timer_weights == ((3000, 1.0),)
+    table = FIVE_X.replace("messages: 10}", "messages: 10, timer: {0s: 0.5, 3s: 0.3, 1m: 0.2}}")
+    assert load_scenario_text(table, source="s.yaml").producers[0].timer_weights == \
+        ((0, 0.5), (3000, 0.3), (60000, 0.2))
+    assert load_scenario_text(BASE, source="s.yaml").producers[0].timer_weights == ((0, 1.0),)
+
+
+@pytest.mark.parametrize("text, line, words", [
+    (BASE.replace("messages: 10}", "messages: 10, timer: 3s}"), 8,
+     "producers[0].timer: needs broker semantics '5.x': RocketMQ 4.9 has no timer messages"),
+    (FIVE_X.replace("messages: 10}", "messages: 10, timer: 2d}"), 9,
+     "producers[0].timer: '2d' is outside 0s..172799s"),
+    (FIVE_X.replace("messages: 10}", "messages: 10, timer: 3s, delay_level: 2}"), 9,
+     "producers[0].timer: cannot be combined with delay_level"),
+    (FIVE_X.replace("messages: 10}", "messages: 10, timer: 3s}") + "faults:\n  - {at: 1s, kind: broker_restart}\n",
+     11, "faults[0].kind: 'broker_restart' is not modelled with timer messages"),
+    (FIVE_X.replace("messages: 10}", "messages: 10, timer: {3s: 1, 3000ms: 1}}"), 9,
+     "lists a timer twice"),
+])
+def test_a_timer_the_rules_cannot_play_is_refused_at_its_line(text, line, words):
+    """A timer under 4.9, past the roll window, with a delay level, with a broker restart, or listed
+    twice is refused naming the file, the line and the key."""
+    err = str(error_of(text))
+    assert err.startswith(f"s.yaml:{line}: "), err
+    assert words in err, err
