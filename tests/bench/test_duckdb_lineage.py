@@ -128,7 +128,7 @@ def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp
         # Every journey kind is present, so a rule the baseline skipped would show.
         if name == "message_lineage":
             states = set(expected.column("final_state").to_pylist())
-            assert states == {"CONSUMED", "UNCONSUMED", "RETRYING", "DLQ", "LOST"}, states
+            assert states == {"CONSUMED", "UNCONSUMED", "RETRYING", "DLQ", "LOST", "RECALLED"}, states
             assert set(expected.column("truncated").to_pylist()) == {True, False}
             runs_built = len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + len(RETAINED) + 1
             assert len(set(expected.column("run_id").to_pylist())) >= runs_built
