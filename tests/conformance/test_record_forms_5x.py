@@ -45,6 +45,8 @@ MAGIC_V1, MAGIC_V2 = "0xDAA320A7", "0xDAA320AB"
 BATCH_SIZE = 3
 RECALL_DELAY_SEC = 4  # the recalled timer's delay: the driver waits past it before it stops
 RECALL_TAG = "_RECALL_TAG_"
+# The recall record's TIMER_DEL_UNIQKEY: 5.3.3 writes <topic>+<uniqKey>, 5.5.0 the bare UNIQ_KEY.
+DELETE_KEY = {"5.3.3": "{topic}+{uniq}", "5.5.0": "{uniq}"}
 # The broker's delay levels: the driver's failed consume asks for level 1 (1 s).
 DELAY_LEVELS = "1s 5s 10s"
 # Rebalance every second, not every 20 s, so the consumer finds the retry topic its first
@@ -149,7 +151,7 @@ def test_5x_record_forms_from_a_real_broker_import_alike_and_lineage_right(versi
     doomed = sent["recall-0"]["uniq_key"]
     doomed_rows = [r for r in rows if r["uniq_key"] == doomed]
     assert [r["topic"] for r in doomed_rows] == [TIMER_TOPIC, TIMER_TOPIC]
-    assert doomed_rows[1]["properties"][PROP_TIMER_DEL_UNIQKEY] == f"{TOPIC}+{doomed}"
+    assert doomed_rows[1]["properties"][PROP_TIMER_DEL_UNIQKEY] == DELETE_KEY[version].format(topic=TOPIC, uniq=doomed)
     assert doomed_rows[1]["tags"] == RECALL_TAG
 
     run_lineage(run, spark)
