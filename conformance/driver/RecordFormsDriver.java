@@ -38,6 +38,7 @@ public class RecordFormsDriver {
     static final long RECALL_MARGIN_MS = 3_000;  // a recalled message must stay undelivered this long past its due time
     static final int RETRY_DELAY_LEVEL = 1;  // the broker's first delay level (the test sets 1s)
     static final int TIMER_DELAY_SEC = 2;
+    static final int ROUTE_POLL_MS = 1_000;
 
     public static void main(String[] args) throws Exception {
         int code = 1;
@@ -106,6 +107,9 @@ public class RecordFormsDriver {
         consumer.setNamesrvAddr(namesrv);
         consumer.setInstanceName("forms-c0");
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        // The retry topic is created by the first send-back; learn its route within a second, not
+        // at the default 30 s poll of the name server.
+        consumer.setPollNameServerInterval(ROUTE_POLL_MS);
         consumer.subscribe(topic, "*");
         consumer.subscribe(batchTopic, "*");
         consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
