@@ -17,8 +17,10 @@ holds the full text) in short:
   topic (REAL_TOPIC equals its own topic and it carries TIMER_DEQUEUE_MS) -> DELIVER; the broker's
   bookkeeping records (other rmq_sys_* topics, POP checkpoints waiting in the timer, retries of
   CID_RMQ_SYS_* groups) are no hops at all. %RETRY%g+T (5.x POP retry, v2) belongs to g.
-* **final_state** per (message, group): DLQ, RETRYING, CONSUMED, UNCONSUMED, or LOST for a message
-  the producer saw accepted that never reached the commit log.
+* **final_state** per (message, group): DLQ, RETRYING, CONSUMED, UNCONSUMED, RECALLED (5.x: a timer
+  whose chain ends in the wheel with a recall record, TIMER_DEL_UNIQKEY), or LOST for a message
+  the producer saw accepted that never reached the commit log. An inner batch (5.x, INNER_NUM) is
+  one message, keyed by the batch's UNIQ_KEY, consumed once the offsets pass its last inner one.
 * **truncated**: the chain's first hops were deleted by retention before an import: the message
   has no shared hop left, or its first one is a DELIVER, or one of its records names as
   ORIGIN_MESSAGE_ID a record below the ``runs.first_offset`` of the broker that record was on (the
@@ -49,6 +51,8 @@ from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for
 from broker_core.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
     POP_RETRY_V2_SEPARATOR,
+    PROP_INNER_NUM,
+    PROP_TIMER_DEL_UNIQKEY,
     PROP_TIMER_DEQUEUE_MS,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
@@ -494,12 +498,15 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
             .join(acked, ["run_id", "group", "_c_phys", "_c_key"], "left")
             # One row per (group, topic, broker, queue): small enough to broadcast at any run size.
             .join(F.broadcast(committed), ["run_id", "group", "_c_topic", "_c_broker", "_c_queue"], "left"))
+    last_offset = F.col("_consumable.queue_offset") + F.col("_consumable.inner_num") - 1
     consumed = (F.coalesce(F.col("_acked"), F.lit(False))
-                | F.coalesce(F.col("_committed") > F.col("_consumable.queue_offset"), F.lit(False)))
+                | F.coalesce(F.col("_committed") > last_offset, F.lit(False)))
     last_kind = F.col("_last.hop_kind")
     # The chain's end decides first: a record sent back to the schedule was delivered (offsets
-    # move past it) but not consumed, so "waiting in the schedule" outranks offset evidence.
+    # move past it) but not consumed, so "waiting in the schedule" outranks offset evidence. A
+    # timer recalled while still in the wheel ends there, and the wheel drops it: RECALLED.
     final_state = (F.when(last_kind == "DLQ", "DLQ")
+                   .when((last_kind == "TIMER") & F.col("_recalled"), "RECALLED")
                    .when(last_kind.isin("SCHEDULE", "TIMER"), "RETRYING")
                    .when(consumed, "CONSUMED")
                    .when(last_kind == "RETRY", "RETRYING")
@@ -543,7 +550,12 @@ def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: D
 
     consumable = F.col("hop_kind").isin(*CONSUMABLE_KINDS)
     last = F.struct("hop_kind", "topic", "store_ts")
-    last_consumable = F.struct("broker", "phys_offset", "topic", "queue_id", "queue_offset", "uniq_key")
+    # An inner batch's record stands for INNER_NUM queue offsets from its own (docs/rocketmq-5x.md).
+    inner_num = F.greatest(F.coalesce(F.col("properties").getItem(PROP_INNER_NUM).try_cast("int"), F.lit(1)),
+                           F.lit(1))
+    last_consumable = F.struct("broker", "phys_offset", "topic", "queue_id", "queue_offset", "uniq_key",
+                               inner_num.alias("inner_num"))
+    recall = F.col("properties").getItem(PROP_TIMER_DEL_UNIQKEY).isNotNull()
     per_chain = chain.groupBy("run_id", "message_key", "group").agg(
         F.count(F.lit(1)).cast("int").alias("hops"),
         F.count(F.when(F.col("hop_kind") == "RETRY", F.lit(1))).cast("int").alias("retries"),
@@ -556,6 +568,7 @@ def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: D
         F.max("origin_msg_id").alias("origin_msg_id"),
         F.bool_or("_truncated").alias("truncated"),
         F.max("_retries_seen").alias("_retries_seen"),
+        F.bool_or(recall).alias("_recalled"),
     )
     # A truncated chain lost RETRY hops with its head: its retries are what its surviving records
     # say happened, when that is more than the RETRY hops left.

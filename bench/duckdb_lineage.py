@@ -33,6 +33,8 @@ from assets.lineage import INPUT_TABLES, RECORD_COLUMNS
 from broker_core.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
     POP_RETRY_V2_SEPARATOR,
+    PROP_INNER_NUM,
+    PROP_TIMER_DEL_UNIQKEY,
     PROP_TIMER_DEQUEUE_MS,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
@@ -88,6 +90,8 @@ WITH records AS (
 ), classified AS (
   SELECT * EXCLUDE (born_ts, born_host, body_crc, properties),
          properties['{PROP_RECONSUME_TIME}'] AS rec_reconsume_time,
+         properties['{PROP_TIMER_DEL_UNIQKEY}'] IS NOT NULL AS recall,
+         greatest(coalesce(TRY_CAST(properties['{PROP_INNER_NUM}'] AS INTEGER), 1), 1) AS inner_num,
          CASE WHEN topic = '{SCHEDULE_TOPIC}' THEN 'SCHEDULE'
               WHEN topic = '{TIMER_TOPIC}' THEN 'TIMER'
               WHEN starts_with(topic, '{_RETRY}') THEN 'RETRY'
@@ -234,10 +238,10 @@ origins AS (
          arg_max({{'kind': hop_kind, 'topic': topic, 'ts': store_ts}}, hop_index) AS last,
          arg_min(store_ts, hop_index) AS first_store_ts,
          arg_max({{'broker': broker, 'phys': phys_offset, 'topic': topic, 'queue': queue_id,
-                  'qoff': queue_offset, 'uniq': uniq_key}}, hop_index)
+                  'qoff': queue_offset, 'uniq': uniq_key, 'inner_num': inner_num}}, hop_index)
            FILTER (WHERE hop_kind IN ('PUBLISH', 'DELIVER', 'RETRY')) AS consumable,
          max(origin_topic) AS origin_topic, max(origin_msg_id) AS origin_msg_id,
-         bool_or(truncated) AS truncated, max(retries_seen) AS retries_seen
+         bool_or(truncated) AS truncated, max(retries_seen) AS retries_seen, bool_or(recall) AS recalled
   FROM fanned GROUP BY run_id, message_key, chain_group
 ), acked AS (
   -- An ACKED delivery counts for the record it names: offset and UNIQ_KEY ('' when the consumer
@@ -260,8 +264,10 @@ origins AS (
               ELSE p.retries END AS retries,
          p.path, p.last.topic AS final_topic,
          CASE WHEN p.last.kind = 'DLQ' THEN 'DLQ'
+              WHEN p.last.kind = 'TIMER' AND p.recalled THEN 'RECALLED'
               WHEN p.last.kind IN ('SCHEDULE', 'TIMER') THEN 'RETRYING'
-              WHEN a.phys IS NOT NULL OR coalesce(c.committed > p.consumable.qoff, false)
+              WHEN a.phys IS NOT NULL
+                   OR coalesce(c.committed > p.consumable.qoff + p.consumable.inner_num - 1, false)
                 THEN 'CONSUMED'
               WHEN p.last.kind = 'RETRY' THEN 'RETRYING'
               ELSE 'UNCONSUMED' END AS final_state,

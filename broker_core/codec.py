@@ -505,18 +505,33 @@ PROP_CRC_RESERVED_BYTES = 20  # 5.x CRC32_RESERVED_LEN: "__CRC32#" \x01 ten digi
 _PROP_CRC_PREFIX = (PROP_CRC32 + NAME_VALUE_SEPARATOR).encode()
 
 
-def property_crc_matches(record_bytes: bytes) -> bool | None:
-    """Check a 5.x ``enabledAppendPropCRC`` tail; None when the record has no such tail.
+def property_crc_digits(crc: int) -> bytes:
+    """The ten digits a tail holds for ``crc``: least significant first, zero-padded."""
+    return str(crc & 0x7FFFFFFF)[::-1].ljust(10, "0").encode()
 
-    The tail holds CRC32(bytes before it) & 0x7FFFFFFF as ten decimal digits, least
-    significant first (``MessageDecoder.createCrc32``).
+
+def property_crc_values(buf, start: int, end: int) -> tuple[str, str] | None:
+    """(stored, computed) digits of the 5.x ``enabledAppendPropCRC`` tail of the record at
+    ``buf[start:end]``; None when the record does not end in such a tail.
+
+    The tail holds CRC32(the record's bytes before it) & 0x7FFFFFFF as ten decimal digits, least
+    significant first (``MessageDecoder.createCrc32``); a real 5.3.3 or 5.5.0 broker writes it on
+    every record with the flag on (docs/rocketmq-5x.md). Nothing is copied but the tail.
     """
-    tail = record_bytes[-PROP_CRC_RESERVED_BYTES:]
-    if len(tail) != PROP_CRC_RESERVED_BYTES or not tail.startswith(_PROP_CRC_PREFIX) \
-            or not tail.endswith(PROPERTY_SEPARATOR.encode()):
+    if end - start < PROP_CRC_RESERVED_BYTES:
         return None
-    expected = zlib.crc32(record_bytes[:-PROP_CRC_RESERVED_BYTES]) & 0x7FFFFFFF
-    return tail[len(_PROP_CRC_PREFIX):-1] == str(expected)[::-1].ljust(10, "0").encode()
+    tail = bytes(buf[end - PROP_CRC_RESERVED_BYTES:end])
+    if not tail.startswith(_PROP_CRC_PREFIX) or not tail.endswith(PROPERTY_SEPARATOR.encode()):
+        return None
+    with memoryview(buf) as view:
+        computed = property_crc_digits(zlib.crc32(view[start:end - PROP_CRC_RESERVED_BYTES]))
+    return tail[len(_PROP_CRC_PREFIX):-1].decode("latin-1"), computed.decode()
+
+
+def property_crc_matches(record_bytes: bytes) -> bool | None:
+    """Check a 5.x ``enabledAppendPropCRC`` tail; None when the record has no such tail."""
+    values = property_crc_values(record_bytes, 0, len(record_bytes))
+    return None if values is None else values[0] == values[1]
 
 
 def iter_records(buf, start_offset: int = 0, check_crc: bool = True, *,

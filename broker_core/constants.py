@@ -25,6 +25,8 @@ SYSFLAG_TRANSACTION_COMMIT = 0x8
 SYSFLAG_TRANSACTION_ROLLBACK = 0xC
 SYSFLAG_BORNHOST_V6 = 0x10
 SYSFLAG_STOREHOST_V6 = 0x20
+SYSFLAG_NEED_UNWRAP = 0x40  # 5.x MessageSysFlag.NEED_UNWRAP_FLAG: an inner batch, set with the next
+SYSFLAG_INNER_BATCH = 0x80  # 5.x MessageSysFlag.INNER_BATCH_FLAG
 SYSFLAG_COMPRESSION_TYPE_MASK = 0x700
 COMPRESS_BODY_OVER_BYTES = 4096  # DefaultMQProducer.compressMsgBodyOverHowmuch
 COMPRESS_ZLIB_LEVEL = 5  # producer default compress level
@@ -71,6 +73,13 @@ PROP_TIMER_DELAY_MS = "TIMER_DELAY_MS"  # client input: Message.setDelayTimeMs
 TIMER_PRECISION_MS = 1000  # timerPrecisionMs: due times are rounded down to a whole slot
 TIMER_MAX_DELAY_MS = 259_200 * 1000  # timerMaxDelaySec: a timer further ahead is refused
 TIMER_ROLL_WINDOW_MS = 172_800 * 1000  # timerRollWindowSlot x precision: further ahead rolls
+# A recall (5.3.2+ recallMessage): a record in the timer topic with the recalled message's
+# UNIQ_KEY and TIMER_DEL_UNIQKEY=<topic>+<uniqKey>; the wheel then drops the message (seen on 5.3.3).
+PROP_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+# An inner batch (sysFlag INNER_BATCH 0x80 | NEED_UNWRAP 0x40, a topic with queue.type=BatchCQ):
+# one record holding INNER_NUM messages at queue offsets INNER_BASE .. INNER_BASE+INNER_NUM-1.
+PROP_INNER_NUM = "INNER_NUM"
+PROP_INNER_BASE = "INNER_BASE"
 DLQ_QUEUES = 1  # DLQ_NUMS_PER_GROUP
 RETRY_QUEUES_DEFAULT = 1  # SubscriptionGroupConfig.retryQueueNums
 RETRY_MAX_TIMES_DEFAULT = 16  # SubscriptionGroupConfig.retryMaxTimes

@@ -78,15 +78,39 @@ def resolve(version: str, *, log=None) -> Path:
                  f"-DoutputDirectory={partial}"],
                 cwd=tmp, capture_output=True, text=True, timeout=MVN_TIMEOUT_S)
             if proc.returncode != 0:
-                tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-                raise RetryAuditError(f"Maven could not resolve RocketMQ {version}: {' | '.join(tail)}",
-                                      where="mvn dependency:copy-dependencies")
+                raise RetryAuditError(f"Maven could not resolve RocketMQ {version}: "
+                                      f"{maven_failure(proc.stdout + proc.stderr)}",
+                                      where="mvn dependency:copy-dependencies",
+                                      hint="a release the registry serves only in part cannot run here "
+                                           "(docs/rocketmq-5x.md: 5.5.1); try another release")
             (partial / MARKER).write_text(version + "\n")
             move_into_place(partial, lib)
         finally:
             if partial.exists():
                 shutil.rmtree(partial, ignore_errors=True)
     return lib
+
+
+_UNRESOLVED = re.compile(r"The following artifacts could not be resolved: ((?:[\w.-]+:[\w.-]+:jar:[\w.-]+(?:, )?)+)"
+                         r"|Could not find artifact (\S+)")
+_ARTIFACT = re.compile(r"[\w.-]+:([\w.-]+):jar:[\w.-]+")
+MAVEN_ERROR_CHARS_MAX = 400  # a Maven failure's first error line is cut to this in the message
+
+
+def maven_failure(output: str) -> str:
+    """What a failed ``mvn`` run could not do, in one line: the artifacts it could not find (by
+    artifactId), else its first non-empty error line; Maven's closing advice is left out."""
+    match = _UNRESOLVED.search(output)
+    if match:
+        names = _ARTIFACT.findall(match.group(1) or match.group(2))
+        if names:
+            return "not found: " + ", ".join(names)
+    errors = [line.removeprefix("[ERROR]").strip() for line in output.splitlines() if line.startswith("[ERROR]")]
+    first = next((e for e in errors if e), None)
+    if first is None:
+        tail = output.strip().splitlines()[-1:] or ["no output"]
+        return tail[0][:MAVEN_ERROR_CHARS_MAX]
+    return first[:MAVEN_ERROR_CHARS_MAX]
 
 
 def move_into_place(partial: Path, final: Path) -> None:

@@ -58,6 +58,7 @@ from broker_core.message import (
     JAVA_INT_MAX,
     JAVA_INT_MIN,
     PORT_MAX,
+    PROP_CRC32,
     PROP_DELAY,
     PROP_KEYS,
     PROP_MAX_RECONSUME_TIMES,
@@ -88,6 +89,7 @@ from broker_core.store.reader import (
     _release_pages,
     host_port_problem,
     int_property_problem,
+    property_crc_problem,
 )
 
 # A slice is decoded at once: this many records at most, and at most this much of the file, so
@@ -110,6 +112,8 @@ _PROPS_LEN_BYTES = codec.PROPERTIES_LENGTH_FIELD_BYTES
 # The least TOTALSIZE decode_record accepts for a v1 record; the walk hands anything smaller
 # (and any v2 record of this size) to the reference path.
 _MIN_TOTAL = _HEADER_V4 + 1 + _PROPS_LEN_BYTES
+# The first 8 bytes of a 5.x __CRC32# tail, read as the >i8 view reads them.
+_PROP_CRC_HEAD = int.from_bytes(PROP_CRC32.encode(), "big")
 
 _EXTRACTED = {  # contract column -> property it comes from (codec.Record's properties)
     "uniq_key": PROP_UNIQ_KEY, "origin_msg_id": PROP_ORIGIN_MESSAGE_ID, "real_topic": PROP_REAL_TOPIC,
@@ -284,6 +288,10 @@ class ColumnarStoreReader(StoreReader):
         for rank, (row, what, value) in odd_values:
             make = host_port_problem if rank <= len(HOST_ROLES) else int_property_problem
             found.append((row, rank, make(rel, int(sits_at[row]), what, value)))
+        # After the values, as the reference lists them.
+        crc_rank = len(HOST_ROLES) + len(INT_PROPERTIES) + 1
+        found.extend((row, crc_rank, property_crc_problem(rel, int(sits_at[row]), stored, computed))
+                     for row, stored, computed in raw.prop_crc_bad)
         self._scan_problems.extend(problem for _, _, problem in sorted(found, key=lambda f: f[:2]))
         before = self.record_count
         self.record_count += raw.count
@@ -342,6 +350,7 @@ class _Slice:
     v6_store: np.ndarray
     topic: pa.Array  # binary, valid UTF-8
     properties: pa.Array  # binary, valid UTF-8
+    prop_crc_bad: list  # (row, stored, computed) of each 5.x __CRC32# tail that does not match
 
 
 def _read_slice(buf, limit: int, starts: np.ndarray, check_crc: bool) -> _Slice:
@@ -411,6 +420,15 @@ def _check_and_copy(buf, limit, p, check_crc, i8, i4, i2, u1) -> _Slice:
 
     sl = slice(0, count)
     q = p[sl]
+    # 5.x __CRC32# tails: spotted by their fixed bytes, then checked one by one as the reference does.
+    tail_at = end[sl] - codec.PROP_CRC_RESERVED_BYTES
+    tailed = np.flatnonzero((tail_at >= q) & (at(i8, np.maximum(tail_at, 0)) == _PROP_CRC_HEAD)
+                            & (at(u1, np.maximum(tail_at, 0) + 8) == 1) & (at(u1, end[sl] - 1) == 2))
+    prop_crc_bad = []
+    for row in tailed.tolist():
+        values = codec.property_crc_values(buf, int(q[row]), int(end[row]))
+        if values is not None and values[0] != values[1]:
+            prop_crc_bad.append((row, *values))
     born_at = q + _BORN_HOST
     store_at = q + _BORN_TS + 16 + born_extra[sl]  # store time: after born time and born host
     return _Slice(
@@ -421,7 +439,7 @@ def _check_and_copy(buf, limit, p, check_crc, i8, i4, i2, u1) -> _Slice:
         reconsume=i4[q + _AFTER_HOSTS + hosts_extra[sl]].astype(np.int32), body_len=body_len[sl],
         born_host=_host_keys(i4, u1, born_at, v6_born[sl]),
         store_host=_host_keys(i4, u1, store_at + 8, v6_store[sl]),
-        v6_born=v6_born[sl], v6_store=v6_store[sl], topic=topic, properties=props)
+        v6_born=v6_born[sl], v6_store=v6_store[sl], topic=topic, properties=props, prop_crc_bad=prop_crc_bad)
 
 
 def _any_nonzero(path, start: int, end: int) -> bool:

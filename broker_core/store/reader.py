@@ -39,6 +39,7 @@ from broker_core.codec import (
     decode_record,
     int_property_out_of_range,
     peek_magic_and_store_ts,
+    property_crc_values,
 )
 from broker_core.constants import (
     BLANK_MAGIC_CODE,
@@ -177,6 +178,13 @@ def int_property_problem(rel: str, phys: int, key: str, text: str) -> Problem:
                    f"property {key}={text[:40]!r} does not fit a Java int (Integer.parseInt refuses it); "
                    "its column is left as if the property were absent, the properties map keeps the text",
                    WARNING)
+
+
+def property_crc_problem(rel: str, phys: int, stored: str, computed: str) -> Problem:
+    """A 5.x ``__CRC32#`` property tail that does not match the record's bytes before it."""
+    return Problem(rel, phys, "property-crc-mismatch",
+                   f"the __CRC32# property holds {stored!r}, the record's bytes before it give {computed!r}; "
+                   "the record is kept", WARNING)
 
 
 def record_value_problems(rel: str, phys: int, record: Record) -> list[Problem]:
@@ -531,6 +539,10 @@ class StoreReader:
                     rel, phys, "phys-offset-mismatch",
                     f"record stores PHYSICALOFFSET {item.phys_offset} but sits at {phys}", WARNING))
             self._scan_problems.extend(record_value_problems(rel, phys, item))
+            # A 5.x enabledAppendPropCRC tail is checked after the values (the columnar order too).
+            crc_values = property_crc_values(buf, pos, pos + item.total_size)
+            if crc_values is not None and crc_values[0] != crc_values[1]:
+                self._scan_problems.append(property_crc_problem(rel, phys, *crc_values))
             self.record_count += 1
             if self.first_store_ts is None:
                 self.first_store_ts = item.store_ts

@@ -195,11 +195,15 @@ def test_hop_grammar_passes_every_journey_a_message_may_take():
 
 def test_hop_grammar_passes_timer_messages():
     """A 5.x timer message: TIMER, its rolls (more TIMERs), then one DELIVER; TIMERs alone while it
-    waits; a second DELIVER after a crash; then a group's retries as for any message."""
+    waits or once it was recalled; a second DELIVER after a crash; then a group's retries as for any
+    message."""
     tables = merged(
         journey("timer", "TD"),
         journey("rolled", "TTTD"),
         journey("waiting", "TT", final_state="RETRYING"),
+        # Recalled in the wheel: its recall record is one more TIMER, a roll may follow it.
+        journey("recalled", "TT", final_state="RECALLED"),
+        journey("recalled-rolled", "TTT", final_state="RECALLED"),
         journey("timer-retried", "TD", (("O1", "SRSRQ"),), final_state="DLQ"),
         crashed("crash"),
         journey("timer-re-put", "TDD", run="crash"),

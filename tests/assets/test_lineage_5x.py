@@ -60,6 +60,32 @@ POP_V2 = [
     rec(900, "PopTopic", 50000, uniq="U12", run=RUN),
     with_props(rec(1000, "%RETRY%pg+PopTopic", 80000, uniq="U12", reconsume=1, run=RUN), **{"1ST_POP_TIME": "50100"}),
 ]
+# U14: a timer message recalled while in the wheel (5.3.2+ recallMessage): its first record, then
+# the recall record a real 5.3.3 broker wrote (same UNIQ_KEY, TIMER_DEL_UNIQKEY, tag _RECALL_TAG_).
+# U15: the same, but a roll of the original was stored after the recall record.
+RECALLED = [
+    with_props(rec(1100, WHEEL, 60000, uniq="U14", real_topic="TimerTopic", queue_offset=5, run=RUN),
+               TIMER_DELAY_SEC="4", TIMER_OUT_MS="64000"),
+    with_props(rec(1200, WHEEL, 60010, uniq="U14", real_topic="TimerTopic", queue_offset=6, run=RUN),
+               TIMER_DEL_UNIQKEY="TimerTopic+U14", TIMER_DELIVER_MS="64001", TIMER_OUT_MS="64000",
+               TAGS="_RECALL_TAG_", PGROUP="p"),
+    with_props(rec(1300, WHEEL, 61000, uniq="U15", real_topic="TimerTopic", queue_offset=7, run=RUN),
+               TIMER_DELAY_SEC="20", TIMER_OUT_MS="81000"),
+    with_props(rec(1400, WHEEL, 61010, uniq="U15", real_topic="TimerTopic", queue_offset=8, run=RUN),
+               TIMER_DEL_UNIQKEY="TimerTopic+U15", TIMER_DELIVER_MS="81001", TIMER_OUT_MS="81000",
+               TAGS="_RECALL_TAG_", PGROUP="p"),
+    with_props(rec(1500, WHEEL, 66000, uniq="U15", real_topic="TimerTopic", queue_offset=9, run=RUN),
+               TIMER_DELAY_SEC="20", TIMER_OUT_MS="81000", TIMER_ENQUEUE_MS="61000", TIMER_ROLL_TIMES="1",
+               TIMER_DEQUEUE_MS="66000"),
+]
+# U16, U17: inner batches (one record each, INNER_NUM messages from its queue offset) in a BatchCQ
+# topic; batch-g's committed offset 4 passes U16's three offsets (0-2) but not the last of U17's (3-4).
+INNER_BATCHES = [
+    with_props(rec(1600, "BatchTopic", 70000, uniq="U16", run=RUN), INNER_NUM="3", INNER_BASE="0"),
+    with_props(rec(1700, "BatchTopic", 70100, uniq="U17", queue_offset=3, run=RUN), INNER_NUM="2",
+               INNER_BASE="3"),
+]
+FORMS_OFFSETS = [offset("batch-g", "BatchTopic", 0, 4, 80000, run=RUN)]
 OFFSETS = [
     offset("timer-group", "TimerTopic", 0, 2, 30000, run=RUN),
     offset("pg", "PopTopic", 0, 1, 90000, run=RUN),
@@ -128,6 +154,32 @@ def test_a_pop_v2_retry_topic_belongs_to_the_group_before_the_plus(built):
     row = lineage[("U12", "pg")]
     assert (row.origin_topic, row.hops, row.retries, row.path, row.final_state) == (
         "PopTopic", 2, 1, "PopTopic > %RETRY%pg+PopTopic", "CONSUMED")
+
+
+@pytest.fixture(scope="module")
+def built_forms(spark):
+    return lineage_of(spark, RECALLED + INNER_BATCHES, (), OFFSETS + FORMS_OFFSETS)[RUN]
+
+
+def test_a_recalled_timer_message_is_recalled_not_retrying(built_forms):
+    """A timer message whose chain ends in the wheel and holds a recall record (TIMER_DEL_UNIQKEY)
+    is RECALLED, also when a roll of the original was stored after the recall."""
+    hops, lineage = built_forms
+    assert chain(hops, "U14", "timer-group") == [(0, "TIMER", WHEEL), (1, "TIMER", WHEEL)]
+    row = lineage[("U14", "timer-group")]
+    assert (row.origin_topic, row.hops, row.final_topic, row.final_state) == (
+        "TimerTopic", 2, WHEEL, "RECALLED")
+    assert chain(hops, "U15", "timer-group") == [(0, "TIMER", WHEEL), (1, "TIMER", WHEEL), (2, "TIMER", WHEEL)]
+    assert lineage[("U15", "timer-group")].final_state == "RECALLED"
+
+
+def test_an_inner_batch_is_consumed_once_offsets_pass_its_last_message(built_forms):
+    """An inner-batch record is one PUBLISH hop; it is CONSUMED only when the committed offset
+    passes its last inner queue offset (queue offset + INNER_NUM - 1)."""
+    hops, lineage = built_forms
+    assert chain(hops, "U16", "batch-g") == [(0, "PUBLISH", "BatchTopic")]
+    assert lineage[("U16", "batch-g")].final_state == "CONSUMED"  # offsets 0-2 < 4
+    assert lineage[("U17", "batch-g")].final_state == "UNCONSUMED"  # offset 4 not yet consumed
 
 
 def test_names_tell_bookkeeping_and_pop_v2_groups():

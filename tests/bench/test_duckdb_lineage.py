@@ -80,11 +80,11 @@ def runs(tmp_path, store_fixtures, seed) -> Path:
     write_rows(built, "commitlog", hand.PLAIN + hand.DELAYED + hand.TWO_GROUPS + hand.NO_UNIQ
                + hand.STATES + hand.IMPORTED + hand.manifest_commitlog() + hand.TRUNCATED + hand.HEADLESS
                + hand.CROSS_BROKER + hand5.TIMER_ROLLED + hand5.TIMER_WAITING + hand5.TIMER_PAST
-               + hand5.BOOKKEEPING + hand5.POP_V2)
+               + hand5.BOOKKEEPING + hand5.POP_V2 + hand5.RECALLED + hand5.INNER_BATCHES)
     write_rows(built, "runs", hand.CUT_RUNS + hand.TWO_BROKER_RUNS)
     write_rows(built, "consume_attempts", hand.DELAYED_ATTEMPTS + hand.TWO_GROUPS_ATTEMPTS
                + hand.NO_UNIQ_ATTEMPTS + hand.STATES_ATTEMPTS)
-    write_rows(built, "consumer_offsets", hand.IMPORTED_OFFSETS + hand5.OFFSETS)
+    write_rows(built, "consumer_offsets", hand.IMPORTED_OFFSETS + hand5.OFFSETS + hand5.FORMS_OFFSETS)
     write_rows(built, "produced", hand.STATES_PRODUCED)
     _merge_into(root / "hand-built", combined)
     return combined
@@ -128,7 +128,7 @@ def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp
         # Every journey kind is present, so a rule the baseline skipped would show.
         if name == "message_lineage":
             states = set(expected.column("final_state").to_pylist())
-            assert states == {"CONSUMED", "UNCONSUMED", "RETRYING", "DLQ", "LOST"}, states
+            assert states == {"CONSUMED", "UNCONSUMED", "RETRYING", "DLQ", "LOST", "RECALLED"}, states
             assert set(expected.column("truncated").to_pylist()) == {True, False}
             runs_built = len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + len(RETAINED) + 1
             assert len(set(expected.column("run_id").to_pylist())) >= runs_built

@@ -1,4 +1,4 @@
-"""Timer messages on a real RocketMQ 5.3.3 broker: sent with the 5.x client, consumed, the store
+"""Timer messages on a real RocketMQ 5.x broker (5.3.3, and 5.5.0: the newest release whose jars all resolve): sent with the 5.x client, consumed, the store
 imported and its lineage built. Each timer message is TIMER hop(s) then a DELIVER stored no
 earlier than its due time, and every blocking check passes.
 
@@ -21,7 +21,10 @@ pytestmark = pytest.mark.skipif(
     not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
     reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
 
-VERSION = "5.3.3"
+# 5.5.1's broker, common, store and remoting jars resolve, but its client, name server, srvutil,
+# filter, auth and tools jars are not served by the registry (docs/rocketmq-5x.md): 5.5.0 is the
+# newest whole release. Its case adds about 1.5 minutes.
+VERSIONS = ("5.3.3", "5.5.0")
 DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "TimerDriver.java"
 TOPIC, GROUP = "TimerTopic", "timer-group"
 # A 5 s roll window (timerRollWindowSlot x timerPrecisionMs 1000): a timer further ahead than that
@@ -38,8 +41,9 @@ DRIVER_TIMEOUT_MS = 45_000  # a limit: a broker that never delivers fails the te
 DRIVER_TIMEOUT_S = 90
 
 
-def test_timer_messages_on_a_real_5_3_3_broker_are_timer_hops_then_a_deliver(tmp_path, spark):
-    """Timer messages sent to a real 5.3.3 broker are each TIMER hop(s) then a DELIVER stored no
+@pytest.mark.parametrize("version", VERSIONS)
+def test_timer_messages_on_a_real_5x_broker_are_timer_hops_then_a_deliver(version, tmp_path, spark):
+    """Timer messages sent to a real 5.x broker are each TIMER hop(s) then a DELIVER stored no
     earlier than TIMER_OUT_MS, the long one rolls, untimed ones are one PUBLISH, every message is
     CONSUMED, the 5.x store items are named by the import, and every blocking check passes."""
     from broker_core.export.store_import import import_store
@@ -47,7 +51,7 @@ def test_timer_messages_on_a_real_5_3_3_broker_are_timer_hops_then_a_deliver(tmp
     from conformance.jars import resolve
     from conformance.run import _warehouse
 
-    lib = resolve(VERSION)
+    lib = resolve(version)
     classes = tmp_path / "classes"
     compiled = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)],
                               capture_output=True, text=True)

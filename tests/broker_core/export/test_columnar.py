@@ -107,6 +107,29 @@ def test_records_from_rocketmqs_encoder_decode_alike(tmp_path):
     assert {p.kind for p in problems} == {"phys-offset-mismatch", "checkpoint-missing"}
 
 
+@pytest.mark.parametrize("check_crc", [True, False])
+def test_property_crc_tails_that_do_not_match_are_the_same_warning_from_both(tmp_path, check_crc):
+    """A 5.x __CRC32# tail is checked against the record's bytes by both decoders: a changed tail
+    digit or a changed byte before it (outside the body) is one property-crc-mismatch warning at
+    that record, the record kept; a sound tail and a record without one give none."""
+    good = (ENCODED / "extra_y2_v1_prop_crc32_HEAD.bin").read_bytes()
+    plain = (ENCODED / "extra_x1_ipv6_hosts.bin").read_bytes()
+    assert codec.property_crc_matches(good) is True and codec.property_crc_matches(plain) is None
+    digit_at = len(good) - 2  # the tail's last digit, before its \x02
+    bad_digit = bytearray(good)
+    bad_digit[digit_at] = ord("0") + (good[digit_at] - ord("0") + 1) % 10
+    bad_born = bytearray(good)
+    bad_born[codec.BORN_HOST_POS - 1] ^= 0x01  # the born timestamp's last byte: no body CRC covers it
+    records = [good, bytes(bad_digit), plain, bytes(bad_born), good]
+    _, table, problems, _ = assert_same(write_store(tmp_path / "store", [b"".join(records)], 64 * 1024),
+                                        check_crc=check_crc)
+    assert table.num_rows == len(records)
+    starts = [sum(len(r) for r in records[:i]) for i in range(len(records))]
+    crc_problems = [p for p in problems if p.kind == "property-crc-mismatch"]
+    assert [p.offset for p in crc_problems] == [starts[1], starts[3]]
+    assert all(p.severity == "warning" for p in crc_problems), crc_problems
+
+
 @pytest.mark.parametrize("name", ["store-clean", "store-crashed"])
 def test_real_4_9_4_stores_decode_alike(store_fixtures, name):
     """The stores a real 4.9.4 broker wrote, clean and after a crash, give the same rows and problems."""

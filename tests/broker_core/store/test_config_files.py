@@ -109,6 +109,50 @@ def test_standard_json_consumer_offsets(tmp_path):
     assert load_consumer_offsets(tmp_path) == {"TopicTest@g": {0: 250, 1: 249}, "%RETRY%g@g": {0: 3}}
 
 
+# consumerOffset.json as a real 5.5.0 broker wrote it (trimmed): bare integer queue ids, each on
+# its own line; a broadcasting group's "@broadcast" key; groupTopicMap and pullOffsetTable beside
+# the offsetTable.
+CONSUMER_OFFSETS_5_5_0 = (
+    '{\n\t"dataVersion":{\n\t\t"counter":0,\n\t\t"stateVersion":0,\n\t\t"timestamp":1795665880324\n\t},'
+    '\n\t"groupTopicMap":{\n\t\t"order-service":[\n\t\t\t"OrderTopic",\n\t\t\t"%RETRY%order-service"\n\t\t]\n\t},'
+    '\n\t"offsetTable":{\n\t\t"OrderTopic@audit-broadcast@broadcast":{\n\t\t\t0:8,\n\t\t\t1:8\n\t\t},'
+    '\n\t\t"%RETRY%order-service@order-service":{\n\t\t\t0:9\n\t\t},'
+    '\n\t\t"OrderTopic@order-service":{\n\t\t\t0:8,\n\t\t\t1:8\n\t\t}\n\t},'
+    '\n\t"pullOffsetTable":{\n\t\t"%RETRY%delay-service@delay-service":{\n\t\t\t0:0\n\t\t}\n\t}\n}')
+CONSUMER_OFFSETS_5_5_0_TABLE = {"OrderTopic@audit-broadcast@broadcast": {0: 8, 1: 8},
+                                "%RETRY%order-service@order-service": {0: 9},
+                                "OrderTopic@order-service": {0: 8, 1: 8}}
+
+
+@pytest.mark.parametrize("form", ["bare", "quoted"])
+def test_5x_consumer_offsets_load_with_bare_or_quoted_queue_ids(tmp_path, form):
+    """consumerOffset.json as 5.5.0 writes it (bare integer keys, one per line) and the same file
+    with fastjson2's quoted keys ({"0":8}) load to the same int-keyed table; the tables beside
+    offsetTable are not offsets."""
+    text = CONSUMER_OFFSETS_5_5_0
+    if form == "quoted":
+        text = text.replace("\t0:", '\t"0":').replace("\t1:", '\t"1":')
+        assert '"0":8' in text and "\t0:" not in text
+    (tmp_path / "consumerOffset.json").write_text(text)
+    assert load_consumer_offsets(tmp_path) == CONSUMER_OFFSETS_5_5_0_TABLE
+
+
+@pytest.mark.parametrize("form", ['{"offsetTable":{2:2,3:10}}', '{"offsetTable":{"2":2,"3":10}}',
+                                  '{\n\t"dataVersion":{"counter":0,"stateVersion":0,"timestamp":1},'
+                                  '\n\t"offsetTable":{\n\t\t2:2,\n\t\t"3":10\n\t}\n}'])
+def test_5x_delay_offsets_load_with_bare_or_quoted_levels(tmp_path, form):
+    """delayOffset.json loads alike with bare, quoted or mixed delay-level keys and a dataVersion."""
+    (tmp_path / "delayOffset.json").write_text(form)
+    assert load_delay_offsets(tmp_path) == {2: 2, 3: 10}
+
+
+def test_a_quoted_key_that_is_no_integer_is_a_clear_error(tmp_path):
+    """A queue id that is neither a bare nor a quoted integer names the file, the key and the value."""
+    (tmp_path / "consumerOffset.json").write_text('{"offsetTable":{"T@g":{"zero":8}}}')
+    with pytest.raises(CorruptStoreError, match="queue id of T@g is 'zero', not an integer"):
+        load_consumer_offsets(tmp_path)
+
+
 def test_consumer_offsets_round_trip_in_fastjson_layout(tmp_path):
     """Consumer offsets are written with String keys on new lines and bare Integer queue ids."""
     table = {"TopicTest@g": {1: 249, 0: 250}, "%RETRY%g@g": {0: 3}}

@@ -1,0 +1,57 @@
+"""Resolving RocketMQ's jars: a release the registry cannot serve whole fails with a message that
+names what is missing, and a version that is no release number is refused before Maven runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker_core.errors import BadInputError
+from conformance.jars import check_version, maven_failure
+
+# What `mvn dependency:copy-dependencies` printed for RocketMQ 5.5.1 here (2026-11-26; the
+# repository address replaced by <central>): the broker resolved, six other artifacts did not.
+MVN_5_5_1 = """\
+[WARNING] The POM for org.apache.rocketmq:rocketmq-namesrv:jar:5.5.1 is missing, no dependency information available
+[ERROR] Failed to execute goal on project rocketmq-lib: Could not resolve dependencies for project \
+retry-audit:rocketmq-lib:pom:1: The following artifacts could not be resolved: \
+org.apache.rocketmq:rocketmq-namesrv:jar:5.5.1, org.apache.rocketmq:rocketmq-srvutil:jar:5.5.1, \
+org.apache.rocketmq:rocketmq-filter:jar:5.5.1, org.apache.rocketmq:rocketmq-auth:jar:5.5.1, \
+org.apache.rocketmq:rocketmq-client:jar:5.5.1, org.apache.rocketmq:rocketmq-tools:jar:5.5.1: \
+org.apache.rocketmq:rocketmq-namesrv:jar:5.5.1 was not found in <central> during a previous attempt. \
+This failure was cached in the local repository -> [Help 1]
+[ERROR]
+[ERROR] To see the full stack trace of the errors, re-run Maven with the -e switch.
+[ERROR] Re-run Maven using the -X switch to enable full debug logging.
+[ERROR] [Help 1] http://cwiki.apache.org/confluence/display/MAVEN/DependencyResolutionException
+"""
+
+
+def test_a_release_served_in_part_names_the_missing_artifacts():
+    """Maven's failure for 5.5.1 becomes the list of artifacts it could not find, not its advice."""
+    assert maven_failure(MVN_5_5_1) == ("not found: rocketmq-namesrv, rocketmq-srvutil, rocketmq-filter, "
+                                        "rocketmq-auth, rocketmq-client, rocketmq-tools")
+
+
+def test_another_maven_failure_is_its_first_error_line():
+    """A failure of another kind is told by Maven's first non-empty error line."""
+    out = "[INFO] x\n[ERROR] Failed to execute goal: network is unreachable\n[ERROR] \n[ERROR] [Help 1] http://h\n"
+    assert maven_failure(out) == "Failed to execute goal: network is unreachable"
+    assert maven_failure("") == "no output"
+
+
+@pytest.mark.parametrize("version", ["5.5", "latest", "5.5.1-SNAPSHOT", ""])
+def test_a_version_that_is_no_release_number_is_bad_input(version):
+    """Only N.N.N release numbers reach Maven."""
+    with pytest.raises(BadInputError, match="not a RocketMQ release number"):
+        check_version(version)
+
+
+def test_a_first_attempt_names_every_missing_artifact_too():
+    """Maven's wording on a first (uncached) attempt names the same artifacts."""
+    out = ("[ERROR] Failed to execute goal on project p: Could not resolve dependencies for project p: The "
+           "following artifacts could not be resolved: org.apache.rocketmq:rocketmq-client:jar:5.5.1, "
+           "org.apache.rocketmq:rocketmq-tools:jar:5.5.1: Could not find artifact "
+           "org.apache.rocketmq:rocketmq-client:jar:5.5.1 in central (<central>) -> [Help 1]\n")
+    assert maven_failure(out) == "not found: rocketmq-client, rocketmq-tools"
+    assert maven_failure("[ERROR] Could not find artifact org.apache.rocketmq:rocketmq-client:jar:5.5.1 in c\n") \
+        == "not found: rocketmq-client"
