@@ -1,0 +1,143 @@
+"""The 5.x POP tables of an import: ``pop_evidence`` and ``retry_topics``.
+
+``pop_evidence`` holds one row per POP checkpoint or ack record of the broker's commit log
+(:mod:`broker_core.store.pop`). The commitlog table keeps no bodies, so the bookkeeping records are
+found in the broker's commitlog Parquet (topic and REAL_TOPIC) and only their bytes are read again
+from the store, by physical offset: a store of messages costs one column scan, not a second read of
+the log. A record whose file retention has deleted since an earlier import is left out.
+
+``retry_topics`` says who owns every ``%RETRY%`` topic the store knows (``topics.json`` and the
+commit log): a checkpoint of a message topic names its group exactly, so the POP retry topic
+names the revive service builds from it are that group's (``checkpoint``); otherwise the name is
+read against the groups and topics the store's config and offsets know
+(:func:`broker_core.names.retry_topic_owner`: ``config``, or ``ambiguous`` with no group);
+a name nothing knows keeps the 4.9.4 reading (``name``: the whole rest is the group, or a v2
+name's part before '+').
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from broker_core import names
+from broker_core.codec import Record, decode_record
+from broker_core.constants import TIMER_TOPIC
+from broker_core.errors import CorruptRecordError
+from broker_core.export.parquet import TableWriter
+from broker_core.store import pop
+from broker_core.store.config_files import split_topic_group
+from broker_core.store.problem import WARNING, Problem
+from broker_core.store.reader import StoreReader
+
+RESOLVED_BY_CHECKPOINT = "checkpoint"
+RESOLVED_BY_CONFIG = "config"
+RESOLVED_AMBIGUOUS = "ambiguous"
+RESOLVED_BY_NAME = "name"
+PROBLEM_POP_BODY = "pop-body-undecodable"
+
+
+def _bookkeeping_rows(commitlog_dir: Path, broker: str) -> tuple[list[dict], set[str]]:
+    """The broker's POP bookkeeping records (phys_offset, total_size, topic, tags, store_ts,
+    stage), in physical order, and every %RETRY% topic its records are in."""
+    if not commitlog_dir.is_dir() or not any(commitlog_dir.glob("*.parquet")):
+        return [], set()
+    data = ds.dataset(str(commitlog_dir), format="parquet")
+    mine = ds.field("broker") == broker
+    topics = data.to_table(columns=["topic"], filter=mine).column("topic")
+    retry_topics = {t for t in pc.unique(topics).to_pylist() if t and names.is_retry_topic(t)}
+    candidates = (ds.field("topic") == TIMER_TOPIC) | pc.starts_with(ds.field("topic"), pop.REVIVE_TOPIC_PREFIX)
+    table = data.to_table(columns=["phys_offset", "total_size", "topic", "real_topic", "tags", "store_ts"],
+                          filter=mine & candidates)
+    rows = []
+    for row in table.to_pylist():
+        stage = pop.pop_stage(row["topic"], row["real_topic"])
+        if stage is not None:
+            rows.append({**row, "stage": stage})
+    rows.sort(key=lambda r: r["phys_offset"])
+    return rows, retry_topics
+
+
+def _record_at(reader: StoreReader, phys_offset: int, size: int) -> Record | None:
+    """The record at ``phys_offset`` read again from the store; None when its file is gone."""
+    for cf in reader.files:
+        if cf.start <= phys_offset < cf.start + cf.length:
+            with open(cf.path, "rb") as f:
+                f.seek(phys_offset - cf.start)
+                buf = f.read(size)
+            record = decode_record(buf, 0, check_crc=False)
+            return record if isinstance(record, Record) else None
+    return None
+
+
+def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str,
+                     broker: str) -> tuple[int, int, list[Problem]]:
+    """Write ``pop_evidence`` and ``retry_topics`` of ``broker`` from the commitlog already
+    written under ``parquet``; return their row counts and the bodies that did not decode."""
+    rows, retry_in_log = _bookkeeping_rows(parquet / "commitlog", broker)
+    problems: list[Problem] = []
+    evidence = TableWriter(parquet, "pop_evidence", part=part)
+    checkpoints: list[pop.PopRecord] = []
+    for row in rows:
+        where = f"commitlog@{row['phys_offset']}"
+        record = _record_at(reader, row["phys_offset"], row["total_size"])
+        if record is None:
+            continue
+        try:
+            decoded = pop.decode_pop_body(row["tags"], record.body, where)
+        except CorruptRecordError as exc:
+            problems.append(Problem("commitlog", row["phys_offset"], PROBLEM_POP_BODY,
+                                    f"{row['topic']} record: {exc.message}", WARNING))
+            continue
+        if decoded.kind == pop.TAG_CHECKPOINT:
+            checkpoints.append(decoded)
+        evidence.write({"run_id": run_id, "broker": broker, "phys_offset": row["phys_offset"],
+                        "store_ts": row["store_ts"], "stage": row["stage"], "kind": decoded.kind,
+                        "group": decoded.group, "topic": decoded.topic, "queue_id": decoded.queue_id,
+                        "start_offset": decoded.start_offset, "offsets": list(decoded.offsets),
+                        "pop_ts": decoded.pop_ts_ms, "invisible_ms": decoded.invisible_ms,
+                        "revive_ts": decoded.revive_ts_ms, "broker_name": decoded.broker_name})
+    evidence_rows = evidence.close()
+
+    owners = TableWriter(parquet, "retry_topics", part=part)
+    for topic, group, origin, how in retry_topic_owners(reader, retry_in_log, checkpoints):
+        owners.write({"run_id": run_id, "broker": broker, "retry_topic": topic, "group": group,
+                      "origin_topic": origin, "resolution": how})
+    return evidence_rows, owners.close(), problems
+
+
+def retry_topic_owners(reader: StoreReader, retry_in_log: Iterable[str],
+                       checkpoints: Iterable[pop.PopRecord]) -> list[tuple[str, str | None, str | None, str]]:
+    """(retry topic, group, origin topic, resolution) for every %RETRY% topic of the store's
+    ``topics.json`` and ``retry_in_log``, sorted by topic."""
+    by_checkpoint: dict[str, tuple[str, str]] = {}
+    groups, topics = set(reader.subscription_groups()), set(reader.topics())
+    for key in reader.consumer_offsets():
+        topic, group = split_topic_group(key)
+        groups.add(group)
+        topics.add(topic)
+    for ck in checkpoints:
+        groups.add(ck.group)
+        topics.add(ck.topic)
+        for name in pop.retry_topic_names(ck.group, ck.topic) or ():
+            by_checkpoint[name] = (ck.group, ck.topic)
+    plain = {t for t in topics if not (names.is_retry_topic(t) or names.is_dlq_topic(t))}
+    out = []
+    for name in sorted({t for t in topics if names.is_retry_topic(t)} | set(retry_in_log)):
+        if name in by_checkpoint:
+            out.append((name, *by_checkpoint[name], RESOLVED_BY_CHECKPOINT))
+            continue
+        owner = names.retry_topic_owner(name, groups, plain)
+        assert owner is not None, f"{name} is a retry topic"
+        if owner.ambiguous:
+            out.append((name, None, None, RESOLVED_AMBIGUOUS))
+        elif owner.origin_topic is not None and owner.origin_topic in plain and owner.group in groups:
+            out.append((name, owner.group, owner.origin_topic, RESOLVED_BY_CONFIG))
+        elif owner.origin_topic is None and owner.group in groups:
+            out.append((name, owner.group, None, RESOLVED_BY_CONFIG))
+        else:
+            out.append((name, owner.group, owner.origin_topic, RESOLVED_BY_NAME))
+    return out
