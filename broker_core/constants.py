@@ -63,6 +63,9 @@ SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX: the broker's 
 PROP_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"  # set on every record the timer puts (a roll or the delivery)
 PROP_TIMER_OUT_MS = "TIMER_OUT_MS"  # the due time, rounded down to timerPrecisionMs
 PROP_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"  # set from the first roll on, 1, 2, ...
+# Set by the 5.x POP revive service on every retry record it writes (MessageConst.PROPERTY_FIRST_POP_TIME);
+# a push consumer's send-back never sets it.
+PROP_FIRST_POP_TIME = "1ST_POP_TIME"
 DLQ_QUEUES = 1  # DLQ_NUMS_PER_GROUP
 RETRY_QUEUES_DEFAULT = 1  # SubscriptionGroupConfig.retryQueueNums
 RETRY_MAX_TIMES_DEFAULT = 16  # SubscriptionGroupConfig.retryMaxTimes
