@@ -534,6 +534,9 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
                    .when(last_kind.isin("SCHEDULE", "TIMER"), "RETRYING")
                    .when(consumed, "CONSUMED")
                    .when(last_kind == "RETRY", "RETRYING")
+                   # Popped by a POP group and not acked: the revive service puts it back (a
+                   # retry record) once its invisible time is over.
+                   .when(~F.col("_pop_acked"), "RETRYING")
                    .otherwise("UNCONSUMED"))
     return rows.withColumn("final_state", final_state)
 

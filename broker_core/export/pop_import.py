@@ -103,22 +103,35 @@ def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str,
     evidence_rows = evidence.close()
 
     owners = TableWriter(parquet, "retry_topics", part=part)
-    for topic, group, origin, how in retry_topic_owners(reader, retry_in_log, checkpoints):
+    groups, topics = known_names(reader)
+    for topic, group, origin, how in retry_topic_owners(groups, topics, retry_in_log, checkpoints):
         owners.write({"run_id": run_id, "broker": broker, "retry_topic": topic, "group": group,
                       "origin_topic": origin, "resolution": how})
     return evidence_rows, owners.close(), problems
 
 
-def retry_topic_owners(reader: StoreReader, retry_in_log: Iterable[str],
-                       checkpoints: Iterable[pop.PopRecord]) -> list[tuple[str, str | None, str | None, str]]:
-    """(retry topic, group, origin topic, resolution) for every %RETRY% topic of the store's
-    ``topics.json`` and ``retry_in_log``, sorted by topic."""
-    by_checkpoint: dict[str, tuple[str, str]] = {}
+def known_names(reader: StoreReader) -> tuple[set[str], set[str]]:
+    """The groups and topics a store's config knows: ``subscriptionGroup.json``, ``topics.json``
+    and the keys of ``consumerOffset.json``."""
     groups, topics = set(reader.subscription_groups()), set(reader.topics())
     for key in reader.consumer_offsets():
         topic, group = split_topic_group(key)
         groups.add(group)
         topics.add(topic)
+    return groups, topics
+
+
+def retry_topic_owners(groups: Iterable[str], topics: Iterable[str], retry_in_log: Iterable[str],
+                       checkpoints: Iterable[pop.PopRecord]) -> list[tuple[str, str | None, str | None, str]]:
+    """(retry topic, group, origin topic, resolution) for every %RETRY% topic among ``topics``
+    (a store's config) and ``retry_in_log`` (its commit log), sorted by topic.
+
+    A checkpoint of a message topic names the POP retry topics of its group exactly
+    (``checkpoint``); otherwise the name is read against ``groups`` and the plain ``topics``
+    (and the checkpoints' groups and topics): one reading they know is ``config``, several are
+    ``ambiguous`` (no group), none leaves the name's own reading (``name``)."""
+    groups, topics = set(groups), set(topics)
+    by_checkpoint: dict[str, tuple[str, str]] = {}
     for ck in checkpoints:
         groups.add(ck.group)
         topics.add(ck.topic)
@@ -134,10 +147,8 @@ def retry_topic_owners(reader: StoreReader, retry_in_log: Iterable[str],
         assert owner is not None, f"{name} is a retry topic"
         if owner.ambiguous:
             out.append((name, None, None, RESOLVED_AMBIGUOUS))
-        elif owner.origin_topic is not None and owner.origin_topic in plain and owner.group in groups:
+        elif owner.group in groups and (owner.origin_topic is None or owner.origin_topic in plain):
             out.append((name, owner.group, owner.origin_topic, RESOLVED_BY_CONFIG))
-        elif owner.origin_topic is None and owner.group in groups:
-            out.append((name, owner.group, None, RESOLVED_BY_CONFIG))
         else:
             out.append((name, owner.group, owner.origin_topic, RESOLVED_BY_NAME))
     return out
