@@ -13,7 +13,14 @@ from __future__ import annotations
 import pytest
 
 from assets.lineage import build_message_hops, build_message_lineage
-from broker_core.export.schema import COMMITLOG, CONSUME_ATTEMPTS, CONSUMER_OFFSETS, POP_EVIDENCE, PRODUCED, RETRY_TOPICS
+from broker_core.export.schema import (
+    COMMITLOG,
+    CONSUME_ATTEMPTS,
+    CONSUMER_OFFSETS,
+    POP_EVIDENCE,
+    PRODUCED,
+    RETRY_TOPICS,
+)
 from tests.assets.test_lineage import chain, frame, offset, rec, ts
 
 RUN = "rpop"

@@ -133,7 +133,7 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
             assert len(ck) == 1 and ck[0]["invisible_ms"] == invisible_ms == INVISIBLE_MS, (keys, call, ck)
         # A failed delivery that was retried: the client set a new invisible time (a checkpoint of
         # POP_DELAY_SEC), and the retry record came after that checkpoint's revive time.
-        for call, nxt in zip(seen, chain[1:]):
+        for call, nxt in zip(seen[:-1], chain[1:], strict=True):
             popped_topic = records[call["commit_log_offset"]]["topic"]
             later = [c for (topic, q, so, pt), c in checkpoints.items()
                      if (topic, q, so) == (popped_topic, call["queue_id"], call["queue_offset"])
