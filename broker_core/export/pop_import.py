@@ -40,15 +40,16 @@ RESOLVED_BY_NAME = "name"
 PROBLEM_POP_BODY = "pop-body-undecodable"
 
 
-def _bookkeeping_rows(commitlog_dir: Path, broker: str) -> tuple[list[dict], set[str]]:
+def _bookkeeping_rows(commitlog_dir: Path, broker: str, topics: Iterable[str]) -> list[dict]:
     """The broker's POP bookkeeping records (phys_offset, total_size, topic, tags, store_ts,
-    stage), in physical order, and every %RETRY% topic its records are in."""
+    stage), in physical order; ``topics`` are the topics its records are in (none of the timer or
+    revive topics: nothing to read)."""
+    if not any(t == TIMER_TOPIC or pop.is_revive_topic(t) for t in topics):
+        return []
     if not commitlog_dir.is_dir() or not any(commitlog_dir.glob("*.parquet")):
-        return [], set()
+        return []
     data = ds.dataset(str(commitlog_dir), format="parquet")
     mine = ds.field("broker") == broker
-    topics = data.to_table(columns=["topic"], filter=mine).column("topic")
-    retry_topics = {t for t in pc.unique(topics).to_pylist() if t and names.is_retry_topic(t)}
     candidates = (ds.field("topic") == TIMER_TOPIC) | pc.starts_with(ds.field("topic"), pop.REVIVE_TOPIC_PREFIX)
     table = data.to_table(columns=["phys_offset", "total_size", "topic", "real_topic", "tags", "store_ts"],
                           filter=mine & candidates)
@@ -58,7 +59,7 @@ def _bookkeeping_rows(commitlog_dir: Path, broker: str) -> tuple[list[dict], set
         if stage is not None:
             rows.append({**row, "stage": stage})
     rows.sort(key=lambda r: r["phys_offset"])
-    return rows, retry_topics
+    return rows
 
 
 def _record_at(reader: StoreReader, phys_offset: int, size: int) -> Record | None:
@@ -73,11 +74,14 @@ def _record_at(reader: StoreReader, phys_offset: int, size: int) -> Record | Non
     return None
 
 
-def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str,
-                     broker: str) -> tuple[int, int, list[Problem]]:
+def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
+                     topics_in_log: Iterable[str]) -> tuple[int, int, list[Problem]]:
     """Write ``pop_evidence`` and ``retry_topics`` of ``broker`` from the commitlog already
-    written under ``parquet``; return their row counts and the bodies that did not decode."""
-    rows, retry_in_log = _bookkeeping_rows(parquet / "commitlog", broker)
+    written under ``parquet`` (``topics_in_log``: the topics of its records, as the import counted
+    them); return their row counts and the bodies that did not decode."""
+    topics_in_log = set(topics_in_log)
+    rows = _bookkeeping_rows(parquet / "commitlog", broker, topics_in_log)
+    retry_in_log = {t for t in topics_in_log if names.is_retry_topic(t)}
     problems: list[Problem] = []
     evidence = TableWriter(parquet, "pop_evidence", part=part)
     checkpoints: list[pop.PopRecord] = []

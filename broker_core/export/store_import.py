@@ -391,7 +391,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
             rows_by_table["consumer_offsets"] = writer.close()
 
             # 5.x POP checkpoints and acks, and who owns each %RETRY% topic (pop_import).
-            pop_rows, owner_rows, pop_problems = write_pop_tables(reader, parquet, part, run_id, broker)
+            pop_rows, owner_rows, pop_problems = write_pop_tables(reader, parquet, part, run_id, broker,
+                                                                  records_by_topic(files))
             rows_by_table["pop_evidence"], rows_by_table["retry_topics"] = pop_rows, owner_rows
 
             writer = TableWriter(parquet, "store_problems", part=part)
