@@ -27,8 +27,11 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * Arguments: namesrv brokerAddr topic group plan maxReconsumeTimes popDelaySec invisibleTimeMs
  * timeoutMs. The plan is a comma-separated list of failure counts, one per message: message i
  * (keys pop-i) returns RECONSUME_LATER on its first plan[i] deliveries and CONSUME_SUCCESS after;
- * a count above maxReconsumeTimes means "always fail". The run ends once every message was
- * acknowledged by the listener or given up by the client, or at the time limit.
+ * a count above maxReconsumeTimes means "always fail" (the client gives up at maxReconsumeTimes and
+ * acks it). A negative count is a message still in flight at the end: it always fails, is sent
+ * once every other message has ended, and the run stops soon after its first delivery. The run
+ * ends once every message was acknowledged by the listener, given up by the client, or (in
+ * flight) delivered once, or at the time limit.
  *
  * The 5.x POP client delays a failed message by its hard-wired popDelayLevel table (10 s, 30 s,
  * 60 s, ... 7200 s) through changePopInvisibleTime, and acks a message that reached
@@ -50,6 +53,21 @@ public class PopDriver {
         }
         // The client's threads are not daemons: end the JVM whatever happened.
         System.exit(code);
+    }
+
+    static void send(DefaultMQProducer producer, String topic, int i, int failures) throws Exception {
+        Message msg = new Message(topic, "pop", ("pop " + i + " fails " + failures).getBytes("UTF-8"));
+        msg.setKeys("pop-" + i);
+        long sentMs = System.currentTimeMillis();
+        SendResult result = producer.send(msg);
+        if (result.getSendStatus() != SendStatus.SEND_OK) {
+            throw new IllegalStateException("send " + i + ": " + result);
+        }
+        emit("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"pop-" + i
+                + "\",\"failures\":" + failures + ",\"sent_ms\":" + sentMs
+                + ",\"queue_id\":" + result.getMessageQueue().getQueueId()
+                + ",\"queue_offset\":" + result.getQueueOffset()
+                + ",\"broker\":\"" + result.getMessageQueue().getBrokerName() + "\"}");
     }
 
     static void emit(String line) {
@@ -114,7 +132,8 @@ public class PopDriver {
             String keys = m.getKeys();
             int index = Integer.parseInt(keys.substring(keys.indexOf('-') + 1));
             int call = calls.computeIfAbsent(keys, k -> new AtomicInteger()).incrementAndGet();
-            boolean fail = call <= failures[index];
+            boolean inFlight = failures[index] < 0;
+            boolean fail = inFlight || call <= failures[index];
             String status = fail ? "RECONSUME_LATER" : "CONSUME_SUCCESS";
             String ck = m.getProperty(MessageConst.PROPERTY_POP_CK);
             StringBuilder line = new StringBuilder("{\"event\":\"consume\"");
@@ -137,7 +156,10 @@ public class PopDriver {
                 endedAt.put(keys, now);
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
             }
-            if (m.getReconsumeTimes() >= maxReconsumeTimes) {
+            if (inFlight) {
+                ended.putIfAbsent(keys, "in-flight");
+                endedAt.putIfAbsent(keys, now);
+            } else if (m.getReconsumeTimes() >= maxReconsumeTimes) {
                 ended.put(keys, "gave-up");
                 endedAt.put(keys, now);
             }
@@ -149,27 +171,25 @@ public class PopDriver {
         producer.setNamesrvAddr(namesrv);
         producer.setRetryTimesWhenSendFailed(5);
         producer.start();
+        int settled = 0;
         for (int i = 0; i < plan.length; i++) {
-            Message msg = new Message(topic, "pop", ("pop " + i + " fails " + plan[i]).getBytes("UTF-8"));
-            msg.setKeys("pop-" + i);
-            long sentMs = System.currentTimeMillis();
-            SendResult result = producer.send(msg);
-            if (result.getSendStatus() != SendStatus.SEND_OK) {
-                throw new IllegalStateException("send " + i + ": " + result);
+            if (failures[i] >= 0) {
+                send(producer, topic, i, failures[i]);
+                settled++;
             }
-            emit("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"pop-" + i
-                    + "\",\"failures\":" + failures[i] + ",\"sent_ms\":" + sentMs
-                    + ",\"queue_id\":" + result.getMessageQueue().getQueueId()
-                    + ",\"queue_offset\":" + result.getQueueOffset()
-                    + ",\"broker\":\"" + result.getMessageQueue().getBrokerName() + "\"}");
         }
         long deadline = System.currentTimeMillis() + timeoutMs;
+        while (ended.size() < settled && System.currentTimeMillis() < deadline) {
+            Thread.sleep(100);
+        }
+        for (int i = 0; i < plan.length; i++) {
+            if (failures[i] < 0) send(producer, topic, i, failures[i]);
+        }
         while (ended.size() < plan.length && System.currentTimeMillis() < deadline) {
             Thread.sleep(100);
         }
-        // The acks and the give-up acks are sent asynchronously after the listener returns; a
-        // message given up is acked by the client only on its next delivery after it is older than
-        // twice popDelaySec: wait for that delivery and ack to reach the broker.
+        // The acks (after a success, and when the client gives up) and the changes of invisible
+        // time are sent asynchronously after the listener returns: let them reach the broker.
         Thread.sleep(GIVE_UP_GRACE_MS + 2L * popDelaySec * 1000);
         producer.shutdown();
         consumer.shutdown();
