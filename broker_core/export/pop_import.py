@@ -17,7 +17,7 @@ name's part before '+').
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -50,7 +50,9 @@ def _bookkeeping_rows(commitlog_dir: Path, broker: str, topics: Iterable[str]) -
         return []
     data = ds.dataset(str(commitlog_dir), format="parquet")
     mine = ds.field("broker") == broker
-    candidates = (ds.field("topic") == TIMER_TOPIC) | pc.starts_with(ds.field("topic"), pop.REVIVE_TOPIC_PREFIX)
+    # A timer message's own records (REAL_TOPIC a message topic) are left out here already.
+    candidates = (((ds.field("topic") == TIMER_TOPIC) & pc.starts_with(ds.field("real_topic"), pop.REVIVE_TOPIC_PREFIX))
+                  | pc.starts_with(ds.field("topic"), pop.REVIVE_TOPIC_PREFIX))
     table = data.to_table(columns=["phys_offset", "total_size", "topic", "real_topic", "tags", "store_ts"],
                           filter=mine & candidates)
     rows = []
@@ -62,16 +64,30 @@ def _bookkeeping_rows(commitlog_dir: Path, broker: str, topics: Iterable[str]) -
     return rows
 
 
-def _record_at(reader: StoreReader, phys_offset: int, size: int) -> Record | None:
-    """The record at ``phys_offset`` read again from the store; None when its file is gone."""
-    for cf in reader.files:
-        if cf.start <= phys_offset < cf.start + cf.length:
-            with open(cf.path, "rb") as f:
-                f.seek(phys_offset - cf.start)
-                buf = f.read(size)
-            record = decode_record(buf, 0, check_crc=False)
-            return record if isinstance(record, Record) else None
-    return None
+def _records_at(reader: StoreReader, rows: list[dict]) -> Iterator[tuple[dict, Record | None]]:
+    """Each row with its record read again from the store (rows in physical order; one open file
+    at a time); None when the record's file is gone (retention) or no record decodes there."""
+    files = sorted(reader.files, key=lambda cf: cf.start)
+    index, handle = 0, None
+    try:
+        for row in rows:
+            phys = row["phys_offset"]
+            while index < len(files) and files[index].start + files[index].length <= phys:
+                index += 1
+                if handle is not None:
+                    handle.close()
+                    handle = None
+            if index == len(files) or phys < files[index].start:
+                yield row, None
+                continue
+            if handle is None:
+                handle = open(files[index].path, "rb")
+            handle.seek(phys - files[index].start)
+            record = decode_record(handle.read(row["total_size"]), 0, check_crc=False)
+            yield row, record if isinstance(record, Record) else None
+    finally:
+        if handle is not None:
+            handle.close()
 
 
 def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
@@ -85,9 +101,8 @@ def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str,
     problems: list[Problem] = []
     evidence = TableWriter(parquet, "pop_evidence", part=part)
     checkpoints: list[pop.PopRecord] = []
-    for row in rows:
+    for row, record in _records_at(reader, rows):
         where = f"commitlog@{row['phys_offset']}"
-        record = _record_at(reader, row["phys_offset"], row["total_size"])
         if record is None:
             continue
         try:
