@@ -26,6 +26,7 @@ import duckdb
 
 from broker_core.constants import (
     ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED,
+    PROP_FIRST_POP_TIME,
     PROP_TIMER_OUT_MS,
     RETRY_MAX_TIMES_DEFAULT,
     SYSTEM_GROUP_PREFIX,
@@ -56,9 +57,10 @@ LINEAGE_MATCHES_COMMITLOG = "lineage_matches_commitlog"
 DUPLICATE_RATE = "duplicate_rate_below_max"
 LATENESS_P99 = "delay_lateness_p99_below_max"
 
-# A group's branch, as one letter per hop (S SCHEDULE, R RETRY, Q DLQ), must match this
-# (hop_grammar_valid.sql says why each part is there; it judges shared hops by counts).
-BRANCH_GRAMMAR_REGEX = r"^(SR)*(S|S?Q)?$"
+# A group's branch, as one letter per hop (S SCHEDULE, R RETRY, Q DLQ, O a 5.x POP retry the
+# revive service wrote), must match this (hop_grammar_valid.sql says why each part is there; it
+# judges shared hops by counts).
+BRANCH_GRAMMAR_REGEX = r"^(SR)*(S|S?Q)?$|^O+Q?$"
 # Faults after which a branch may be an interleaving of valid sequences (hop_grammar_valid).
 CRASH_FAULT_KINDS = ("broker_crash", "torn_write")
 # A kill -9 (broker_crash, torn_write) loses the unflushed tail of the commit log under async
@@ -93,6 +95,7 @@ SQL_VALUES: dict[str, str] = {
     "run_source_import": f"'{_sql_quotable(RUN_SOURCE_IMPORT)}'",
     "timer_topic": _sql_quotable(TIMER_TOPIC),
     "prop_timer_out_ms": _sql_quotable(PROP_TIMER_OUT_MS),
+    "prop_first_pop_time": _sql_quotable(PROP_FIRST_POP_TIME),
     "system_topic_prefix": _sql_quotable(SYSTEM_TOPIC_PREFIX),
     "system_group_prefix": _sql_quotable(SYSTEM_GROUP_PREFIX),
 }

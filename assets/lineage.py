@@ -76,7 +76,11 @@ SEND_OK = "SEND_OK"
 # Tables the lineage reads; a run without one of the optional ones (an import has no
 # consume_attempts rows, an old run may lack `produced`) gets an empty table of the contract type.
 # `runs` gives each imported broker's first_offset (where retention left its commit log starting).
-INPUT_TABLES = ("commitlog", "consume_attempts", "consumer_offsets", "produced", "runs")
+# `retry_topics` (an import's) names the owner of a %RETRY% topic the name alone cannot
+# (%RETRY%<group>_<topic>, 5.x POP v1); `pop_evidence` (an import's) holds the POP checkpoints and
+# acks that say whether a POP group acknowledged a record.
+INPUT_TABLES = ("commitlog", "consume_attempts", "consumer_offsets", "produced", "runs", "retry_topics",
+                "pop_evidence")
 LINEAGE_DIR = "lineage"
 # The order of a message's records along its chain: store time; on a tie the broker, then the
 # physical offset (one broker's records at one millisecond are in log order).
@@ -191,9 +195,28 @@ def _is_bookkeeping(topic: Column, real_topic: Column) -> Column:
                        | F.coalesce(_group_of(topic).startswith(SYSTEM_GROUP_PREFIX), F.lit(False))))
 
 
-def classify_hops(commitlog_df: DataFrame) -> DataFrame:
+def _retry_owners(retry_topics_df: DataFrame) -> DataFrame:
+    """(run_id, topic, _owner_group): the owner an import found for a %RETRY% topic, where every
+    broker of the run that knows the topic found the same one (ambiguous rows have no group)."""
+    return (retry_topics_df.groupBy("run_id", F.col("retry_topic").alias("topic"))
+            .agg(F.min("group").alias("_owner_min"), F.max("group").alias("_owner_max"),
+                 F.count_if(F.col("group").isNull()).alias("_unowned"))
+            .where((F.col("_owner_min") == F.col("_owner_max")) & (F.col("_unowned") == 0))
+            .select("run_id", "topic", F.col("_owner_min").alias("_owner_group")))
+
+
+def classify_hops(commitlog_df: DataFrame, retry_topics_df: DataFrame | None = None) -> DataFrame:
     """Commit-log rows plus ``message_key``, ``hop_kind`` and ``group`` (null on shared hops),
-    without the broker's bookkeeping records (which are no message's hops)."""
+    without the broker's bookkeeping records (which are no message's hops).
+
+    ``retry_topics_df`` (an import's ``retry_topics``) gives the group of a %RETRY% topic whose
+    name does not say where the group ends (a 5.x POP retry topic %RETRY%<group>_<topic>); a
+    topic it does not resolve keeps the name's reading."""
+    if retry_topics_df is not None:
+        # One row per retry topic of a run: small enough to broadcast at any run size.
+        commitlog_df = commitlog_df.join(F.broadcast(_retry_owners(retry_topics_df)), ["run_id", "topic"], "left")
+    else:
+        commitlog_df = commitlog_df.withColumn("_owner_group", F.lit(None).cast("string"))
     topic = F.col("topic")
     has_delay = (F.col("delay_level") > 0) | F.col("properties").getItem(DELAY_PROPERTY).isNotNull()
     # A 5.x timer's put to the real topic carries no DELAY, but always TIMER_DEQUEUE_MS.
@@ -207,12 +230,14 @@ def classify_hops(commitlog_df: DataFrame) -> DataFrame:
                 .otherwise("PUBLISH"))
     waits = (topic == SCHEDULE_TOPIC) | (topic == TIMER_TOPIC)
     group = (F.when(waits, _group_of(F.coalesce(F.col("real_topic"), F.lit(""))))
-             .otherwise(_group_of(topic)))
+             .otherwise(F.coalesce(F.col("_owner_group"), _group_of(topic))))
     messages = commitlog_df.where(~_is_bookkeeping(topic, F.col("real_topic")))
-    return _with_message_key(messages).withColumns({"hop_kind": hop_kind, "group": group})
+    return (_with_message_key(messages).withColumns({"hop_kind": hop_kind, "group": group})
+            .drop("_owner_group"))
 
 
-def _chained_hops(commitlog_df: DataFrame, runs_df: DataFrame | None = None) -> DataFrame:
+def _chained_hops(commitlog_df: DataFrame, retry_topics_df: DataFrame | None = None,
+                  runs_df: DataFrame | None = None) -> DataFrame:
     """Classified records numbered along their chains, range-partitioned by (run_id, message_key).
 
     This is the lineage's one shuffle of the records: every window here and in the lineage
@@ -223,7 +248,7 @@ def _chained_hops(commitlog_df: DataFrame, runs_df: DataFrame | None = None) -> 
     rec_origin_msg_id). ``runs_df`` gives each broker's delay levels (``delay_levels_ms``),
     which tell a SCHEDULE record's delivery from a copy (:func:`_with_schedule_delivery`).
     """
-    hops = (classify_hops(commitlog_df.select(*RECORD_COLUMNS))
+    hops = (classify_hops(commitlog_df.select(*RECORD_COLUMNS), retry_topics_df)
             .withColumnRenamed("origin_msg_id", "rec_origin_msg_id")
             .repartitionByRange("run_id", "message_key"))
     per_message = Window.partitionBy("run_id", "message_key")
@@ -313,14 +338,15 @@ def _with_schedule_delivery(hops: DataFrame, level_delays: DataFrame | None = No
             "_level_delay_ms")
 
 
-def build_message_hops(commitlog_df: DataFrame, runs_df: DataFrame | None = None) -> DataFrame:
+def build_message_hops(commitlog_df: DataFrame, retry_topics_df: DataFrame | None = None,
+                       runs_df: DataFrame | None = None) -> DataFrame:
     """message_hops: one row per commit-log record of a journey, numbered along its chain.
 
     Shared hops (group null) are ordered by (store_ts, broker, phys_offset) and numbered from 0; a group's
     hops are ordered the same way and numbered after the shared ones. ``next_store_ts`` is the
     next hop's store time in the same chain (for a shared hop, the next shared hop).
     """
-    return conform(_chained_hops(commitlog_df, runs_df), MESSAGE_HOPS)
+    return conform(_chained_hops(commitlog_df, retry_topics_df, runs_df), MESSAGE_HOPS)
 
 
 # --- lineage -----------------------------------------------------------------------------------
@@ -465,11 +491,34 @@ def _chains(hops: DataFrame, subs: DataFrame) -> DataFrame:
             .drop("_sub_groups", "_hop_groups"))
 
 
+def _pop_acks(pop_evidence_df: DataFrame) -> DataFrame:
+    """(run_id, group, _c_topic, _c_broker, _c_queue, _c_offset, _pop_acked) for every record a
+    POP group popped: whether the group's last checkpoint of it (the latest pop time) was acked.
+
+    A failed POP delivery changes the record's invisible time: the broker writes a new checkpoint
+    of that offset and acks the old one (docs/rocketmq-5x.md), so an ack of an earlier checkpoint
+    does not mean the group consumed the record; only the last checkpoint's ack does. Each
+    checkpoint and ack is in the store twice (timer, then revive topic): distinct() keeps one."""
+    ck_key = ("run_id", "broker", "group", "topic", "queue_id", "start_offset", "pop_ts", "_offset")
+    exploded = pop_evidence_df.select("*", F.explode("offsets").alias("_offset"))
+    checkpoints = exploded.where(F.col("kind") == "ck").select(*ck_key).distinct()
+    acks = (exploded.where(F.col("kind") != "ck").select(*ck_key).distinct()
+            .withColumn("_ck_acked", F.lit(True)))
+    return (checkpoints.join(acks, list(ck_key), "left")
+            .groupBy("run_id", "group", F.col("topic").alias("_c_topic"), F.col("broker").alias("_c_broker"),
+                     F.col("queue_id").alias("_c_queue"), F.col("_offset").alias("_c_offset"))
+            .agg(F.max_by(F.coalesce(F.col("_ck_acked"), F.lit(False)), F.col("pop_ts")).alias("_pop_acked")))
+
+
 def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
-                 per_chain: DataFrame) -> DataFrame:
+                 per_chain: DataFrame, pop_evidence_df: DataFrame | None = None) -> DataFrame:
     """Add final_state to per-chain rows holding _last (kind of the last hop) and _consumable
     (the last PUBLISH/DELIVER/RETRY record: broker, phys_offset, topic, queue_id, queue_offset,
-    uniq_key)."""
+    uniq_key).
+
+    A record a POP group popped (``pop_evidence``) is consumed when its last checkpoint was acked:
+    a POP group's committed offset moves past a record when it is popped, not when it is acked,
+    so for such a record the offsets say nothing."""
     # An ACKED delivery counts for the record it names: by offset and, for a record with a
     # UNIQ_KEY, by that key (after a crash a lost record's offset may hold another message). For
     # a record without one the consumer reports the offset msgId (MessageClientExt.getMsgId), so
@@ -494,13 +543,23 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
                           "_c_topic": F.col("_consumable.topic"),
                           "_c_broker": F.col("_consumable.broker"),
                           "_c_queue": F.col("_consumable.queue_id"),
+                          "_c_offset": F.col("_consumable.queue_offset"),
                           "_c_key": F.coalesce(_present(F.col("_consumable.uniq_key")), F.lit(""))})
             .join(acked, ["run_id", "group", "_c_phys", "_c_key"], "left")
             # One row per (group, topic, broker, queue): small enough to broadcast at any run size.
             .join(F.broadcast(committed), ["run_id", "group", "_c_topic", "_c_broker", "_c_queue"], "left"))
+    if pop_evidence_df is not None:
+        # One row per popped record offset: as many as the records a POP group popped.
+        rows = rows.join(_pop_acks(pop_evidence_df), ["run_id", "group", "_c_topic", "_c_broker", "_c_queue",
+                                                      "_c_offset"], "left")
+    else:
+        rows = rows.withColumn("_pop_acked", F.lit(None).cast("boolean"))
+    # An inner batch is consumed once the committed offset is past its last message.
     last_offset = F.col("_consumable.queue_offset") + F.col("_consumable.inner_num") - 1
-    consumed = (F.coalesce(F.col("_acked"), F.lit(False))
-                | F.coalesce(F.col("_committed") > last_offset, F.lit(False)))
+    consumed = F.coalesce(
+        F.col("_pop_acked"),
+        F.coalesce(F.col("_acked"), F.lit(False))
+        | F.coalesce(F.col("_committed") > last_offset, F.lit(False)))
     last_kind = F.col("_last.hop_kind")
     # The chain's end decides first: a record sent back to the schedule was delivered (offsets
     # move past it) but not consumed, so "waiting in the schedule" outranks offset evidence. A
@@ -510,20 +569,25 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
                    .when(last_kind.isin("SCHEDULE", "TIMER"), "RETRYING")
                    .when(consumed, "CONSUMED")
                    .when(last_kind == "RETRY", "RETRYING")
+                   # Popped by a POP group and not acked: the revive service puts it back (a
+                   # retry record) once its invisible time is over.
+                   .when(~F.col("_pop_acked"), "RETRYING")
                    .otherwise("UNCONSUMED"))
     return rows.withColumn("final_state", final_state)
 
 
 def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
                           consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
-                          produced_df: DataFrame, runs_df: DataFrame | None = None) -> DataFrame:
+                          produced_df: DataFrame, runs_df: DataFrame | None = None,
+                          pop_evidence_df: DataFrame | None = None) -> DataFrame:
     """message_lineage: one row per (message, subscribing group) with its path and final state.
 
     ``hops_df`` is a message_hops table; the record facts it lacks (UNIQ_KEY, queue offset,
     RETRY_TOPIC, REAL_TOPIC, ORIGIN_MESSAGE_ID, properties) are joined back from the commit log by
     (run_id, broker, phys_offset). ``run_lineage`` skips that join: its hops still carry those
     facts. ``runs_df`` gives each broker's ``first_offset``; without it no commit log is taken to
-    start past 0 (a chain is still truncated when it has no head at all).
+    start past 0 (a chain is still truncated when it has no head at all). ``pop_evidence_df``
+    (an import's) decides whether a POP group consumed a record it popped (``_final_state``).
     """
     record_facts = commitlog_df.select(
         "run_id", "broker", "phys_offset", "uniq_key", "queue_offset", "retry_topic", "real_topic",
@@ -533,12 +597,12 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
     if runs_df is None:
         runs_df = _empty(hops_df.sparkSession, RUNS)
     return _lineage_of(hops, commitlog_df, consume_attempts_df, consumer_offsets_df, produced_df,
-                       runs_df)
+                       runs_df, pop_evidence_df)
 
 
 def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: DataFrame,
                 consumer_offsets_df: DataFrame, produced_df: DataFrame,
-                runs_df: DataFrame) -> DataFrame:
+                runs_df: DataFrame, pop_evidence_df: DataFrame | None = None) -> DataFrame:
     """message_lineage from hops partitioned by (run_id, message_key) that carry the record facts.
 
     The per-message facts (window aggregates), the fan-out of shared hops to groups (a broadcast
@@ -576,7 +640,7 @@ def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: D
         "retries", F.when(F.col("truncated"),
                           F.greatest(F.col("retries"), F.coalesce(F.col("_retries_seen"), F.lit(0))))
         .otherwise(F.col("retries")))
-    stored = _final_state(consume_attempts_df, consumer_offsets_df, per_chain).withColumns({
+    stored = _final_state(consume_attempts_df, consumer_offsets_df, per_chain, pop_evidence_df).withColumns({
         "final_topic": F.col("_last.topic"),
         "last_store_ts": F.col("_last.store_ts"),
         "total_delay_ms": F.unix_millis("_last.store_ts") - F.unix_millis("first_store_ts"),
@@ -691,7 +755,8 @@ def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
     counts: dict[str, int] = {}
     # Both tables are built from the same chained hops: kept after the first write (spilling to
     # local disk when memory is short) so the second does not read and shuffle the records again.
-    chained = _chained_hops(tables["commitlog"], tables["runs"]).persist(StorageLevel.MEMORY_AND_DISK)
+    chained = _chained_hops(tables["commitlog"], tables["retry_topics"], tables["runs"]
+                            ).persist(StorageLevel.MEMORY_AND_DISK)
     kept = [chained]
     try:
         # Sorted before conform(): the hops are range-partitioned by (run_id, message_key), so
@@ -702,8 +767,8 @@ def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
         # Kept before the global sort too: the sort samples its input to pick the partition
         # ranges, and the joins that make the rows would otherwise run once per sampling pass.
         lineage = _lineage_of(chained, tables["commitlog"], tables["consume_attempts"],
-                              tables["consumer_offsets"], tables["produced"], tables["runs"]
-                              ).persist(StorageLevel.MEMORY_AND_DISK)
+                              tables["consumer_offsets"], tables["produced"], tables["runs"],
+                              tables["pop_evidence"]).persist(StorageLevel.MEMORY_AND_DISK)
         kept.append(lineage)
         counts["message_lineage"] = _write(lineage.orderBy(*LINEAGE_ORDER), f"{out}/message_lineage")
         say(f"lineage: message_lineage {counts['message_lineage']} rows")

@@ -436,6 +436,8 @@ TABLE_DESCRIPTIONS = {
     "produced": "Every message a producer tried to send, with its send status (simulations).",
     "delay_offsets": "Delay-level offsets of the schedule service (config/delayOffset.json).",
     "store_problems": "Damage found while reading an imported store.",
+    "pop_evidence": "5.x POP checkpoints and acks of an imported store, decoded from their records.",
+    "retry_topics": "The owner (group, origin topic) of every %RETRY% topic an imported store knows.",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
     "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
     "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",

@@ -74,6 +74,11 @@ CHAINED_SQL = f"""
 CREATE TEMP TABLE chained AS
 WITH records AS (
   SELECT {', '.join(RECORD_COLUMNS)} FROM commitlog WHERE NOT ({_is_bookkeeping("topic", "real_topic")})
+), owners AS (
+  -- The owner the import found for a %RETRY% topic, where every broker listing it agrees.
+  SELECT run_id, retry_topic AS topic, min("group") AS owner_group
+  FROM retry_topics GROUP BY ALL
+  HAVING min("group") = max("group") AND count(*) FILTER (WHERE "group" IS NULL) = 0
 ), keyed AS (
   SELECT * EXCLUDE (origin_msg_id), origin_msg_id AS rec_origin_msg_id, uniq_key AS message_key
   FROM records WHERE length(uniq_key) > 0
@@ -88,7 +93,7 @@ WITH records AS (
                             coalesce(body_crc::VARCHAR, '')) AS fallback
         FROM records WHERE uniq_key IS NULL OR length(uniq_key) = 0)
 ), classified AS (
-  SELECT * EXCLUDE (born_ts, born_host, body_crc, properties),
+  SELECT * EXCLUDE (born_ts, born_host, body_crc, properties, owner_group),
          properties['{PROP_RECONSUME_TIME}'] AS rec_reconsume_time,
          properties['{PROP_TIMER_DEL_UNIQKEY}'] IS NOT NULL AS recall,
          greatest(coalesce(TRY_CAST(properties['{PROP_INNER_NUM}'] AS INTEGER), 1), 1) AS inner_num,
@@ -101,8 +106,8 @@ WITH records AS (
                 THEN 'DELIVER'
               ELSE 'PUBLISH' END AS hop_kind,
          CASE WHEN topic IN ('{SCHEDULE_TOPIC}', '{TIMER_TOPIC}') THEN {_group_of("coalesce(real_topic, '')")}
-              ELSE {_group_of("topic")} END AS "group"
-  FROM keyed
+              ELSE coalesce(owner_group, {_group_of("topic")}) END AS "group"
+  FROM keyed LEFT JOIN owners USING (run_id, topic)
 ), numbered AS (
   SELECT *,
          (CASE WHEN "group" IS NULL THEN 0
@@ -257,6 +262,21 @@ origins AS (
   FROM consumer_offsets o
   WHERE NOT EXISTS (SELECT 1 FROM consume_attempts a WHERE a.run_id = o.run_id)
   GROUP BY ALL
+), pop_checkpoints AS (
+  SELECT DISTINCT run_id, broker, "group", topic, queue_id, start_offset, pop_ts, unnest(offsets) AS off
+  FROM pop_evidence WHERE kind = 'ck'
+), pop_acks AS (
+  SELECT DISTINCT run_id, broker, "group", topic, queue_id, start_offset, pop_ts, unnest(offsets) AS off
+  FROM pop_evidence WHERE kind <> 'ck'
+), pop_acked AS (
+  -- A record a POP group popped: whether its last checkpoint (latest pop time) was acked.
+  SELECT k.run_id, k.broker, k."group", k.topic, k.queue_id, k.off,
+         arg_max(a.off IS NOT NULL, k.pop_ts) AS acked
+  FROM pop_checkpoints k
+  LEFT JOIN pop_acks a ON a.run_id = k.run_id AND a.broker = k.broker AND a."group" = k."group"
+                      AND a.topic = k.topic AND a.queue_id = k.queue_id
+                      AND a.start_offset = k.start_offset AND a.pop_ts = k.pop_ts AND a.off = k.off
+  GROUP BY ALL
 ), stored AS (
   SELECT p.run_id, p.message_key, p."group", p.origin_topic, p.origin_msg_id, p.hops,
          -- A truncated chain: the retries its surviving records say happened, if more.
@@ -266,10 +286,11 @@ origins AS (
          CASE WHEN p.last.kind = 'DLQ' THEN 'DLQ'
               WHEN p.last.kind = 'TIMER' AND p.recalled THEN 'RECALLED'
               WHEN p.last.kind IN ('SCHEDULE', 'TIMER') THEN 'RETRYING'
-              WHEN a.phys IS NOT NULL
-                   OR coalesce(c.committed > p.consumable.qoff + p.consumable.inner_num - 1, false)
+              WHEN coalesce(pa.acked, a.phys IS NOT NULL
+                            OR coalesce(c.committed > p.consumable.qoff + p.consumable.inner_num - 1, false))
                 THEN 'CONSUMED'
               WHEN p.last.kind = 'RETRY' THEN 'RETRYING'
+              WHEN NOT pa.acked THEN 'RETRYING'
               ELSE 'UNCONSUMED' END AS final_state,
          p.first_store_ts, p.last.ts AS last_store_ts,
          epoch_ms(p.last.ts) - epoch_ms(p.first_store_ts) AS total_delay_ms, p.truncated
@@ -279,6 +300,9 @@ origins AS (
   LEFT JOIN committed c ON c.run_id = p.run_id AND c."group" = p."group"
                        AND c.topic = p.consumable.topic AND c.broker = p.consumable.broker
                        AND c.queue_id = p.consumable.queue
+  LEFT JOIN pop_acked pa ON pa.run_id = p.run_id AND pa."group" = p."group"
+                        AND pa.topic = p.consumable.topic AND pa.broker = p.consumable.broker
+                        AND pa.queue_id = p.consumable.queue AND pa.off = p.consumable.qoff
 ), accepted AS (
   -- LOST: the producer got SEND_OK for a UNIQ_KEY no commit-log record carries.
   SELECT run_id, uniq_key, min(topic) AS origin_topic, min(msg_id) AS origin_msg_id

@@ -80,6 +80,9 @@ PROP_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
 # one record holding INNER_NUM messages at queue offsets INNER_BASE .. INNER_BASE+INNER_NUM-1.
 PROP_INNER_NUM = "INNER_NUM"
 PROP_INNER_BASE = "INNER_BASE"
+# Set by the 5.x POP revive service on every retry record it writes (MessageConst.PROPERTY_FIRST_POP_TIME);
+# a push consumer's send-back never sets it.
+PROP_FIRST_POP_TIME = "1ST_POP_TIME"
 DLQ_QUEUES = 1  # DLQ_NUMS_PER_GROUP
 RETRY_QUEUES_DEFAULT = 1  # SubscriptionGroupConfig.retryQueueNums
 RETRY_MAX_TIMES_DEFAULT = 16  # SubscriptionGroupConfig.retryMaxTimes

@@ -103,6 +103,14 @@ class Semantics:
         (the scenario loader refuses them). 4.9.4: none."""
         return {}
 
+    def fallback_sets_origin_message_id(self) -> bool:
+        """Whether the concurrent consumer's own send to %RETRY% (the send-back failed) carries
+        ORIGIN_MESSAGE_ID. Up to 5.3.x ``sendMessageBackAsNormalMessage`` sets it on the new
+        message and then replaces the whole map with the consumed message's, so a first client
+        retry carries none (CL/impl/consumer/DefaultMQPushConsumerImpl; seen on real 4.9.4 and
+        5.3.3 brokers)."""
+        return False
+
     def timer_wheel(self) -> bool:
         """Whether the broker has timer messages (TIMER_DELAY_SEC/MS, TIMER_DELIVER_MS): 4.9.4 has
         none and stores such a message in its topic at once, its properties unread."""
@@ -178,11 +186,25 @@ class Semantics5x(Semantics):
         return {"broker_crash": reason, "torn_write": reason}
 
 
+@dataclass(frozen=True)
+class Semantics54(Semantics5x):
+    """RocketMQ 5.4 and later: the 5.x rules, and a client whose fallback keeps ORIGIN_MESSAGE_ID."""
+
+    def fallback_sets_origin_message_id(self) -> bool:
+        """apache/rocketmq #9482 (in 5.4.0) copies the consumed message's properties first and
+        sets ORIGIN_MESSAGE_ID after (its own, else the msgId): a real 5.5.0 client's retry of a
+        refused send-back carried it."""
+        return True
+
+
 SEMANTICS_4_9 = Semantics(version="4.9")
 SEMANTICS_5_X = Semantics5x(version="5.x")
+SEMANTICS_5_4 = Semantics54(version="5.4")
 
-_BY_VERSION = {"4.9": SEMANTICS_4_9, "4.9.4": SEMANTICS_4_9, "5.x": SEMANTICS_5_X}
-SUPPORTED = ("4.9", "5.x")
+_BY_VERSION = {"4.9": SEMANTICS_4_9, "4.9.4": SEMANTICS_4_9, "5.x": SEMANTICS_5_X, "5.4": SEMANTICS_5_4}
+SUPPORTED = ("4.9", "5.x", "5.4")
+# The first 5.x minor release whose client keeps ORIGIN_MESSAGE_ID on its fallback send.
+_FIRST_5_4_MINOR = 4
 
 
 def semantics_for(version: str) -> Semantics:
@@ -196,11 +218,13 @@ def semantics_for(version: str) -> Semantics:
 
 
 def semantics_of_release(release: str) -> str:
-    """The model's rule set for a RocketMQ release number: "4.9" for 4.x, "5.x" for 5.x."""
-    major = str(release).split(".", 1)[0]
+    """The model's rule set for a RocketMQ release number: "4.9" for 4.x, "5.x" for 5.0 to 5.3,
+    "5.4" for 5.4 and later."""
+    major, _, rest = str(release).partition(".")
     if major == "4":
         return "4.9"
     if major == "5":
-        return "5.x"
+        minor = rest.split(".", 1)[0]
+        return "5.4" if minor.isdigit() and int(minor) >= _FIRST_5_4_MINOR else "5.x"
     raise BadInputError(f"the model has no rules for RocketMQ {release!r} (it knows 4.x and 5.x)",
                         where="--rocketmq")

@@ -40,7 +40,8 @@ def retry_properties(msg, *, reconsume_time: int, max_reconsume_times: int,
     consumed message's, so a message's first client-side send-back there carries none; the orderly
     send-back (``origin_after_copy``) sets it after the copy, to the message's own ORIGIN_MESSAGE_ID
     or else its msgId (the UNIQ_KEY). Both are what a real 4.9.4 client and broker wrote
-    (docs/decisions.md).
+    (docs/decisions.md). From 5.4 the concurrent fallback sets it after the copy too
+    (``Semantics.fallback_sets_origin_message_id``).
     """
     props = dict(msg.properties)
     if origin_after_copy and not (props.get(PROP_ORIGIN_MESSAGE_ID) or "").strip():
@@ -76,7 +77,8 @@ class SendBack:
             self.fallback_failures += 1
             return None
         props = retry_properties(msg, reconsume_time=msg.reconsume_times + 1,
-                                 max_reconsume_times=max_reconsume_times)
+                                 max_reconsume_times=max_reconsume_times,
+                                 origin_after_copy=group.broker.semantics.fallback_sets_origin_message_id())
         if self._client_send(msg, props):
             return SENT_BACK_BY_CLIENT
         self.fallback_failures += 1

@@ -199,6 +199,37 @@ MESSAGE_LINEAGE = pa.schema([
     ("truncated", pa.bool_()),
 ])
 
+# 5.x POP bookkeeping, decoded by an import (broker_core.store.pop): one row per checkpoint or ack
+# record, in the timer topic (stage "timer") or the revive topic (stage "revive").
+POP_EVIDENCE = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("phys_offset", pa.int64()),
+    ("store_ts", TS),
+    ("stage", pa.string()),  # timer | revive
+    ("kind", pa.string()),  # ck | ack | bAck
+    ("group", pa.string()),
+    ("topic", pa.string()),  # the topic popped: a message topic or the group's POP retry topic
+    ("queue_id", pa.int32()),
+    ("start_offset", pa.int64()),
+    ("offsets", pa.list_(pa.int64())),  # a checkpoint's popped offsets; an ack's acked offset(s)
+    ("pop_ts", TS),  # a checkpoint's pop time; on an ack, the pop time of the checkpoint it acks
+    ("invisible_ms", pa.int64()),  # checkpoints only
+    ("revive_ts", TS),  # checkpoints only: pop_ts + invisible_ms
+    ("broker_name", pa.string()),
+])
+
+# Who owns each %RETRY% topic an imported store knows (config files, commit log): the group and,
+# for a POP retry topic, the topic it retries. ``resolution`` says how it was decided.
+RETRY_TOPICS = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("retry_topic", pa.string()),
+    ("group", pa.string()),  # null when ambiguous
+    ("origin_topic", pa.string()),  # null for a push group's %RETRY%<group>
+    ("resolution", pa.string()),  # checkpoint | config | ambiguous | name
+])
+
 # Tables a run directory's parquet/ holds, by name.
 RAW_TABLES: dict[str, pa.Schema] = {
     "commitlog": COMMITLOG,
@@ -210,6 +241,8 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "produced": PRODUCED,
     "delay_offsets": DELAY_OFFSETS,
     "store_problems": STORE_PROBLEMS,
+    "pop_evidence": POP_EVIDENCE,
+    "retry_topics": RETRY_TOPICS,
 }
 LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_hops": MESSAGE_HOPS,

@@ -142,7 +142,8 @@ def _rare_full_collections() -> Iterator[None]:
 
 
 def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) -> dict[str, int]:
-    """commitlog, delay_offsets and store_problems, read from the store as import-store reads it."""
+    """commitlog, delay_offsets and store_problems, read from the store as import-store reads it
+    (and the import's 5.x POP tables, empty)."""
     from broker_core.export.store_import import commitlog_values
     from broker_core.store.reader import StoreReader
 
@@ -161,6 +162,9 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
     out["store_problems"] = write_rows(parquet_dir, "store_problems", [
         {"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset, "kind": p.kind,
          "detail": f"{p.severity}: {p.reason}"} for p in reader.problems])
+    # The model has no POP consumers and reads retry topics by their names: both tables are empty.
+    out["pop_evidence"] = write_rows(parquet_dir, "pop_evidence", [])
+    out["retry_topics"] = write_rows(parquet_dir, "retry_topics", [])
     return out
 
 

@@ -94,7 +94,7 @@ MODELS = ("clustering", "broadcasting")
 MODES = ("concurrently", "orderly")
 SEND_MODES = ("sync", "async", "oneway")
 FLUSH_MODES = ("async", "sync")
-SEMANTICS = ("4.9", "5.x")
+SEMANTICS = ("4.9", "5.x", "5.4")
 
 INSTANT_FAULTS = ("broker_crash", "broker_restart", "consumer_crash", "consumer_restart",
                   "torn_write", "clock_jump", "burst")

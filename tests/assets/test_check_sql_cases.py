@@ -30,7 +30,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "faults": "run_id VARCHAR, kind VARCHAR",
         "runs": RUNS + ", source VARCHAR",
         "message_hops": HOPS,
-        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, origin_msg_id VARCHAR, uniq_key VARCHAR",
+        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, origin_msg_id VARCHAR, uniq_key VARCHAR, "
+                     "properties MAP(VARCHAR, VARCHAR)",
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, final_state VARCHAR, '
                            'truncated BOOLEAN',
         "consume_attempts": 'run_id VARCHAR, "group" VARCHAR, uniq_key VARCHAR, queue_topic VARCHAR, '
@@ -132,11 +133,12 @@ def reconsumes(letters: str) -> list[int]:
 
 def journey(key: str, shared: str, branches: tuple[tuple, ...] = (), *, run: str = RUN,
             group: str = "g", first_index: int = 0, final_state: str = "CONSUMED", truncated: bool = False,
-            lineage_rows: int = 1) -> dict[str, list[tuple]]:
+            lineage_rows: int = 1, pop: bool = False) -> dict[str, list[tuple]]:
     """A message's hops as letters (P PUBLISH, S SCHEDULE, T TIMER, D DELIVER, R RETRY, Q DLQ): its shared
     hops, then each branch of ``group`` (origin, letters[, reconsume times of each hop]), numbered
     from ``first_index`` in that order; the group's records carry their branch's ORIGIN_MESSAGE_ID.
-    A SCHEDULE hop has delay level 2 + its reconsume times, the others none."""
+    A SCHEDULE hop has delay level 2 + its reconsume times, the others none. ``pop``: the group's
+    RETRY records carry 1ST_POP_TIME (a 5.x POP revive wrote them)."""
     hops, records = [], []
     steps = [(None, None, letter, 0) for letter in shared]
     for origin, letters, *times in branches:
@@ -146,7 +148,8 @@ def journey(key: str, shared: str, branches: tuple[tuple, ...] = (), *, run: str
         offset = next(_offsets)
         level = 2 + k if letter == "S" else 0
         hops.append((run, key, hop_group, KINDS[letter], first_index + i, ts(i), "broker-a", offset, level, k))
-        records.append((run, "broker-a", offset, origin, key))
+        pop_retry = pop and hop_group is not None and letter == "R"
+        records.append((run, "broker-a", offset, origin, key, {"1ST_POP_TIME": "1000"} if pop_retry else {}))
     lineage = [(run, key, group, final_state, truncated)] * lineage_rows
     return {"message_hops": hops, "commitlog": records, "message_lineage": lineage}
 
@@ -209,6 +212,18 @@ def test_hop_grammar_passes_timer_messages():
         journey("timer-re-put", "TDD", run="crash"),
     )
     assert violations(c.HOP_GRAMMAR, tables) == []
+
+
+def test_hop_grammar_passes_pop_retries_and_only_those_without_schedule():
+    """A 5.x POP group's retries (RETRY records with 1ST_POP_TIME, no ORIGIN_MESSAGE_ID) need no
+    SCHEDULE before them; RETRY records without it still do."""
+    tables = merged(
+        journey("pop", "P", (("", "RRR"),), pop=True),
+        journey("pop-once", "P", (("", "R"),), pop=True, final_state="RETRYING"),
+        journey("push", "P", (("O1", "RR"),)),
+    )
+    found = violations(c.HOP_GRAMMAR, tables)
+    assert [(run, key, group) for run, key, group, _why in found] == [(RUN, "push", "g")], found
 
 
 def test_hop_grammar_reports_timer_hops_out_of_order():

@@ -111,7 +111,7 @@ def lineage_of(spark, commitlog, attempts=(), offsets=(), produced_rows=(), runs
     """Build hops and lineage; per run: (hops by (key, group, index), lineage by (key, group))."""
     cl = frame(spark, list(commitlog), COMMITLOG)
     runs_df = frame(spark, list(runs_rows), RUNS)
-    hops = build_message_hops(cl, runs_df)
+    hops = build_message_hops(cl, runs_df=runs_df)
     lineage = build_message_lineage(hops, cl, frame(spark, list(attempts), CONSUME_ATTEMPTS),
                                     frame(spark, list(offsets), CONSUMER_OFFSETS),
                                     frame(spark, list(produced_rows), PRODUCED), runs_df)

@@ -30,6 +30,7 @@ SCENARIOS = TESTS.parent / "scenarios"
 sys.path.insert(0, str(TESTS / "assets"))
 import test_lineage as hand  # noqa: E402  (the hand-built journeys of the Spark lineage tests)
 import test_lineage_5x as hand5  # noqa: E402  (5.x: timer messages, bookkeeping, POP retry topics)
+import test_lineage_pop as hand_pop  # noqa: E402  (5.x POP: retry_topics and pop_evidence)
 
 SIMULATED = ("small", "fault-broker-crash", "story-delay-offset-not-persisted")
 SWARM_SCENARIOS = 3  # random scenarios, seeds seed .. seed + 2
@@ -80,11 +81,15 @@ def runs(tmp_path, store_fixtures, seed) -> Path:
     write_rows(built, "commitlog", hand.PLAIN + hand.DELAYED + hand.TWO_GROUPS + hand.NO_UNIQ
                + hand.STATES + hand.IMPORTED + hand.manifest_commitlog() + hand.TRUNCATED + hand.HEADLESS
                + hand.CROSS_BROKER + hand5.TIMER_ROLLED + hand5.TIMER_WAITING + hand5.TIMER_PAST
-               + hand5.BOOKKEEPING + hand5.POP_V2 + hand5.RECALLED + hand5.INNER_BATCHES)
-    write_rows(built, "runs", hand.CUT_RUNS + hand.TWO_BROKER_RUNS)
+               + hand5.BOOKKEEPING + hand5.POP_V2 + hand5.RECALLED + hand5.INNER_BATCHES + hand_pop.COMMITLOG_ROWS
+               + hand.INTERLEAVED + hand.OUTAGE_REPUT)
+    write_rows(built, "retry_topics", hand_pop.OWNERS)
+    write_rows(built, "pop_evidence", hand_pop.EVIDENCE)
+    write_rows(built, "runs", hand.CUT_RUNS + hand.TWO_BROKER_RUNS + hand.OUTAGE_RUNS)
     write_rows(built, "consume_attempts", hand.DELAYED_ATTEMPTS + hand.TWO_GROUPS_ATTEMPTS
                + hand.NO_UNIQ_ATTEMPTS + hand.STATES_ATTEMPTS)
-    write_rows(built, "consumer_offsets", hand.IMPORTED_OFFSETS + hand5.OFFSETS + hand5.FORMS_OFFSETS)
+    write_rows(built, "consumer_offsets", hand.IMPORTED_OFFSETS + hand5.OFFSETS + hand5.FORMS_OFFSETS
+               + hand_pop.OFFSETS)
     write_rows(built, "produced", hand.STATES_PRODUCED)
     _merge_into(root / "hand-built", combined)
     return combined

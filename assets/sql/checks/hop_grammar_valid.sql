@@ -4,7 +4,11 @@
 -- publish's SCHEDULE -> DELIVER (a lone SCHEDULE while it waits), or a 5.x timer message's
 -- TIMER+ -> DELIVER: its record in rmq_sys_wheel_timer and every roll of it, then the put to its
 -- real topic (TIMER+ alone while it waits; after a crash the timer may put it twice).
--- A group's hops: real -> (SCHEDULE -> RETRY)* -> (SCHEDULE | DLQ)?, per branch. A message
+-- A group's hops: real -> (SCHEDULE -> RETRY)* -> (SCHEDULE | DLQ)?, per branch. A 5.x POP
+-- group's retries are written by the broker's revive service straight into the POP retry topic,
+-- with no SCHEDULE and no ORIGIN_MESSAGE_ID, each with 1ST_POP_TIME (letter O): their branch is
+-- real -> RETRY+ (a gRPC consumer's DLQ after them names the last one as its ORIGIN_MESSAGE_ID,
+-- so it is a branch of its own). A message
 -- delivered twice to a group (a consumer crash or rebalance before the offset was committed, a
 -- schedule re-delivery after a broker crash) may fail twice and start two retry branches; the
 -- broker stamps each branch with ORIGIN_MESSAGE_ID (the record it was sent back from, or the
@@ -104,9 +108,13 @@ group_hops AS (
     -- A group's hops with their branch (the record's ORIGIN_MESSAGE_ID): only these need the
     -- commit log, and only its records that carry one.
     SELECT h.run_id, h.message_key, h."group", h.hop_kind, h.hop_index, h.store_ts, h.broker, h.phys_offset,
-           h.delay_level, h.reconsume_times, coalesce(c.origin_msg_id, '') AS branch, {{hop_letter}} AS letter
+           h.delay_level, h.reconsume_times, coalesce(c.origin_msg_id, '') AS branch,
+           CASE WHEN h.hop_kind = 'RETRY' AND coalesce(c.pop_retry, false) THEN 'O' ELSE {{hop_letter}} END AS letter
     FROM message_hops h
-    LEFT JOIN (SELECT run_id, broker, phys_offset, origin_msg_id FROM commitlog WHERE origin_msg_id IS NOT NULL) c
+    LEFT JOIN (SELECT run_id, broker, phys_offset, origin_msg_id,
+                      properties['{{prop_first_pop_time}}'] IS NOT NULL AS pop_retry
+               FROM commitlog
+               WHERE origin_msg_id IS NOT NULL OR properties['{{prop_first_pop_time}}'] IS NOT NULL) c
       ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
     WHERE h."group" IS NOT NULL
 ),

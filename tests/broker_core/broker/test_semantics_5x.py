@@ -111,9 +111,11 @@ def test_switching_a_scenario_with_a_broker_kill_to_5x_rules_is_refused_at_the_f
     assert scenario.with_semantics("4.9").broker.semantics == "4.9"
 
 
-@pytest.mark.parametrize("release, expected", [("4.9.4", "4.9"), ("5.3.3", "5.x"), ("5.1.0", "5.x")])
+@pytest.mark.parametrize("release, expected", [("4.9.4", "4.9"), ("5.3.3", "5.x"), ("5.1.0", "5.x"),
+                                               ("5.4.0", "5.4"), ("5.5.0", "5.4"), ("5.10.1", "5.4")])
 def test_release_numbers_pick_a_rule_set(release, expected):
-    """A conformance run's release number picks the model's rules: 4.x -> "4.9", 5.x -> "5.x"."""
+    """A conformance run's release number picks the model's rules: 4.x -> "4.9", 5.0 to 5.3 ->
+    "5.x", 5.4 and later -> "5.4"."""
     assert semantics_of_release(release) == expected
     assert semantics_for(expected).version == expected
 

@@ -76,11 +76,18 @@ class Rig:
 
 
 @pytest.fixture
-def rig(tmp_path, seed) -> Rig:
+def semantics() -> str:
+    """The broker's (and its clients') rules; a test overrides it with indirect parametrization."""
+    return "4.9"
+
+
+@pytest.fixture
+def rig(tmp_path, seed, semantics) -> Rig:
     sim = Simulator(START_MS)
     streams = Streams(seed)
     recorder = MemoryRecorder()
-    broker = Broker(tmp_path / "broker", BrokerConfig(commitlog_file_size_bytes=COMMITLOG_FILE_SIZE_BYTES),
+    broker = Broker(tmp_path / "broker", BrokerConfig(commitlog_file_size_bytes=COMMITLOG_FILE_SIZE_BYTES,
+                                                      semantics=semantics),
                     sim, streams.fork("broker"), recorder)
     broker.start()
     broker.create_topic("T", 4)

@@ -2,6 +2,8 @@
 
 from itertools import pairwise
 
+import pytest
+
 from broker_core.client.behavior import Behavior
 from broker_core.client.push_consumer import LONG_POLL_SUSPEND_MS
 
@@ -52,8 +54,10 @@ def test_failure_is_sent_back_and_redelivered_from_the_retry_topic(rig):
     assert g.idle()
 
 
-def test_send_back_failure_falls_back_to_the_client_send(rig):
-    """When CONSUMER_SEND_MSG_BACK fails the client itself sends the copy to %RETRY%G."""
+@pytest.mark.parametrize("semantics", ["4.9", "5.x", "5.4"])
+def test_send_back_failure_falls_back_to_the_client_send(rig, semantics):
+    """When CONSUMER_SEND_MSG_BACK fails the client itself sends the copy to %RETRY%G; up to 5.3
+    it carries no ORIGIN_MESSAGE_ID, from 5.4 the message's msgId (its UNIQ_KEY)."""
     g = rig.group(behavior=Behavior(fail_probability=1.0))
     g.send_back_failure_probability = 1.0
     key = rig.producer().send("T", BODY)
@@ -68,9 +72,11 @@ def test_send_back_failure_falls_back_to_the_client_send(rig):
     props = retry[0].properties
     assert props["RETRY_TOPIC"] == "T" and props["RECONSUME_TIME"] == "1"
     assert props["MAX_RECONSUME_TIMES"] == "16"  # RocketMQ's default maxReconsumeTimes
-    # The 4.9.4 client replaces the copy's properties after setting ORIGIN_MESSAGE_ID, so a first
-    # client-side send-back has none: what a real 4.9.4 client and broker wrote (scenarios/conformance.yaml).
-    assert "ORIGIN_MESSAGE_ID" not in props and retry[0].reconsume_times == 1
+    # The 4.9.4 to 5.3 client replaces the copy's properties after setting ORIGIN_MESSAGE_ID, so a
+    # first client-side send-back has none: what real 4.9.4 and 5.3.3 clients and brokers wrote
+    # (scenarios/conformance.yaml); a 5.5.0 client's copy carried it.
+    assert props.get("ORIGIN_MESSAGE_ID") == (key if semantics == "5.4" else None)
+    assert retry[0].reconsume_times == 1
 
 
 def test_both_send_backs_failing_retry_locally_after_5s(rig):

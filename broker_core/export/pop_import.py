@@ -1,0 +1,173 @@
+"""The 5.x POP tables of an import: ``pop_evidence`` and ``retry_topics``.
+
+``pop_evidence`` holds one row per POP checkpoint or ack record of the broker's commit log
+(:mod:`broker_core.store.pop`). The commitlog table keeps no bodies, so the bookkeeping records are
+found in the broker's commitlog Parquet (topic and REAL_TOPIC) and only their bytes are read again
+from the store, by physical offset: a store of messages costs one column scan, not a second read of
+the log. A record whose file retention has deleted since an earlier import is left out.
+
+``retry_topics`` says who owns every ``%RETRY%`` topic the store knows (``topics.json`` and the
+commit log): a checkpoint of a message topic names its group exactly, so the POP retry topic
+names the revive service builds from it are that group's (``checkpoint``); otherwise the name is
+read against the groups and topics the store's config and offsets know
+(:func:`broker_core.names.retry_topic_owner`: ``config``, or ``ambiguous`` with no group);
+a name nothing knows keeps the 4.9.4 reading (``name``: the whole rest is the group, or a v2
+name's part before '+').
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from broker_core import names
+from broker_core.codec import Record, decode_record
+from broker_core.constants import TIMER_TOPIC
+from broker_core.errors import CorruptRecordError
+from broker_core.export.parquet import TableWriter
+from broker_core.store import pop
+from broker_core.store.config_files import split_topic_group
+from broker_core.store.problem import WARNING, Problem
+from broker_core.store.reader import StoreReader
+
+RESOLVED_BY_CHECKPOINT = "checkpoint"
+RESOLVED_BY_CONFIG = "config"
+RESOLVED_AMBIGUOUS = "ambiguous"
+RESOLVED_BY_NAME = "name"
+PROBLEM_POP_BODY = "pop-body-undecodable"
+
+
+def _bookkeeping_rows(commitlog_dir: Path, broker: str, topics: Iterable[str]) -> list[dict]:
+    """The broker's POP bookkeeping records (phys_offset, total_size, topic, tags, store_ts,
+    stage), in physical order; ``topics`` are the topics its records are in (none of the timer or
+    revive topics: nothing to read)."""
+    if not any(t == TIMER_TOPIC or pop.is_revive_topic(t) for t in topics):
+        return []
+    if not commitlog_dir.is_dir() or not any(commitlog_dir.glob("*.parquet")):
+        return []
+    data = ds.dataset(str(commitlog_dir), format="parquet")
+    mine = ds.field("broker") == broker
+    # A timer message's own records (REAL_TOPIC a message topic) are left out here already.
+    candidates = (((ds.field("topic") == TIMER_TOPIC) & pc.starts_with(ds.field("real_topic"), pop.REVIVE_TOPIC_PREFIX))
+                  | pc.starts_with(ds.field("topic"), pop.REVIVE_TOPIC_PREFIX))
+    table = data.to_table(columns=["phys_offset", "total_size", "topic", "real_topic", "tags", "store_ts"],
+                          filter=mine & candidates)
+    rows = []
+    for row in table.to_pylist():
+        stage = pop.pop_stage(row["topic"], row["real_topic"])
+        if stage is not None:
+            rows.append({**row, "stage": stage})
+    rows.sort(key=lambda r: r["phys_offset"])
+    return rows
+
+
+def _records_at(reader: StoreReader, rows: list[dict]) -> Iterator[tuple[dict, Record | None]]:
+    """Each row with its record read again from the store (rows in physical order; one open file
+    at a time); None when the record's file is gone (retention) or no record decodes there."""
+    files = sorted(reader.files, key=lambda cf: cf.start)
+    index, handle = 0, None
+    try:
+        for row in rows:
+            phys = row["phys_offset"]
+            while index < len(files) and files[index].start + files[index].length <= phys:
+                index += 1
+                if handle is not None:
+                    handle.close()
+                    handle = None
+            if index == len(files) or phys < files[index].start:
+                yield row, None
+                continue
+            if handle is None:
+                handle = open(files[index].path, "rb")
+            handle.seek(phys - files[index].start)
+            record = decode_record(handle.read(row["total_size"]), 0, check_crc=False)
+            yield row, record if isinstance(record, Record) else None
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
+                     topics_in_log: Iterable[str]) -> tuple[int, int, list[Problem]]:
+    """Write ``pop_evidence`` and ``retry_topics`` of ``broker`` from the commitlog already
+    written under ``parquet`` (``topics_in_log``: the topics of its records, as the import counted
+    them); return their row counts and the bodies that did not decode."""
+    topics_in_log = set(topics_in_log)
+    rows = _bookkeeping_rows(parquet / "commitlog", broker, topics_in_log)
+    retry_in_log = {t for t in topics_in_log if names.is_retry_topic(t)}
+    problems: list[Problem] = []
+    evidence = TableWriter(parquet, "pop_evidence", part=part)
+    checkpoints: list[pop.PopRecord] = []
+    for row, record in _records_at(reader, rows):
+        where = f"commitlog@{row['phys_offset']}"
+        if record is None:
+            continue
+        try:
+            decoded = pop.decode_pop_body(row["tags"], record.body, where)
+        except CorruptRecordError as exc:
+            problems.append(Problem("commitlog", row["phys_offset"], PROBLEM_POP_BODY,
+                                    f"{row['topic']} record: {exc.message}", WARNING))
+            continue
+        if decoded.kind == pop.TAG_CHECKPOINT:
+            checkpoints.append(decoded)
+        evidence.write({"run_id": run_id, "broker": broker, "phys_offset": row["phys_offset"],
+                        "store_ts": row["store_ts"], "stage": row["stage"], "kind": decoded.kind,
+                        "group": decoded.group, "topic": decoded.topic, "queue_id": decoded.queue_id,
+                        "start_offset": decoded.start_offset, "offsets": list(decoded.offsets),
+                        "pop_ts": decoded.pop_ts_ms, "invisible_ms": decoded.invisible_ms,
+                        "revive_ts": decoded.revive_ts_ms, "broker_name": decoded.broker_name})
+    evidence_rows = evidence.close()
+
+    owners = TableWriter(parquet, "retry_topics", part=part)
+    groups, topics = known_names(reader)
+    for topic, group, origin, how in retry_topic_owners(groups, topics, retry_in_log, checkpoints):
+        owners.write({"run_id": run_id, "broker": broker, "retry_topic": topic, "group": group,
+                      "origin_topic": origin, "resolution": how})
+    return evidence_rows, owners.close(), problems
+
+
+def known_names(reader: StoreReader) -> tuple[set[str], set[str]]:
+    """The groups and topics a store's config knows: ``subscriptionGroup.json``, ``topics.json``
+    and the keys of ``consumerOffset.json``."""
+    groups, topics = set(reader.subscription_groups()), set(reader.topics())
+    for key in reader.consumer_offsets():
+        topic, group = split_topic_group(key)
+        groups.add(group)
+        topics.add(topic)
+    return groups, topics
+
+
+def retry_topic_owners(groups: Iterable[str], topics: Iterable[str], retry_in_log: Iterable[str],
+                       checkpoints: Iterable[pop.PopRecord]) -> list[tuple[str, str | None, str | None, str]]:
+    """(retry topic, group, origin topic, resolution) for every %RETRY% topic among ``topics``
+    (a store's config) and ``retry_in_log`` (its commit log), sorted by topic.
+
+    A checkpoint of a message topic names the POP retry topics of its group exactly
+    (``checkpoint``); otherwise the name is read against ``groups`` and the plain ``topics``
+    (and the checkpoints' groups and topics): one reading they know is ``config``, several are
+    ``ambiguous`` (no group), none leaves the name's own reading (``name``)."""
+    groups, topics = set(groups), set(topics)
+    by_checkpoint: dict[str, tuple[str, str]] = {}
+    for ck in checkpoints:
+        groups.add(ck.group)
+        topics.add(ck.topic)
+        for name in pop.retry_topic_names(ck.group, ck.topic) or ():
+            by_checkpoint[name] = (ck.group, ck.topic)
+    plain = {t for t in topics if not (names.is_retry_topic(t) or names.is_dlq_topic(t))}
+    out = []
+    for name in sorted({t for t in topics if names.is_retry_topic(t)} | set(retry_in_log)):
+        if name in by_checkpoint:
+            out.append((name, *by_checkpoint[name], RESOLVED_BY_CHECKPOINT))
+            continue
+        owner = names.retry_topic_owner(name, groups, plain)
+        assert owner is not None, f"{name} is a retry topic"
+        if owner.ambiguous:
+            out.append((name, None, None, RESOLVED_AMBIGUOUS))
+        elif owner.group in groups and (owner.origin_topic is None or owner.origin_topic in plain):
+            out.append((name, owner.group, owner.origin_topic, RESOLVED_BY_CONFIG))
+        else:
+            out.append((name, owner.group, owner.origin_topic, RESOLVED_BY_NAME))
+    return out

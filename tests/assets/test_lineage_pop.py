@@ -1,0 +1,125 @@
+"""The lineage of a 5.x POP group on a hand-built store: its v1 retry topic's records are the
+group's RETRY hops (the import's retry_topics), its checkpoints and acks are no hops, and
+whether it consumed a record comes from its checkpoints and acks (the import's pop_evidence),
+not from its committed offsets.
+
+The rows copy the shapes a real 5.3.3 broker wrote (docs/rocketmq-5x.md "POP consumption:
+confirmed"): a failed delivery writes a new checkpoint of the offset (popTime = now, invisible time
+= the client's delay) and acks the old checkpoint; the revive service writes the retry record.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from assets.lineage import build_message_hops, build_message_lineage
+from broker_core.export.schema import (
+    COMMITLOG,
+    CONSUME_ATTEMPTS,
+    CONSUMER_OFFSETS,
+    POP_EVIDENCE,
+    PRODUCED,
+    RETRY_TOPICS,
+)
+from tests.assets.test_lineage import chain, frame, offset, rec, ts
+
+RUN = "rpop"
+GROUP, TOPIC = "pg", "PopTopic"
+RETRY = "%RETRY%pg_PopTopic"
+WHEEL = "rmq_sys_wheel_timer"
+REVIVE = "rmq_sys_REVIVE_LOG_DefaultCluster"
+
+
+def evidence(phys, at, kind, topic, start, offsets, pop_at, invisible=None, stage="revive"):
+    return {"run_id": RUN, "broker": "broker-a", "phys_offset": phys, "store_ts": ts(at), "stage": stage,
+            "kind": kind, "group": GROUP, "topic": topic, "queue_id": 0, "start_offset": start,
+            "offsets": offsets, "pop_ts": ts(pop_at), "invisible_ms": invisible,
+            "revive_ts": None if invisible is None else ts(pop_at + invisible), "broker_name": "broker-a"}
+
+
+def pop_retry(phys, at, uniq, queue_offset, reconsume, first_pop):
+    row = rec(phys, RETRY, at, uniq=uniq, queue_offset=queue_offset, reconsume=reconsume, run=RUN)
+    row["properties"]["1ST_POP_TIME"] = str(first_pop)
+    return row
+
+
+# U20, U21, U23 are PopTopic[0] offsets 0, 1, 2, popped together at 1000 (invisible 5000).
+# U20 fails: a checkpoint of offset 0 at 1100 for 2000 ms and an ack of the first checkpoint; the
+#   revive service writes its retry at 4000; popped at 5000 and acked.
+# U21 fails the same way at 1200 and its retry is not written yet.
+# U23 succeeds: offset 2 of the first checkpoint is acked.
+COMMITLOG_ROWS = [
+    rec(0, TOPIC, 100, uniq="U20", queue_offset=0, run=RUN),
+    rec(100, TOPIC, 110, uniq="U21", queue_offset=1, run=RUN),
+    rec(200, TOPIC, 120, uniq="U23", queue_offset=2, run=RUN),
+    # The checkpoints and acks as records: in the timer topic first, then in the revive topic.
+    rec(300, WHEEL, 1000, uniq=f"{TOPIC}@0@0@{GROUP}@1000@broker-a@ck", real_topic=REVIVE, run=RUN),
+    rec(400, WHEEL, 1100, uniq=f"{TOPIC}@0@0@{GROUP}@1100@broker-a@ck", real_topic=REVIVE, run=RUN),
+    rec(500, REVIVE, 2200, uniq=f"{TOPIC}@0@0@{GROUP}@1100@broker-a@ck", real_topic=REVIVE, run=RUN),
+    pop_retry(600, 4000, "U20", 0, 1, 1100),
+    rec(700, WHEEL, 5000, uniq=f"{RETRY}@0@0@{GROUP}@5000@broker-a@ck", real_topic=REVIVE, run=RUN),
+]
+EVIDENCE = [
+    evidence(300, 1000, "ck", TOPIC, 0, [0, 1, 2], 1000, 5000, stage="timer"),
+    evidence(400, 1100, "ck", TOPIC, 0, [0], 1100, 2000, stage="timer"),
+    evidence(410, 1101, "ack", TOPIC, 0, [0], 1000, stage="timer"),
+    evidence(420, 1200, "ck", TOPIC, 1, [1], 1200, 2000, stage="timer"),
+    evidence(430, 1201, "ack", TOPIC, 0, [1], 1000, stage="timer"),
+    evidence(440, 1300, "ack", TOPIC, 0, [2], 1000, stage="timer"),
+    evidence(500, 2200, "ck", TOPIC, 0, [0], 1100, 2000),  # the same checkpoint, in the revive topic
+    evidence(700, 5000, "ck", RETRY, 0, [0], 5000, 5000, stage="timer"),
+    evidence(710, 5010, "ack", RETRY, 0, [0], 5000, stage="timer"),
+]
+OWNERS = [
+    {"run_id": RUN, "broker": "broker-a", "retry_topic": RETRY, "group": GROUP, "origin_topic": TOPIC,
+     "resolution": "checkpoint"},
+]
+# A POP group's offset moves past a record when it is popped: every record here is below it.
+OFFSETS = [offset(GROUP, TOPIC, 0, 3, 9000, run=RUN), offset(GROUP, RETRY, 0, 1, 9000, run=RUN)]
+
+
+def build(spark, owners, pop_rows):
+    cl = frame(spark, COMMITLOG_ROWS, COMMITLOG)
+    hops = build_message_hops(cl, frame(spark, owners, RETRY_TOPICS))
+    lineage = build_message_lineage(hops, cl, frame(spark, [], CONSUME_ATTEMPTS),
+                                    frame(spark, OFFSETS, CONSUMER_OFFSETS), frame(spark, [], PRODUCED),
+                                    pop_evidence_df=frame(spark, pop_rows, POP_EVIDENCE))
+    return ({(r.message_key, r.group, r.hop_index): r for r in hops.collect()},
+            {(r.message_key, r.group): r for r in lineage.collect()})
+
+
+@pytest.fixture(scope="module")
+def built(spark):
+    return build(spark, OWNERS, EVIDENCE)
+
+
+def test_a_pop_v1_retry_topic_is_a_retry_hop_of_the_group_retry_topics_names(built):
+    """%RETRY%pg_PopTopic is group pg's retry topic (retry_topics): its record is pg's RETRY hop."""
+    hops, lineage = built
+    assert chain(hops, "U20", GROUP) == [(0, "PUBLISH", TOPIC), (1, "RETRY", RETRY)]
+    assert hops[("U20", GROUP, 1)].reconsume_times == 1
+    row = lineage[("U20", GROUP)]
+    assert (row.origin_topic, row.hops, row.retries, row.path) == (TOPIC, 2, 1, f"{TOPIC} > {RETRY}")
+
+
+def test_checkpoints_and_acks_are_no_hops(built):
+    """The POP checkpoints and acks, in the timer and in the revive topic, are in no hop row."""
+    hops, _lineage = built
+    assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600}
+
+
+def test_a_pop_record_is_consumed_when_its_last_checkpoint_was_acked(built):
+    """An acked retry record and an acked first delivery are CONSUMED; a record whose first
+    checkpoint was acked only to hand it to a new checkpoint that is not acked is RETRYING, though
+    the committed offset is past it."""
+    _hops, lineage = built
+    assert {k: r.final_state for k, r in lineage.items()} == {
+        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED"}
+
+
+def test_without_the_import_tables_the_old_readings_stay(spark):
+    """Without retry_topics the v1 name's whole rest is the group; without pop_evidence the
+    committed offsets decide (every record below the offset is CONSUMED)."""
+    hops, lineage = build(spark, [], [])
+    assert chain(hops, "U20", "pg_PopTopic") == [(0, "PUBLISH", TOPIC), (1, "RETRY", RETRY)]
+    assert lineage[("U21", GROUP)].final_state == "CONSUMED"

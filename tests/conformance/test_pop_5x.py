@@ -1,0 +1,187 @@
+"""A 5.x remoting POP consumer on a real RocketMQ 5.3.3 broker: messages failed some times and
+then acked, and one failed until the client gave up; the store imported, its lineage built, and
+every message's hops and final state compared with what its listener saw.
+
+Needs java, javac and mvn (the jars come from the conformance cache); skips without them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from broker_core.constants import PROP_FIRST_POP_TIME, SYSTEM_TOPIC_PREFIX
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
+    reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
+
+VERSION = "5.3.3"
+DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "PopDriver.java"
+TOPIC, GROUP = "PopTopic", "pop-group"
+RETRY_TOPIC = f"%RETRY%{GROUP}_{TOPIC}"  # the v1 name: enableRetryTopicV2 is false by default
+# Failures per message (keys pop-<i>): acked at once, after one and two failures, one that always
+# fails, which the client gives up at MAX_RECONSUME_TIMES and acks, and (-1) one sent last that
+# always fails and is still in flight when the run stops.
+PLAN = (0, 1, 2, 9, -1)
+MAX_RECONSUME_TIMES = 2
+# The client's retry delay (its popDelayLevel table, shortened by the driver) and the pop's
+# invisible time (the client's minimum is 5000 ms).
+POP_DELAY_SEC = 2
+INVISIBLE_MS = 5000
+DRIVER_TIMEOUT_MS = 90_000  # a limit: a broker that never revives fails the test
+DRIVER_TIMEOUT_S = 150
+
+
+def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_path, spark):
+    """Each POP message's chain is its PUBLISH then one RETRY of the group per retry the listener
+    got (the records it was handed, in order), every message acked by the client is CONSUMED (the
+    one it gave up on too), the one in flight at the end is RETRYING, no checkpoint or ack is a
+    hop, and every blocking check passes."""
+    from assets.lineage import run_lineage
+    from broker_core.export.store_import import import_store
+    from conformance.cluster import BrokerSpec, Cluster
+    from conformance.jars import resolve
+    from conformance.run import _warehouse
+
+    lib = resolve(VERSION)
+    classes = tmp_path / "classes"
+    compiled = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)],
+                              capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s")]) as cluster:
+        store = cluster.procs["broker-a"].store
+        with open(tmp_path / "driver.err", "w") as err:
+            driver = subprocess.run(
+                ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{lib / '*'}", "PopDriver",
+                 cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, GROUP,
+                 ",".join(map(str, PLAN)), str(MAX_RECONSUME_TIMES), str(POP_DELAY_SEC), str(INVISIBLE_MS),
+                 str(DRIVER_TIMEOUT_MS)],
+                stdout=subprocess.PIPE, stderr=err, text=True, timeout=DRIVER_TIMEOUT_S, cwd=tmp_path)
+        cluster.stop_all()
+    events = [json.loads(line) for line in driver.stdout.splitlines() if line.startswith("{")]
+    assert driver.returncode == 0, driver.stdout[-3000:]
+    sent = {e["keys"]: e for e in events if e["event"] == "send"}
+    calls: dict[str, list[dict]] = {}
+    for e in events:
+        if e["event"] == "consume":
+            calls.setdefault(e["keys"], []).append(e)
+    assert sorted(sent) == sorted(calls) == [f"pop-{i}" for i in range(len(PLAN))]
+
+    run = tmp_path / "runs" / "pop"
+    summary = import_store(store, run, broker="broker-a")
+    assert summary.errors == [] and not [p for p in summary.problems if p.kind == "pop-body-undecodable"], \
+        summary.problems
+    owners = pq.read_table(run / "parquet" / "retry_topics").to_pylist()
+    assert {(o["retry_topic"], o["group"], o["origin_topic"], o["resolution"]) for o in owners} >= {
+        (RETRY_TOPIC, GROUP, TOPIC, "checkpoint")}, owners
+    evidence = pq.read_table(run / "parquet" / "pop_evidence").to_pylist()
+    assert evidence and {e["group"] for e in evidence} == {GROUP}
+    # Importing the store again goes on from the last import's end (nothing new): the POP tables are
+    # rebuilt from the commitlog it carries over, row for row.
+    again = import_store(store, run, broker="broker-a")
+    assert again.resumed_from is not None and again.records_added == 0, again
+    assert pq.read_table(run / "parquet" / "pop_evidence").to_pylist() == evidence
+    assert pq.read_table(run / "parquet" / "retry_topics").to_pylist() == owners
+
+    run_lineage(run, spark)
+    records = {r["phys_offset"]: {**r, "properties": dict(r["properties"])}
+               for r in pq.read_table(run / "parquet" / "commitlog").to_pylist()}
+    hops = pq.read_table(run / "lineage" / "message_hops").to_pylist()
+    lineage = pq.read_table(run / "lineage" / "message_lineage").to_pylist()
+
+    # No checkpoint or ack (in the timer or the revive topic) is a hop; no hop is a system record.
+    hop_offsets = {h["phys_offset"] for h in hops}
+    assert not hop_offsets & {e["phys_offset"] for e in evidence}
+    assert not [h for h in hops if records[h["phys_offset"]]["topic"].startswith(SYSTEM_TOPIC_PREFIX)]
+    # Each stage holds a copy of every checkpoint and ack that reached it: the timer one first.
+    checkpoints = {(e["topic"], e["queue_id"], e["start_offset"], e["pop_ts"]): e
+                   for e in evidence if e["kind"] == "ck"}
+    acks = {(e["topic"], e["queue_id"], e["start_offset"], e["pop_ts"], o)
+            for e in evidence if e["kind"] == "ack" for o in e["offsets"]}
+
+    for i, failures in enumerate(PLAN):
+        keys = f"pop-{i}"
+        uniq, seen = sent[keys]["uniq_key"], calls[keys]
+        # What the listener saw: failures until it succeeded, until the client gave up, or (in
+        # flight) until the run stopped.
+        statuses = [c["status"] for c in seen]
+        in_flight, gave_up = failures < 0, failures > MAX_RECONSUME_TIMES
+        expected_calls = (len(seen) if in_flight else MAX_RECONSUME_TIMES + 1 if gave_up else failures + 1)
+        expected_statuses = (["RECONSUME_LATER"] * expected_calls if in_flight or gave_up
+                             else ["RECONSUME_LATER"] * failures + ["CONSUME_SUCCESS"])
+        assert statuses == expected_statuses, (keys, statuses)
+        assert [c["reconsume_times"] for c in seen] == list(range(expected_calls)), (keys, seen)
+
+        chain = sorted((h for h in hops if h["message_key"] == uniq), key=lambda h: h["hop_index"])
+        # In flight, the revive service may have written the next retry before the broker stopped.
+        retries = len(chain) - 1 if in_flight and len(chain) == expected_calls + 1 else expected_calls - 1
+        assert [(h["group"], h["hop_kind"]) for h in chain] == \
+            [(None, "PUBLISH")] + [(GROUP, "RETRY")] * retries, (keys, chain)
+        # The records of the chain are the records the listener was handed, in order.
+        assert [h["phys_offset"] for h in chain[:expected_calls]] == [c["commit_log_offset"] for c in seen], \
+            (keys, chain, seen)
+        for hop, call in zip(chain[1:expected_calls], seen[1:], strict=True):
+            record = records[hop["phys_offset"]]
+            assert (record["topic"], hop["reconsume_times"]) == (RETRY_TOPIC, call["reconsume_times"])
+            # The revive service's record: bornHost is the broker, 1ST_POP_TIME is set, and none
+            # of a push send-back's pointers.
+            assert record["born_host"] == record["store_host"] and PROP_FIRST_POP_TIME in record["properties"]
+            assert record["retry_topic"] is None and record["origin_msg_id"] is None
+
+        # Every delivery was popped under a checkpoint of its queue and offset; the pop time and
+        # invisible time the client got (POP_CK) are the checkpoint's.
+        for call in seen:
+            start, pop_ms, invisible_ms = (int(x) for x in call["pop_ck"].split()[:3])
+            popped_topic = records[call["commit_log_offset"]]["topic"]
+            ck = [c for (topic, q, so, pt), c in checkpoints.items()
+                  if (topic, q, so) == (popped_topic, call["queue_id"], start)
+                  and round(pt.timestamp() * 1000) == pop_ms and call["queue_offset"] in c["offsets"]]
+            assert len(ck) == 1 and ck[0]["invisible_ms"] == invisible_ms == INVISIBLE_MS, (keys, call, ck)
+        # A failed delivery that was retried: the client set a new invisible time (a checkpoint of
+        # POP_DELAY_SEC), and the retry record came after that checkpoint's revive time.
+        for call, nxt in zip(seen, chain[1:], strict=False):
+            popped_topic = records[call["commit_log_offset"]]["topic"]
+            later = [c for (topic, q, so, pt), c in checkpoints.items()
+                     if (topic, q, so) == (popped_topic, call["queue_id"], call["queue_offset"])
+                     and c["offsets"] == [so]
+                     and c["invisible_ms"] == POP_DELAY_SEC * 1000
+                     and round(pt.timestamp() * 1000) >= int(call["pop_ck"].split()[1])]
+            assert later, (keys, call)
+            assert nxt["store_ts"] >= min(c["revive_ts"] for c in later), (keys, nxt, later)
+        last = seen[-1]
+        start, pop_ms = (int(x) for x in last["pop_ck"].split()[:2])
+        last_topic = records[last["commit_log_offset"]]["topic"]
+        rows = [r for r in lineage if r["message_key"] == uniq]
+        if in_flight:
+            if retries == expected_calls - 1:
+                # Its last record's last checkpoint (the change of invisible time) is not acked.
+                covering = [(pt, (topic, q, so, pt)) for (topic, q, so, pt), c in checkpoints.items()
+                            if (topic, q) == (last_topic, last["queue_id"]) and last["queue_offset"] in c["offsets"]]
+                latest = max(covering)[1]
+                assert (*latest, last["queue_offset"]) not in acks, (keys, latest)
+            assert [(r["group"], r["final_state"], r["retries"]) for r in rows] == [
+                (GROUP, "RETRYING", retries)], (keys, rows)
+            continue
+        # The last record handed out was acked: after success, and after the client gave up.
+        assert any(a[0] == last_topic and a[1] == last["queue_id"] and a[2] == start
+                   and round(a[3].timestamp() * 1000) == pop_ms and a[4] == last["queue_offset"]
+                   for a in acks), (keys, last)
+        assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"]) for r in rows] == [
+            (GROUP, "CONSUMED", expected_calls - 1, TOPIC)], (keys, rows)
+    # Remoting POP clients never dead-letter: no %DLQ% record at all.
+    assert not [r for r in records.values() if r["topic"].startswith("%DLQ%")]
+
+    verdicts = _warehouse([run], tmp_path / "warehouse.duckdb")
+    failed = {name: v for outcomes in verdicts.values() for name, v in outcomes.items()
+              if v["blocking"] and not v["passed"]}
+    assert failed == {}, failed
+    for keys in sorted(sent):
+        chain = sorted((h for h in hops if h["message_key"] == sent[keys]["uniq_key"]), key=lambda h: h["hop_index"])
+        print(keys, [(c["reconsume_times"], c["status"]) for c in calls[keys]], [h["hop_kind"] for h in chain],
+              [r["final_state"] for r in lineage if r["message_key"] == sent[keys]["uniq_key"]])
