@@ -158,6 +158,8 @@ def test_a_grpc_consumer_through_the_5_3_3_proxy_is_read_message_by_message(tmp_
             # An unacked delivery has no ack (the message came back by revive); an acked one has.
             assert acked == (call["status"] == "ACKED"), (keys, call)
         rows = [r for r in lineage if r["message_key"] == uniq]
+        # The origin msgId is the published record's (not the retry record the DLQ record names).
+        assert [r["origin_msg_id"] for r in rows] == [records[chain[0]["phys_offset"]]["msg_id"]], (keys, rows)
         if not never_acked:
             assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"]) for r in rows] == [
                 (GROUP, "CONSUMED", expected_calls - 1, TOPIC)], (keys, rows)
