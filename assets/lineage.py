@@ -50,6 +50,7 @@ from pyspark.sql import types as T
 from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for
 from broker_core.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
+    POP_RETRY_V1_SEPARATOR,
     POP_RETRY_V2_SEPARATOR,
     PROP_INNER_NUM,
     PROP_TIMER_DEL_UNIQKEY,
@@ -421,6 +422,22 @@ def _retries_seen() -> Column:
                   F.when(F.col("hop_kind") == "RETRY", count).otherwise(count - 1))
 
 
+def _retry_topic_origin() -> Column:
+    """The origin topic a hop's RETRY_TOPIC names (names.origin_of_retry_topic_property, as a
+    column): the property itself, or, when it is a POP retry topic of the hop's group (the 5.x
+    proxy's DLQ record), the topic after ``%RETRY%<group>+`` or ``%RETRY%<group>_``; null for
+    another %RETRY% name."""
+    retry_topic, group = _present(F.col("retry_topic")), F.col("group")
+    whole = F.lit(1 << 30)
+    v2 = F.concat(F.lit(RETRY_GROUP_TOPIC_PREFIX), group, F.lit(POP_RETRY_V2_SEPARATOR))
+    v1 = F.concat(F.lit(RETRY_GROUP_TOPIC_PREFIX), group, F.lit(POP_RETRY_V1_SEPARATOR))
+    return (F.when(~retry_topic.startswith(RETRY_GROUP_TOPIC_PREFIX), retry_topic)
+            .when(retry_topic.startswith(v2) & (F.length(retry_topic) > F.length(v2)),
+                  retry_topic.substr(F.length(v2) + 1, whole))
+            .when(retry_topic.startswith(v1) & (F.length(retry_topic) > F.length(v1)),
+                  retry_topic.substr(F.length(v1) + 1, whole)))
+
+
 def _with_message_facts(hops: DataFrame, origin_cuts: DataFrame) -> DataFrame:
     """Add per-message columns (the same on every hop of a message): origin_topic, origin_msg_id,
     _truncated and _hop_groups (the groups holding a hop of it), as window aggregates over one
@@ -433,10 +450,14 @@ def _with_message_facts(hops: DataFrame, origin_cuts: DataFrame) -> DataFrame:
     shared_schedule = F.col("hop_kind").isin("SCHEDULE", "TIMER") & F.col("group").isNull()
     delayed_real_topic = F.when(shared_schedule, _present(F.col("real_topic")))
     published_topic = F.when(F.col("hop_kind").isin("PUBLISH", "DELIVER"), F.col("topic"))
-    origin_topic = F.coalesce(_first_by(_present(F.col("retry_topic")), order).over(message),
+    origin_topic = F.coalesce(_first_by(_retry_topic_origin(), order).over(message),
                               _first_by(delayed_real_topic, order).over(message),
                               _first_by(published_topic, order).over(message))
-    origin_msg_id = F.coalesce(_first_by(_present(F.col("rec_origin_msg_id")), order).over(message),
+    # The proxy's DLQ record of a POP message (RETRY_TOPIC a %RETRY% name) carries as
+    # ORIGIN_MESSAGE_ID the msgId of the retry record it was sent back from, not the origin's.
+    from_pop_retry = F.coalesce(_present(F.col("retry_topic")).startswith(RETRY_GROUP_TOPIC_PREFIX), F.lit(False))
+    origin_msg_id = F.coalesce(_first_by(F.when(~from_pop_retry, _present(F.col("rec_origin_msg_id"))), order)
+                               .over(message),
                                F.min_by(F.col("msg_id"), order).over(message))
     # A chain's first hop is its message's first shared hop; without one, or when it is a DELIVER
     # (the SCHEDULE before it is gone), the chain starts after its head.

@@ -32,6 +32,7 @@ from assets.checks import sql_fragment
 from assets.lineage import INPUT_TABLES, RECORD_COLUMNS
 from broker_core.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
+    POP_RETRY_V1_SEPARATOR,
     POP_RETRY_V2_SEPARATOR,
     PROP_INNER_NUM,
     PROP_TIMER_DEL_UNIQKEY,
@@ -53,6 +54,17 @@ def _group_of(topic: str) -> str:
     return (f"CASE WHEN starts_with({topic}, '{_RETRY}') "
             f"THEN split_part(substr({topic}, {len(_RETRY) + 1}), '{POP_RETRY_V2_SEPARATOR}', 1) "
             f"WHEN starts_with({topic}, '{_DLQ}') THEN substr({topic}, {len(_DLQ) + 1}) END")
+
+
+def _retry_topic_origin(retry_topic: str, group: str) -> str:
+    """SQL: the origin topic a RETRY_TOPIC names on a hop of ``group``
+    (names.origin_of_retry_topic_property): itself, or the topic of a POP retry topic of the group."""
+    rt = f"nullif({retry_topic}, '')"
+    v2 = f"('{_RETRY}' || {group} || '{POP_RETRY_V2_SEPARATOR}')"
+    v1 = f"('{_RETRY}' || {group} || '{POP_RETRY_V1_SEPARATOR}')"
+    return (f"CASE WHEN NOT starts_with({rt}, '{_RETRY}') THEN {rt} "
+            f"WHEN starts_with({rt}, {v2}) AND length({rt}) > length({v2}) THEN substr({rt}, length({v2}) + 1) "
+            f"WHEN starts_with({rt}, {v1}) AND length({rt}) > length({v1}) THEN substr({rt}, length({v1}) + 1) END")
 
 
 def _is_plain_topic(topic: str) -> str:
@@ -193,12 +205,13 @@ origins AS (
   -- holding a hop of it, and whether its first hops are gone: no shared hop, a DELIVER as the
   -- first, or an ORIGIN_MESSAGE_ID naming a record retention deleted.
   SELECT run_id, message_key,
-         coalesce(arg_min(nullif(retry_topic, ''), (store_ts, broker, phys_offset)),
+         coalesce(arg_min({_retry_topic_origin("retry_topic", '"group"')}, (store_ts, broker, phys_offset)),
                   arg_min(nullif(real_topic, ''), (store_ts, broker, phys_offset))
                     FILTER (WHERE hop_kind IN ('SCHEDULE', 'TIMER') AND "group" IS NULL),
                   arg_min(topic, (store_ts, broker, phys_offset))
                     FILTER (WHERE hop_kind IN ('PUBLISH', 'DELIVER'))) AS origin_topic,
-         coalesce(arg_min(nullif(rec_origin_msg_id, ''), (store_ts, broker, phys_offset)),
+         coalesce(arg_min(CASE WHEN coalesce(starts_with(nullif(retry_topic, ''), '{_RETRY}'), false) THEN NULL
+                               ELSE nullif(rec_origin_msg_id, '') END, (store_ts, broker, phys_offset)),
                   arg_min_null(msg_id, (store_ts, broker, phys_offset))) AS origin_msg_id,
          coalesce(list(DISTINCT "group") FILTER (WHERE "group" IS NOT NULL), []) AS hop_groups,
          coalesce(arg_min(hop_kind, (store_ts, broker, phys_offset)) FILTER (WHERE "group" IS NULL),

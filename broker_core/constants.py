@@ -57,6 +57,7 @@ DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 # enableRetryTopicV2; KeyBuilder.buildPopRetryTopicV2). '+' is not legal in a group name
 # (TopicValidator's name pattern), so a v2 name splits at its first '+'.
 POP_RETRY_V2_SEPARATOR = "+"
+POP_RETRY_V1_SEPARATOR = "_"  # KeyBuilder.buildPopRetryTopicV1
 
 # --- 5.x timer messages and bookkeeping (docs/rocketmq-5x.md) -------------------------------------
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC: every timer record and roll

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from broker_core.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
     GROUP_NAME_LENGTH_MAX,
+    POP_RETRY_V1_SEPARATOR,
     POP_RETRY_V2_SEPARATOR,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
@@ -81,6 +82,26 @@ class RetryTopicOwner:
     group: str | None
     origin_topic: str | None = None
     ambiguous: bool = False
+
+
+def origin_of_retry_topic_property(retry_topic: str | None, group: str | None) -> str | None:
+    """The origin topic a record's RETRY_TOPIC property names, for a record of ``group``.
+
+    A push consumer's send-back stores the origin topic itself. The 5.x proxy's send-back of a
+    POP message to the DLQ stores the POP retry topic (``%RETRY%<group>_<topic>`` or
+    ``%RETRY%<group>+<topic>``), whose topic is the origin (``KeyBuilder.parseNormalTopic(topic,
+    group)``). A ``%RETRY%`` name that is not of ``group`` says nothing: None, as for no property."""
+    if not retry_topic:
+        return None
+    if not retry_topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return retry_topic
+    if not group:
+        return None
+    for separator in (POP_RETRY_V2_SEPARATOR, POP_RETRY_V1_SEPARATOR):
+        prefix = f"{RETRY_GROUP_TOPIC_PREFIX}{group}{separator}"
+        if retry_topic.startswith(prefix) and len(retry_topic) > len(prefix):
+            return retry_topic[len(prefix):]
+    return None
 
 
 def retry_topic_owner(topic: str, groups: Iterable[str], topics: Iterable[str]) -> RetryTopicOwner | None:

@@ -10,6 +10,7 @@ started, whatever happened, and keeps their logs for the report of a failure.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -35,6 +36,11 @@ BROKER_MEMORY = ("-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m")
 DRIVER_MEMORY = ("-Xmx256m",)
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
+PROXY_MEMORY = ("-Xms128m", "-Xmx256m")
+PROXY_BOOT_LINE = "rocketmq-proxy startup successfully"
+PROXY_NO_ROUTE = "create system broadcast topic"  # its exit while no broker of the cluster is registered
+PROXY_ROUTE_WAIT_S = 45.0
 NAMESRV_BOOT_LINE = "The Name Server boot success"
 BROKER_BOOT_LINE = "boot success"
 BOOT_TIMEOUT_S = 90.0
@@ -133,6 +139,7 @@ class Cluster:
         self.procs: dict[str, Proc] = {}
         self.namesrv_addr: str | None = None
         self.broker_addrs: dict[str, str] = {}
+        self.proxy_grpc_addr: str | None = None
         self.boot_seconds: dict[str, float] = {}
         self._ports: list[int] = []
         self._home = self.root / "rocketmq-home"
@@ -209,13 +216,38 @@ class Cluster:
         self._launch(spec.name, home, BROKER_MEMORY, [BROKER_MAIN, "-c", str(conf)], BROKER_BOOT_LINE,
                      store=store, addr=self.broker_addrs[spec.name])
 
+    def start_proxy(self, lib: Path, extra: dict | None = None) -> str:
+        """Start a 5.x gRPC proxy in cluster mode (its own jars, ``lib``) in front of this cluster's
+        brokers; its gRPC endpoint ``127.0.0.1:port``. ``extra`` goes into its ``rmq-proxy.json``."""
+        home = self.root / "proxy"
+        home.mkdir(parents=True, exist_ok=True)
+        grpc_port, (remoting_port,) = pick_ports(1)
+        config = {"rocketMQClusterName": self.cluster_name, "namesrvAddr": self.namesrv_addr,
+                  "grpcServerPort": grpc_port, "remotingListenPort": remoting_port, **(extra or {})}
+        conf = home / "rmq-proxy.json"
+        conf.write_text(json.dumps(config, indent=1))
+        self.proxy_grpc_addr = f"127.0.0.1:{grpc_port}"
+        # The proxy creates its system topics on the brokers the name server lists under the
+        # cluster's name, and exits when there is none yet: a 5.x broker registers some seconds
+        # after its boot line. Launch it again until the route is there.
+        deadline = time.monotonic() + PROXY_ROUTE_WAIT_S
+        while True:
+            try:
+                self._launch("proxy", home, PROXY_MEMORY, [PROXY_MAIN, "-pc", str(conf), "-pm", "cluster"],
+                             PROXY_BOOT_LINE, addr=self.proxy_grpc_addr, lib=lib)
+                return self.proxy_grpc_addr
+            except RetryAuditError as e:
+                if PROXY_NO_ROUTE not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
     def _launch(self, name: str, home: Path, memory, main_args: list[str], boot_line: str, *,
-                store: Path | None = None, addr: str | None = None) -> None:
+                store: Path | None = None, addr: str | None = None, lib: Path | None = None) -> None:
         log = home / "stdout.log"
         # A restart appends to the same log: wait for a boot line written after this launch.
         offset = log.stat().st_size if log.exists() else 0
         cmd = ["java", *JDK17_FLAGS, *COMMON_FLAGS, *memory, f"-Duser.home={home}",
-               f"-Drocketmq.home.dir={self._home}", "-cp", str(self.lib / "*"), *main_args]
+               f"-Drocketmq.home.dir={self._home}", "-cp", str((lib or self.lib) / "*"), *main_args]
         started = time.monotonic()
         with open(log, "ab") as out:
             popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -270,7 +302,9 @@ class Cluster:
     def stop_all(self) -> dict[str, float]:
         """Stop the brokers, then the name server (a broker unregisters from it on the way out)."""
         seconds = {}
-        for name in [n for n in self.procs if n != "namesrv"] + ["namesrv"]:
+        # The proxy first (it holds client sessions), then the brokers, then the name server.
+        order = [n for n in self.procs if n == "proxy"] + [n for n in self.procs if n not in ("proxy", "namesrv")]
+        for name in order + ["namesrv"]:
             if name in self.procs and self.procs[name].alive():
                 seconds[name] = self.stop(name)
         return seconds

@@ -22,6 +22,11 @@ GROUP_ID = "org.apache.rocketmq"
 # The name server depends on tools; the broker on store, remoting, client, common. The client is
 # listed too because the driver compiles against it.
 ARTIFACTS = ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-client", "rocketmq-tools")
+# Closures kept apart from a release's lib directory (their dependency versions differ from the
+# broker's): the gRPC proxy of the same release, and the Java gRPC client, which has its own
+# version line and ships shaded.
+PROXY_ARTIFACTS = ("rocketmq-proxy",)
+GRPC_CLIENT_ARTIFACT, GRPC_CLIENT_VERSION = "rocketmq-client-java", "5.0.7"
 MARKER = "COMPLETE"
 VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+$")
 MVN_TIMEOUT_S = 900  # a cold ~/.m2 fetches about 30 MB per release
@@ -57,7 +62,24 @@ def check_version(version: str) -> str:
 def resolve(version: str, *, log=None) -> Path:
     """The lib directory of RocketMQ ``version``, resolving it with Maven if it is not there yet."""
     check_version(version)
-    lib = lib_dir(version)
+    return _resolve_closure(lib_dir(version), [(a, version) for a in ARTIFACTS], f"RocketMQ {version}", log)
+
+
+def resolve_proxy(version: str, *, log=None) -> Path:
+    """The lib directory of RocketMQ ``version``'s proxy (``<cache>/<version>/proxy-lib``), apart from the broker's."""
+    check_version(version)
+    return _resolve_closure(cache_root() / version / "proxy-lib", [(a, version) for a in PROXY_ARTIFACTS],
+                            f"the RocketMQ {version} proxy", log)
+
+
+def resolve_grpc_client(version: str = GRPC_CLIENT_VERSION, *, log=None) -> Path:
+    """The lib directory of the Java gRPC client (``<cache>/grpc-client-<version>/lib``)."""
+    check_version(version)
+    return _resolve_closure(cache_root() / f"grpc-client-{version}" / "lib", [(GRPC_CLIENT_ARTIFACT, version)],
+                            f"the RocketMQ gRPC client {version}", log)
+
+
+def _resolve_closure(lib: Path, artifacts: list[tuple[str, str]], what: str, log) -> Path:
     if (lib / MARKER).exists():
         return lib
     mvn = shutil.which("mvn")
@@ -65,9 +87,9 @@ def resolve(version: str, *, log=None) -> Path:
         raise RetryAuditError("Maven (mvn) is needed to fetch RocketMQ's jars and was not found",
                               hint="apt-get install maven (make conformance and .ci/run do it)")
     if log:
-        log(f"resolving RocketMQ {version} with Maven into {lib}")
+        log(f"resolving {what} with Maven into {lib}")
     deps = "\n".join(f"    <dependency><groupId>{GROUP_ID}</groupId><artifactId>{a}</artifactId>"
-                     f"<version>{version}</version></dependency>" for a in ARTIFACTS)
+                     f"<version>{v}</version></dependency>" for a, v in artifacts)
     lib.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rocketmq-pom-") as tmp:
         (Path(tmp) / "pom.xml").write_text(_POM.format(dependencies=deps))
@@ -78,12 +100,12 @@ def resolve(version: str, *, log=None) -> Path:
                  f"-DoutputDirectory={partial}"],
                 cwd=tmp, capture_output=True, text=True, timeout=MVN_TIMEOUT_S)
             if proc.returncode != 0:
-                raise RetryAuditError(f"Maven could not resolve RocketMQ {version}: "
+                raise RetryAuditError(f"Maven could not resolve {what}: "
                                       f"{maven_failure(proc.stdout + proc.stderr)}",
                                       where="mvn dependency:copy-dependencies",
                                       hint="a release the registry serves only in part cannot run here "
                                            "(docs/rocketmq-5x.md: 5.5.1); try another release")
-            (partial / MARKER).write_text(version + "\n")
+            (partial / MARKER).write_text(" ".join(f"{a}:{v}" for a, v in artifacts) + "\n")
             move_into_place(partial, lib)
         finally:
             if partial.exists():

@@ -27,11 +27,15 @@ import json
 from dataclasses import dataclass
 
 from broker_core import names
-from broker_core.constants import POP_RETRY_V2_SEPARATOR, RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC
+from broker_core.constants import (
+    POP_RETRY_V1_SEPARATOR,
+    POP_RETRY_V2_SEPARATOR,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TIMER_TOPIC,
+)
 from broker_core.errors import CorruptRecordError
 
 REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"  # PopAckConstants.REVIVE_TOPIC + the cluster name
-POP_RETRY_V1_SEPARATOR = "_"  # KeyBuilder.buildPopRetryTopicV1
 TAG_CHECKPOINT = "ck"  # PopAckConstants.CK_TAG
 TAG_ACK = "ack"  # PopAckConstants.ACK_TAG
 TAG_BATCH_ACK = "bAck"  # PopAckConstants.BATCH_ACK_TAG

@@ -26,6 +26,7 @@ from tests.assets.test_lineage import chain, frame, offset, rec, ts
 RUN = "rpop"
 GROUP, TOPIC = "pg", "PopTopic"
 RETRY = "%RETRY%pg_PopTopic"
+DLQ = "%DLQ%pg"
 WHEEL = "rmq_sys_wheel_timer"
 REVIVE = "rmq_sys_REVIVE_LOG_DefaultCluster"
 
@@ -43,11 +44,24 @@ def pop_retry(phys, at, uniq, queue_offset, reconsume, first_pop):
     return row
 
 
+def proxy_dlq(phys, at, uniq, retry_phys, reconsume, first_pop):
+    """The 5.x gRPC proxy's send-back of a POP retry record to the DLQ (docs/rocketmq-5x.md "gRPC
+    consumer through the proxy: confirmed"): RETRY_TOPIC is the POP retry topic, ORIGIN_MESSAGE_ID
+    the retry record's offset msgId, reconsume times one more than the retry record's."""
+    row = rec(phys, DLQ, at, uniq=uniq, retry_topic=RETRY, origin=f"0A00000100002A9F{retry_phys:016X}",
+              reconsume=reconsume, run=RUN)
+    row["properties"].update({"1ST_POP_TIME": str(first_pop), "DELAY": "0", "WAIT": "false"})
+    return row
+
+
 # U20, U21, U23 are PopTopic[0] offsets 0, 1, 2, popped together at 1000 (invisible 5000).
 # U20 fails: a checkpoint of offset 0 at 1100 for 2000 ms and an ack of the first checkpoint; the
 #   revive service writes its retry at 4000; popped at 5000 and acked.
 # U21 fails the same way at 1200 and its retry is not written yet.
 # U23 succeeds: offset 2 of the first checkpoint is acked.
+# U24 (PopTopic[0] offset 3, a gRPC consumer's group with maxAttempts 3) is never acked: the revive
+#   service writes three retries (%RETRY%pg_PopTopic offsets 1, 2, 3); the proxy pops the third,
+#   sends it to the DLQ and acks that pop.
 COMMITLOG_ROWS = [
     rec(0, TOPIC, 100, uniq="U20", queue_offset=0, run=RUN),
     rec(100, TOPIC, 110, uniq="U21", queue_offset=1, run=RUN),
@@ -58,6 +72,13 @@ COMMITLOG_ROWS = [
     rec(500, REVIVE, 2200, uniq=f"{TOPIC}@0@0@{GROUP}@1100@broker-a@ck", real_topic=REVIVE, run=RUN),
     pop_retry(600, 4000, "U20", 0, 1, 1100),
     rec(700, WHEEL, 5000, uniq=f"{RETRY}@0@0@{GROUP}@5000@broker-a@ck", real_topic=REVIVE, run=RUN),
+    rec(800, TOPIC, 130, uniq="U24", queue_offset=3, run=RUN),
+    pop_retry(900, 6000, "U24", 1, 1, 1000),
+    pop_retry(1000, 9000, "U24", 2, 2, 1000),
+    pop_retry(1100, 12000, "U24", 3, 3, 1000),
+    rec(1200, WHEEL, 13000, uniq=f"{RETRY}@0@3@{GROUP}@13000@broker-a@ck", real_topic=REVIVE, run=RUN),
+    proxy_dlq(1300, 13030, "U24", 1100, 4, 1000),
+    rec(1400, WHEEL, 13040, uniq=f"{RETRY}@0@3@{GROUP}@13000@broker-a@ack", real_topic=REVIVE, run=RUN),
 ]
 EVIDENCE = [
     evidence(300, 1000, "ck", TOPIC, 0, [0, 1, 2], 1000, 5000, stage="timer"),
@@ -69,13 +90,15 @@ EVIDENCE = [
     evidence(500, 2200, "ck", TOPIC, 0, [0], 1100, 2000),  # the same checkpoint, in the revive topic
     evidence(700, 5000, "ck", RETRY, 0, [0], 5000, 5000, stage="timer"),
     evidence(710, 5010, "ack", RETRY, 0, [0], 5000, stage="timer"),
+    evidence(1200, 13000, "ck", RETRY, 3, [3], 13000, 3000, stage="timer"),
+    evidence(1400, 13040, "ack", RETRY, 3, [3], 13000, stage="timer"),
 ]
 OWNERS = [
     {"run_id": RUN, "broker": "broker-a", "retry_topic": RETRY, "group": GROUP, "origin_topic": TOPIC,
      "resolution": "checkpoint"},
 ]
 # A POP group's offset moves past a record when it is popped: every record here is below it.
-OFFSETS = [offset(GROUP, TOPIC, 0, 3, 9000, run=RUN), offset(GROUP, RETRY, 0, 1, 9000, run=RUN)]
+OFFSETS = [offset(GROUP, TOPIC, 0, 4, 9000, run=RUN), offset(GROUP, RETRY, 0, 4, 14000, run=RUN)]
 
 
 def build(spark, owners, pop_rows):
@@ -105,7 +128,7 @@ def test_a_pop_v1_retry_topic_is_a_retry_hop_of_the_group_retry_topics_names(bui
 def test_checkpoints_and_acks_are_no_hops(built):
     """The POP checkpoints and acks, in the timer and in the revive topic, are in no hop row."""
     hops, _lineage = built
-    assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600}
+    assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600, 800, 900, 1000, 1100, 1300}
 
 
 def test_a_pop_record_is_consumed_when_its_last_checkpoint_was_acked(built):
@@ -114,7 +137,34 @@ def test_a_pop_record_is_consumed_when_its_last_checkpoint_was_acked(built):
     the committed offset is past it."""
     _hops, lineage = built
     assert {k: r.final_state for k, r in lineage.items()} == {
-        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED"}
+        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ"}
+
+
+def test_the_proxys_dlq_of_a_pop_message_is_dlq_of_the_group_and_origin_topic(built):
+    """The gRPC proxy's DLQ record (RETRY_TOPIC = the POP retry topic, ORIGIN_MESSAGE_ID = the last
+    retry record's msgId) ends the group's chain of POP retries: DLQ of pg, origin topic PopTopic
+    (not the retry topic), origin msgId the published record's."""
+    hops, lineage = built
+    assert chain(hops, "U24", GROUP) == [(0, "PUBLISH", TOPIC)] + [(i, "RETRY", RETRY) for i in (1, 2, 3)] + [
+        (4, "DLQ", DLQ)]
+    row = lineage[("U24", GROUP)]
+    assert (row.final_state, row.retries, row.origin_topic, row.origin_msg_id, row.final_topic) == (
+        "DLQ", 3, TOPIC, "M0800", DLQ)
+
+
+def test_a_retry_topic_property_names_its_origin_topic():
+    """RETRY_TOPIC gives the origin topic: itself after a push send-back; the topic of a POP retry
+    topic of the record's group (v1 and v2); nothing for another group's or a push %RETRY% name."""
+    from broker_core.names import origin_of_retry_topic_property as origin
+
+    assert origin("OrderTopic", "g") == "OrderTopic"
+    assert origin("%RETRY%g_Order_Topic", "g") == "Order_Topic"
+    assert origin("%RETRY%g_a_T", "g_a") == "T"
+    assert origin("%RETRY%g+T", "g") == "T"
+    assert origin("%RETRY%g_T", "h") is None
+    assert origin("%RETRY%g", "g") is None
+    assert origin("%RETRY%g_T", None) is None
+    assert origin("", "g") is None and origin(None, "g") is None
 
 
 def test_without_the_import_tables_the_old_readings_stay(spark):

@@ -55,3 +55,25 @@ def test_a_first_attempt_names_every_missing_artifact_too():
     assert maven_failure(out) == "not found: rocketmq-client, rocketmq-tools"
     assert maven_failure("[ERROR] Could not find artifact org.apache.rocketmq:rocketmq-client:jar:5.5.1 in c\n") \
         == "not found: rocketmq-client"
+
+
+def test_the_proxy_and_the_grpc_client_have_lib_directories_of_their_own(tmp_path, monkeypatch):
+    """The proxy's and the gRPC client's closures live beside a release's lib directory, never in
+    it (their dependency versions differ from the broker's); a finished one is taken as it is,
+    without Maven."""
+    import conformance.jars as jars
+
+    monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(jars.shutil, "which", lambda _name: None)  # Maven is not called
+    broker, proxy = jars.lib_dir("5.3.3"), tmp_path / "5.3.3" / "proxy-lib"
+    client = tmp_path / f"grpc-client-{jars.GRPC_CLIENT_VERSION}" / "lib"
+    for lib in (proxy, client):
+        lib.mkdir(parents=True)
+        (lib / jars.MARKER).write_text("done\n")
+    assert jars.resolve_proxy("5.3.3") == proxy != broker
+    assert jars.resolve_grpc_client() == client
+    # Without its marker a closure is resolved, and without Maven that is refused.
+    with pytest.raises(jars.RetryAuditError, match="Maven"):
+        jars.resolve("5.3.3")
+    with pytest.raises(BadInputError):
+        jars.resolve_proxy("5.3")
