@@ -19,6 +19,7 @@ from broker_core.broker import codes
 from broker_core.broker.flush import FlushService
 from broker_core.broker.groups import GroupTable
 from broker_core.broker.offsets import ConsumerOffsets
+from broker_core.broker.pop import PopService
 from broker_core.broker.schedule import ScheduleService
 from broker_core.broker.semantics import RandomSource, Semantics, semantics_for
 from broker_core.broker.send import SendRequest, SendResponse, send_message
@@ -120,6 +121,7 @@ class Broker:
         self.offsets = ConsumerOffsets(self.config_dir, sim, self._emit)
         self.schedule: ScheduleService | None = None
         self.timer: TimerService | None = None  # 5.x rules only
+        self.pop: PopService | None = None  # 5.x rules only
         self.flusher: FlushService | None = None
         self._arrival_listeners: list[Callable[[str, int], None]] = []
         self.puts = 0
@@ -166,6 +168,8 @@ class Broker:
         if self.semantics.timer_wheel():
             self.timer = TimerService(self.store, self.sim, self.put, self.semantics, TIMER_PRECISION_MS,
                                       self._stored)
+        if self.semantics.pop_consumption():
+            self.pop = PopService(self)
         self.running = True
 
     def shutdown(self) -> None:
@@ -178,6 +182,8 @@ class Broker:
         self.schedule.persist()
         if self.timer is not None:
             self.timer.stop()
+        if self.pop is not None:
+            self.pop.stop()
         self.offsets.stop()
         self.offsets.persist()
         assert self.flusher is not None
@@ -193,6 +199,8 @@ class Broker:
         self.schedule.stop()
         if self.timer is not None:
             self.timer.stop()
+        if self.pop is not None:
+            self.pop.stop()
         self.offsets.stop()
         assert self.flusher is not None
         self.flusher.stop()

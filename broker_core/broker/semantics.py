@@ -116,13 +116,17 @@ class Semantics:
         none and stores such a message in its topic at once, its properties unread."""
         return False
 
+    def pop_consumption(self) -> bool:
+        """Whether the broker serves POP consumers (checkpoints, acks, revive): 4.9.4 has no POP."""
+        return False
+
 
 @dataclass(frozen=True)
 class Semantics5x(Semantics):
     """RocketMQ 5.x (5.3.3) for 4.x-style clients: remoting push consumers, delay levels.
 
     Each method names the 5.3.3 source it follows; docs/rocketmq-5x.md has what a real 5.3.3
-    broker showed. Timers and POP are not modelled (a scenario cannot ask for them)."""
+    broker showed. Timers within one roll window and the broker's side of POP are modelled."""
 
     def dlq_on_retry_topic_send(self, reconsume_times: int, max_reconsume_times: int) -> bool:
         """5.x compares with ``>``: a client retry whose RECONSUME_TIME reached the max is retried
@@ -175,6 +179,11 @@ class Semantics5x(Semantics):
     def timer_wheel(self) -> bool:
         """``timerWheelEnable`` is on by default; the put hook sends a timer not yet due into
         ``rmq_sys_wheel_timer`` (BR/util/HookUtils.handleScheduleMessage, ST/timer/TimerMessageStore)."""
+        return True
+
+    def pop_consumption(self) -> bool:
+        """POP is served by every 5.x broker (BR/processor/PopMessageProcessor, AckMessageProcessor,
+        ChangeInvisibleTimeProcessor, PopReviveService); broker_core/broker/pop.py models it."""
         return True
 
     def unmodelled_faults(self) -> dict[str, str]:
