@@ -66,6 +66,14 @@ def group_of(topic: str) -> str | None:
     return None
 
 
+def pop_retry_topic(group: str, topic: str) -> str:
+    """The v1 POP retry topic ``%RETRY%<group>_<topic>`` the 5.x revive service writes ``group``'s
+    retries of ``topic`` to (KeyBuilder.buildPopRetryTopicV1); a retry topic's records stay in it."""
+    if is_retry_topic(topic):
+        return topic
+    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}{POP_RETRY_V1_SEPARATOR}{topic}"
+
+
 def pop_retry_v2_group(topic: str) -> str | None:
     """The group of a 5.x POP retry topic ``%RETRY%<group>+<topic>``, or None for any other name."""
     group = group_of(topic)

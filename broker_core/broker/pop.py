@@ -35,14 +35,12 @@ from dataclasses import dataclass, field
 from broker_core.constants import (
     PERM_READ,
     PERM_WRITE,
-    POP_RETRY_V1_SEPARATOR,
     PROP_FIRST_POP_TIME,
     PROP_TIMER_DELIVER_MS,
-    RETRY_GROUP_TOPIC_PREFIX,
     TIMER_PRECISION_MS,
 )
 from broker_core.message import PROP_TAGS, PROP_UNIQ_KEY, JavaHashMap
-from broker_core.names import is_retry_topic, validate_group, validate_topic
+from broker_core.names import pop_retry_topic, validate_group, validate_topic
 from broker_core.store.pop import REVIVE_TOPIC_PREFIX, TAG_ACK, TAG_CHECKPOINT
 
 REVIVE_QUEUES = 8  # BrokerConfig.reviveQueueNum
@@ -60,14 +58,6 @@ CHECKPOINT_TIMER_LEAD_MS = 1_000
 # real 5.3.3 broker (docs/rocketmq-5x.md); drawn from the broker's seeded stream "broker.pop_revive".
 REVIVE_LATENCY_MS_MIN = 2_000
 REVIVE_LATENCY_MS_SPAN = 1_000
-
-
-def pop_retry_topic(group: str, topic: str) -> str:
-    """The v1 POP retry topic of ``group`` for ``topic`` (KeyBuilder.buildPopRetryTopicV1); a
-    retry topic's records stay in it."""
-    if is_retry_topic(topic):
-        return topic
-    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}{POP_RETRY_V1_SEPARATOR}{topic}"
 
 
 def revive_topic(cluster: str) -> str:
@@ -135,6 +125,7 @@ class PopService:
         self.revive_topic = revive_topic(broker.config.cluster)
         self._pops = 0  # ckMessageNumber: the revive queue is the pop count modulo reviveQueueNum
         self._handles: list = []
+        self._unrevived: dict[str, list[Checkpoint]] = {}  # group -> checkpoints whose revive is ahead
         self.checkpoints = 0
         self.acks = 0
         self.revived = 0
@@ -183,6 +174,12 @@ class PopService:
         self.ack(ck, offset)
         return new
 
+    def unrevived(self, group: str) -> int:
+        """How many of ``group``'s checkpoints have an offset without an ack and are not revived yet."""
+        waiting = [ck for ck in self._unrevived.get(group, ()) if not ck.revived]
+        self._unrevived[group] = waiting
+        return sum(1 for ck in waiting if not ck.acked.issuperset(ck.offsets))
+
     def stop(self) -> None:
         """The broker stops: pending revives are dropped (kept in memory only)."""
         for handle in self._handles:
@@ -195,6 +192,7 @@ class PopService:
         self._put_bookkeeping(TAG_CHECKPOINT, ck.uniq_key(), ck.body(), ck.revive_qid,
                               ck.revive_ts_ms - CHECKPOINT_TIMER_LEAD_MS)
         self.checkpoints += 1
+        self._unrevived.setdefault(ck.group, []).append(ck)
         latency = REVIVE_LATENCY_MS_MIN + self.broker.rng("broker.pop_revive").randrange(REVIVE_LATENCY_MS_SPAN)
         self._handles.append(self.broker.sim.at(ck.revive_ts_ms + latency, self._revive, ck))
 

@@ -62,6 +62,13 @@ class Violation:
         return f"{self.message} [{self.key}]: {self.detail}"
 
 
+POP_MODE = "pop"  # a scenario group's mode for a 5.x POP group
+# Outcomes after which a message is done for its group: the listener's success (ACKED; EXPIRED ran
+# to success after the timeout), and a POP client's ack of a message it failed at its maximum.
+TERMINAL_CONSUME_OUTCOMES = ("ACKED", "EXPIRED")
+POP_ACKED_AT_MAX = "POP_ACKED_AT_MAX"
+
+
 def effective_max_reconsume(group: dict[str, Any]) -> int:
     """The group's max reconsume times: -1 means 16 (concurrently) or unlimited (orderly)."""
     value = int(group.get("max_reconsume_times", -1))
@@ -80,7 +87,8 @@ class RunData:
         self.manifest: dict[str, Any] = json.loads((self.run_dir / MANIFEST_NAME).read_text())
         self.commitlog = self._columns("commitlog", [
             "phys_offset", "topic", "queue_id", "queue_offset", "msg_id", "uniq_key", "origin_msg_id",
-            "real_topic", "retry_topic", "delay_level", "reconsume_times", "store_ts"])
+            "real_topic", "retry_topic", "delay_level", "reconsume_times", "store_ts", "born_host",
+            "store_host"])
         self.attempts = self._columns("consume_attempts", [
             "group", "consumer_id", "queue_topic", "queue_id", "queue_offset", "msg_id", "uniq_key",
             "status", "outcome", "start_ts", "end_ts"])
@@ -92,6 +100,11 @@ class RunData:
         self.groups: list[dict[str, Any]] = self.manifest.get("groups", [])
         self.levels_ms: list[int] = self.manifest.get("delay_levels_ms", [])
         self.fault_kinds = set(self.faults["kind"])
+        # A 5.x POP group's retry topic %RETRY%<group>_<topic> -> the group (the name alone does
+        # not say where the group ends).
+        self.pop_retry_owners: dict[str, str] = {
+            names.pop_retry_topic(g["name"], t): g["name"]
+            for g in self.groups if g.get("mode") == POP_MODE for t in g["subscribe"]}
 
     def _columns(self, table: str, cols: list[str]) -> dict[str, list]:
         data = read_table(self.run_dir, table).select(cols)
@@ -135,7 +148,7 @@ def check_terminal(run: RunData) -> list[Violation]:
     consumed: set[tuple[str, str]] = set()
     a = run.attempts
     for group, key, status, outcome in zip(a["group"], a["uniq_key"], a["status"], a["outcome"], strict=True):
-        if status == "CONSUME_SUCCESS" and outcome in ("ACKED", "EXPIRED"):
+        if (status == "CONSUME_SUCCESS" and outcome in TERMINAL_CONSUME_OUTCOMES) or outcome == POP_ACKED_AT_MAX:
             consumed.add((group, key))
     subscribers: dict[str, list[str]] = defaultdict(list)
     for g in run.groups:
@@ -186,6 +199,18 @@ def check_hop_grammar(run: RunData) -> list[Violation]:
                 out.append(Violation("hop grammar: retry scheduled at the wrong level", key,
                                      f"group {group}: reconsume_times {rt} at level {rec['delay_level']}, "
                                      f"expected one of {sorted(allowed)}"))
+            continue
+        pop_group = run.pop_retry_owners.get(topic)
+        if pop_group is not None:
+            # The revive service's retry: no schedule copy before it, born host = store host = the
+            # broker, one reconsume more per revive, never past the client's maximum.
+            if rec["born_host"] != rec["store_host"]:
+                out.append(Violation("hop grammar: POP retry not born on the broker", key,
+                                     f"{topic} born host {rec['born_host']}, store host {rec['store_host']}"))
+            if not 1 <= rec["reconsume_times"] <= max_by_group[pop_group]:
+                out.append(Violation("hop grammar: retry beyond the maximum", key,
+                                     f"{topic} reconsume_times {rec['reconsume_times']} "
+                                     f"(max {max_by_group[pop_group]})"))
             continue
         group = names.group_of(topic)
         if group is None:
@@ -244,6 +269,8 @@ def check_stable_pointers(run: RunData) -> list[Violation]:
         topic = rec["topic"]
         if topic == TIMER_TOPIC:
             continue  # the wheel's copy of a 5.x timer message: its real topic's record follows
+        if topic in run.pop_retry_owners:
+            continue  # a POP retry carries neither pointer (the revive service copies the message)
         group = names.group_of(topic)
         if topic == SCHEDULE_TOPIC:
             group = names.group_of(rec["real_topic"] or "")

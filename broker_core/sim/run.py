@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from broker_core.export.counts import run_counts
-from broker_core.export.parquet import TableWriter, atomic_dir, write_rows
+from broker_core.export.parquet import DEFAULT_PART, TableWriter, atomic_dir, write_rows
 from broker_core.export.schema import RUN_SOURCE_SIMULATION
 from broker_core.sim.invariants import MANIFEST_NAME
 from broker_core.sim.recorder import Recorder
-from broker_core.sim.scenario import Scenario, load_scenario
+from broker_core.sim.scenario import POP_MODE, Scenario, load_scenario
 from broker_core.sim.world import World
 
 # While a run goes, the garbage collector's full pass runs only after this many passes over the
@@ -142,8 +142,8 @@ def _rare_full_collections() -> Iterator[None]:
 
 
 def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) -> dict[str, int]:
-    """commitlog, delay_offsets and store_problems, read from the store as import-store reads it
-    (and the import's 5.x POP tables, empty)."""
+    """commitlog, delay_offsets, store_problems and the 5.x POP tables, read from the store as
+    import-store reads them."""
     from broker_core.export.store_import import commitlog_values
     from broker_core.store.reader import StoreReader
 
@@ -158,13 +158,27 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
     out["delay_offsets"] = write_rows(parquet_dir, "delay_offsets", [
         {"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset}
         for level, offset in sorted(reader.delay_offsets().items())])
+    pop_problems = []
+    if any(g.mode == POP_MODE for g in scenario.groups):
+        # A POP group's checkpoints and acks and the owner of every retry topic, decoded from the
+        # store as import-store decodes them.
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+
+        from broker_core.export.pop_import import write_pop_tables
+
+        topics = pc.unique(ds.dataset(str(parquet_dir / "commitlog"), format="parquet")
+                           .to_table(columns=["topic"]).column("topic")).to_pylist()
+        out["pop_evidence"], out["retry_topics"], pop_problems = write_pop_tables(
+            reader, parquet_dir, DEFAULT_PART, run_id, broker, topics)
+    else:
+        # Without POP groups the model reads retry topics by their names: both tables are empty.
+        out["pop_evidence"] = write_rows(parquet_dir, "pop_evidence", [])
+        out["retry_topics"] = write_rows(parquet_dir, "retry_topics", [])
     # The scan above filled reader.problems (a torn tail after a crash shows up there).
     out["store_problems"] = write_rows(parquet_dir, "store_problems", [
         {"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset, "kind": p.kind,
-         "detail": f"{p.severity}: {p.reason}"} for p in reader.problems])
-    # The model has no POP consumers and reads retry topics by their names: both tables are empty.
-    out["pop_evidence"] = write_rows(parquet_dir, "pop_evidence", [])
-    out["retry_topics"] = write_rows(parquet_dir, "retry_topics", [])
+         "detail": f"{p.severity}: {p.reason}"} for p in reader.problems + pop_problems])
     return out
 
 

@@ -41,6 +41,7 @@ from pydantic import (
 )
 
 from broker_core import names
+from broker_core.broker.pop import POP_INVISIBLE_MS_MAX, POP_INVISIBLE_MS_MIN, POP_RETRY_DELAY_MS_MAX
 from broker_core.broker.semantics import semantics_for
 from broker_core.constants import (
     BODY_SIZE_BYTES_MAX,
@@ -91,7 +92,12 @@ RATE_UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _RATE = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*(ms|s|m|h)")
 
 MODELS = ("clustering", "broadcasting")
-MODES = ("concurrently", "orderly")
+MODES = ("concurrently", "orderly", "pop")
+POP_MODE = "pop"  # a 5.x remoting POP consumer group (broker_core/client/pop_consumer.py)
+# Fault kinds a scenario with a POP group may ask for: the model keeps POP checkpoints and pending
+# revives in memory (no broker stop) and plays no consumer faults or put failures for POP clients.
+POP_FAULTS = ("burst",)
+POP_RETRY_DELAYS_MAX = 32
 SEND_MODES = ("sync", "async", "oneway")
 FLUSH_MODES = ("async", "sync")
 SEMANTICS = ("4.9", "5.x", "5.4")
@@ -156,6 +162,8 @@ class GroupSpec:
     max_reconsume_times: int = -1
     consume_timeout_ms: int = CONSUME_TIMEOUT_MS_DEFAULT
     behavior: BehaviorSpec = field(default_factory=BehaviorSpec)
+    invisible_ms: int | None = None  # POP groups: popInvisibleTime (None: the client's default)
+    retry_delays_ms: tuple[int, ...] = ()  # POP groups: popDelayLevel (empty: the client's default)
 
 
 @dataclass(frozen=True)
@@ -233,6 +241,11 @@ class Scenario:
             for i, p in enumerate(self.producers):
                 if any(ms > 0 and w > 0 for ms, w in p.timer_weights):
                     raise ScenarioError(f"producers[{i}].timer: RocketMQ {semantics} has no timer messages",
+                                        where=f"{self.source}: broker.semantics")
+        if not semantics_for(semantics).pop_consumption():
+            for i, g in enumerate(self.groups):
+                if g.mode == POP_MODE:
+                    raise ScenarioError(f"groups[{i}].mode: RocketMQ {semantics} has no POP consumption",
                                         where=f"{self.source}: broker.semantics")
         unmodelled = semantics_for(semantics).unmodelled_faults()
         for i, f in enumerate(self.faults):
@@ -813,6 +826,8 @@ class _Group(_Model):
     max_reconsume_times: _int_in(-1, MAX_RECONSUME_TIMES_MAX) = -1
     consume_timeout: _duration(1, CONSUME_TIMEOUT_MS_MAX) = CONSUME_TIMEOUT_MS_DEFAULT
     behavior: _Behavior = _Behavior()
+    invisible_time: _duration(POP_INVISIBLE_MS_MIN, POP_INVISIBLE_MS_MAX) = None
+    retry_delays: Annotated[list[_duration(1, POP_RETRY_DELAY_MS_MAX)], _list(POP_RETRY_DELAYS_MAX)] = []
 
     @model_validator(mode="after")
     def _subscriptions(self) -> _Group:
@@ -821,6 +836,16 @@ class _Group(_Model):
         for j, t in enumerate(self.subscribe):
             if t in self.subscribe[:j]:
                 raise _Problem("is subscribed twice", t, sub=("subscribe", j))
+        if self.mode != POP_MODE:
+            for key in ("invisible_time", "retry_delays"):
+                if key in self.model_fields_set:
+                    raise _Problem("is a POP group's setting (mode: pop)", sub=(key,))
+            return self
+        if self.model != "clustering":
+            raise _Problem("a POP group is a clustering group", self.model, sub=("model",))
+        if self.behavior.hang_probability > 0:
+            raise _Problem("is not modelled for a POP group (a listener past its invisible time)",
+                           self.behavior.hang_probability, sub=("behavior", "hang_probability"))
         return self
 
 
@@ -925,6 +950,11 @@ class _Scenario(_Model):
                 if t not in topics:
                     raise _Problem("is not a declared topic", t, sub=("groups", i, "subscribe", j))
         semantics = semantics_for(self.broker.semantics)
+        pop_groups = [g.name for g in self.groups if g.mode == POP_MODE]
+        for i, g in enumerate(self.groups):
+            if g.mode == POP_MODE and not semantics.pop_consumption():
+                raise _Problem(f"needs broker semantics '5.x': RocketMQ {self.broker.semantics} has no POP "
+                               f"consumption", g.mode, sub=("groups", i, "mode"))
         timers = False
         for i, p in enumerate(self.producers):
             if p.topic not in topics:
@@ -944,6 +974,10 @@ class _Scenario(_Model):
             if f.kind in unmodelled:
                 raise _Problem(f"is not modelled under broker semantics {self.broker.semantics!r}: "
                                f"{unmodelled[f.kind]}", f.kind, sub=(*here, "kind"))
+            if pop_groups and f.kind not in POP_FAULTS:
+                raise _Problem(f"is not modelled with POP groups ({', '.join(pop_groups)}): the model keeps "
+                               f"checkpoints and pending revives in memory and plays no fault but a burst "
+                               f"with them", f.kind, sub=(*here, "kind"))
             if timers and f.kind == "broker_restart":
                 raise _Problem("is not modelled with timer messages: the model keeps pending timers in "
                                "memory, not in the wheel's files (timerlog, timerwheel)", f.kind,
@@ -1038,6 +1072,7 @@ def _to_dataclasses(s: _Scenario, lines: _Lines) -> Scenario:
     groups = tuple(GroupSpec(
         name=g.name, subscribe=tuple(g.subscribe), model=g.model, mode=g.mode, consumers=g.consumers,
         max_reconsume_times=g.max_reconsume_times, consume_timeout_ms=g.consume_timeout,
+        invisible_ms=g.invisible_time, retry_delays_ms=tuple(g.retry_delays),
         behavior=BehaviorSpec(consume_time_ms=g.behavior.consume_time,
                               **{p: getattr(g.behavior, p) for p in (*_OUTCOMES, "poison_fraction")}))
         for g in s.groups)

@@ -16,7 +16,7 @@ from pathlib import Path
 from broker_core.clock import Simulator
 from broker_core.constants import PROP_TIMER_DELAY_MS
 from broker_core.rng import Streams
-from broker_core.sim.scenario import ProducerSpec, Scenario
+from broker_core.sim.scenario import POP_MODE, ProducerSpec, Scenario
 
 # 2026-01-01T00:00:00Z: every run starts at the same simulated instant, so runs are reproducible.
 SIM_EPOCH_MS = 1_767_225_600_000
@@ -136,6 +136,9 @@ class World:
 
         for g in self.scenario.groups:
             self.broker.subscription_group(g.name)
+            if g.mode == POP_MODE:
+                self.groups[g.name] = self._pop_group(g)
+                continue
             settings = ConsumerSettings(group=g.name, subscribe=tuple(g.subscribe), model=g.model,
                                         mode=g.mode, max_reconsume_times=g.max_reconsume_times,
                                         consume_timeout_ms=g.consume_timeout_ms)
@@ -151,6 +154,29 @@ class World:
             for i in range(g.consumers):
                 group.add_consumer(consumer_id(g.name, i))
             self.groups[g.name] = group
+
+    def _pop_group(self, g):
+        """A 5.x POP group (the scenario loader allows one only under the 5.x rules)."""
+        from broker_core.client.behavior import Behavior
+        from broker_core.client.pop_consumer import PopConsumerGroup, PopSettings
+
+        extra = {}
+        if g.invisible_ms is not None:
+            extra["invisible_ms"] = g.invisible_ms
+        if g.retry_delays_ms:
+            extra["retry_delays_ms"] = g.retry_delays_ms
+        settings = PopSettings(group=g.name, subscribe=tuple(g.subscribe),
+                               max_reconsume_times=g.max_reconsume_times, **extra)
+        bh = g.behavior
+        behavior = Behavior(consume_time_ms=bh.consume_time_ms, fail_probability=bh.fail_probability,
+                            exception_probability=bh.exception_probability,
+                            return_null_probability=bh.return_null_probability,
+                            poison_fraction=bh.poison_fraction)
+        group = PopConsumerGroup(self.sim, self.broker, settings, behavior,
+                                 self.streams.fork(f"group.{g.name}"), self.recorder)
+        for i in range(g.consumers):
+            group.add_consumer(consumer_id(g.name, i))
+        return group
 
     def _driver(self, index: int, spec: ProducerSpec, producer_cls, keygen_cls, ids) -> ProducerDriver:
         ip = f"{PRODUCER_HOST_PREFIX}{index % 250 + 1}"

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from broker_core.broker.pop import PopService, pop_retry_topic
+from broker_core.broker.pop import PopService
 from broker_core.broker.send import SendRequest
+from broker_core.names import pop_retry_topic
 from broker_core.store.pop import decode_pop_body, pop_stage
 
 CLIENT_HOST = "10.0.0.9:50000"

@@ -1,0 +1,219 @@
+"""The remoting POP consumer: a 5.x ``DefaultMQPushConsumer`` the broker serves by POP.
+
+What a 5.3.3 client did on a real broker (docs/rocketmq-5x.md "POP consumption: confirmed"): with
+``clientRebalance=false`` and the group in POP mode, every consumer pops every queue of its topics
+and the group's POP retry topic ``%RETRY%<group>_<topic>`` (``popShareQueueNum -1``); the listener
+gets one message per call; a success is acked, a failure changes the message's invisible time to
+the client's ``popDelayLevel`` entry for its reconsume times (a new checkpoint; the broker
+revives it as a retry record), and a failure at the client's maximum is acked (no DLQ).
+
+The model pops one queue at a time per consumer: a pop, then its messages one after another,
+then the next pop at once; a pop that finds nothing waits for the broker's arrival notice of the
+queue (a message topic) or ``POP_IDLE_REPOLL_MS`` (every queue: the broker's long polling is not
+woken for a v1 retry topic, apache/rocketmq #6681). Every listener call is one ``consume_attempts``
+row. Not modelled: consumer faults (crash, restart, hang; the scenario loader refuses them for a
+POP group), orderly POP, the push retry topic ``%RETRY%<group>`` the client also subscribes (it
+stays empty), and the real table's give-up rule (the client acks when the message is older than
+twice its last delay; the model acks at the maximum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker_core.broker.pop import POP_BATCH_MAX, POP_RETRY_QUEUES, PoppedMessage
+from broker_core.client.behavior import CONSUME_SUCCESS, Behavior, Listener
+from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
+from broker_core.message import PROP_UNIQ_KEY
+from broker_core.names import is_retry_topic, pop_retry_topic, validate_group, validate_topic
+
+POP_MODE = "pop"
+# consume_attempts outcomes of a POP delivery.
+ACKED = "ACKED"  # the listener succeeded: the client acked it
+POP_DELAYED = "POP_DELAYED"  # the listener failed: the client changed its invisible time
+POP_ACKED_AT_MAX = "POP_ACKED_AT_MAX"  # failed at the client's maximum: acked, never retried again
+POP_INVISIBLE_MS_DEFAULT = 60_000  # DefaultMQPushConsumer.popInvisibleTime
+POP_BATCH_NUMS_DEFAULT = 32  # DefaultMQPushConsumer.popBatchNums
+# DefaultMQPushConsumerImpl.popDelayLevel (seconds, by reconsume times; the last one repeats).
+POP_DELAY_MS_DEFAULT = tuple(s * 1000 for s in (10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600,
+                                                1200, 1800, 3600, 7200))
+POP_IDLE_REPOLL_MS = 10_000  # a pop that found nothing is tried again after this, at the latest
+CONSUMER_HOST_PREFIX = "10.0.3."  # POP consumers' client hosts (they are not written to the store)
+
+
+@dataclass
+class PopSettings:
+    """A POP group's client settings."""
+
+    group: str
+    subscribe: tuple[str, ...]
+    max_reconsume_times: int = -1  # -1: 16
+    invisible_ms: int = POP_INVISIBLE_MS_DEFAULT
+    retry_delays_ms: tuple[int, ...] = POP_DELAY_MS_DEFAULT
+    batch_nums: int = POP_BATCH_NUMS_DEFAULT
+
+    def __post_init__(self) -> None:
+        validate_group(self.group)
+        for topic in self.subscribe:
+            validate_topic(topic)
+        assert self.retry_delays_ms and all(d > 0 for d in self.retry_delays_ms), self.retry_delays_ms
+        assert 1 <= self.batch_nums <= POP_BATCH_MAX, f"batch_nums {self.batch_nums}"
+
+    @property
+    def max_times(self) -> int:
+        return RETRY_MAX_TIMES_DEFAULT if self.max_reconsume_times == -1 else self.max_reconsume_times
+
+    def delay_ms(self, reconsume_times: int) -> int:
+        return self.retry_delays_ms[min(reconsume_times, len(self.retry_delays_ms) - 1)]
+
+
+class PopConsumer:
+    """One POP consumer client: pops each of its queues in turn and consumes what it got."""
+
+    def __init__(self, group: PopConsumerGroup, consumer_id: str):
+        self.group = group
+        self.sim = group.sim
+        self.broker = group.broker
+        self.settings = group.settings
+        self.consumer_id = consumer_id
+        # The listener's timeout only shapes a hang, which a POP group cannot ask for.
+        self.listener = Listener(group.behavior, group.streams.stream(f"consumer.{consumer_id}.behavior"),
+                                 consume_timeout_ms=group.settings.invisible_ms)
+        self.busy: set[tuple[str, int]] = set()  # queues with a pop or a consumption under way
+        self.waiting: dict[tuple[str, int], object] = {}  # queues waiting for a message or the repoll
+
+    def start(self) -> None:
+        for mq in self.group.queues():
+            self._pop(mq)
+
+    def stop(self) -> None:
+        for handle in self.waiting.values():
+            handle.cancel()
+        self.waiting.clear()
+
+    def on_arrival(self, mq: tuple[str, int]) -> None:
+        handle = self.waiting.pop(mq, None)
+        if handle is not None:
+            handle.cancel()
+            self._pop(mq)
+
+    def idle(self) -> bool:
+        return not self.busy
+
+    def _pop(self, mq: tuple[str, int]) -> None:
+        self.waiting.pop(mq, None)
+        if not self.broker.running:
+            self.waiting[mq] = self.sim.after(POP_IDLE_REPOLL_MS, self._pop, mq)
+            return
+        popped = self.broker.pop.pop(self.settings.group, mq[0], mq[1], self.settings.batch_nums,
+                                     self.settings.invisible_ms)
+        if not popped:
+            self.waiting[mq] = self.sim.after(POP_IDLE_REPOLL_MS, self._pop, mq)
+            return
+        self.busy.add(mq)
+        self._consume(mq, popped, 0)
+
+    def _consume(self, mq: tuple[str, int], popped: list[PoppedMessage], index: int) -> None:
+        if index == len(popped):
+            self.busy.discard(mq)
+            self._pop(mq)
+            return
+        message = popped[index]
+        key = message.record.properties.get(PROP_UNIQ_KEY) or message.record.msg_id
+        verdict = self.listener.consume([key])
+        start = self.sim.now()
+        self.sim.after(verdict.duration_ms, self._finish, mq, popped, index, verdict.status, start)
+
+    def _finish(self, mq, popped: list[PoppedMessage], index: int, status: str, start_ts: int) -> None:
+        message = popped[index]
+        record, ck = message.record, message.checkpoint
+        pop = self.broker.pop
+        if not self.broker.running:
+            outcome = None  # the request fails; the broker revives the message when it is back
+        elif status == CONSUME_SUCCESS:
+            pop.ack(ck, record.queue_offset)
+            outcome = ACKED
+        elif record.reconsume_times >= self.settings.max_times:
+            pop.ack(ck, record.queue_offset)
+            outcome = POP_ACKED_AT_MAX
+        else:
+            pop.change_invisible_time(ck, record.queue_offset, self.settings.delay_ms(record.reconsume_times))
+            outcome = POP_DELAYED
+        if outcome is not None:
+            self.group.emit_attempt(self, message, status, outcome, start_ts, self.sim.now())
+        self._consume(mq, popped, index + 1)
+
+
+class PopConsumerGroup:
+    """The POP consumers of one group (every member pops every queue)."""
+
+    def __init__(self, sim, broker, settings: PopSettings, behavior: Behavior, streams, recorder):
+        assert broker.pop is not None, "a POP group needs a broker with the 5.x rules"
+        self.sim = sim
+        self.broker = broker
+        self.settings = settings
+        self.behavior = behavior
+        self.streams = streams
+        self.recorder = recorder
+        self._members: dict[str, PopConsumer] = {}
+        for topic in settings.subscribe:
+            retry = pop_retry_topic(settings.group, topic)
+            if broker.topics.get(retry) is None:
+                # The revive service creates it on its first retry; created here so the consumers
+                # have a queue to pop from the start (same config: one queue, perm 6).
+                broker.create_topic(retry, POP_RETRY_QUEUES)
+        self._topics = {mq[0] for mq in self.queues()}
+        broker.on_message_arrival(self._on_arrival)
+
+    def queues(self) -> list[tuple[str, int]]:
+        """Every queue of the subscribed topics, then each topic's POP retry topic queue 0."""
+        out = []
+        for topic in self.settings.subscribe:
+            out.extend((topic, q) for q in range(self.broker.topic_queue_count(topic) or 0))
+        out.extend((pop_retry_topic(self.settings.group, t), 0) for t in self.settings.subscribe)
+        return out
+
+    def add_consumer(self, consumer_id: str) -> PopConsumer:
+        assert consumer_id not in self._members, f"consumer {consumer_id} already in the group"
+        consumer = PopConsumer(self, consumer_id)
+        self._members[consumer_id] = consumer
+        consumer.start()
+        return consumer
+
+    def shutdown(self) -> None:
+        for cid in sorted(self._members):
+            self._members[cid].stop()
+
+    def _on_arrival(self, topic: str, queue_id: int) -> None:
+        if topic in self._topics:
+            for cid in sorted(self._members):
+                self._members[cid].on_arrival((topic, queue_id))
+
+    def idle(self) -> bool:
+        """No member consuming, every queue popped to its end, no checkpoint of the group waiting
+        for its revive with an offset unacked."""
+        if not all(m.idle() for m in self._members.values()):
+            return False
+        store, group = self.broker.store, self.settings.group
+        for topic, queue_id in self.queues():
+            if self.broker.offsets.query(group, topic, queue_id) < store.max_offset(topic, queue_id):
+                return False
+        return self.broker.pop.unrevived(group) == 0
+
+    def emit_attempt(self, consumer: PopConsumer, message: PoppedMessage, status: str, outcome: str,
+                     start_ts: int, end_ts: int) -> None:
+        record = message.record
+        self.recorder.emit("consume_attempts", {
+            "group": self.settings.group, "consumer_id": consumer.consumer_id, "model": "CLUSTERING",
+            "queue_topic": record.topic, "queue_id": record.queue_id, "queue_offset": record.queue_offset,
+            "msg_id": record.msg_id, "uniq_key": record.properties.get(PROP_UNIQ_KEY),
+            "topic": self._origin(record.topic) if is_retry_topic(record.topic) else record.topic,
+            "reconsume_times": record.reconsume_times, "start_ts": start_ts, "end_ts": end_ts,
+            "status": status, "outcome": outcome, "phys_offset": record.phys_offset})
+
+    def _origin(self, retry_topic: str) -> str:
+        """The message topic a POP retry topic of this group stands for (the client resets it)."""
+        for topic in self.settings.subscribe:
+            if pop_retry_topic(self.settings.group, topic) == retry_topic:
+                return topic
+        raise AssertionError(f"{retry_topic} is no POP retry topic of {self.settings.group}")
