@@ -162,7 +162,9 @@ class PopConsumerGroup:
                 # The revive service creates it on its first retry; created here so the consumers
                 # have a queue to pop from the start (same config: one queue, perm 6).
                 broker.create_topic(retry, POP_RETRY_QUEUES)
-        self._topics = {mq[0] for mq in self.queues()}
+        # Only the message topics wake a waiting pop: the broker's long polling is not woken for
+        # a v1 POP retry topic (apache/rocketmq #6681, #9632; seen on 5.3.3).
+        self._topics = set(settings.subscribe)
         broker.on_message_arrival(self._on_arrival)
 
     def queues(self) -> list[tuple[str, int]]:

@@ -1,0 +1,154 @@
+"""scenarios/pop-small.yaml: a 5.x POP group in the model, simulated, read back by the lineage and
+the warehouse, and compared message by message with the model's own consume attempts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import duckdb
+import pytest
+from simruns import SCENARIOS, assert_run_passes
+
+from assets.checks import INVARIANTS, run_checks
+from broker_core.errors import ScenarioError
+from broker_core.export.parquet import read_table
+from broker_core.export.schema import RAW_TABLES
+from broker_core.sim.run import simulate
+from broker_core.sim.scenario import load_scenario, load_scenario_text
+from orchestration.cli import main as cli_main
+
+POP_SMALL = SCENARIOS / "pop-small.yaml"
+# Cut the run after the first acks at the maximum and while a retry is under way (a pop of
+# the retry topic every 10 s), so CONSUMED, RETRYING and POP_ACKED_AT_MAX all show.
+HORIZON_CUT_MS = 22_000
+# The model's ground truth: a (group, message) ends in the state its last listener call left it.
+STATE_OF_LAST_OUTCOME = {"ACKED": "CONSUMED", "POP_ACKED_AT_MAX": "CONSUMED", "POP_DELAYED": "RETRYING",
+                         "SENT_BACK": "RETRYING"}
+WALL_SECONDS = {"runs": {"wall_seconds"}}
+
+
+def _scenario():
+    return dataclasses.replace(load_scenario(POP_SMALL), horizon_ms=HORIZON_CUT_MS)
+
+
+def _rows(run_dir, table):
+    data = read_table(run_dir, table)
+    return data.select([c for c in data.column_names if c not in WALL_SECONDS.get(table, set())]).to_pylist()
+
+
+@pytest.fixture(scope="module")
+def pop_run(tmp_path_factory):
+    """pop-small cut at HORIZON_CUT_MS: simulated, lineage built, loaded into a warehouse."""
+    base = tmp_path_factory.mktemp("pop")
+    run = base / "run"
+    simulate(POP_SMALL, run, scenario=_scenario())
+    assert cli_main(["-q", "lineage", str(run)]) == 0
+    db = base / "wh.duckdb"
+    assert cli_main(["-q", "warehouse", str(run), "--db", str(db)]) == 0
+    return run, db
+
+
+def test_the_pop_run_passes_the_models_invariants(pop_run):
+    """Every run-level invariant holds on a run with a POP group (POP retries born on the broker,
+    within the client's maximum; a message the client acked at its maximum is terminal)."""
+    run, _ = pop_run
+    assert_run_passes(run, POP_SMALL, _scenario().seed)
+
+
+def test_the_pop_run_writes_checkpoints_acks_and_retries_the_import_decodes(pop_run):
+    """pop_evidence holds checkpoints and acks in both stages, decoded from the model's store; the
+    POP retry topic is pop-service's by its checkpoints; retries carry 1ST_POP_TIME."""
+    run, _ = pop_run
+    evidence = read_table(run, "pop_evidence").to_pylist()
+    kinds = {(e["stage"], e["kind"]) for e in evidence}
+    assert kinds == {("timer", "ck"), ("timer", "ack"), ("revive", "ck"), ("revive", "ack")}
+    assert {e["group"] for e in evidence} == {"pop-service"}
+    owners = {(o["retry_topic"], o["group"], o["origin_topic"], o["resolution"])
+              for o in read_table(run, "retry_topics").to_pylist()}
+    assert ("%RETRY%pop-service_PopTopic", "pop-service", "PopTopic", "checkpoint") in owners
+    retries = [r for r in read_table(run, "commitlog").to_pylist() if r["topic"] == "%RETRY%pop-service_PopTopic"]
+    assert retries and all("1ST_POP_TIME" in dict(r["properties"]) and r["born_host"] == r["store_host"]
+                           for r in retries)
+    assert not [r for r in read_table(run, "commitlog").to_pylist() if r["topic"].startswith("%DLQ%pop-service")]
+
+
+def test_every_blocking_check_passes_and_final_states_equal_the_models(pop_run):
+    """Every blocking warehouse check passes, and each message's final_state is what the model's
+    own consume attempts say: CONSUMED after an ack (a success, or the client's ack at its
+    maximum), RETRYING after a change of invisible time, UNCONSUMED when never delivered."""
+    _, db = pop_run
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        outcomes = run_checks(con, INVARIANTS, run_id="pop-small")
+        assert all(o.passed for o in outcomes), {o.check.name: o.examples for o in outcomes if not o.passed}
+        truth = {}
+        for group, key, outcome in con.execute(
+                'SELECT "group", uniq_key, outcome FROM consume_attempts ORDER BY end_ts, start_ts').fetchall():
+            truth[(group, key)] = STATE_OF_LAST_OUTCOME[outcome]
+        lineage = {(g, k): s for g, k, s in con.execute(
+            'SELECT "group", message_key, final_state FROM message_lineage').fetchall()}
+        outcomes_seen = {o for (o,) in con.execute("SELECT DISTINCT outcome FROM consume_attempts").fetchall()}
+    finally:
+        con.close()
+    pop_states = {s for (g, _), s in lineage.items() if g == "pop-service"}
+    assert pop_states == {"CONSUMED", "RETRYING"}, pop_states
+    assert {"ACKED", "POP_DELAYED", "POP_ACKED_AT_MAX"} <= outcomes_seen
+    differ = {k: (truth.get(k, "UNCONSUMED"), s) for k, s in lineage.items() if truth.get(k, "UNCONSUMED") != s}
+    assert differ == {}
+    assert len(lineage) == 400
+
+
+def test_the_same_seed_gives_the_same_pop_run(pop_run, tmp_path):
+    """Simulating again with the same seed gives the same rows in every table, POP tables included."""
+    run, _ = pop_run
+    again = tmp_path / "again"
+    simulate(POP_SMALL, again, scenario=_scenario())
+    for table in (*RAW_TABLES, "pop_evidence", "retry_topics"):
+        assert _rows(run, table) == _rows(again, table), f"table {table} differs"
+    other = tmp_path / "other"
+    simulate(POP_SMALL, other, seed=12, scenario=_scenario())
+    assert _rows(other, "consume_attempts") != _rows(run, "consume_attempts")
+
+
+POP_GROUP = """name: t
+broker: {semantics: "5.x"}
+topics:
+  - {name: PopTopic, queues: 2}
+groups:
+  - name: g
+    subscribe: [PopTopic]
+    mode: pop
+    invisible_time: 5s
+producers:
+  - {topic: PopTopic, messages: 10}
+"""
+
+
+def _error(text: str) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text(text, source="s.yaml")
+    return info.value
+
+
+def test_a_pop_group_is_refused_under_4_9_at_its_line():
+    """RocketMQ 4.9.4 has no POP: `mode: pop` under the 4.9 rules is refused at the mode's line,
+    and switching a POP scenario to 4.9 (a conformance run) is refused too."""
+    err = _error(POP_GROUP.replace('broker: {semantics: "5.x"}\n', ""))
+    assert str(err).startswith("s.yaml:7: groups[0].mode: ") and "needs broker semantics '5.x'" in str(err)
+    with pytest.raises(ScenarioError, match="has no POP consumption"):
+        load_scenario_text(POP_GROUP, source="s.yaml").with_semantics("4.9")
+
+
+def test_what_the_pop_model_does_not_play_is_refused_at_its_line():
+    """A fault other than a burst with a POP group, a hanging POP listener, POP settings on a push
+    group, and a broadcasting POP group are each refused at their line."""
+    err = _error(POP_GROUP + "faults:\n  - {at: 1s, kind: broker_restart}\n")
+    assert str(err).startswith("s.yaml:13: faults[0].kind: ") and "POP groups (g)" in str(err)
+    err = _error(POP_GROUP.replace("    invisible_time: 5s\n", "    behavior: {hang_probability: 0.1}\n"))
+    assert "s.yaml:9" in str(err) and "not modelled for a POP group" in str(err)
+    err = _error(POP_GROUP.replace("    mode: pop\n", ""))
+    assert str(err).startswith("s.yaml:8: groups[0].invisible_time: ")
+    err = _error(POP_GROUP.replace("    mode: pop\n", "    mode: pop\n    model: broadcasting\n"))
+    assert "a POP group is a clustering group" in str(err)
+    assert load_scenario_text(POP_GROUP + "faults:\n  - {at: 1s, kind: burst, topic: PopTopic, messages: 5}\n",
+                              source="s.yaml").groups[0].invisible_ms == 5000
