@@ -94,8 +94,9 @@ _RATE = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*(ms|s|m|h)")
 MODELS = ("clustering", "broadcasting")
 MODES = ("concurrently", "orderly", "pop")
 POP_MODE = "pop"  # a 5.x remoting POP consumer group (broker_core/client/pop_consumer.py)
-# Fault kinds a scenario with a POP group may ask for: the model keeps POP checkpoints and pending
-# revives in memory (no broker stop) and plays no consumer faults or put failures for POP clients.
+# Fault kinds a scenario with a POP group may ask for (besides faults naming a push group): the
+# model keeps POP checkpoints and pending revives in memory (no broker stop) and plays no consumer
+# faults or put failures for POP clients.
 POP_FAULTS = ("burst",)
 POP_RETRY_DELAYS_MAX = 32
 SEND_MODES = ("sync", "async", "oneway")
@@ -974,10 +975,10 @@ class _Scenario(_Model):
             if f.kind in unmodelled:
                 raise _Problem(f"is not modelled under broker semantics {self.broker.semantics!r}: "
                                f"{unmodelled[f.kind]}", f.kind, sub=(*here, "kind"))
-            if pop_groups and f.kind not in POP_FAULTS:
+            if pop_groups and f.kind not in POP_FAULTS and (f.group is None or f.group in pop_groups):
                 raise _Problem(f"is not modelled with POP groups ({', '.join(pop_groups)}): the model keeps "
                                f"checkpoints and pending revives in memory and plays no fault but a burst "
-                               f"with them", f.kind, sub=(*here, "kind"))
+                               f"or one naming a push group", f.kind, sub=(*here, "kind"))
             if timers and f.kind == "broker_restart":
                 raise _Problem("is not modelled with timer messages: the model keeps pending timers in "
                                "memory, not in the wheel's files (timerlog, timerwheel)", f.kind,

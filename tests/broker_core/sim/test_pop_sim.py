@@ -140,10 +140,12 @@ def test_a_pop_group_is_refused_under_4_9_at_its_line():
 
 
 def test_what_the_pop_model_does_not_play_is_refused_at_its_line():
-    """A fault other than a burst with a POP group, a hanging POP listener, POP settings on a push
+    """A fault other than a burst naming a POP group or no group, a hanging POP listener, POP settings on a push
     group, and a broadcasting POP group are each refused at their line."""
     err = _error(POP_GROUP + "faults:\n  - {at: 1s, kind: broker_restart}\n")
     assert str(err).startswith("s.yaml:13: faults[0].kind: ") and "POP groups (g)" in str(err)
+    err = _error(POP_GROUP + "faults:\n  - {at: 1s, kind: consumer_crash, group: g, consumer: 0}\n")
+    assert str(err).startswith("s.yaml:13: faults[0].kind: ")
     err = _error(POP_GROUP.replace("    invisible_time: 5s\n", "    behavior: {hang_probability: 0.1}\n"))
     assert "s.yaml:9" in str(err) and "not modelled for a POP group" in str(err)
     err = _error(POP_GROUP.replace("    mode: pop\n", ""))
