@@ -29,12 +29,15 @@ BATCH_ROWS = 64 * 1024  # rows read at a time
 
 
 def run_counts(run_dir: str | Path, subscriptions: Mapping[str, Sequence[str]],
-               consumed_outcomes: Sequence[str], *, bucket_rows: int = BUCKET_ROWS) -> dict[str, int]:
+               consumed_outcomes: Sequence[str], *, bucket_rows: int = BUCKET_ROWS,
+               given_up_outcomes: Sequence[str] = ()) -> dict[str, int]:
     """produced / send_failed / consumed / retried / dlq / in_flight of a run directory.
 
     ``subscriptions`` maps each clustering group to the topics it subscribes; a (group, message)
     pair counts as consumed when an attempt of that group succeeded with one of
-    ``consumed_outcomes``, and as in flight when it was neither consumed nor dead-lettered.
+    ``consumed_outcomes``, and as in flight when it was neither consumed nor dead-lettered nor
+    given up (an attempt with one of ``given_up_outcomes``, whatever its status: a POP client's
+    ack of a message it failed at its maximum).
     ``produced`` counts distinct (topic, UNIQ_KEY) pairs sent SEND_OK.
     """
     assert bucket_rows > 0, f"bucket_rows {bucket_rows}"
@@ -45,6 +48,7 @@ def run_counts(run_dir: str | Path, subscriptions: Mapping[str, Sequence[str]],
         buckets *= 2
     counts = dict.fromkeys(("produced", "send_failed", "consumed", "retried", "dlq", "in_flight"), 0)
     outcomes = pa.array(list(consumed_outcomes), pa.string())
+    given_up_set = pa.array(list(given_up_outcomes), pa.string())
     for bucket in range(buckets):
         first = bucket == 0  # per-row counts need no key: take them on the first pass only
         keys_of_bucket = _Bucket(bucket, buckets)
@@ -58,12 +62,15 @@ def run_counts(run_dir: str | Path, subscriptions: Mapping[str, Sequence[str]],
         produced = _table(sent, ["topic", "uniq_key"]).group_by(["topic", "uniq_key"]).aggregate([])
         counts["produced"] += produced.num_rows
 
-        acked = []
+        acked, abandoned = [], []
         for batch in _batches(tables / "consume_attempts", ["group", "uniq_key", "status", "outcome"]):
             done = pc.and_kleene(pc.equal(batch["status"], CONSUME_SUCCESS),
                         pc.is_in(batch["outcome"], value_set=outcomes))
-            acked.append(batch.filter(pc.and_kleene(done, keys_of_bucket.mask(batch["uniq_key"]))))
+            mine = keys_of_bucket.mask(batch["uniq_key"])
+            acked.append(batch.filter(pc.and_kleene(done, mine)))
+            abandoned.append(batch.filter(pc.and_kleene(pc.is_in(batch["outcome"], value_set=given_up_set), mine)))
         consumed = _table(acked, ["group", "uniq_key"])
+        given_up = _table(abandoned, ["group", "uniq_key"])
 
         dead = []
         for batch in _batches(tables / "commitlog", ["topic", "uniq_key"]):
@@ -79,12 +86,14 @@ def run_counts(run_dir: str | Path, subscriptions: Mapping[str, Sequence[str]],
         for group, topics in subscriptions.items():
             consumed_keys = _keys_of(consumed, "group", group)
             dead_keys = _keys_of(dead_lettered, "group", group)
+            given_up_keys = _keys_of(given_up, "group", group)
             for topic in topics:
                 keys = _keys_of(produced, "topic", topic)
                 was_consumed = pc.is_in(keys, value_set=consumed_keys)
                 was_dead = pc.is_in(keys, value_set=dead_keys)
                 counts["consumed"] += _true(was_consumed)
-                counts["in_flight"] += _true(pc.invert(pc.or_(was_consumed, was_dead)))
+                was_given_up = pc.is_in(keys, value_set=given_up_keys)
+                counts["in_flight"] += _true(pc.invert(pc.or_(pc.or_(was_consumed, was_dead), was_given_up)))
     return counts
 
 

@@ -38,6 +38,7 @@ from broker_core.sim.world import World
 # passes, which free what few cycles there are, run as before.
 FULL_GC_AFTER_MIDDLE_PASSES = 1000
 CONSUMED_OUTCOMES = ("ACKED", "EXPIRED")  # a listener returned success on these deliveries
+GIVEN_UP_OUTCOMES = ("POP_ACKED_AT_MAX",)  # a POP client acked a message it failed at its maximum
 
 
 @dataclass
@@ -209,7 +210,7 @@ def _count(run_dir: Path, scenario: Scenario) -> dict[str, int]:
     for g in scenario.groups:
         if g.model == "clustering":
             subscriptions.setdefault(g.name, []).extend(g.subscribe)
-    return run_counts(run_dir, subscriptions, CONSUMED_OUTCOMES)
+    return run_counts(run_dir, subscriptions, CONSUMED_OUTCOMES, given_up_outcomes=GIVEN_UP_OUTCOMES)
 
 
 def _version() -> str:

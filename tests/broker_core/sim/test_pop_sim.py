@@ -154,3 +154,14 @@ def test_what_the_pop_model_does_not_play_is_refused_at_its_line():
     assert "a POP group is a clustering group" in str(err)
     assert load_scenario_text(POP_GROUP + "faults:\n  - {at: 1s, kind: burst, topic: PopTopic, messages: 5}\n",
                               source="s.yaml").groups[0].invisible_ms == 5000
+
+
+def test_a_pop_message_acked_at_the_maximum_is_not_in_flight(tmp_path):
+    """pop-small to its end: every message is terminal, the ones the client acked at its maximum
+    are counted neither consumed nor in flight."""
+    summary = simulate(POP_SMALL, tmp_path / "run")
+    given_up = {r["uniq_key"] for r in read_table(tmp_path / "run", "consume_attempts").to_pylist()
+                if r["outcome"] == "POP_ACKED_AT_MAX"}
+    assert summary.end_reason == "terminal" and given_up
+    assert summary.in_flight == 0
+    assert summary.consumed == summary.produced - len(given_up)
