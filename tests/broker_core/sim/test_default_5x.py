@@ -11,6 +11,7 @@ from broker_core.export.parquet import read_table
 from broker_core.export.schema import RAW_TABLES
 from broker_core.sim.run import simulate
 from broker_core.sim.scenario import load_scenario
+from broker_core.store.pop import pop_stage
 from orchestration.cli import main as cli_main
 
 DEFAULT_5X = SCENARIOS / "default-5x.yaml"
@@ -60,9 +61,12 @@ def test_default_5x_stores_what_a_5x_broker_writes(run_5x):
 
 def test_default_5x_timers_go_through_the_wheel_and_arrive_one_slot_after_their_due_time(run_5x):
     """A fifth of PayTopic's messages are timers: each is stored in rmq_sys_wheel_timer first, then
-    delivered into PayTopic one precision step (1 s) after its TIMER_OUT_MS, with its timer properties."""
+    delivered into PayTopic one precision step (1 s) after its TIMER_OUT_MS, with its timer properties
+    (the POP group's bookkeeping records in the wheel aside)."""
     rows = read_table(run_5x, "commitlog").to_pylist()
-    wheel = {r["uniq_key"]: dict(r["properties"]) for r in rows if r["topic"] == "rmq_sys_wheel_timer"}
+    # pop-service's checkpoints and acks wait in the wheel too (REAL_TOPIC the revive topic).
+    wheel = {r["uniq_key"]: dict(r["properties"]) for r in rows
+             if r["topic"] == "rmq_sys_wheel_timer" and pop_stage(r["topic"], r["real_topic"]) is None}
     assert wheel and all(p["REAL_TOPIC"] == "PayTopic" and p["TIMER_DELAY_MS"] in ("5000", "120000")
                          for p in wheel.values())
     delivered = [r for r in rows if r["topic"] == "PayTopic" and r["uniq_key"] in wheel]
@@ -97,3 +101,19 @@ def test_another_seed_and_the_4_9_default_give_other_rows(run_5x, tmp_path):
     simulate(SCENARIOS / "default.yaml", old,
              scenario=load_scenario(SCENARIOS / "default.yaml").with_messages(SCALED_MESSAGES))
     assert not any("MSG_REGION" in dict(r["properties"]) for r in read_table(old, "commitlog").to_pylist())
+
+
+def test_default_5x_pop_group_writes_checkpoints_acks_and_revived_retries(run_5x):
+    """pop-service pops PopTopic: its checkpoints and acks are decoded into pop_evidence from the
+    timer and the revive topic, and each listener failure came back as a retry record of
+    %RETRY%pop-service_PopTopic carrying 1ST_POP_TIME and born on the broker; no DLQ for it."""
+    evidence = read_table(run_5x, "pop_evidence").to_pylist()
+    assert {(e["stage"], e["kind"]) for e in evidence} == {("timer", "ck"), ("timer", "ack"),
+                                                          ("revive", "ck"), ("revive", "ack")}
+    rows = read_table(run_5x, "commitlog").to_pylist()
+    retries = [r for r in rows if r["topic"] == "%RETRY%pop-service_PopTopic"]
+    delayed = [a for a in read_table(run_5x, "consume_attempts").to_pylist()
+               if a["group"] == "pop-service" and a["outcome"] == "POP_DELAYED"]
+    assert delayed and len(retries) == len(delayed)
+    assert all("1ST_POP_TIME" in dict(r["properties"]) and r["born_host"] == r["store_host"] for r in retries)
+    assert not any(r["topic"] == "%DLQ%pop-service" for r in rows)
