@@ -90,6 +90,12 @@ def _records_at(reader: StoreReader, rows: list[dict]) -> Iterator[tuple[dict, R
             handle.close()
 
 
+def commitlog_topics(parquet: Path) -> list[str]:
+    """The distinct topics of the commitlog table written under ``parquet`` (a simulated run's)."""
+    table = ds.dataset(str(parquet / "commitlog"), format="parquet").to_table(columns=["topic"])
+    return sorted(pc.unique(table.column("topic")).to_pylist())
+
+
 def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
                      topics_in_log: Iterable[str]) -> tuple[int, int, list[Problem]]:
     """Write ``pop_evidence`` and ``retry_topics`` of ``broker`` from the commitlog already

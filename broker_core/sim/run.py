@@ -163,15 +163,10 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
     if any(g.mode == POP_MODE for g in scenario.groups):
         # A POP group's checkpoints and acks and the owner of every retry topic, decoded from the
         # store as import-store decodes them.
-        import pyarrow.compute as pc
-        import pyarrow.dataset as ds
+        from broker_core.export.pop_import import commitlog_topics, write_pop_tables
 
-        from broker_core.export.pop_import import write_pop_tables
-
-        topics = pc.unique(ds.dataset(str(parquet_dir / "commitlog"), format="parquet")
-                           .to_table(columns=["topic"]).column("topic")).to_pylist()
         out["pop_evidence"], out["retry_topics"], pop_problems = write_pop_tables(
-            reader, parquet_dir, DEFAULT_PART, run_id, broker, topics)
+            reader, parquet_dir, DEFAULT_PART, run_id, broker, commitlog_topics(parquet_dir))
     else:
         # Without POP groups the model reads retry topics by their names: both tables are empty.
         out["pop_evidence"] = write_rows(parquet_dir, "pop_evidence", [])
