@@ -124,7 +124,8 @@ class PopService:
         self.broker = broker
         self.revive_topic = revive_topic(broker.config.cluster)
         self._pops = 0  # ckMessageNumber: the revive queue is the pop count modulo reviveQueueNum
-        self._handles: list = []
+        self._handles: dict[int, object] = {}  # checkpoint serial -> its pending revive event
+        self._serial = 0
         self._unrevived: dict[str, list[Checkpoint]] = {}  # group -> checkpoints whose revive is ahead
         self.checkpoints = 0
         self.acks = 0
@@ -182,7 +183,7 @@ class PopService:
 
     def stop(self) -> None:
         """The broker stops: pending revives are dropped (kept in memory only)."""
-        for handle in self._handles:
+        for handle in self._handles.values():
             handle.cancel()
         self._handles.clear()
 
@@ -194,7 +195,8 @@ class PopService:
         self.checkpoints += 1
         self._unrevived.setdefault(ck.group, []).append(ck)
         latency = REVIVE_LATENCY_MS_MIN + self.broker.rng("broker.pop_revive").randrange(REVIVE_LATENCY_MS_SPAN)
-        self._handles.append(self.broker.sim.at(ck.revive_ts_ms + latency, self._revive, ck))
+        self._serial += 1
+        self._handles[self._serial] = self.broker.sim.at(ck.revive_ts_ms + latency, self._revive, ck, self._serial)
 
     def _put_bookkeeping(self, tag: str, uniq_key: str, body: bytes, revive_qid: int, deliver_ms: int) -> None:
         """A checkpoint or ack, put into the revive topic with a deliver time: the put hook holds it
@@ -212,8 +214,9 @@ class PopService:
                                  store_host=broker.config.store_host))
         assert broker._stored(result), f"POP {tag} record not stored: {getattr(result, 'status', result)}"
 
-    def _revive(self, ck: Checkpoint) -> None:
+    def _revive(self, ck: Checkpoint, serial: int) -> None:
         """PopReviveService: each offset of a checkpoint without an ack becomes a retry record."""
+        self._handles.pop(serial, None)
         if not self.broker.running or ck.revived:
             return
         ck.revived = True
