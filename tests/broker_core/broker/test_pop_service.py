@@ -176,3 +176,17 @@ def test_the_same_seed_writes_the_same_pop_records(make_broker):
         retry = _records(broker, pop_retry_topic("pop-group", "PopTopic"))
         stores.append([(r.store_ts, r.properties.get("UNIQ_KEY"), r.body) for r in retry + _all_revive(broker)])
     assert stores[0] == stores[1] and len(stores[0]) > 3
+
+
+def test_an_ack_after_the_revive_time_goes_straight_to_the_revive_topic(make_broker):
+    """A client that acks after its checkpoint's revive time: the ack's deliver time is past, so
+    the timer hook stores it in the revive topic at once (no timer copy); the retry was written."""
+    broker, sim, _ = make_broker(semantics="5.x")
+    _publish(broker, sim, n=1)
+    pt = sim.now()
+    (p,) = broker.pop.pop("pop-group", "PopTopic", 1, 4, 5000)
+    sim.run(until_ms=pt + 9000)
+    broker.pop.ack(p.checkpoint, 0)
+    assert [r.properties["TAGS"] for r in _records(broker, WHEEL)] == ["ck"]
+    assert sorted(r.properties["TAGS"] for r in _all_revive(broker)) == ["ack", "ck"]
+    assert len(_records(broker, pop_retry_topic("pop-group", "PopTopic"))) == 1
