@@ -24,7 +24,12 @@ pytestmark = pytest.mark.skipif(
 VERSION = "5.3.3"
 DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "PopDriver.java"
 TOPIC, GROUP = "PopTopic", "pop-group"
-RETRY_TOPIC = f"%RETRY%{GROUP}_{TOPIC}"  # the v1 name: enableRetryTopicV2 is false by default
+# The broker's defaults (the v1 retry name %RETRY%<group>_<topic>, file consume queues), and a
+# broker with the v2 retry name %RETRY%<group>+<topic> and RocksDB consume queues and metadata.
+LAYOUTS = {
+    "v1-files": ({}, f"%RETRY%{GROUP}_{TOPIC}"),
+    "v2-rocksdb": ({"enableRetryTopicV2": "true", "storeType": "defaultRocksDB"}, f"%RETRY%{GROUP}+{TOPIC}"),
+}
 # Failures per message (keys pop-<i>): acked at once, after one and two failures, one that always
 # fails, which the client gives up at MAX_RECONSUME_TIMES and acks, and (-1) one sent last that
 # always fails and is still in flight when the run stops.
@@ -38,7 +43,8 @@ DRIVER_TIMEOUT_MS = 90_000  # a limit: a broker that never revives fails the tes
 DRIVER_TIMEOUT_S = 150
 
 
-def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_path, spark):
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_path, spark, layout):
     """Each POP message's chain is its PUBLISH then one RETRY of the group per retry the listener
     got (the records it was handed, in order), every message acked by the client is CONSUMED (the
     one it gave up on too), the one in flight at the end is RETRYING, no checkpoint or ack is a
@@ -49,12 +55,13 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     from conformance.jars import resolve
     from conformance.run import _warehouse
 
+    broker_config, retry_topic = LAYOUTS[layout]
     lib = resolve(VERSION)
     classes = tmp_path / "classes"
     compiled = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)],
                               capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stderr
-    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s")]) as cluster:
+    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s", extra=broker_config)]) as cluster:
         store = cluster.procs["broker-a"].store
         with open(tmp_path / "driver.err", "w") as err:
             driver = subprocess.run(
@@ -75,11 +82,26 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
 
     run = tmp_path / "runs" / "pop"
     summary = import_store(store, run, broker="broker-a")
+    rocksdb = broker_config.get("storeType") == "defaultRocksDB"
+    config = store / "config"
+    if rocksdb:
+        # RocksDB consume queues and metadata: consumequeue/ is one RocksDB directory (no
+        # <topic>/<queueId>/), config/ has RocksDB topics, groups and offsets and none of their
+        # JSON files. The import names them, reads the commit log and reports no damage.
+        assert (store / "consumequeue" / "CURRENT").is_file()
+        assert not [p for p in (store / "consumequeue").iterdir() if p.is_dir()]
+        assert {"consumequeue", "config/topics", "config/subscriptionGroups", "config/consumerOffsets"} <= set(
+            summary.store_items_5x), summary.store_items_5x
+        assert not [f for f in ("topics.json", "subscriptionGroup.json", "consumerOffset.json")
+                    if (config / f).exists()]
+        assert summary.problems == [] and summary.records > 0, summary.problems
+    else:
+        assert "consumequeue" not in summary.store_items_5x and (config / "consumerOffset.json").is_file()
     assert summary.errors == [] and not [p for p in summary.problems if p.kind == "pop-body-undecodable"], \
         summary.problems
     owners = pq.read_table(run / "parquet" / "retry_topics").to_pylist()
     assert {(o["retry_topic"], o["group"], o["origin_topic"], o["resolution"]) for o in owners} >= {
-        (RETRY_TOPIC, GROUP, TOPIC, "checkpoint")}, owners
+        (retry_topic, GROUP, TOPIC, "checkpoint")}, owners
     evidence = pq.read_table(run / "parquet" / "pop_evidence").to_pylist()
     assert evidence and {e["group"] for e in evidence} == {GROUP}
     # Importing the store again goes on from the last import's end (nothing new): the POP tables are
@@ -128,7 +150,7 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
             (keys, chain, seen)
         for hop, call in zip(chain[1:expected_calls], seen[1:], strict=True):
             record = records[hop["phys_offset"]]
-            assert (record["topic"], hop["reconsume_times"]) == (RETRY_TOPIC, call["reconsume_times"])
+            assert (record["topic"], hop["reconsume_times"]) == (retry_topic, call["reconsume_times"])
             # The revive service's record: bornHost is the broker, 1ST_POP_TIME is set, and none
             # of a push send-back's pointers.
             assert record["born_host"] == record["store_host"] and PROP_FIRST_POP_TIME in record["properties"]
@@ -174,6 +196,8 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
                    for a in acks), (keys, last)
         assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"]) for r in rows] == [
             (GROUP, "CONSUMED", expected_calls - 1, TOPIC)], (keys, rows)
+    # The broker wrote its retries under one name only: v1 or v2, as configured.
+    assert {r["topic"] for r in records.values() if r["topic"].startswith("%RETRY%")} == {retry_topic}
     # Remoting POP clients never dead-letter: no %DLQ% record at all.
     assert not [r for r in records.values() if r["topic"].startswith("%DLQ%")]
 
