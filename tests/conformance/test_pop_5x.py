@@ -220,6 +220,11 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     # Its records carry the v2 magic (a 2-byte topic length) when the name is over 127 bytes.
     magic = MESSAGE_MAGIC_CODE_V2 if long_name else MESSAGE_MAGIC_CODE_V1
     assert {r["magic"] for r in records.values() if r["topic"] == retry_topic} == {f"0x{magic:08X}"}
+    # Every other record (short topic names) keeps the v1 magic.
+    assert {r["magic"] for r in records.values() if len(r["topic"].encode()) <= 127} == {
+        f"0x{MESSAGE_MAGIC_CODE_V1:08X}"}
+    # The client popped the retry topic: checkpoints of it by the group name it in full.
+    assert [e for e in evidence if e["kind"] == "ck" and e["topic"] == retry_topic and e["group"] == group]
     # Remoting POP clients never dead-letter: no %DLQ% record at all.
     assert not [r for r in records.values() if r["topic"].startswith("%DLQ%")]
 
