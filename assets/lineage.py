@@ -472,9 +472,12 @@ def _with_message_facts(hops: DataFrame, origin_cuts: DataFrame) -> DataFrame:
 
 
 def _subscriptions(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
-                   commitlog_df: DataFrame) -> DataFrame:
-    """(run_id, group, topic) a group is known to consume: from deliveries, committed offsets, and
-    the RETRY_TOPIC (origin topic) of the group's %RETRY%/%DLQ% records."""
+                   commitlog_df: DataFrame, pop_evidence_df: DataFrame | None = None) -> DataFrame:
+    """(run_id, group, topic) a group is known to consume: from deliveries, committed offsets, the
+    RETRY_TOPIC (origin topic) of the group's %RETRY%/%DLQ% records, and the topics a POP group
+    popped (its checkpoints). The last one is the only witness of a POP group that never failed a
+    message on a store whose consumer offsets are in RocksDB (``storeType=defaultRocksDB``: no
+    consumerOffset.json, docs/rocketmq-5x.md)."""
     # Both topics of a delivery (the message's and the queue's) from one scan of the deliveries.
     attempts = consume_attempts_df.select(
         "run_id", "group", F.explode(F.array("topic", "queue_topic")).alias("topic"))
@@ -483,6 +486,8 @@ def _subscriptions(consume_attempts_df: DataFrame, consumer_offsets_df: DataFram
     from_records = (commitlog_df.select("run_id", _group_of(F.col("topic")).alias("group"),
                                         _present(F.col("retry_topic")).alias("topic")))
     subs = attempts.unionByName(offsets).unionByName(from_records)
+    if pop_evidence_df is not None:
+        subs = subs.unionByName(pop_evidence_df.where(F.col("kind") == "ck").select("run_id", "group", "topic"))
     return (subs.where(F.col("group").isNotNull() & F.col("topic").isNotNull()
                        & _is_plain_topic(F.col("topic")))
             .distinct())
@@ -630,7 +635,7 @@ def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: D
     join) and the per-chain aggregation all reuse the hops' partitioning: no shuffle of the hops.
     """
     hops = _with_message_facts(hops, _origin_cuts(runs_df))
-    subs = _subscriptions(consume_attempts_df, consumer_offsets_df, commitlog_df)
+    subs = _subscriptions(consume_attempts_df, consumer_offsets_df, commitlog_df, pop_evidence_df)
     chain = _chains(hops, subs).withColumn("_label", _hop_label())
 
     consumable = F.col("hop_kind").isin(*CONSUMABLE_KINDS)

@@ -220,11 +220,13 @@ origins AS (
   FROM chained LEFT JOIN origins o USING (run_id, broker, phys_offset) GROUP BY run_id, message_key
 ), subs AS (
   -- (run, group, topic) a group is known to consume: deliveries (both topics), committed
-  -- offsets, and the RETRY_TOPIC of the group's own %RETRY%/%DLQ% records.
+  -- offsets, the RETRY_TOPIC of the group's own %RETRY%/%DLQ% records, and the topics a POP
+  -- group popped (its checkpoints).
   SELECT DISTINCT run_id, "group", topic FROM (
     SELECT run_id, "group", topic FROM consume_attempts
     UNION ALL SELECT run_id, "group", queue_topic FROM consume_attempts
     UNION ALL SELECT run_id, "group", topic FROM consumer_offsets
+    UNION ALL SELECT run_id, "group", topic FROM pop_evidence WHERE kind = 'ck'
     UNION ALL SELECT run_id, {_group_of("topic")}, nullif(retry_topic, '') FROM chained)
   WHERE "group" IS NOT NULL AND topic IS NOT NULL AND {_is_plain_topic("topic")}
 ), subscribers AS (

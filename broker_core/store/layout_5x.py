@@ -23,7 +23,9 @@ ITEMS_5X = (
     ("config/rdb", "configuration v2 (RocksDB)"),
     ("config/topics", "topic configuration (RocksDB)"),
     ("config/subscriptionGroups", "subscription groups (RocksDB)"),
-    ("config/consumerOffsets", "consumer offsets (RocksDB)"),
+    ("config/consumerOffsets", "consumer offsets (RocksDB; storeType=defaultRocksDB, no consumerOffset.json): "
+     "not read, so a message a push group consumed without a retry has no group and is UNCONSUMED "
+     "in the lineage (a POP group is named by its checkpoints)"),
 )
 # A RocksDB directory always holds these (its current manifest pointer).
 ROCKSDB_MARKER = "CURRENT"

@@ -101,11 +101,11 @@ OWNERS = [
 OFFSETS = [offset(GROUP, TOPIC, 0, 4, 9000, run=RUN), offset(GROUP, RETRY, 0, 4, 14000, run=RUN)]
 
 
-def build(spark, owners, pop_rows):
+def build(spark, owners, pop_rows, offsets=OFFSETS):
     cl = frame(spark, COMMITLOG_ROWS, COMMITLOG)
     hops = build_message_hops(cl, frame(spark, owners, RETRY_TOPICS))
     lineage = build_message_lineage(hops, cl, frame(spark, [], CONSUME_ATTEMPTS),
-                                    frame(spark, OFFSETS, CONSUMER_OFFSETS), frame(spark, [], PRODUCED),
+                                    frame(spark, offsets, CONSUMER_OFFSETS), frame(spark, [], PRODUCED),
                                     pop_evidence_df=frame(spark, pop_rows, POP_EVIDENCE))
     return ({(r.message_key, r.group, r.hop_index): r for r in hops.collect()},
             {(r.message_key, r.group): r for r in lineage.collect()})
@@ -173,3 +173,12 @@ def test_without_the_import_tables_the_old_readings_stay(spark):
     hops, lineage = build(spark, [], [])
     assert chain(hops, "U20", "pg_PopTopic") == [(0, "PUBLISH", TOPIC), (1, "RETRY", RETRY)]
     assert lineage[("U21", GROUP)].final_state == "CONSUMED"
+
+
+def test_without_committed_offsets_the_checkpoints_name_the_pop_group(spark):
+    """A store with its consumer offsets in RocksDB (storeType=defaultRocksDB: no
+    consumerOffset.json) has no committed offset of the group: its checkpoints of PopTopic make it
+    a subscriber, so U23 (popped and acked at once, never retried) is the group's and CONSUMED."""
+    _hops, lineage = build(spark, OWNERS, EVIDENCE, offsets=[])
+    assert {k: r.final_state for k, r in lineage.items()} == {
+        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ"}

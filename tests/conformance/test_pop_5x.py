@@ -15,7 +15,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from broker_core.constants import PROP_FIRST_POP_TIME, SYSTEM_TOPIC_PREFIX
+from broker_core.constants import (
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    PROP_FIRST_POP_TIME,
+    SYSTEM_TOPIC_PREFIX,
+)
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
@@ -24,7 +29,17 @@ pytestmark = pytest.mark.skipif(
 VERSION = "5.3.3"
 DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "PopDriver.java"
 TOPIC, GROUP = "PopTopic", "pop-group"
-RETRY_TOPIC = f"%RETRY%{GROUP}_{TOPIC}"  # the v1 name: enableRetryTopicV2 is false by default
+# A group of 120 characters (the longest a group may be, ROCKETMQ_5X.md): its v1 retry topic
+# %RETRY%<group>_PopTopic is 136 bytes, over 127, so the broker writes its records with the v2 magic.
+LONG_GROUP = ("pop-group-" + "x" * 120)[:120]
+# (broker configuration, group, retry topic): the broker's defaults (the v1 retry name
+# %RETRY%<group>_<topic>, file consume queues); the v2 retry name %RETRY%<group>+<topic> with
+# RocksDB consume queues and metadata; the defaults with a retry topic over 127 bytes.
+LAYOUTS = {
+    "v1-files": ({}, GROUP, f"%RETRY%{GROUP}_{TOPIC}"),
+    "v2-rocksdb": ({"enableRetryTopicV2": "true", "storeType": "defaultRocksDB"}, GROUP, f"%RETRY%{GROUP}+{TOPIC}"),
+    "v1-long-group": ({}, LONG_GROUP, f"%RETRY%{LONG_GROUP}_{TOPIC}"),
+}
 # Failures per message (keys pop-<i>): acked at once, after one and two failures, one that always
 # fails, which the client gives up at MAX_RECONSUME_TIMES and acks, and (-1) one sent last that
 # always fails and is still in flight when the run stops.
@@ -38,7 +53,9 @@ DRIVER_TIMEOUT_MS = 90_000  # a limit: a broker that never revives fails the tes
 DRIVER_TIMEOUT_S = 150
 
 
-def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_path, spark):
+@pytest.mark.parametrize("layout", [pytest.param(name, marks=[pytest.mark.slow] if name == "v1-long-group" else [])
+                                    for name in sorted(LAYOUTS)])
+def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_path, spark, layout):
     """Each POP message's chain is its PUBLISH then one RETRY of the group per retry the listener
     got (the records it was handed, in order), every message acked by the client is CONSUMED (the
     one it gave up on too), the one in flight at the end is RETRYING, no checkpoint or ack is a
@@ -49,17 +66,18 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     from conformance.jars import resolve
     from conformance.run import _warehouse
 
+    broker_config, group, retry_topic = LAYOUTS[layout]
     lib = resolve(VERSION)
     classes = tmp_path / "classes"
     compiled = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)],
                               capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stderr
-    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s")]) as cluster:
+    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s", extra=broker_config)]) as cluster:
         store = cluster.procs["broker-a"].store
         with open(tmp_path / "driver.err", "w") as err:
             driver = subprocess.run(
                 ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{lib / '*'}", "PopDriver",
-                 cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, GROUP,
+                 cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, group,
                  ",".join(map(str, PLAN)), str(MAX_RECONSUME_TIMES), str(POP_DELAY_SEC), str(INVISIBLE_MS),
                  str(DRIVER_TIMEOUT_MS)],
                 stdout=subprocess.PIPE, stderr=err, text=True, timeout=DRIVER_TIMEOUT_S, cwd=tmp_path)
@@ -75,19 +93,42 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
 
     run = tmp_path / "runs" / "pop"
     summary = import_store(store, run, broker="broker-a")
+    rocksdb = broker_config.get("storeType") == "defaultRocksDB"
+    config = store / "config"
+    if rocksdb:
+        # RocksDB consume queues and metadata: consumequeue/ is one RocksDB directory (no
+        # <topic>/<queueId>/), config/ has RocksDB topics, groups and offsets and none of their
+        # JSON files. The import names them, reads the commit log and reports no damage.
+        assert (store / "consumequeue" / "CURRENT").is_file()
+        assert not [p for p in (store / "consumequeue").iterdir() if p.is_dir()]
+        assert {"consumequeue", "config/topics", "config/subscriptionGroups", "config/consumerOffsets"} <= set(
+            summary.store_items_5x), summary.store_items_5x
+        assert not [f for f in ("topics.json", "subscriptionGroup.json", "consumerOffset.json")
+                    if (config / f).exists()]
+        assert summary.problems == [] and summary.records > 0, summary.problems
+    else:
+        assert "consumequeue" not in summary.store_items_5x and (config / "consumerOffset.json").is_file()
     assert summary.errors == [] and not [p for p in summary.problems if p.kind == "pop-body-undecodable"], \
         summary.problems
     owners = pq.read_table(run / "parquet" / "retry_topics").to_pylist()
     assert {(o["retry_topic"], o["group"], o["origin_topic"], o["resolution"]) for o in owners} >= {
-        (RETRY_TOPIC, GROUP, TOPIC, "checkpoint")}, owners
+        (retry_topic, group, TOPIC, "checkpoint")}, owners
     evidence = pq.read_table(run / "parquet" / "pop_evidence").to_pylist()
-    assert evidence and {e["group"] for e in evidence} == {GROUP}
+    assert evidence and {e["group"] for e in evidence} == {group}
     # Importing the store again goes on from the last import's end (nothing new): the POP tables are
     # rebuilt from the commitlog it carries over, row for row.
     again = import_store(store, run, broker="broker-a")
     assert again.resumed_from is not None and again.records_added == 0, again
     assert pq.read_table(run / "parquet" / "pop_evidence").to_pylist() == evidence
     assert pq.read_table(run / "parquet" / "retry_topics").to_pylist() == owners
+    # A retry topic over 127 bytes: the other decoder reads the store into the same tables.
+    long_name = len(retry_topic.encode()) > 127
+    if long_name:
+        other = tmp_path / "runs-reference" / "pop"
+        import_store(store, other, broker="broker-a", decoder="reference")
+        for table in ("commitlog", "pop_evidence", "retry_topics"):
+            assert pq.read_table(other / "parquet" / table).to_pylist() == \
+                pq.read_table(run / "parquet" / table).to_pylist(), table
 
     run_lineage(run, spark)
     records = {r["phys_offset"]: {**r, "properties": dict(r["properties"])}
@@ -122,13 +163,13 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
         # In flight, the revive service may have written the next retry before the broker stopped.
         retries = len(chain) - 1 if in_flight and len(chain) == expected_calls + 1 else expected_calls - 1
         assert [(h["group"], h["hop_kind"]) for h in chain] == \
-            [(None, "PUBLISH")] + [(GROUP, "RETRY")] * retries, (keys, chain)
+            [(None, "PUBLISH")] + [(group, "RETRY")] * retries, (keys, chain)
         # The records of the chain are the records the listener was handed, in order.
         assert [h["phys_offset"] for h in chain[:expected_calls]] == [c["commit_log_offset"] for c in seen], \
             (keys, chain, seen)
         for hop, call in zip(chain[1:expected_calls], seen[1:], strict=True):
             record = records[hop["phys_offset"]]
-            assert (record["topic"], hop["reconsume_times"]) == (RETRY_TOPIC, call["reconsume_times"])
+            assert (record["topic"], hop["reconsume_times"]) == (retry_topic, call["reconsume_times"])
             # The revive service's record: bornHost is the broker, 1ST_POP_TIME is set, and none
             # of a push send-back's pointers.
             assert record["born_host"] == record["store_host"] and PROP_FIRST_POP_TIME in record["properties"]
@@ -166,14 +207,24 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
                 latest = max(covering)[1]
                 assert (*latest, last["queue_offset"]) not in acks, (keys, latest)
             assert [(r["group"], r["final_state"], r["retries"]) for r in rows] == [
-                (GROUP, "RETRYING", retries)], (keys, rows)
+                (group, "RETRYING", retries)], (keys, rows)
             continue
         # The last record handed out was acked: after success, and after the client gave up.
         assert any(a[0] == last_topic and a[1] == last["queue_id"] and a[2] == start
                    and round(a[3].timestamp() * 1000) == pop_ms and a[4] == last["queue_offset"]
                    for a in acks), (keys, last)
         assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"]) for r in rows] == [
-            (GROUP, "CONSUMED", expected_calls - 1, TOPIC)], (keys, rows)
+            (group, "CONSUMED", expected_calls - 1, TOPIC)], (keys, rows)
+    # The broker wrote its retries under one name only: v1 or v2, as configured.
+    assert {r["topic"] for r in records.values() if r["topic"].startswith("%RETRY%")} == {retry_topic}
+    # Its records carry the v2 magic (a 2-byte topic length) when the name is over 127 bytes.
+    magic = MESSAGE_MAGIC_CODE_V2 if long_name else MESSAGE_MAGIC_CODE_V1
+    assert {r["magic"] for r in records.values() if r["topic"] == retry_topic} == {f"0x{magic:08X}"}
+    # Every other record (short topic names) keeps the v1 magic.
+    assert {r["magic"] for r in records.values() if len(r["topic"].encode()) <= 127} == {
+        f"0x{MESSAGE_MAGIC_CODE_V1:08X}"}
+    # The client popped the retry topic: checkpoints of it by the group name it in full.
+    assert [e for e in evidence if e["kind"] == "ck" and e["topic"] == retry_topic and e["group"] == group]
     # Remoting POP clients never dead-letter: no %DLQ% record at all.
     assert not [r for r in records.values() if r["topic"].startswith("%DLQ%")]
 
