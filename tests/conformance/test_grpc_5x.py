@@ -9,13 +9,12 @@ conformance cache); skips without them.
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from java_driver import compile_driver, events_by_key, run_driver
 
 from broker_core.constants import PROP_FIRST_POP_TIME, SYSTEM_TOPIC_PREFIX
 
@@ -65,28 +64,17 @@ def test_a_grpc_consumer_through_the_5_3_3_proxy_is_read_message_by_message(tmp_
     lib, proxy_lib, client_lib = resolve(VERSION), resolve_proxy(VERSION), resolve_grpc_client()
     # The gRPC client first: the broker's jars carry an unshaded rocketmq-proto it must not see.
     classpath = f"{client_lib / '*'}:{lib / '*'}"
-    classes = tmp_path / "classes"
-    compiled = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath, str(DRIVER)],
-                              capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stderr
+    classpath = compile_driver(DRIVER, classpath, tmp_path / "classes")
     with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s")]) as cluster:
         endpoint = cluster.start_proxy(proxy_lib, PROXY_CONFIG)
         store = cluster.procs["broker-a"].store
-        with open(tmp_path / "driver.err", "w") as err:
-            driver = subprocess.run(
-                ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{classpath}", "GrpcDriver",
-                 cluster.namesrv_addr, cluster.broker_addrs["broker-a"], endpoint, TOPIC, GROUP,
-                 ",".join(map(str, PLAN)), str(RETRY_MAX_TIMES), str(INVISIBLE_MS), str(AWAIT_MS),
-                 str(DRIVER_TIMEOUT_MS)],
-                stdout=subprocess.PIPE, stderr=err, text=True, timeout=DRIVER_TIMEOUT_S, cwd=tmp_path)
+        events = run_driver(classpath, "GrpcDriver",
+                            [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], endpoint, TOPIC, GROUP,
+                             ",".join(map(str, PLAN)), RETRY_MAX_TIMES, INVISIBLE_MS, AWAIT_MS, DRIVER_TIMEOUT_MS],
+                            cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
         cluster.stop_all()
-    events = [json.loads(line) for line in driver.stdout.splitlines() if line.startswith("{")]
-    assert driver.returncode == 0, driver.stdout[-3000:]
-    sent = {e["keys"]: e for e in events if e["event"] == "send"}
-    calls: dict[str, list[dict]] = {}
-    for e in events:
-        if e["event"] == "consume":
-            calls.setdefault(e["keys"], []).append(e)
+    sent = {key: sends[0] for key, sends in events_by_key(events, "send").items()}
+    calls = events_by_key(events, "consume")
     assert sorted(sent) == sorted(calls) == [f"grpc-{i}" for i in range(len(PLAN))]
 
     run = tmp_path / "runs" / "grpc"

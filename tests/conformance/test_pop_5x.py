@@ -7,13 +7,12 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from java_driver import compile_driver, events_by_key, run_driver
 
 from broker_core.constants import (
     MESSAGE_MAGIC_CODE_V1,
@@ -68,27 +67,16 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
 
     broker_config, group, retry_topic = LAYOUTS[layout]
     lib = resolve(VERSION)
-    classes = tmp_path / "classes"
-    compiled = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)],
-                              capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stderr
+    classpath = compile_driver(DRIVER, str(lib / "*"), tmp_path / "classes")
     with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s", extra=broker_config)]) as cluster:
         store = cluster.procs["broker-a"].store
-        with open(tmp_path / "driver.err", "w") as err:
-            driver = subprocess.run(
-                ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{lib / '*'}", "PopDriver",
-                 cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, group,
-                 ",".join(map(str, PLAN)), str(MAX_RECONSUME_TIMES), str(POP_DELAY_SEC), str(INVISIBLE_MS),
-                 str(DRIVER_TIMEOUT_MS)],
-                stdout=subprocess.PIPE, stderr=err, text=True, timeout=DRIVER_TIMEOUT_S, cwd=tmp_path)
+        events = run_driver(classpath, "PopDriver",
+                            [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, group,
+                             ",".join(map(str, PLAN)), MAX_RECONSUME_TIMES, POP_DELAY_SEC, INVISIBLE_MS,
+                             DRIVER_TIMEOUT_MS], cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
         cluster.stop_all()
-    events = [json.loads(line) for line in driver.stdout.splitlines() if line.startswith("{")]
-    assert driver.returncode == 0, driver.stdout[-3000:]
-    sent = {e["keys"]: e for e in events if e["event"] == "send"}
-    calls: dict[str, list[dict]] = {}
-    for e in events:
-        if e["event"] == "consume":
-            calls.setdefault(e["keys"], []).append(e)
+    sent = {key: sends[0] for key, sends in events_by_key(events, "send").items()}
+    calls = events_by_key(events, "consume")
     assert sorted(sent) == sorted(calls) == [f"pop-{i}" for i in range(len(PLAN))]
 
     run = tmp_path / "runs" / "pop"

@@ -8,13 +8,12 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from java_driver import DRIVER_JVM_FLAGS, compile_driver, run_driver
 
 from broker_core.codec import property_crc_matches
 from broker_core.constants import (
@@ -51,7 +50,7 @@ DELETE_KEY = {"5.3.3": "{topic}+{uniq}", "5.5.0": "{uniq}"}
 DELAY_LEVELS = "1s 5s 10s"
 # Rebalance every second, not every 20 s, so the consumer finds the retry topic its first
 # send-back created while the test runs.
-DRIVER_FLAGS = ("-Xmx128m", "-XX:TieredStopAtLevel=1", "-Drocketmq.client.rebalance.waitInterval=1000")
+DRIVER_FLAGS = (*DRIVER_JVM_FLAGS, "-Drocketmq.client.rebalance.waitInterval=1000")
 DRIVER_TIMEOUT_MS = 60_000  # a limit: a broker that never delivers fails the test
 DRIVER_TIMEOUT_S = 120
 
@@ -98,23 +97,16 @@ def test_5x_record_forms_from_a_real_broker_import_alike_and_lineage_right(versi
 
     group = GROUP_PREFIX + "x" * (GROUP_CHARS[version] - len(GROUP_PREFIX))
     lib = resolve(version)
-    classes = tmp_path / "classes"
-    compiled = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)],
-                              capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stderr
+    classpath = compile_driver(DRIVER, str(lib / "*"), tmp_path / "classes")
     spec = BrokerSpec("broker-a", DELAY_LEVELS,
                       extra={"enabledAppendPropCRC": "true", "recallMessageEnable": "true"})
     with Cluster(tmp_path / "cluster", lib, [spec]) as cluster:
         store = cluster.procs["broker-a"].store
-        with open(tmp_path / "driver.err", "w") as err:
-            driver = subprocess.run(
-                ["java", *DRIVER_FLAGS, "-cp", f"{classes}:{lib / '*'}", "RecordFormsDriver",
-                 cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, BATCH_TOPIC, group,
-                 str(BATCH_SIZE), str(RECALL_DELAY_SEC), str(DRIVER_TIMEOUT_MS)],
-                stdout=subprocess.PIPE, stderr=err, text=True, timeout=DRIVER_TIMEOUT_S, cwd=tmp_path)
+        events = run_driver(classpath, "RecordFormsDriver",
+                            [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, BATCH_TOPIC, group,
+                             BATCH_SIZE, RECALL_DELAY_SEC, DRIVER_TIMEOUT_MS],
+                            cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S, flags=DRIVER_FLAGS)
         cluster.stop_all()
-    events = [json.loads(line) for line in driver.stdout.splitlines() if line.startswith("{")]
-    assert driver.returncode == 0, driver.stdout[-3000:]
     sent = {e["keys"]: e for e in events if e["event"] == "send"}
     (batch,) = [e for e in events if e["event"] == "batch_send"]
     (recall,) = [e for e in events if e["event"] == "recall"]

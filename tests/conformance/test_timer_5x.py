@@ -7,13 +7,12 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from java_driver import compile_driver, run_driver
 
 from broker_core.constants import PROP_TIMER_OUT_MS, PROP_TIMER_ROLL_TIMES, TIMER_TOPIC
 
@@ -52,23 +51,15 @@ def test_timer_messages_on_a_real_5x_broker_are_timer_hops_then_a_deliver(versio
     from conformance.run import _warehouse
 
     lib = resolve(version)
-    classes = tmp_path / "classes"
-    compiled = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)],
-                              capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stderr
+    classpath = compile_driver(DRIVER, str(lib / "*"), tmp_path / "classes")
     spec = BrokerSpec("broker-a", "1s 5s 10s",
                       extra={"timerWheelEnable": "true", "timerRollWindowSlot": str(ROLL_WINDOW_SLOTS)})
     with Cluster(tmp_path / "cluster", lib, [spec]) as cluster:
         store = cluster.procs["broker-a"].store
-        with open(tmp_path / "driver.err", "w") as err:
-            driver = subprocess.run(
-                ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{lib / '*'}", "TimerDriver",
-                 cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, GROUP, ",".join(PLAN),
-                 str(DRIVER_TIMEOUT_MS)],
-                stdout=subprocess.PIPE, stderr=err, text=True, timeout=DRIVER_TIMEOUT_S, cwd=tmp_path)
+        events = run_driver(classpath, "TimerDriver",
+                            [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, GROUP, ",".join(PLAN),
+                             DRIVER_TIMEOUT_MS], cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
         cluster.stop_all()
-    events = [json.loads(line) for line in driver.stdout.splitlines() if line.startswith("{")]
-    assert driver.returncode == 0, driver.stdout[-3000:]
     sent = {e["keys"]: e for e in events if e["event"] == "send"}
     seen = {e["keys"]: e for e in events if e["event"] == "consume"}
     assert sorted(sent) == sorted(seen) == [f"timer-{i}" for i in range(len(PLAN))]

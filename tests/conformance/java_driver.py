@@ -1,0 +1,44 @@
+"""Compile and run the small Java drivers of the real-broker tests.
+
+A driver is one Java source compiled with ``javac`` against a release's jars; it prints one JSON
+line per client event (a send, a listener call, ...) on stdout, the ground truth its test compares
+the audit with. Its stderr goes to ``driver.err`` in the test's directory.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+# Bounded memory and a quick start: the drivers run for seconds beside brokers on a 2-core machine.
+DRIVER_JVM_FLAGS = ("-Xmx128m", "-XX:TieredStopAtLevel=1")
+
+
+def compile_driver(source: Path, classpath: str, classes: Path) -> str:
+    """Compile ``source`` into the directory ``classes``; return the class path that runs it."""
+    proc = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath, str(source)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, f"javac {source.name}: {proc.stderr}"
+    return f"{classes}:{classpath}"
+
+
+def run_driver(classpath: str, main: str, args, *, cwd: Path, timeout_s: float,
+               flags: tuple[str, ...] = DRIVER_JVM_FLAGS) -> list[dict]:
+    """Run the driver class ``main`` with ``args`` until it exits; its events, in order.
+
+    A driver that exits non-zero fails the test with the end of its output."""
+    with open(cwd / "driver.err", "w") as err:
+        proc = subprocess.run(["java", *flags, "-cp", classpath, main, *map(str, args)],
+                              stdout=subprocess.PIPE, stderr=err, text=True, timeout=timeout_s, cwd=cwd)
+    assert proc.returncode == 0, f"{main} exited {proc.returncode}: {proc.stdout[-3000:]}"
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def events_by_key(events: list[dict], kind: str) -> dict[str, list[dict]]:
+    """The events of one kind ("send", "consume", ...) by message key, each key's in order."""
+    found: dict[str, list[dict]] = {}
+    for e in events:
+        if e["event"] == kind:
+            found.setdefault(e["keys"], []).append(e)
+    return found
