@@ -38,25 +38,14 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * the group's DLQ holds one record per never-acked message, or at the time limit.
  */
 public class GrpcDriver {
-    static final long ROUTE_WAIT_MS = 30_000;  // a limit: a broker that never registers fails the run
     static final long ACK_GRACE_MS = 3_000;  // the proxy acks a dead-lettered pop after the send-back
 
     public static void main(String[] args) {
-        int code = 1;
-        try {
-            code = run(args);
-        } catch (Throwable e) {
-            e.printStackTrace();
-        }
-        // The clients' threads are not daemons: end the JVM whatever happened.
-        System.exit(code);
+        DriverSupport.exitWith(() -> run(args));
     }
 
     static void emit(String line) {
-        synchronized (System.out) {
-            System.out.println(line);
-            System.out.flush();
-        }
+        DriverSupport.emit(line);
     }
 
     static long dlqRecords(DefaultMQAdminExt admin, String group) {
@@ -85,24 +74,13 @@ public class GrpcDriver {
             if (failures[i] >= maxAttempts) neverAcked++;
         }
 
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName(group + "-admin");
-        admin.start();
+        DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
         admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 1, 1, 6));
         SubscriptionGroupConfig sub = new SubscriptionGroupConfig();
         sub.setGroupName(group);
         sub.setRetryMaxTimes(retryMaxTimes);
         admin.createAndUpdateSubscriptionGroupConfig(brokerAddr, sub);
-        long routeDeadline = System.currentTimeMillis() + ROUTE_WAIT_MS;
-        while (true) {
-            try {
-                if (!admin.examineTopicRouteInfo(topic).getQueueDatas().isEmpty()) break;
-            } catch (Exception e) {
-                if (System.currentTimeMillis() > routeDeadline) throw e;
-            }
-            Thread.sleep(200);
-        }
+        DriverSupport.waitForRoute(admin, topic);
         emit("{\"event\":\"group\",\"group\":\"" + group + "\",\"retry_max_times\":" + retryMaxTimes + "}");
 
         DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");

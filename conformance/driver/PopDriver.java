@@ -41,18 +41,10 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * untouched.
  */
 public class PopDriver {
-    static final long ROUTE_WAIT_MS = 30_000;  // a limit: a broker that never registers fails the run
     static final long GIVE_UP_GRACE_MS = 4_000;  // the client's ack after giving up is asynchronous
 
-    public static void main(String[] args) throws Exception {
-        int code = 1;
-        try {
-            code = run(args);
-        } catch (Throwable e) {
-            e.printStackTrace();
-        }
-        // The client's threads are not daemons: end the JVM whatever happened.
-        System.exit(code);
+    public static void main(String[] args) {
+        DriverSupport.exitWith(() -> run(args));
     }
 
     static void send(DefaultMQProducer producer, String topic, int i, int failures) throws Exception {
@@ -71,10 +63,7 @@ public class PopDriver {
     }
 
     static void emit(String line) {
-        synchronized (System.out) {
-            System.out.println(line);
-            System.out.flush();
-        }
+        DriverSupport.emit(line);
     }
 
     static int run(String[] args) throws Exception {
@@ -85,20 +74,9 @@ public class PopDriver {
         long invisibleTimeMs = Long.parseLong(args[7]);
         long timeoutMs = Long.parseLong(args[8]);
 
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName(group + "-admin");
-        admin.start();
+        DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
         admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 2, 2, 6));
-        long routeDeadline = System.currentTimeMillis() + ROUTE_WAIT_MS;
-        while (true) {
-            try {
-                if (!admin.examineTopicRouteInfo(topic).getQueueDatas().isEmpty()) break;
-            } catch (Exception e) {
-                if (System.currentTimeMillis() > routeDeadline) throw e;
-            }
-            Thread.sleep(200);
-        }
+        DriverSupport.waitForRoute(admin, topic);
         // The broker serves this group on this topic by POP (messageRequestMode.json); -1: every
         // consumer of the group pops from every queue.
         admin.setMessageRequestMode(brokerAddr, topic, group, MessageRequestMode.POP, -1, 5000);

@@ -34,41 +34,17 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * has passed by a margin, or after the time limit; exit code 0 only when all of that held.
  */
 public class RecordFormsDriver {
-    static final long ROUTE_WAIT_MS = 30_000;  // a limit: a broker that never registers fails the run
     static final long RECALL_MARGIN_MS = 3_000;  // a recalled message must stay undelivered this long past its due time
     static final int RETRY_DELAY_LEVEL = 1;  // the broker's first delay level (the test sets 1s)
     static final int TIMER_DELAY_SEC = 2;
     static final int ROUTE_POLL_MS = 1_000;
 
-    public static void main(String[] args) throws Exception {
-        int code = 1;
-        try {
-            code = run(args);
-        } catch (Throwable e) {
-            e.printStackTrace();
-        }
-        // The client's threads are not daemons: end the JVM whatever happened.
-        System.exit(code);
+    public static void main(String[] args) {
+        DriverSupport.exitWith(() -> run(args));
     }
 
     static void emit(String line) {
-        synchronized (System.out) {
-            System.out.println(line);
-            System.out.flush();
-        }
-    }
-
-    static void waitForRoute(DefaultMQAdminExt admin, String topic) throws Exception {
-        // The name server learns a topic's route from the broker's registration: wait for it.
-        long deadline = System.currentTimeMillis() + ROUTE_WAIT_MS;
-        while (true) {
-            try {
-                if (!admin.examineTopicRouteInfo(topic).getQueueDatas().isEmpty()) return;
-            } catch (Exception e) {
-                if (System.currentTimeMillis() > deadline) throw e;
-            }
-            Thread.sleep(200);
-        }
+        DriverSupport.emit(line);
     }
 
     static String sendLine(String keys, String kind, SendResult result, long sentMs) {
@@ -85,18 +61,15 @@ public class RecordFormsDriver {
         int recallDelaySec = Integer.parseInt(args[6]);
         long timeoutMs = Long.parseLong(args[7]);
 
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName("forms-admin");
-        admin.start();
+        DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, "forms-admin");
         admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 2, 2, 6));
         TopicConfig batchConfig = new TopicConfig(batchTopic, 1, 1, 6);
         Map<String, String> attributes = new HashMap<>();
         attributes.put("+queue.type", "BatchCQ");  // "+" adds the attribute (TopicAttributes)
         batchConfig.setAttributes(attributes);
         admin.createAndUpdateTopicConfig(brokerAddr, batchConfig);
-        waitForRoute(admin, topic);
-        waitForRoute(admin, batchTopic);
+        DriverSupport.waitForRoute(admin, topic);
+        DriverSupport.waitForRoute(admin, batchTopic);
         admin.shutdown();
 
         // Keyed by the message's keys: a batch's SendResult names the batch's own UNIQ_KEY, not

@@ -25,38 +25,18 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * value in ms from now, may be negative) or plain (no timer, value ignored).
  */
 public class TimerDriver {
-    static final long ROUTE_WAIT_MS = 30_000;  // a limit: a broker that never registers fails the run
 
-    public static void main(String[] args) throws Exception {
-        int code = 1;
-        try {
-            code = run(args);
-        } catch (Throwable e) {
-            e.printStackTrace();
-        }
-        // The client's threads are not daemons: end the JVM whatever happened.
-        System.exit(code);
+    public static void main(String[] args) {
+        DriverSupport.exitWith(() -> run(args));
     }
 
     static int run(String[] args) throws Exception {
         String namesrv = args[0], brokerAddr = args[1], topic = args[2], group = args[3];
         String[] plan = args[4].split(",");
         long timeoutMs = Long.parseLong(args[5]);
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName(group + "-admin");
-        admin.start();
+        DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
         admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 4, 4, 6));
-        // The name server learns the topic's route from the broker's registration: wait for it.
-        long routeDeadline = System.currentTimeMillis() + ROUTE_WAIT_MS;
-        while (true) {
-            try {
-                if (!admin.examineTopicRouteInfo(topic).getQueueDatas().isEmpty()) break;
-            } catch (Exception e) {
-                if (System.currentTimeMillis() > routeDeadline) throw e;
-            }
-            Thread.sleep(200);
-        }
+        DriverSupport.waitForRoute(admin, topic);
         admin.shutdown();
         Map<String, Boolean> pending = new ConcurrentHashMap<>();
 
@@ -78,10 +58,7 @@ public class TimerDriver {
                 line.append(",\"store_ts\":").append(m.getStoreTimestamp());
                 line.append(",\"seen_ms\":").append(now);
                 line.append(",\"keys\":\"").append(m.getKeys()).append("\"}");
-                synchronized (System.out) {
-                    System.out.println(line);
-                    System.out.flush();
-                }
+                DriverSupport.emit(line.toString());
                 pending.remove(m.getMsgId());
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
@@ -111,12 +88,9 @@ public class TimerDriver {
                 throw new IllegalStateException("send " + i + ": " + result);
             }
             pending.put(result.getMsgId(), Boolean.TRUE);
-            synchronized (System.out) {
-                System.out.println("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"timer-" + i
-                        + "\",\"kind\":\"" + kind + "\",\"value\":" + value + ",\"sent_ms\":" + sentMs
-                        + ",\"broker\":\"" + result.getMessageQueue().getBrokerName() + "\"}");
-                System.out.flush();
-            }
+            DriverSupport.emit("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"timer-" + i
+                    + "\",\"kind\":\"" + kind + "\",\"value\":" + value + ",\"sent_ms\":" + sentMs
+                    + ",\"broker\":\"" + result.getMessageQueue().getBrokerName() + "\"}");
         }
         long deadline = System.currentTimeMillis() + timeoutMs;
         while (!pending.isEmpty() && System.currentTimeMillis() < deadline) {
@@ -126,7 +100,7 @@ public class TimerDriver {
         Thread.sleep(1000);
         producer.shutdown();
         consumer.shutdown();
-        System.out.println("{\"event\":\"done\",\"pending\":" + pending.size() + "}");
+        DriverSupport.emit("{\"event\":\"done\",\"pending\":" + pending.size() + "}");
         return pending.isEmpty() ? 0 : 3;
     }
 }

@@ -13,12 +13,15 @@ from pathlib import Path
 
 # Bounded memory and a quick start: the drivers run for seconds beside brokers on a 2-core machine.
 DRIVER_JVM_FLAGS = ("-Xmx128m", "-XX:TieredStopAtLevel=1")
+# What the drivers share (running to an exit code, printing, the admin client), compiled with each.
+DRIVER_SUPPORT = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "DriverSupport.java"
 
 
 def compile_driver(source: Path, classpath: str, classes: Path) -> str:
-    """Compile ``source`` into the directory ``classes``; return the class path that runs it."""
-    proc = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath, str(source)],
-                          capture_output=True, text=True)
+    """Compile ``source`` (with DriverSupport.java) into the directory ``classes``; return the
+    class path that runs it."""
+    proc = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath, str(source),
+                           str(DRIVER_SUPPORT)], capture_output=True, text=True)
     assert proc.returncode == 0, f"javac {source.name}: {proc.stderr}"
     return f"{classes}:{classpath}"
 
