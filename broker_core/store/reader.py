@@ -68,6 +68,8 @@ from broker_core.store.problem import ERROR, WARNING, Problem
 COMMITLOG_DIR_NAME = "commitlog"
 CONSUME_QUEUE_DIR_NAME = "consumequeue"
 CONFIG_DIR_NAME = "config"
+# Where a 5.x broker with storeType=defaultRocksDB keeps its consumer offsets (RocksDB).
+ROCKSDB_OFFSETS_DIR = "consumerOffsets"
 
 CQ_UNIT = struct.Struct(">qiq")  # ConsumeQueue unit: physOffset, size, tagsCode (§2.2)
 assert CQ_UNIT.size == CQ_UNIT_SIZE_BYTES
@@ -851,7 +853,19 @@ class StoreReader:
                         else "; no usable backup")
                 problems.append(Problem(self._rel(exc.path), exc.offset or 0, "bad-config-file",
                                         f"{exc.message}{used}"))
-        return problems + self._ambiguous_retry_topics()
+        return problems + self._offsets_not_read() + self._ambiguous_retry_topics()
+
+    def _offsets_not_read(self) -> list[Problem]:
+        """A warning when the consumer offsets live in RocksDB (a 5.x ``storeType=defaultRocksDB``
+        broker keeps ``config/consumerOffsets/`` and writes no consumerOffset.json): the audit
+        does not read them, so what a push group consumed without a retry cannot be told."""
+        rocksdb = self.root / CONFIG_DIR_NAME / ROCKSDB_OFFSETS_DIR
+        if not rocksdb.is_dir() or (self.root / CONFIG_DIR_NAME / config_files.CONSUMER_OFFSET_FILE).exists():
+            return []
+        return [Problem(f"{CONFIG_DIR_NAME}/{ROCKSDB_OFFSETS_DIR}", 0, "offsets-not-read",
+                        "the consumer offsets are kept in RocksDB, which the import does not read: a "
+                        "message a push group consumed without a retry shows as UNCONSUMED with no "
+                        "group (POP groups are named by their checkpoints)", WARNING)]
 
     def _ambiguous_retry_topics(self) -> list[Problem]:
         """A warning per %RETRY% topic in topics.json that more than one (group, topic) the store

@@ -33,3 +33,24 @@ def test_a_rocksdb_store_names_its_consume_queues_and_config_and_says_what_the_o
     (files / "consumequeue" / "PopTopic" / "0").mkdir(parents=True)
     (files / "consumequeue" / "PopTopic" / "0" / "00000000000000000000").write_bytes(b"\0" * 20)
     assert store_items_5x(files) == {}
+
+
+def test_offsets_kept_in_rocksdb_are_a_warning_of_the_import(tmp_path, store_fixtures):
+    """A store whose consumer offsets are a RocksDB directory (no consumerOffset.json) warns that
+    they are not read, naming the directory; with the JSON file beside it there is no warning."""
+    import shutil
+
+    from broker_core.store.reader import StoreReader
+
+    store = tmp_path / "store"
+    shutil.copytree(store_fixtures / "store-clean", store)
+    assert not (store / "config" / "consumerOffset.json").exists()  # the fixture broker had no consumer
+    _rocksdb(store / "config" / "consumerOffsets")
+    reader = StoreReader(store)
+    list(reader.entries())
+    found = [(p.file, p.kind, p.severity) for p in reader.problems if p.kind == "offsets-not-read"]
+    assert found == [("config/consumerOffsets", "offsets-not-read", "warning")]
+    (store / "config" / "consumerOffset.json").write_text('{"offsetTable":{}}')
+    reader = StoreReader(store)
+    list(reader.entries())
+    assert not [p for p in reader.problems if p.kind == "offsets-not-read"]
