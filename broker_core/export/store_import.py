@@ -66,10 +66,10 @@ from broker_core.export.replicas import (
 from broker_core.export.schema import RAW_TABLES, RUN_SOURCE_IMPORT
 from broker_core.message import create_message_id
 from broker_core.store.checkpoint import Checkpoint
-from broker_core.store.config_files import CONSUMER_OFFSET_FILE, split_topic_group
+from broker_core.store.config_files import split_topic_group
 from broker_core.store.layout_5x import store_items_5x
 from broker_core.store.problem import Problem
-from broker_core.store.reader import CONFIG_DIR_NAME, ScanProgress, StoreReader
+from broker_core.store.reader import ScanProgress, StoreReader
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 OFFSET_EVENT_RESTORE = "RESTORE"
@@ -384,9 +384,9 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                 writer.write({"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset})
             rows_by_table["delay_offsets"] = writer.close()
 
-            offsets_path = store_dir / CONFIG_DIR_NAME / CONSUMER_OFFSET_FILE
-            # The offsets are as of the file's last persist: its modification time is that moment.
-            offsets_ts = int(offsets_path.stat().st_mtime * 1000) if offsets_path.exists() else None
+            # The offsets are as of their last persist: consumerOffset.json's modification time, or
+            # the newest file's in config/consumerOffsets/ (RocksDB) is that moment.
+            offsets_ts = reader.consumer_offsets_ts_ms()
             writer = TableWriter(parquet, "consumer_offsets", part=part)
             for key, queues in sorted(reader.consumer_offsets().items()):
                 topic, group = split_topic_group(key)

@@ -24,8 +24,9 @@ ITEMS_5X = (
     ("config/topics", "topic configuration (RocksDB)"),
     ("config/subscriptionGroups", "subscription groups (RocksDB)"),
     ("config/consumerOffsets", "consumer offsets (RocksDB; storeType=defaultRocksDB, no consumerOffset.json): "
-     "not read, so a message a push group consumed without a retry has no group and is UNCONSUMED "
-     "in the lineage (a POP group is named by its checkpoints)"),
+     "read with rocksdict into consumer_offsets; if they cannot be read (offsets-not-read), a message "
+     "a push group consumed without a retry has no group and is UNCONSUMED in the lineage (a POP "
+     "group is named by its checkpoints)"),
 )
 # A RocksDB directory always holds these (its current manifest pointer).
 ROCKSDB_MARKER = "CURRENT"

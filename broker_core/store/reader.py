@@ -64,6 +64,7 @@ from broker_core.store import config_files
 from broker_core.store.checkpoint import ABORT_FILE_NAME, CHECKPOINT_FILE_NAME, Checkpoint, parse_checkpoint
 from broker_core.store.mapped_file import offset_to_file_name
 from broker_core.store.problem import ERROR, WARNING, Problem
+from broker_core.store.rocksdb_offsets import RocksDBOffsetsError, newest_mtime_ms, read_rocksdb_offsets
 
 COMMITLOG_DIR_NAME = "commitlog"
 CONSUME_QUEUE_DIR_NAME = "consumequeue"
@@ -248,6 +249,8 @@ class StoreReader:
         # Where the scan began: the first file's start, or the resume point's offset.
         self.scan_start = self.first_offset
         self._config_cache: dict[str, object] = {}
+        self._rocksdb_offsets_value: dict[str, dict[int, int]] | None = None
+        self._rocksdb_offsets_error: str | None = None
 
     # --- problems ---------------------------------------------------------------------------
 
@@ -857,15 +860,48 @@ class StoreReader:
 
     def _offsets_not_read(self) -> list[Problem]:
         """A warning when the consumer offsets live in RocksDB (a 5.x ``storeType=defaultRocksDB``
-        broker keeps ``config/consumerOffsets/`` and writes no consumerOffset.json): the audit
-        does not read them, so what a push group consumed without a retry cannot be told."""
-        rocksdb = self.root / CONFIG_DIR_NAME / ROCKSDB_OFFSETS_DIR
-        if not rocksdb.is_dir() or (self.root / CONFIG_DIR_NAME / config_files.CONSUMER_OFFSET_FILE).exists():
+        broker keeps ``config/consumerOffsets/`` and writes no consumerOffset.json) and could not
+        be read (rocksdict missing, the directory not a RocksDB one): what a push group consumed
+        without a retry cannot be told then."""
+        self._rocksdb_offsets()
+        if self._rocksdb_offsets_error is None:
             return []
         return [Problem(f"{CONFIG_DIR_NAME}/{ROCKSDB_OFFSETS_DIR}", 0, "offsets-not-read",
-                        "the consumer offsets are kept in RocksDB, which the import does not read: a "
-                        "message a push group consumed without a retry shows as UNCONSUMED with no "
-                        "group (POP groups are named by their checkpoints)", WARNING)]
+                        f"the consumer offsets are kept in RocksDB and could not be read "
+                        f"({self._rocksdb_offsets_error}): a message a push group consumed without a "
+                        f"retry shows as UNCONSUMED with no group (POP groups are named by their "
+                        f"checkpoints)", WARNING)]
+
+    def rocksdb_offsets_dir(self) -> Path | None:
+        """``config/consumerOffsets/`` when the offsets are kept there (no consumerOffset.json)."""
+        rocksdb = self.root / CONFIG_DIR_NAME / ROCKSDB_OFFSETS_DIR
+        if not rocksdb.is_dir() or (self.root / CONFIG_DIR_NAME / config_files.CONSUMER_OFFSET_FILE).exists():
+            return None
+        return rocksdb
+
+    def _rocksdb_offsets(self) -> dict[str, dict[int, int]]:
+        """The RocksDB offsets (read once), {} when there are none or they cannot be read (the
+        reason is kept for the offsets-not-read warning)."""
+        if self._rocksdb_offsets_value is None:
+            self._rocksdb_offsets_value, self._rocksdb_offsets_error = {}, None
+            directory = self.rocksdb_offsets_dir()
+            if directory is not None:
+                try:
+                    self._rocksdb_offsets_value = read_rocksdb_offsets(directory)
+                except RocksDBOffsetsError as exc:
+                    self._rocksdb_offsets_error = str(exc)
+        return self._rocksdb_offsets_value
+
+    def consumer_offsets_ts_ms(self) -> int | None:
+        """When the offsets were last persisted: consumerOffset.json's modification time, or the
+        newest file's in ``config/consumerOffsets/`` when they are read from RocksDB."""
+        json_path = self.root / CONFIG_DIR_NAME / config_files.CONSUMER_OFFSET_FILE
+        if json_path.exists():
+            return int(json_path.stat().st_mtime * 1000)
+        directory = self.rocksdb_offsets_dir()
+        if directory is not None and self._rocksdb_offsets():
+            return newest_mtime_ms(directory)
+        return None
 
     def _ambiguous_retry_topics(self) -> list[Problem]:
         """A warning per %RETRY% topic in topics.json that more than one (group, topic) the store
@@ -889,6 +925,9 @@ class StoreReader:
         return self._load_config(config_files.DELAY_OFFSET_FILE).value or {}
 
     def consumer_offsets(self) -> dict[str, dict[int, int]]:
+        """consumerOffset.json's offsets or, on a RocksDB store without it, config/consumerOffsets/'s."""
+        if self.rocksdb_offsets_dir() is not None:
+            return self._rocksdb_offsets()
         return self._load_config(config_files.CONSUMER_OFFSET_FILE).value or {}
 
     def topics(self) -> dict[str, config_files.TopicConfig]:

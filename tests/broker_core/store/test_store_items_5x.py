@@ -36,8 +36,9 @@ def test_a_rocksdb_store_names_its_consume_queues_and_config_and_says_what_the_o
 
 
 def test_offsets_kept_in_rocksdb_are_a_warning_of_the_import(tmp_path, store_fixtures):
-    """A store whose consumer offsets are a RocksDB directory (no consumerOffset.json) warns that
-    they are not read, naming the directory; with the JSON file beside it there is no warning."""
+    """A store whose consumer offsets are a RocksDB directory (no consumerOffset.json) that RocksDB
+    cannot open warns that they are not read, naming the directory and the reason; with the JSON
+    file beside it there is no warning."""
     import shutil
 
     from broker_core.store.reader import StoreReader
@@ -50,6 +51,8 @@ def test_offsets_kept_in_rocksdb_are_a_warning_of_the_import(tmp_path, store_fix
     list(reader.entries())
     found = [(p.file, p.kind, p.severity) for p in reader.problems if p.kind == "offsets-not-read"]
     assert found == [("config/consumerOffsets", "offsets-not-read", "warning")]
+    reason = next(p.reason for p in reader.problems if p.kind == "offsets-not-read")
+    assert "could not be read (" in reason and ("RocksDB cannot open it" in reason or "rocksdict" in reason), reason
     (store / "config" / "consumerOffset.json").write_text('{"offsetTable":{}}')
     reader = StoreReader(store)
     list(reader.entries())
