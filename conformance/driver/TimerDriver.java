@@ -19,8 +19,10 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * line per send and per delivery. It stops once every message was delivered, or after the time
  * limit; only 5.x clients have the timer setters, so it is compiled against 5.x jars only.
  *
- * Arguments: namesrv brokerAddr topic group plan timeoutMs. The topic (4 queues) is created on the
- * broker first. The plan is a comma-separated list of sends, each
+ * Arguments: namesrv brokerAddr topic group plan timeoutMs [lingerMs]. The topic (4 queues) is
+ * created on the broker first. lingerMs (default 1000) is how long the consumer stays up after the
+ * last delivery: past the client's 5 s persistConsumerOffsetInterval, every queue's offset has been
+ * committed to the broker by then (the one-way commits of the shutdown itself can be lost). The plan is a comma-separated list of sends, each
  * kind:value with kind one of sec (setDelayTimeSec), ms (setDelayTimeMs), at (setDeliverTimeMs,
  * value in ms from now, may be negative) or plain (no timer, value ignored).
  */
@@ -34,6 +36,7 @@ public class TimerDriver {
         String namesrv = args[0], brokerAddr = args[1], topic = args[2], group = args[3];
         String[] plan = args[4].split(",");
         long timeoutMs = Long.parseLong(args[5]);
+        long lingerMs = args.length > 6 ? Long.parseLong(args[6]) : 1000;
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
         admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 4, 4, 6));
         DriverSupport.waitForRoute(admin, topic);
@@ -97,7 +100,7 @@ public class TimerDriver {
             Thread.sleep(100);
         }
         // Let the consumer commit its offsets to the broker before it shuts down.
-        Thread.sleep(1000);
+        Thread.sleep(lingerMs);
         producer.shutdown();
         consumer.shutdown();
         DriverSupport.emit("{\"event\":\"done\",\"pending\":" + pending.size() + "}");
