@@ -64,7 +64,7 @@ def format_summary(summary: ImportSummary) -> str:
     lines.append(f"  last shutdown: {'abnormal (abort file present)' if summary.abort_file_present else 'clean'}"
                  f"; recovery would check from file {summary.recovery_start_file}")
     if summary.store_items_5x:
-        lines.append("  RocketMQ 5.x items, not read (every record is in the commit log):")
+        lines.append("  RocketMQ 5.x items, not read unless said (every record is in the commit log):")
         lines.extend(f"    {item}" for item in summary.store_items_5x.values())
     width = max((len(t) for t in summary.records_by_topic), default=0)
     for topic, count in summary.records_by_topic.items():

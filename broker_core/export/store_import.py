@@ -118,7 +118,8 @@ class ImportSummary:
     next_file: str | None = None
     next_offset: int | None = None
     live: bool = False
-    # 5.x store items the import does not read (timer wheel and log, compaction, RocksDB queues):
+    # 5.x store items the import does not read (timer wheel and log, compaction, RocksDB queues;
+    # of them only the RocksDB consumer offsets are read, into consumer_offsets):
     # path under the store root -> what was found there (broker_core.store.layout_5x).
     store_items_5x: dict[str, str] = field(default_factory=dict)
 
