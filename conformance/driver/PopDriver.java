@@ -3,6 +3,7 @@ import java.util.Arrays;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -29,7 +30,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * (keys pop-i) returns RECONSUME_LATER on its first plan[i] deliveries and CONSUME_SUCCESS after;
  * a count above maxReconsumeTimes means "always fail" (the client gives up at maxReconsumeTimes and
  * acks it). A negative count is a message still in flight at the end: it always fails, is sent
- * once every other message has ended, and the run stops soon after its first delivery. The run
+ * once every other message has ended, and the run stops soon after its first delivery (if its
+ * retries come back fast, it may reach maxReconsumeTimes by then and be given up). The run
  * ends once every message was acknowledged by the listener, given up by the client, or (in
  * flight) delivered once, or at the time limit.
  *
@@ -89,6 +91,9 @@ public class PopDriver {
         // keys -> "acked" (listener succeeded) or "gave-up" (failed at maxReconsumeTimes).
         Map<String, String> ended = new ConcurrentHashMap<>();
         Map<String, Long> endedAt = new ConcurrentHashMap<>();
+        // When the client last gave up on a message (the in-flight one too, if its retries came
+        // back fast enough to reach maxReconsumeTimes before the run stopped).
+        AtomicLong lastGiveUp = new AtomicLong();
 
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(namesrv);
@@ -134,6 +139,7 @@ public class PopDriver {
                 endedAt.put(keys, now);
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
             }
+            if (m.getReconsumeTimes() >= maxReconsumeTimes) lastGiveUp.set(now);
             if (inFlight) {
                 ended.putIfAbsent(keys, "in-flight");
                 endedAt.putIfAbsent(keys, now);
@@ -169,6 +175,10 @@ public class PopDriver {
         // The acks (after a success, and when the client gives up) and the changes of invisible
         // time are sent asynchronously after the listener returns: let them reach the broker.
         Thread.sleep(GIVE_UP_GRACE_MS + 2L * popDelaySec * 1000);
+        // A give-up in that time (the in-flight message reaching maxReconsumeTimes): its ack too.
+        while (System.currentTimeMillis() - lastGiveUp.get() < GIVE_UP_GRACE_MS) {
+            Thread.sleep(100);
+        }
         producer.shutdown();
         consumer.shutdown();
         StringBuilder done = new StringBuilder("{\"event\":\"done\",\"ended\":{");
