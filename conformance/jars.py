@@ -27,6 +27,16 @@ ARTIFACTS = ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-client", "rocketmq
 # version line and ships shaded.
 PROXY_ARTIFACTS = ("rocketmq-proxy",)
 GRPC_CLIENT_ARTIFACT, GRPC_CLIENT_VERSION = "rocketmq-client-java", "5.0.7"
+# Releases Maven Central serves only in part. The broker side (the modules that write the store) is
+# taken at the release; the modules it does not serve (clients, name server, tools and what only
+# they need) at the newest release it serves whole, pinned so that Maven never asks for the missing
+# ones. On 2026-11-26 5.5.1's broker, store, common, remoting, tiered-store and controller jars
+# resolved, its client, namesrv, srvutil, filter, auth, acl and tools jars were "not found".
+BROKER_SIDE = ("rocketmq-broker", "rocketmq-store", "rocketmq-common", "rocketmq-remoting",
+               "rocketmq-tiered-store", "rocketmq-controller")
+CLIENT_SIDE = ("rocketmq-client", "rocketmq-namesrv", "rocketmq-srvutil", "rocketmq-filter",
+               "rocketmq-auth", "rocketmq-acl", "rocketmq-tools")
+PARTIAL_RELEASES = {"5.5.1": "5.5.0"}  # release -> the release its client side comes from
 MARKER = "COMPLETE"
 VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+$")
 MVN_TIMEOUT_S = 900  # a cold ~/.m2 fetches about 30 MB per release
@@ -37,6 +47,11 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <artifactId>rocketmq-lib</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
+  <dependencyManagement>
+    <dependencies>
+{managed}
+    </dependencies>
+  </dependencyManagement>
   <dependencies>
 {dependencies}
   </dependencies>
@@ -62,7 +77,18 @@ def check_version(version: str) -> str:
 def resolve(version: str, *, log=None) -> Path:
     """The lib directory of RocketMQ ``version``, resolving it with Maven if it is not there yet."""
     check_version(version)
-    return _resolve_closure(lib_dir(version), [(a, version) for a in ARTIFACTS], f"RocketMQ {version}", log)
+    client_side = PARTIAL_RELEASES.get(version)
+    if client_side is None:
+        return _resolve_closure(lib_dir(version), [(a, version) for a in ARTIFACTS], f"RocketMQ {version}", log)
+    pins = [(a, version) for a in BROKER_SIDE] + [(a, client_side) for a in CLIENT_SIDE]
+    return _resolve_closure(lib_dir(version), [(a, dict(pins)[a]) for a in ARTIFACTS],
+                            f"RocketMQ {version} (its client side from {client_side})", log, managed=pins)
+
+
+def client_side_release(version: str) -> str:
+    """The release whose clients, name server and tools run with ``version``'s broker: itself, or
+    for a release served only in part (:data:`PARTIAL_RELEASES`) the one its client side comes from."""
+    return PARTIAL_RELEASES.get(version, version)
 
 
 def resolve_proxy(version: str, *, log=None) -> Path:
@@ -79,7 +105,13 @@ def resolve_grpc_client(version: str = GRPC_CLIENT_VERSION, *, log=None) -> Path
                             f"the RocketMQ gRPC client {version}", log)
 
 
-def _resolve_closure(lib: Path, artifacts: list[tuple[str, str]], what: str, log) -> Path:
+def _dependencies(artifacts: list[tuple[str, str]], indent: str) -> str:
+    return "\n".join(f"{indent}<dependency><groupId>{GROUP_ID}</groupId><artifactId>{a}</artifactId>"
+                     f"<version>{v}</version></dependency>" for a, v in artifacts)
+
+
+def _resolve_closure(lib: Path, artifacts: list[tuple[str, str]], what: str, log,
+                     managed: list[tuple[str, str]] = ()) -> Path:
     if (lib / MARKER).exists():
         return lib
     mvn = shutil.which("mvn")
@@ -88,11 +120,10 @@ def _resolve_closure(lib: Path, artifacts: list[tuple[str, str]], what: str, log
                               hint="apt-get install maven (make conformance and .ci/run do it)")
     if log:
         log(f"resolving {what} with Maven into {lib}")
-    deps = "\n".join(f"    <dependency><groupId>{GROUP_ID}</groupId><artifactId>{a}</artifactId>"
-                     f"<version>{v}</version></dependency>" for a, v in artifacts)
     lib.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rocketmq-pom-") as tmp:
-        (Path(tmp) / "pom.xml").write_text(_POM.format(dependencies=deps))
+        (Path(tmp) / "pom.xml").write_text(_POM.format(dependencies=_dependencies(artifacts, "    "),
+                                                        managed=_dependencies(managed, "      ")))
         partial = Path(tempfile.mkdtemp(prefix="lib-", dir=lib.parent))
         try:
             proc = subprocess.run(
@@ -103,9 +134,10 @@ def _resolve_closure(lib: Path, artifacts: list[tuple[str, str]], what: str, log
                 raise RetryAuditError(f"Maven could not resolve {what}: "
                                       f"{maven_failure(proc.stdout + proc.stderr)}",
                                       where="mvn dependency:copy-dependencies",
-                                      hint="a release the registry serves only in part cannot run here "
-                                           "(docs/rocketmq-5x.md: 5.5.1); try another release")
-            (partial / MARKER).write_text(" ".join(f"{a}:{v}" for a, v in artifacts) + "\n")
+                                      hint="a release the registry serves only in part runs only with its "
+                                           "client side from another release (conformance/jars.py "
+                                           "PARTIAL_RELEASES, docs/rocketmq-5x.md); try another release")
+            (partial / MARKER).write_text(" ".join(f"{a}:{v}" for a, v in (managed or artifacts)) + "\n")
             move_into_place(partial, lib)
         finally:
             if partial.exists():

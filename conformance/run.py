@@ -98,7 +98,8 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
     work.mkdir(parents=True)
     (work / MARKER_NAME).write_text("a retry-audit conformance run; report.json is written last\n")
     timings: dict[str, float] = {}
-    report: dict = {"rocketmq_version": version, "scenario": scenario.name,
+    report: dict = {"rocketmq_version": version, "rocketmq_client_version": jars.client_side_release(version),
+                    "scenario": scenario.name,
                     "scenario_file": str(scenario_path), "brokers": list(BROKERS),
                     "model_semantics": scenario.broker.semantics}
     try:

@@ -3,6 +3,8 @@ names what is missing, and a version that is no release number is refused before
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from broker_core.errors import BadInputError
@@ -77,3 +79,24 @@ def test_the_proxy_and_the_grpc_client_have_lib_directories_of_their_own(tmp_pat
         jars.resolve("5.3.3")
     with pytest.raises(BadInputError):
         jars.resolve_proxy("5.3")
+
+
+@pytest.mark.skipif(not shutil.which("mvn"), reason="resolving jars needs mvn (apt-get install maven)")
+def test_a_release_served_in_part_runs_its_broker_side_with_the_client_side_of_the_last_whole_one(
+        tmp_path, monkeypatch):
+    """5.5.1's lib directory (resolved by Maven from Central, into a fresh cache): the modules that
+    write the store are 5.5.1's, the clients, name server and tools 5.5.0's, and no 5.5.1 jar that
+    Central does not serve is asked for; the marker names every pinned module."""
+    import conformance.jars as jars
+
+    monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path))
+    lib = jars.resolve("5.5.1")
+    rocketmq = {p.name.rsplit("-", 1)[0]: p.name.rsplit("-", 1)[1].removesuffix(".jar")
+                for p in lib.glob("rocketmq-*.jar")}
+    for module in ("rocketmq-broker", "rocketmq-store", "rocketmq-common", "rocketmq-remoting"):
+        assert rocketmq[module] == "5.5.1", rocketmq
+    for module in ("rocketmq-client", "rocketmq-namesrv", "rocketmq-tools", "rocketmq-srvutil"):
+        assert rocketmq[module] == "5.5.0", rocketmq
+    assert jars.client_side_release("5.5.1") == "5.5.0" and jars.client_side_release("5.3.3") == "5.3.3"
+    pins = (lib / jars.MARKER).read_text().split()
+    assert "rocketmq-broker:5.5.1" in pins and "rocketmq-client:5.5.0" in pins
