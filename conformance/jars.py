@@ -92,10 +92,13 @@ def client_side_release(version: str) -> str:
 
 
 def resolve_proxy(version: str, *, log=None) -> Path:
-    """The lib directory of RocketMQ ``version``'s proxy (``<cache>/<version>/proxy-lib``), apart from the broker's."""
+    """The lib directory of RocketMQ ``version``'s proxy (``<cache>/<version>/proxy-lib``), apart from
+    the broker's. The proxy is a client of the brokers: for a release served only in part it is the
+    proxy of the release its client side comes from."""
     check_version(version)
-    return _resolve_closure(cache_root() / version / "proxy-lib", [(a, version) for a in PROXY_ARTIFACTS],
-                            f"the RocketMQ {version} proxy", log)
+    proxy = client_side_release(version)
+    return _resolve_closure(cache_root() / version / "proxy-lib", [(a, proxy) for a in PROXY_ARTIFACTS],
+                            f"the RocketMQ {proxy} proxy", log)
 
 
 def resolve_grpc_client(version: str = GRPC_CLIENT_VERSION, *, log=None) -> Path:
