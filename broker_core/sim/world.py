@@ -110,7 +110,8 @@ class World:
             name=b.name, cluster=b.cluster, store_host=b.store_host,
             message_delay_level=b.message_delay_level,
             commitlog_file_size_bytes=b.commitlog_file_size_bytes,
-            cq_units_per_file=b.cq_units_per_file, flush=b.flush, semantics=b.semantics)
+            cq_units_per_file=b.cq_units_per_file, flush=b.flush, semantics=b.semantics,
+            timer_roll_window_slot=b.timer_roll_window_slot)
         self.broker = Broker(Path(store_root), self.broker_config, self.sim,
                              self.streams.fork("broker"), recorder)
         self.broker.start()
