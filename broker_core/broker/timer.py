@@ -47,6 +47,7 @@ from broker_core.constants import (
     TIMER_ROLL_WINDOW_SLOT_MIN,
 )
 from broker_core.message import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_WAIT, JavaHashMap
+from broker_core.names import is_bookkeeping_record
 from broker_core.store.commit_log import java_parse_int
 
 # A dequeue whose put keeps failing is tried again each precision step, at most this often (a
@@ -81,6 +82,8 @@ class TimerService:
         self.precision_ms = precision_ms
         self.roll_window_slots = roll_window_slots
         self._pending: dict[int, EventHandle] = {}  # timer record's phys offset -> its dequeue
+        # The pending records of messages (not the broker's POP checkpoints and acks).
+        self._pending_messages: set[int] = set()
         self.delivered = 0
         self.rolled = 0
         self.abandoned = 0
@@ -89,12 +92,19 @@ class TimerService:
     def pending(self) -> int:
         return len(self._pending)
 
+    @property
+    def pending_messages(self) -> int:
+        """Messages waiting in the wheel (to roll or be delivered); bookkeeping records aside."""
+        return len(self._pending_messages)
+
     def on_put(self, phys_offset: int) -> None:
         """The wheel takes a record just stored in the timer topic (``enqueue``/``doEnqueue``)."""
         now = self.sim.now()
         record = self.store.look_message_by_offset(phys_offset)
         assert record is not None, f"timer record at {phys_offset} cannot be read back"
         out_ms = int(record.properties[PROP_TIMER_OUT_MS])
+        if not is_bookkeeping_record(record.topic, record.properties.get(PROP_REAL_TOPIC)):
+            self._pending_messages.add(phys_offset)
         write_ms = now // self.precision_ms * self.precision_ms  # currWriteTimeMs
         if out_ms < write_ms:
             # Its slot has passed: put at once, marked as never enqueued (not a roll, whatever it was).
@@ -111,9 +121,11 @@ class TimerService:
         for handle in self._pending.values():
             handle.cancel()
         self._pending.clear()
+        self._pending_messages.clear()
 
     def _dequeue(self, phys_offset: int, enqueue_ms: int, roll: bool, attempt: int) -> None:
         self._pending.pop(phys_offset, None)
+        self._pending_messages.discard(phys_offset)
         record = self.store.look_message_by_offset(phys_offset)
         assert record is not None, f"timer record at {phys_offset} cannot be read back"
         props = JavaHashMap.from_items(record.properties.items(), self.semantics.properties_map_capacity())
@@ -152,3 +164,5 @@ class TimerService:
             return
         self._pending[phys_offset] = self.sim.after(self.precision_ms, self._dequeue, phys_offset,
                                                     enqueue_ms, roll, attempt + 1)
+        if not is_bookkeeping_record(record.topic, record.properties.get(PROP_REAL_TOPIC)):
+            self._pending_messages.add(phys_offset)
