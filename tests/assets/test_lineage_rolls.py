@@ -100,6 +100,15 @@ def test_every_blocking_check_passes_on_a_run_with_rolls(runs):
     assert failed == {}, failed
 
 
+def test_the_simulations_invariants_hold_with_rolls(runs):
+    """The run-wide checkers (no loss, hop grammar, offsets, no early delivery) find nothing in a
+    run whose timers roll."""
+    from broker_core.sim.invariants import check_run, format_violations
+
+    violations = check_run(runs / "model")
+    assert violations == [], format_violations(violations)
+
+
 def test_the_same_seed_writes_the_same_store_bytes(tmp_path):
     """Same scenario and seed, same commit-log bytes, rolls included."""
     scenario = load_scenario_text(SCENARIO, source="rolls.yaml")
