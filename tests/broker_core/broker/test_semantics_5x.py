@@ -316,13 +316,14 @@ def _send_at(sim, offset_ms: int) -> int:
     return sim.now()
 
 
-def test_a_timer_two_windows_ahead_rolls_twice_at_plus_6_and_12_s_then_is_delivered(make_broker):
+@pytest.mark.parametrize("rules", ["5.x", "5.4"])
+def test_a_timer_two_windows_ahead_rolls_twice_at_plus_6_and_12_s_then_is_delivered(make_broker, rules):
     """TimerMessageStore.doEnqueue @5.3.3 with timerRollWindowSlot=5: a timer 14 s ahead is parked
     one window ahead and rolled when the wheel passes that slot (+6 s, +12 s, as the real 5.3.3
     broker did), each roll a new rmq_sys_wheel_timer[0] record with TIMER_ENQUEUE_MS (the previous
     record's enqueue slot), TIMER_ROLL_TIMES 1 then 2, TIMER_DEQUEUE_MS and REAL_TOPIC/REAL_QID
-    kept; the delivery carries the last roll count."""
-    broker, sim, _ = make_broker(semantics="5.x", timer_roll_window_slot=5)
+    kept; the delivery carries the last roll count. The 5.4 rules roll alike."""
+    broker, sim, _ = make_broker(semantics=rules, timer_roll_window_slot=5)
     sent_at = _send_at(sim, 967)
     w0 = sent_at // 1000 * 1000
     _send_timer(broker, sim, TIMER_DELAY_SEC="14")
