@@ -73,7 +73,17 @@ PROP_TIMER_DELAY_MS = "TIMER_DELAY_MS"  # client input: Message.setDelayTimeMs
 # MessageStoreConfig defaults @5.3.3 (confirmed on a real broker, docs/rocketmq-5x.md).
 TIMER_PRECISION_MS = 1000  # timerPrecisionMs: due times are rounded down to a whole slot
 TIMER_MAX_DELAY_MS = 259_200 * 1000  # timerMaxDelaySec: a timer further ahead is refused
-TIMER_ROLL_WINDOW_MS = 172_800 * 1000  # timerRollWindowSlot x precision: further ahead rolls
+# timerRollWindowSlot: a timer at least this many slots (x timerPrecisionMs) ahead of the wheel's
+# write time when the wheel takes it is parked one window (or half a window) ahead and rolled: put
+# again into the timer topic with TIMER_ROLL_TIMES + 1 (TimerMessageStore.doEnqueue @5.3.3).
+TIMER_ROLL_WINDOW_SLOT_DEFAULT = 172_800  # 2 days of 1 s slots
+# TimerMessageStore's constructor replaces a window under 2 slots or over the wheel's 7 days of
+# slots less TIMER_BLANK_SLOTS (60) with that maximum; the model takes only what the broker keeps.
+TIMER_ROLL_WINDOW_SLOT_MIN = 2
+TIMER_ROLL_WINDOW_SLOT_MAX = 7 * 24 * 3600 - 60  # TIMER_WHEEL_TTL_DAY x DAY_SECS - TIMER_BLANK_SLOTS
+# TIMER_ENQUEUE_MS of a record the wheel took after its due slot had passed (putMessageToTimerWheel:
+# delayTime < currWriteTimeMs): Long.MAX_VALUE, "never enqueued"; it is put at once.
+TIMER_ENQUEUE_MS_NEVER = (1 << 63) - 1
 # A recall (5.3.2+ recallMessage): a record in the timer topic with the recalled message's
 # UNIQ_KEY and TIMER_DEL_UNIQKEY=<topic>+<uniqKey>; the wheel then drops the message (seen on 5.3.3).
 PROP_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"

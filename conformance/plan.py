@@ -27,7 +27,7 @@ SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
 CONCURRENTLY = "CONCURRENTLY"
 TIMEOUT_MARGIN_S = 120  # beyond the model's simulated duration, before the driver gives up
 # The driver stops once no listener was called for this long: a few seconds, and more than twice
-# the longest delay level, so a retry waiting in the schedule (or a record a crash makes the broker
+# the longest delay level (or 5.x timer), so a retry waiting in the schedule (or a record a crash makes the broker
 # hand out again, after the client's 3 s pull back-off) is consumed before the end.
 IDLE_MS_MIN = 8_000
 IDLE_MS_PER_DELAY = 2
@@ -122,7 +122,10 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
     runs = pq.read_table(parquet / "runs").to_pylist()[0]
     simulated_s = (runs["sim_end_ts"] - runs["sim_start_ts"]).total_seconds()
     timeout_ms = int((simulated_s + TIMEOUT_MARGIN_S) * 1000)
-    idle_ms = max(IDLE_MS_MIN, IDLE_MS_PER_DELAY * max(parse_delay_levels(scenario.broker.message_delay_level)))
+    # A 5.x timer (rolls included) is delivered one slot after its due time: the longest counts as a delay.
+    timer_ms_max = max((ms for p in scenario.producers for ms, w in p.timer_weights if w > 0), default=0)
+    idle_ms = max(IDLE_MS_MIN, IDLE_MS_PER_DELAY * max(parse_delay_levels(scenario.broker.message_delay_level)),
+                  IDLE_MS_PER_DELAY * timer_ms_max)
     lines += [f"setting\ttimeout_ms\t{timeout_ms}", f"setting\tidle_ms\t{idle_ms}"]
     lines += [f"side\t{group}\t{index}" for group, index in sides]
     if side_dir is not None:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from broker_core.broker.semantics import semantics_of_release
+from broker_core.broker.semantics import semantics_for, semantics_of_release
 from broker_core.errors import BadInputError, RetryAuditError
 from broker_core.sim.scenario import BrokerSpec as ScenarioBroker
 from broker_core.sim.scenario import load_scenario
@@ -110,7 +110,8 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
             classes = compile_driver(lib, version)
 
         specs = [BrokerSpec(name, scenario.broker.message_delay_level,
-                            scenario.broker.commitlog_file_size_bytes) for name in BROKERS]
+                            scenario.broker.commitlog_file_size_bytes, extra=broker_settings(scenario))
+                 for name in BROKERS]
         with Cluster(work / "cluster", lib, specs, cluster_name=scenario.broker.cluster, log=say) as cluster:
             timings["boot_s"] = {k: round(v, 2) for k, v in cluster.boot_seconds.items()}
             plan = build_plan(scenario, work / "runs" / "model", namesrv=cluster.namesrv_addr,
@@ -160,6 +161,14 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
         e.hint = (e.hint + "; " if e.hint else "") + f"logs and partial output kept in {work} (no report.json)"
         raise
     return report
+
+
+def broker_settings(scenario) -> dict[str, str]:
+    """The scenario's broker settings the real brokers get beyond the harness's own: under 5.x rules
+    the timer wheel (on by default, written out) and its roll window, so both wheels roll alike."""
+    if not semantics_for(scenario.broker.semantics).timer_wheel():
+        return {}
+    return {"timerWheelEnable": "true", "timerRollWindowSlot": str(scenario.broker.timer_roll_window_slot)}
 
 
 def _model_rules_of_release(scenario, version: str):

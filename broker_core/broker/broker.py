@@ -36,6 +36,9 @@ from broker_core.constants import (
     PERM_WRITE,
     SCHEDULE_TOPIC,
     TIMER_PRECISION_MS,
+    TIMER_ROLL_WINDOW_SLOT_DEFAULT,
+    TIMER_ROLL_WINDOW_SLOT_MAX,
+    TIMER_ROLL_WINDOW_SLOT_MIN,
     TIMER_TOPIC,
 )
 from broker_core.delay_levels import parse_delay_levels
@@ -70,6 +73,7 @@ class BrokerConfig:
     auto_create_topic: bool = True
     auto_create_subscription_group: bool = True
     schedule_async_deliver: bool = False
+    timer_roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT_DEFAULT  # timerRollWindowSlot (5.x rules)
 
 
 @dataclass
@@ -103,6 +107,11 @@ class Broker:
         if config.schedule_async_deliver:
             raise BadInputError("enableScheduleAsyncDeliver is not modelled; only the default "
                                 "sync delivery is", where="broker.schedule_async_deliver")
+        if not TIMER_ROLL_WINDOW_SLOT_MIN <= config.timer_roll_window_slot <= TIMER_ROLL_WINDOW_SLOT_MAX:
+            raise BadInputError(f"timerRollWindowSlot {config.timer_roll_window_slot} is outside "
+                                f"{TIMER_ROLL_WINDOW_SLOT_MIN}..{TIMER_ROLL_WINDOW_SLOT_MAX}: the broker "
+                                f"would use {TIMER_ROLL_WINDOW_SLOT_MAX} instead",
+                                where="broker.timer_roll_window_slot")
         self.root = Path(root)
         self.config = config
         self.sim = sim
@@ -167,7 +176,7 @@ class Broker:
         self.schedule.start()
         if self.semantics.timer_wheel():
             self.timer = TimerService(self.store, self.sim, self.put, self.semantics, TIMER_PRECISION_MS,
-                                      self._stored)
+                                      self._stored, self.config.timer_roll_window_slot)
         if self.semantics.pop_consumption():
             self.pop = PopService(self)
         self.running = True

@@ -11,6 +11,7 @@ called by the models' validators.
 
 The format is DESIGN.md's, plus a few fields with defaults: ``broker.cluster``,
 ``broker.cq_units_per_file`` (small values make consume-queue files roll in short runs),
+``broker.timer_roll_window_slot`` (5.x ``timerRollWindowSlot``; a few slots make timers roll in short runs),
 ``producers[].group`` (producer group), ``producers[].start`` (when it begins sending) and
 ``producers[].timer`` (5.x timer messages: a delay or a weight table ``{0s: 0.8, 5s: 0.2}``), and the
 per-kind fault fields documented in ``docs/faults.md`` (``pause``, ``consumer``, ``delta``,
@@ -50,7 +51,10 @@ from broker_core.constants import (
     CQ_UNITS_PER_FILE_DEFAULT,
     MESSAGE_DELAY_LEVEL_DEFAULT,
     SIM_MESSAGES_MAX,
-    TIMER_ROLL_WINDOW_MS,
+    TIMER_MAX_DELAY_MS,
+    TIMER_ROLL_WINDOW_SLOT_DEFAULT,
+    TIMER_ROLL_WINDOW_SLOT_MAX,
+    TIMER_ROLL_WINDOW_SLOT_MIN,
 )
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.errors import BadInputError, InvalidNameError, ScenarioError
@@ -135,6 +139,7 @@ class BrokerSpec:
     cq_units_per_file: int = CQ_UNITS_PER_FILE_DEFAULT
     flush: str = "async"
     semantics: str = "4.9"
+    timer_roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -713,9 +718,9 @@ def _timer_ms(v: Any, **where: Any) -> int:
         ms = parse_duration_ms(v)
     except ValueError as exc:
         raise _Problem(str(exc), v, **where) from None
-    if not 0 <= ms < TIMER_ROLL_WINDOW_MS:
-        raise _Problem(f"is outside 0s..{TIMER_ROLL_WINDOW_MS // 1000 - 1}s (a timer further ahead "
-                       f"rolls through the wheel, which the model does not play)", v, **where)
+    if not 0 <= ms <= TIMER_MAX_DELAY_MS:
+        raise _Problem(f"is outside 0s..{TIMER_MAX_DELAY_MS // 1000}s (the broker refuses a timer further "
+                       f"ahead: timerMaxDelaySec)", v, **where)
     return ms
 
 
@@ -792,6 +797,9 @@ class _Broker(_Model):
     cq_units_per_file: _int_in(CQ_UNITS_PER_FILE_MIN, CQ_UNITS_PER_FILE_MAX) = CQ_UNITS_PER_FILE_DEFAULT
     flush: _one_of(FLUSH_MODES) = "async"
     semantics: _one_of(SEMANTICS) = "4.9"
+    # timerRollWindowSlot (5.x): a timer this many seconds or more ahead rolls through the wheel.
+    timer_roll_window_slot: _int_in(TIMER_ROLL_WINDOW_SLOT_MIN,
+                                    TIMER_ROLL_WINDOW_SLOT_MAX) = TIMER_ROLL_WINDOW_SLOT_DEFAULT
 
 
 class _Topic(_Model):
@@ -956,6 +964,9 @@ class _Scenario(_Model):
             if g.mode == POP_MODE and not semantics.pop_consumption():
                 raise _Problem(f"needs broker semantics '5.x': RocketMQ {self.broker.semantics} has no POP "
                                f"consumption", g.mode, sub=("groups", i, "mode"))
+        if self.broker.timer_roll_window_slot != TIMER_ROLL_WINDOW_SLOT_DEFAULT and not semantics.timer_wheel():
+            raise _Problem(f"needs broker semantics '5.x': RocketMQ {self.broker.semantics} has no timer wheel",
+                           self.broker.timer_roll_window_slot, sub=("broker", "timer_roll_window_slot"))
         timers = False
         for i, p in enumerate(self.producers):
             if p.topic not in topics:
@@ -1069,7 +1080,8 @@ def _to_dataclasses(s: _Scenario, lines: _Lines) -> Scenario:
                         message_delay_level=b.message_delay_level,
                         delay_levels_ms=parse_delay_levels(b.message_delay_level),
                         commitlog_file_size_bytes=b.commitlog_file_size,
-                        cq_units_per_file=b.cq_units_per_file, flush=b.flush, semantics=b.semantics)
+                        cq_units_per_file=b.cq_units_per_file, flush=b.flush, semantics=b.semantics,
+                        timer_roll_window_slot=b.timer_roll_window_slot)
     groups = tuple(GroupSpec(
         name=g.name, subscribe=tuple(g.subscribe), model=g.model, mode=g.mode, consumers=g.consumers,
         max_reconsume_times=g.max_reconsume_times, consume_timeout_ms=g.consume_timeout,

@@ -2,7 +2,8 @@
 
 :class:`World` turns a :class:`~broker_core.sim.scenario.Scenario` into running objects and drives
 the :class:`~broker_core.clock.Simulator` until the horizon, or earlier once every message is
-terminal for every group (all sent, every group idle, nothing waiting in the schedule topic).
+terminal for every group (all sent, every group idle, nothing waiting in the schedule topic or
+the timer wheel).
 Everything random comes from ``Streams(scenario.seed)``, one named stream per subsystem, so a run
 is a pure function of (scenario, seed, code version).
 """
@@ -110,7 +111,8 @@ class World:
             name=b.name, cluster=b.cluster, store_host=b.store_host,
             message_delay_level=b.message_delay_level,
             commitlog_file_size_bytes=b.commitlog_file_size_bytes,
-            cq_units_per_file=b.cq_units_per_file, flush=b.flush, semantics=b.semantics)
+            cq_units_per_file=b.cq_units_per_file, flush=b.flush, semantics=b.semantics,
+            timer_roll_window_slot=b.timer_roll_window_slot)
         self.broker = Broker(Path(store_root), self.broker_config, self.sim,
                              self.streams.fork("broker"), recorder)
         self.broker.start()
@@ -227,7 +229,7 @@ class World:
         return all(d.done for d in self.drivers) and not self.faults.pending_bursts()
 
     def terminal(self) -> bool:
-        """Every message sent, every group idle, nothing waiting in the schedule topic."""
+        """Every message sent, every group idle, nothing waiting in the schedule topic or the timer wheel."""
         if not self.all_sent() or self.faults.active():
             return False
         if not self.broker.running:
@@ -236,6 +238,10 @@ class World:
         # reallocates its queues, and through the long delay levels it is what keeps a run going.
         schedule = self.broker.schedule
         if schedule is not None and schedule.pending_levels():
+            return False
+        # A 5.x timer message still in the wheel (it may roll for days) is not delivered yet.
+        timer = self.broker.timer
+        if timer is not None and timer.pending_messages:
             return False
         return all(g.idle() for g in self.groups.values())
 

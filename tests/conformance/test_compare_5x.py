@@ -89,3 +89,67 @@ def test_the_clients_dlq_expectation_follows_the_releases_rules(rules, agrees):
     assert (result["agree"], result["disagree"]) == ((1, 0) if agrees else (0, 1)), result["examples"]
     if not agrees:
         assert [e["what"] for e in result["examples"]] == ["dlq_after_max"]
+
+
+def test_the_real_brokers_get_the_scenarios_timer_roll_window_under_5x_rules():
+    """conformance-5x's broker.timer_roll_window_slot reaches the real brokers' configuration as
+    timerRollWindowSlot (with timerWheelEnable), so both wheels roll alike; 4.x rules set nothing."""
+    from conformance.run import broker_settings
+
+    five = load_scenario(ROOT / "scenarios" / "conformance-5x.yaml")
+    assert broker_settings(_model_rules_of_release(five, "5.3.3")) == {
+        "timerWheelEnable": "true", "timerRollWindowSlot": "5"}
+    assert broker_settings(_model_rules_of_release(load_scenario(CONFORMANCE), "4.9.4")) == {}
+
+
+MODEL = "conformance-5x"
+WHEEL = "rmq_sys_wheel_timer"
+
+
+def _rolled_runs(model_hops, real_hops):
+    """Model and real hops of one timer message in a DuckDB with the columns model_vs_real reads:
+    (kind, topic, TIMER_ROLL_TIMES or None, dwell_ms) per hop, one shared chain, CONSUMED."""
+    con = duckdb.connect()
+    con.execute("""CREATE TABLE message_hops (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
+                   message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
+                   queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT)""")
+    con.execute("""CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
+                   properties MAP(VARCHAR, VARCHAR))""")
+    con.execute("""CREATE TABLE message_lineage (run_id VARCHAR, message_key VARCHAR, "group" VARCHAR,
+                   final_state VARCHAR, retries INT, path VARCHAR)""")
+    for run, hops in ((MODEL, model_hops), (REAL, real_hops)):
+        for i, (kind, topic, rolls, dwell) in enumerate(hops):
+            props = {"UNIQ_KEY": KEY, "TIMER_OUT_MS": str(1000 * i)}
+            if rolls is not None:
+                props["TIMER_ROLL_TIMES"] = rolls
+            con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, NULL, ?, ?, ?, 0, 0, 0, ?)",
+                        [run, i * 100, KEY, i, kind, topic, dwell])
+            con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP(?, ?))",
+                        [run, i * 100, list(props), list(props.values())])
+        con.execute("INSERT INTO message_lineage VALUES (?, ?, 'order-service', 'CONSUMED', 0, '')", [run, KEY])
+    return con
+
+
+TWO_ROLLS = [("TIMER", WHEEL, None, 6000), ("TIMER", WHEEL, "1", 6000), ("TIMER", WHEEL, "2", 3000),
+             ("DELIVER", "OrderTopic", "2", None)]
+
+
+@pytest.mark.parametrize("real, kinds", [
+    (TWO_ROLLS, {}),
+    # The real wheel's waits differ by a slot and some ms: the same rolls.
+    ([(k, t, n, None if d is None else d - 1040) for k, t, n, d in TWO_ROLLS], {}),
+    # Parked half a window (2 slots of 5) where the model parked a whole one.
+    ([TWO_ROLLS[0], (*TWO_ROLLS[1][:3], 2000), *TWO_ROLLS[2:]], {"timer_dwell": 1}),
+    # One roll fewer: a TIMER hop fewer.
+    ([TWO_ROLLS[0], TWO_ROLLS[1], ("DELIVER", "OrderTopic", "1", None)], {"hops": 1}),
+])
+def test_a_timers_rolls_are_compared_hop_by_hop_with_the_real_wheel(real, kinds):
+    """model_vs_real compares a rolled timer's TIMER hops (one per wheel record), their
+    TIMER_ROLL_TIMES and their waits (within TIMER_DWELL_TOLERANCE_MS): the same rolls are
+    identical, a roll parked half a window or a roll fewer is an unexplained difference."""
+    con = _rolled_runs(TWO_ROLLS, real)
+    scenario = load_scenario(ROOT / "scenarios" / "conformance-5x.yaml")
+    result = compare.model_vs_real(con, scenario, MODEL, [REAL])
+    assert result["unexplained_kinds"] == kinds, result["differences"]
+    assert result["timer_rolls"]["model"] == 2
+    assert result["identical"] == (0 if kinds else 1)

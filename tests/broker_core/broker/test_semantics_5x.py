@@ -297,3 +297,96 @@ def test_a_delay_level_clears_the_timer_and_4_9_ignores_it(make_broker):
     old, sim4, _ = make_broker("four")
     plain = _send_timer(old, sim4, TIMER_DELAY_MS="3000")
     assert plain.topic == "TimerTopic" and old.timer is None
+
+
+# --- timer rolls (5.x only) ----------------------------------------------------------------------
+
+def _wheel_records(broker, key: str) -> list:
+    """The records of message ``key`` in rmq_sys_wheel_timer[0], in queue order."""
+    high = broker.store.max_offset("rmq_sys_wheel_timer", 0)
+    records = broker.pull_message("g", "rmq_sys_wheel_timer", 0, 0, high).records if high else []
+    return [r for r in records if r.properties.get("UNIQ_KEY") == key]
+
+
+def _send_at(sim, offset_ms: int) -> int:
+    """Move the clock to ``offset_ms`` past the next whole second; the time reached."""
+    target = (sim.now() // 1000 + 1) * 1000 + offset_ms
+    sim.at(target, lambda: None)
+    sim.run(until_ms=target)
+    return sim.now()
+
+
+@pytest.mark.parametrize("rules", ["5.x", "5.4"])
+def test_a_timer_two_windows_ahead_rolls_twice_at_plus_6_and_12_s_then_is_delivered(make_broker, rules):
+    """TimerMessageStore.doEnqueue @5.3.3 with timerRollWindowSlot=5: a timer 14 s ahead is parked
+    one window ahead and rolled when the wheel passes that slot (+6 s, +12 s, as the real 5.3.3
+    broker did), each roll a new rmq_sys_wheel_timer[0] record with TIMER_ENQUEUE_MS (the previous
+    record's enqueue slot), TIMER_ROLL_TIMES 1 then 2, TIMER_DEQUEUE_MS and REAL_TOPIC/REAL_QID
+    kept; the delivery carries the last roll count. The 5.4 rules roll alike."""
+    broker, sim, _ = make_broker(semantics=rules, timer_roll_window_slot=5)
+    sent_at = _send_at(sim, 967)
+    w0 = sent_at // 1000 * 1000
+    _send_timer(broker, sim, TIMER_DELAY_SEC="14")
+    out_ms = (sent_at + 14_000) // 1000 * 1000
+    assert out_ms == w0 + 14_000
+    sim.run(stop=lambda: broker.store.max_offset("TimerTopic", 1) > 0)
+    first, roll1, roll2 = _wheel_records(broker, "UK-T")
+    assert [r.store_ts - w0 for r in (first, roll1, roll2)] == [967, 6000, 12_000]
+    assert "TIMER_ROLL_TIMES" not in first.properties and "TIMER_ENQUEUE_MS" not in first.properties
+    for roll, count, enqueued in ((roll1, "1", w0), (roll2, "2", w0 + 6000)):
+        p = roll.properties
+        assert (roll.topic, roll.queue_id) == ("rmq_sys_wheel_timer", 0)
+        assert p["TIMER_ROLL_TIMES"] == count and p["TIMER_ENQUEUE_MS"] == str(enqueued)
+        assert p["TIMER_DEQUEUE_MS"] == str(roll.store_ts) and p["TIMER_OUT_MS"] == str(out_ms)
+        assert (p["REAL_TOPIC"], p["REAL_QID"], p["TIMER_DELAY_SEC"]) == ("TimerTopic", "1", "14")
+        assert p["UNIQ_KEY"] == "UK-T" and p["WAIT"] == "true"
+        assert (roll.body, roll.born_ts, roll.born_host, roll.store_host) == \
+            (first.body, first.born_ts, first.born_host, first.store_host)
+    # The map's order: HashMap(128) of the record read back, the new keys where they hash.
+    assert _keys(roll2.properties) == _keys(JavaHashMap.from_items(roll2.properties.items(), 128))
+    delivered = broker.pull_message("g", "TimerTopic", 1, 0, 1).records[0]
+    assert delivered.store_ts == out_ms + 1000
+    assert delivered.properties["TIMER_ROLL_TIMES"] == "2"
+    assert delivered.properties["TIMER_ENQUEUE_MS"] == str(w0 + 12_000)
+    assert (broker.timer.rolled, broker.timer.delivered, broker.timer.pending) == (2, 1, 0)
+
+
+def test_a_timer_just_over_a_window_is_parked_half_a_window(make_broker):
+    """doEnqueue @5.3.3: when what is left after one window is under a third of it (5 // 3 slots),
+    the roll is parked half a window (5 // 2 slots) ahead instead, "to give enough time to the next
+    roll"; a timer under one window ahead does not roll."""
+    broker, sim, _ = make_broker(semantics="5.x", timer_roll_window_slot=5)
+    sent_at = _send_at(sim, 0)
+    _send_timer(broker, sim, TIMER_DELIVER_MS=str(sent_at + 5500))  # TIMER_OUT_MS = +5 s: one window
+    sim.run(stop=lambda: broker.store.max_offset("TimerTopic", 1) > 0)
+    first, roll = _wheel_records(broker, "UK-T")
+    assert roll.store_ts - sent_at == 3000 and roll.properties["TIMER_ROLL_TIMES"] == "1"
+    delivered = broker.pull_message("g", "TimerTopic", 1, 0, 1).records[0]
+    assert delivered.store_ts - sent_at == 6000 and delivered.properties["TIMER_ENQUEUE_MS"] == str(sent_at + 3000)
+
+    short, sim2, _ = make_broker("short", semantics="5.x", timer_roll_window_slot=5)
+    _send_timer(short, sim2, TIMER_DELAY_MS="4999")
+    sim2.run(stop=lambda: short.store.max_offset("TimerTopic", 1) > 0)
+    assert len(_wheel_records(short, "UK-T")) == 1 and short.timer.rolled == 0
+
+
+def test_a_roll_that_reaches_the_wheel_after_its_slot_is_delivered_at_once_never_enqueued(make_broker):
+    """putMessageToTimerWheel @5.3.3: a record whose TIMER_OUT_MS is before the wheel's write time is
+    put at once with TIMER_ENQUEUE_MS Long.MAX_VALUE; with a 2-slot window a timer 2 s ahead is parked
+    2 slots ahead, rolls in its own due slot, and its roll is delivered at once."""
+    broker, sim, _ = make_broker(semantics="5.x", timer_roll_window_slot=2)
+    sent_at = _send_at(sim, 0)
+    _send_timer(broker, sim, TIMER_DELIVER_MS=str(sent_at + 2500))
+    sim.run(stop=lambda: broker.store.max_offset("TimerTopic", 1) > 0)
+    first, roll = _wheel_records(broker, "UK-T")
+    delivered = broker.pull_message("g", "TimerTopic", 1, 0, 1).records[0]
+    assert roll.store_ts == delivered.store_ts == sent_at + 3000
+    assert delivered.properties["TIMER_ENQUEUE_MS"] == "9223372036854775807"
+    assert delivered.properties["TIMER_ROLL_TIMES"] == "1"
+
+
+def test_a_roll_window_the_broker_would_replace_is_refused(make_broker):
+    """TimerMessageStore's constructor replaces a timerRollWindowSlot under 2 or over 7 days less 60
+    slots; the model takes only windows the broker keeps."""
+    with pytest.raises(BadInputError, match="timerRollWindowSlot 1 is outside 2..604740"):
+        make_broker(semantics="5.x", timer_roll_window_slot=1)

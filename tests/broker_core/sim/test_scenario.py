@@ -294,11 +294,26 @@ def test_a_timer_table_loads_under_5x_rules():
     assert load_scenario_text(BASE, source="s.yaml").producers[0].timer_weights == ((0, 1.0),)
 
 
+def test_a_timer_past_the_roll_window_loads_with_the_window_as_a_broker_setting():
+    """broker.timer_roll_window_slot is timerRollWindowSlot (default 172800, the broker's); a timer
+    past the window loads (it rolls), up to timerMaxDelaySec."""
+    assert load_scenario_text(FIVE_X, source="s.yaml").broker.timer_roll_window_slot == 172_800
+    text = FIVE_X.replace('"5.x"}', '"5.x", timer_roll_window_slot: 5}').replace(
+        "messages: 10}", "messages: 10, timer: {14s: 1, 3d: 1}}")
+    s = load_scenario_text(text, source="s.yaml")
+    assert s.broker.timer_roll_window_slot == 5
+    assert s.producers[0].timer_weights == ((14_000, 1.0), (259_200_000, 1.0))
+
+
 @pytest.mark.parametrize("text, line, words", [
     (BASE.replace("messages: 10}", "messages: 10, timer: 3s}"), 8,
      "producers[0].timer: needs broker semantics '5.x': RocketMQ 4.9 has no timer messages"),
-    (FIVE_X.replace("messages: 10}", "messages: 10, timer: 2d}"), 9,
-     "producers[0].timer: '2d' is outside 0s..172799s"),
+    (FIVE_X.replace("messages: 10}", "messages: 10, timer: 3d1s}"), 9,
+     "producers[0].timer: '3d1s' is outside 0s..259200s (the broker refuses a timer further ahead"),
+    (BASE.replace("name: t\n", "name: t\nbroker: {timer_roll_window_slot: 5}\n"), 2,
+     "broker.timer_roll_window_slot: 5 needs broker semantics '5.x': RocketMQ 4.9 has no timer wheel"),
+    (FIVE_X.replace('"5.x"}', '"5.x", timer_roll_window_slot: 1}'), 2,
+     "broker.timer_roll_window_slot"),
     (FIVE_X.replace("messages: 10}", "messages: 10, timer: 3s, delay_level: 2}"), 9,
      "producers[0].timer: cannot be combined with delay_level"),
     (FIVE_X.replace("messages: 10}", "messages: 10, timer: 3s}") + "faults:\n  - {at: 1s, kind: broker_restart}\n",
@@ -307,8 +322,9 @@ def test_a_timer_table_loads_under_5x_rules():
      "lists a timer twice"),
 ])
 def test_a_timer_the_rules_cannot_play_is_refused_at_its_line(text, line, words):
-    """A timer under 4.9, past the roll window, with a delay level, with a broker restart, or listed
-    twice is refused naming the file, the line and the key."""
+    """A timer under 4.9, past timerMaxDelaySec, with a delay level, with a broker restart, or listed
+    twice, and a roll window under 4.9 or one the broker would replace, are refused naming the file,
+    the line and the key."""
     err = str(error_of(text))
     assert err.startswith(f"s.yaml:{line}: "), err
     assert words in err, err
