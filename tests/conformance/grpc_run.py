@@ -13,6 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from java_driver import compile_driver
 
+from broker_core.constants import PROP_FIRST_POP_TIME
+
 GRPC_DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "GrpcDriver.java"
 
 
@@ -121,3 +123,79 @@ def failed_blocking_checks(run: Path, db: Path) -> dict:
     verdicts = _warehouse([run], db)
     return {name: v for outcomes in verdicts.values() for name, v in outcomes.items()
             if v["blocking"] and not v["passed"]}
+
+
+@dataclass(frozen=True)
+class GrpcGroup:
+    """A consumer group of a gRPC run: its topic, its POP retry topic (the v1 name:
+    ``enableRetryTopicV2`` is false by default) and the proxy's maxAttempts (retryMaxTimes + 1)."""
+
+    topic: str
+    group: str
+    max_attempts: int
+
+    @property
+    def retry_topic(self) -> str:
+        return f"%RETRY%{self.group}_{self.topic}"
+
+    @property
+    def dlq_topic(self) -> str:
+        return f"%DLQ%{self.group}"
+
+
+def check_message(imported: ImportedRun, g: GrpcGroup, uniq: str, seen: list[dict], failures: int, *,
+                  statuses: tuple[str, str]) -> list[dict]:
+    """Check one message against what the consumer got; its chain of hops.
+
+    The consumer got ``failures`` failed deliveries (``statuses[0]``) then a successful one
+    (``statuses[1]``), or, when ``failures`` reaches maxAttempts, exactly maxAttempts failed ones
+    (the proxy keeps the next one from it). The chain is the PUBLISH then one RETRY of the group
+    per redelivery, the records the consumer was handed in order, each written by the revive
+    service; a message that always failed has one more RETRY and the DLQ. Its lineage row is
+    CONSUMED, or DLQ of the group, with the origin topic and the published record's msgId."""
+    always = failures >= g.max_attempts
+    calls = g.max_attempts if always else failures + 1
+    fail, ok = statuses
+    assert [c["status"] for c in seen] == ([fail] * calls if always else [fail] * failures + [ok]), seen
+    assert [c["delivery_attempt"] for c in seen] == list(range(1, calls + 1)), seen
+    assert {c["uniq_key"] for c in seen} == {uniq} and {c["topic"] for c in seen} == {g.topic}, seen
+
+    chain = imported.chain(uniq)
+    expected = ([(None, "PUBLISH")] + [(g.group, "RETRY")] * (calls - 1)
+                + ([(g.group, "RETRY"), (g.group, "DLQ")] if always else []))
+    assert [(h["group"], h["hop_kind"]) for h in chain] == expected, chain
+    assert [h["phys_offset"] for h in chain[:calls]] == [receipt_handle(c).commit_log_offset for c in seen], \
+        (chain, seen)
+    for reconsumes, hop in enumerate(chain[1:len(chain) - (1 if always else 0)], 1):
+        record = imported.records[hop["phys_offset"]]
+        assert (record["topic"], record["reconsume_times"], hop["reconsume_times"]) == (
+            g.retry_topic, reconsumes, reconsumes), hop
+        # The revive service's record: bornHost is the broker, 1ST_POP_TIME is set, and none of
+        # a push send-back's pointers.
+        assert record["born_host"] == record["store_host"] and PROP_FIRST_POP_TIME in record["properties"]
+        assert record["retry_topic"] is None and record["origin_msg_id"] is None
+    rows = imported.rows(uniq)
+    # The origin msgId is the published record's (not the retry record the DLQ record names).
+    assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"], r["origin_msg_id"]) for r in rows] == [
+        (g.group, "DLQ" if always else "CONSUMED", len(chain) - 2 if always else calls - 1, g.topic,
+         imported.records[chain[0]["phys_offset"]]["msg_id"])], rows
+    return chain
+
+
+def check_proxy_dead_letter(imported: ImportedRun, g: GrpcGroup, chain: list[dict], seen: list[dict]) -> dict:
+    """Check that the proxy popped the retry record at reconsume times maxAttempts, never handed
+    it out, sent it back to the DLQ and acked that pop; its checkpoint."""
+    from broker_core.message import decode_message_id
+
+    last_retry, dead = imported.records[chain[-2]["phys_offset"]], imported.records[chain[-1]["phys_offset"]]
+    assert (last_retry["topic"], last_retry["reconsume_times"]) == (g.retry_topic, g.max_attempts)
+    assert last_retry["phys_offset"] not in {receipt_handle(c).commit_log_offset for c in seen}
+    cks = imported.checkpoints_of(g.retry_topic, last_retry["queue_id"], last_retry["queue_offset"])
+    assert len(cks) == 1 and imported.acked(cks[0], last_retry["queue_offset"]), cks
+    assert cks[0]["pop_ts"] <= dead["store_ts"]
+    assert (dead["topic"], dead["reconsume_times"]) == (g.dlq_topic, g.max_attempts + 1)
+    # RETRY_TOPIC names the POP retry topic, ORIGIN_MESSAGE_ID the retry record it came from.
+    assert dead["retry_topic"] == g.retry_topic
+    assert decode_message_id(dead["origin_msg_id"])[1] == last_retry["phys_offset"]
+    assert "DELAY" in dead["properties"]
+    return cks[0]

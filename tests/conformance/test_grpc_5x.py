@@ -13,6 +13,9 @@ import shutil
 
 import pytest
 from grpc_run import (
+    GrpcGroup,
+    check_message,
+    check_proxy_dead_letter,
     epoch_ms,
     failed_blocking_checks,
     grpc_driver_classpath,
@@ -22,7 +25,7 @@ from grpc_run import (
 )
 from java_driver import events_by_key, run_driver
 
-from broker_core.constants import PROP_FIRST_POP_TIME, SYSTEM_TOPIC_PREFIX
+from broker_core.constants import SYSTEM_TOPIC_PREFIX
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
@@ -30,11 +33,11 @@ pytestmark = pytest.mark.skipif(
 
 VERSION = "5.3.3"
 TOPIC, GROUP = "GrpcTopic", "grpc-group"
-RETRY_TOPIC = f"%RETRY%{GROUP}_{TOPIC}"  # the v1 name: enableRetryTopicV2 is false by default
-DLQ_TOPIC = f"%DLQ%{GROUP}"
 # The group's retryMaxTimes (set on the broker): the proxy's maxAttempts is one more.
 RETRY_MAX_TIMES = 2
 MAX_ATTEMPTS = RETRY_MAX_TIMES + 1
+GRPC_GROUP = GrpcGroup(TOPIC, GROUP, MAX_ATTEMPTS)
+RETRY_TOPIC, DLQ_TOPIC = GRPC_GROUP.retry_topic, GRPC_GROUP.dlq_topic
 # Deliveries not acked per message (keys grpc-<i>): acked at once, after one and after two
 # unacked deliveries (the last allowed attempt), and one never acked, which the proxy dead-letters.
 PLAN = (0, 1, 2, 9)
@@ -52,7 +55,6 @@ def test_a_grpc_consumer_through_the_5_3_3_proxy_is_read_message_by_message(tmp_
     has one more RETRY (popped by the proxy, never handed out) and then the proxy's DLQ record,
     and is DLQ of the group and origin topic; no checkpoint, ack or proxy system record is a hop of
     the group, and every blocking check passes."""
-    from broker_core.message import decode_message_id
     from conformance.cluster import BrokerSpec, Cluster
 
     lib, proxy_lib, classpath = grpc_driver_classpath(VERSION, tmp_path / "classes")
@@ -80,35 +82,12 @@ def test_a_grpc_consumer_through_the_5_3_3_proxy_is_read_message_by_message(tmp_
     assert not hop_offsets & {e["phys_offset"] for e in evidence}
     assert not [h for h in hops if records[h["phys_offset"]]["topic"].startswith(SYSTEM_TOPIC_PREFIX)]
     assert {records[h["phys_offset"]]["topic"] for h in hops if h["group"] == GROUP} == {RETRY_TOPIC, DLQ_TOPIC}
-    dead = [r for r in records.values() if r["topic"].startswith("%DLQ%")]
 
+    dead_lettered = []
     for i, failures in enumerate(PLAN):
         keys = f"grpc-{i}"
         uniq, seen = sent[keys]["uniq_key"], calls[keys]
-        never_acked = failures >= MAX_ATTEMPTS
-        # What the consumer got: unacked deliveries, then the acked one; the never-acked message
-        # exactly MAX_ATTEMPTS times (the proxy keeps the next one from it).
-        expected_calls = MAX_ATTEMPTS if never_acked else failures + 1
-        expected_statuses = (["NOT_ACKED"] * MAX_ATTEMPTS if never_acked
-                             else ["NOT_ACKED"] * failures + ["ACKED"])
-        assert [c["status"] for c in seen] == expected_statuses, (keys, seen)
-        assert [c["delivery_attempt"] for c in seen] == list(range(1, expected_calls + 1)), (keys, seen)
-        assert {c["uniq_key"] for c in seen} == {uniq} and {c["topic"] for c in seen} == {TOPIC}
-
-        chain = imported.chain(uniq)
-        expected_kinds = ([(None, "PUBLISH")] + [(GROUP, "RETRY")] * (expected_calls - 1)
-                          + ([(GROUP, "RETRY"), (GROUP, "DLQ")] if never_acked else []))
-        assert [(h["group"], h["hop_kind"]) for h in chain] == expected_kinds, (keys, chain)
-        # The records of the chain are the records the consumer was handed, in order.
-        assert [h["phys_offset"] for h in chain[:expected_calls]] == [int(c["commit_log_offset"]) for c in seen], \
-            (keys, chain, seen)
-        for hop, call in zip(chain[1:expected_calls], seen[1:], strict=True):
-            record = records[hop["phys_offset"]]
-            assert (record["topic"], hop["reconsume_times"]) == (RETRY_TOPIC, call["delivery_attempt"] - 1)
-            # The revive service's record: bornHost is the broker, 1ST_POP_TIME is set, and none
-            # of a push send-back's pointers.
-            assert record["born_host"] == record["store_host"] and PROP_FIRST_POP_TIME in record["properties"]
-            assert record["retry_topic"] is None and record["origin_msg_id"] is None
+        chain = check_message(imported, GRPC_GROUP, uniq, seen, failures, statuses=("NOT_ACKED", "ACKED"))
         # Every delivery was popped under a checkpoint of its queue and offset with the
         # receive's invisible duration; the pop time the consumer got is the checkpoint's.
         for call in seen:
@@ -119,30 +98,11 @@ def test_a_grpc_consumer_through_the_5_3_3_proxy_is_read_message_by_message(tmp_
             assert len(ck) == 1 and ck[0]["invisible_ms"] == handle.invisible_ms == INVISIBLE_MS, (keys, call, ck)
             # An unacked delivery has no ack (the message came back by revive); an acked one has.
             assert imported.acked(ck[0], handle.queue_offset) == (call["status"] == "ACKED"), (keys, call)
-        rows = imported.rows(uniq)
-        # The origin msgId is the published record's (not the retry record the DLQ record names).
-        assert [r["origin_msg_id"] for r in rows] == [records[chain[0]["phys_offset"]]["msg_id"]], (keys, rows)
-        if not never_acked:
-            assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"]) for r in rows] == [
-                (GROUP, "CONSUMED", expected_calls - 1, TOPIC)], (keys, rows)
-            continue
-        # The proxy popped the retry record at reconsume times MAX_ATTEMPTS, never handed it out,
-        # sent it back to the DLQ and acked that pop.
-        last_retry, dlq_hop = records[chain[-2]["phys_offset"]], records[chain[-1]["phys_offset"]]
-        assert (last_retry["topic"], last_retry["reconsume_times"]) == (RETRY_TOPIC, MAX_ATTEMPTS)
-        assert last_retry["phys_offset"] not in {int(c["commit_log_offset"]) for c in seen}
-        ck = imported.checkpoints_of(RETRY_TOPIC, 0, last_retry["queue_offset"])
-        assert len(ck) == 1, ck
-        assert imported.acked(ck[0], last_retry["queue_offset"])
-        assert ck[0]["pop_ts"] <= dlq_hop["store_ts"]
-        assert dead == [dlq_hop]
-        assert dlq_hop["topic"] == DLQ_TOPIC and dlq_hop["reconsume_times"] == MAX_ATTEMPTS + 1
-        # RETRY_TOPIC names the POP retry topic, ORIGIN_MESSAGE_ID the retry record it came from.
-        assert dlq_hop["retry_topic"] == RETRY_TOPIC
-        assert decode_message_id(dlq_hop["origin_msg_id"])[1] == last_retry["phys_offset"]
-        assert dlq_hop["properties"]["UNIQ_KEY"] == uniq and "DELAY" in dlq_hop["properties"]
-        assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"]) for r in rows] == [
-            (GROUP, "DLQ", MAX_ATTEMPTS, TOPIC)], (keys, rows)
+        if failures >= MAX_ATTEMPTS:
+            check_proxy_dead_letter(imported, GRPC_GROUP, chain, seen)
+            assert records[chain[-1]["phys_offset"]]["properties"]["UNIQ_KEY"] == uniq
+            dead_lettered.append(chain[-1]["phys_offset"])
+    assert [r["phys_offset"] for r in records.values() if r["topic"].startswith("%DLQ%")] == dead_lettered
 
     assert failed_blocking_checks(run, tmp_path / "warehouse.duckdb") == {}
     for keys in sorted(sent):

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 import pytest
 from grpc_run import (
+    GrpcGroup,
+    check_message,
+    check_proxy_dead_letter,
     epoch_ms,
     failed_blocking_checks,
     grpc_driver_classpath,
@@ -85,12 +88,8 @@ class PushGroup:
     plan: tuple[int, ...]  # failures per message (keys <group>-<i>); ALWAYS: until the DLQ
 
     @property
-    def max_attempts(self) -> int:
-        return self.retry_max_times + 1
-
-    @property
-    def retry_topic(self) -> str:
-        return f"%RETRY%{self.group}_{self.topic}"  # the v1 name: enableRetryTopicV2 is false by default
+    def grpc(self) -> GrpcGroup:
+        return GrpcGroup(self.topic, self.group, self.retry_max_times + 1)
 
     def driver_args(self) -> list[str]:
         return [self.topic, self.group, str(self.retry_max_times), *self.policy.driver_args(),
@@ -114,7 +113,6 @@ def test_grpc_push_consumers_through_the_5_3_3_proxy_retry_by_their_groups_polic
     is DLQ of the group and origin topic; every failure changed the record's invisible time to the
     group policy's next delay, and no retry was stored before that delay had passed; every
     blocking check passes."""
-    from broker_core.message import decode_message_id
     from conformance.cluster import BrokerSpec, Cluster
 
     lib, proxy_lib, classpath = grpc_driver_classpath(VERSION, tmp_path / "classes")
@@ -134,7 +132,7 @@ def test_grpc_push_consumers_through_the_5_3_3_proxy_retry_by_their_groups_polic
     for g in GROUPS:
         expected_class = "Exponential" if isinstance(g.policy, Exponential) else "Customized"
         assert f"retryPolicy={expected_class}BackoffRetryPolicy" in settings[g.group], settings[g.group]
-        assert f"maxAttempts={g.max_attempts}" in settings[g.group], settings[g.group]
+        assert f"maxAttempts={g.grpc.max_attempts}" in settings[g.group], settings[g.group]
 
     run = tmp_path / "runs" / "grpc-push"
     imported = import_with_lineage(store, run, spark)
@@ -145,34 +143,18 @@ def test_grpc_push_consumers_through_the_5_3_3_proxy_retry_by_their_groups_polic
     assert not [h for h in hops if records[h["phys_offset"]]["topic"].startswith(SYSTEM_TOPIC_PREFIX)]
     for g in GROUPS:
         assert {records[h["phys_offset"]]["topic"] for h in hops if h["group"] == g.group} == {
-            g.retry_topic, f"%DLQ%{g.group}"}
+            g.grpc.retry_topic, g.grpc.dlq_topic}
 
     delays = []  # (keys, attempt, configured delay, retry stored after the checkpoint's pop, after the delivery)
     for g in GROUPS:
         for i, failures in enumerate(g.plan):
             keys = f"{g.group}-{i}"
             uniq, seen = sent[keys]["uniq_key"], calls[keys]
-            always = failures >= g.max_attempts
-            # What the listener got: failed deliveries, then the successful one; the always-failing
-            # message exactly maxAttempts times (the proxy keeps the next one from it).
-            expected_calls = g.max_attempts if always else failures + 1
-            assert [c["status"] for c in seen] == (["FAILURE"] * expected_calls if always
-                                                   else ["FAILURE"] * failures + ["SUCCESS"]), (keys, seen)
-            assert [c["delivery_attempt"] for c in seen] == list(range(1, expected_calls + 1)), (keys, seen)
-            assert {c["uniq_key"] for c in seen} == {uniq} and {c["topic"] for c in seen} == {g.topic}
-
-            chain = imported.chain(uniq)
-            expected_kinds = ([(None, "PUBLISH")] + [(g.group, "RETRY")] * (expected_calls - 1)
-                              + ([(g.group, "RETRY"), (g.group, "DLQ")] if always else []))
-            assert [(h["group"], h["hop_kind"]) for h in chain] == expected_kinds, (keys, chain)
-            # The records of the chain are the records the listener was handed, in order.
-            assert [h["phys_offset"] for h in chain[:expected_calls]] == [
-                receipt_handle(c).commit_log_offset for c in seen], (keys, chain, seen)
-            first_pops = set()
+            chain = check_message(imported, g.grpc, uniq, seen, failures, statuses=("FAILURE", "SUCCESS"))
             for attempt, call in enumerate(seen, 1):
                 handle = receipt_handle(call)
-                popped = records[handle.commit_log_offset]
-                cks = imported.checkpoints_of(popped["topic"], handle.queue_id, handle.queue_offset)
+                cks = imported.checkpoints_of(records[handle.commit_log_offset]["topic"], handle.queue_id,
+                                              handle.queue_offset)
                 # The receive's checkpoint (the proxy's default invisible time: the client asked
                 # for auto renewal) is acked for this record in both cases: by the client's ack,
                 # or by the change of invisible time, which acks the checkpoint it replaces.
@@ -191,48 +173,23 @@ def test_grpc_push_consumers_through_the_5_3_3_proxy_retry_by_their_groups_polic
                 assert changed["invisible_ms"] == g.policy.delay_ms(attempt), (keys, attempt, changed)
                 assert not imported.acked(changed, handle.queue_offset)
                 retry = records[chain[attempt]["phys_offset"]]
-                assert (retry["topic"], retry["reconsume_times"]) == (g.retry_topic, attempt)
                 assert retry["store_ts"] >= changed["revive_ts"], (keys, attempt, retry["store_ts"], changed)
                 assert epoch_ms(retry["store_ts"]) - call["seen_ms"] >= changed["invisible_ms"]
-                first_pops.add(int(retry["properties"][PROP_FIRST_POP_TIME]))
+                # 1ST_POP_TIME is the pop time of the checkpoint the first revive read (the
+                # change's), copied unchanged to the later retries.
                 if attempt == 1:
-                    # 1ST_POP_TIME is the pop time of the checkpoint the revive read: the change's.
-                    assert first_pops == {epoch_ms(changed["pop_ts"])}, (keys, first_pops, changed)
+                    first_pop_ms = epoch_ms(changed["pop_ts"])
+                assert int(retry["properties"][PROP_FIRST_POP_TIME]) == first_pop_ms, (keys, attempt, retry)
                 delays.append((keys, attempt, changed["invisible_ms"],
                                epoch_ms(retry["store_ts"]) - epoch_ms(changed["pop_ts"]),
                                epoch_ms(retry["store_ts"]) - call["seen_ms"]))
-            # The revive service's records: born host the broker, 1ST_POP_TIME set once and
-            # copied, none of a push send-back's pointers.
-            for hop in chain[1:len(chain) - (1 if always else 0)]:
-                record = records[hop["phys_offset"]]
-                assert record["born_host"] == record["store_host"] and PROP_FIRST_POP_TIME in record["properties"]
-                assert record["retry_topic"] is None and record["origin_msg_id"] is None
-            assert len(first_pops) <= 1, (keys, first_pops)
-            rows = imported.rows(uniq)
-            # The origin msgId is the published record's (not the retry record the DLQ record names).
-            assert [r["origin_msg_id"] for r in rows] == [records[chain[0]["phys_offset"]]["msg_id"]], (keys, rows)
-            if not always:
-                assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"]) for r in rows] == [
-                    (g.group, "CONSUMED", expected_calls - 1, g.topic)], (keys, rows)
-                continue
-            # The proxy popped the retry record at reconsume times maxAttempts, never handed it
-            # out, sent it back to the DLQ and acked that pop.
-            last_retry, dead = records[chain[-2]["phys_offset"]], records[chain[-1]["phys_offset"]]
-            assert (last_retry["topic"], last_retry["reconsume_times"]) == (g.retry_topic, g.max_attempts)
-            assert last_retry["phys_offset"] not in {receipt_handle(c).commit_log_offset for c in seen}
-            cks = imported.checkpoints_of(g.retry_topic, 0, last_retry["queue_offset"])
-            assert len(cks) == 1 and imported.acked(cks[0], last_retry["queue_offset"]), cks
-            assert cks[0]["invisible_ms"] == PROXY_DEFAULT_INVISIBLE_MS and cks[0]["pop_ts"] <= dead["store_ts"]
-            assert (dead["topic"], dead["reconsume_times"]) == (f"%DLQ%{g.group}", g.max_attempts + 1)
-            # RETRY_TOPIC names the POP retry topic, ORIGIN_MESSAGE_ID the retry record it came from.
-            assert dead["retry_topic"] == g.retry_topic
-            assert decode_message_id(dead["origin_msg_id"])[1] == last_retry["phys_offset"]
-            assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"]) for r in rows] == [
-                (g.group, "DLQ", g.max_attempts, g.topic)], (keys, rows)
+            if failures >= g.grpc.max_attempts:
+                ck = check_proxy_dead_letter(imported, g.grpc, chain, seen)
+                assert ck["invisible_ms"] == PROXY_DEFAULT_INVISIBLE_MS
     # The DLQ records are the always-failing messages' last hops, and nothing else.
     assert {r["phys_offset"] for r in records.values() if r["topic"].startswith("%DLQ%")} == {
         imported.chain(sent[f"{g.group}-{i}"]["uniq_key"])[-1]["phys_offset"]
-        for g in GROUPS for i, f in enumerate(g.plan) if f >= g.max_attempts}
+        for g in GROUPS for i, f in enumerate(g.plan) if f >= g.grpc.max_attempts}
 
     assert failed_blocking_checks(run, tmp_path / "warehouse.duckdb") == {}
     for keys, attempt, delay_ms, after_change_ms, after_delivery_ms in delays:
