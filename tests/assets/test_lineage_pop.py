@@ -62,6 +62,12 @@ def proxy_dlq(phys, at, uniq, retry_phys, reconsume, first_pop):
 # U24 (PopTopic[0] offset 3, a gRPC consumer's group with maxAttempts 3) is never acked: the revive
 #   service writes three retries (%RETRY%pg_PopTopic offsets 1, 2, 3); the proxy pops the third,
 #   sends it to the DLQ and acks that pop.
+# U25 and U26 (offsets 4, 5) are popped together by a gRPC push consumer's receive at 14000 with the
+#   proxy's auto-renew invisible time (60000: its checkpoint and acks wait in the timer); both fail
+#   (docs/rocketmq-5x.md "gRPC PushConsumer and the group retry policies: confirmed"). U25's change
+#   of invisible time is 10000 ms and its retry is not written yet; U26's is 1000 ms, a checkpoint
+#   stored straight into the revive topic (no timer copy), revived at 17110 (retry offset 4),
+#   popped by the next receive at 18000 and acked.
 COMMITLOG_ROWS = [
     rec(0, TOPIC, 100, uniq="U20", queue_offset=0, run=RUN),
     rec(100, TOPIC, 110, uniq="U21", queue_offset=1, run=RUN),
@@ -79,6 +85,11 @@ COMMITLOG_ROWS = [
     rec(1200, WHEEL, 13000, uniq=f"{RETRY}@0@3@{GROUP}@13000@broker-a@ck", real_topic=REVIVE, run=RUN),
     proxy_dlq(1300, 13030, "U24", 1100, 4, 1000),
     rec(1400, WHEEL, 13040, uniq=f"{RETRY}@0@3@{GROUP}@13000@broker-a@ack", real_topic=REVIVE, run=RUN),
+    rec(1500, TOPIC, 140, uniq="U25", queue_offset=4, run=RUN),
+    rec(1600, TOPIC, 150, uniq="U26", queue_offset=5, run=RUN),
+    rec(1700, WHEEL, 14000, uniq=f"{TOPIC}@0@4@{GROUP}@14000@broker-a@ck", real_topic=REVIVE, run=RUN),
+    rec(1800, REVIVE, 14110, uniq=f"{TOPIC}@0@5@{GROUP}@14110@broker-a@ck", run=RUN),
+    pop_retry(1900, 17110, "U26", 4, 1, 14110),
 ]
 EVIDENCE = [
     evidence(300, 1000, "ck", TOPIC, 0, [0, 1, 2], 1000, 5000, stage="timer"),
@@ -92,13 +103,20 @@ EVIDENCE = [
     evidence(710, 5010, "ack", RETRY, 0, [0], 5000, stage="timer"),
     evidence(1200, 13000, "ck", RETRY, 3, [3], 13000, 3000, stage="timer"),
     evidence(1400, 13040, "ack", RETRY, 3, [3], 13000, stage="timer"),
+    evidence(1700, 14000, "ck", TOPIC, 4, [4, 5], 14000, 60000, stage="timer"),
+    evidence(1710, 14100, "ck", TOPIC, 4, [4], 14100, 10000, stage="timer"),
+    evidence(1720, 14101, "ack", TOPIC, 4, [4], 14000, stage="timer"),
+    evidence(1800, 14110, "ck", TOPIC, 5, [5], 14110, 1000),  # revive topic only
+    evidence(1810, 14111, "ack", TOPIC, 4, [5], 14000, stage="timer"),
+    evidence(2000, 18000, "ck", RETRY, 4, [4], 18000, 60000, stage="timer"),
+    evidence(2010, 18010, "ack", RETRY, 4, [4], 18000, stage="timer"),
 ]
 OWNERS = [
     {"run_id": RUN, "broker": "broker-a", "retry_topic": RETRY, "group": GROUP, "origin_topic": TOPIC,
      "resolution": "checkpoint"},
 ]
 # A POP group's offset moves past a record when it is popped: every record here is below it.
-OFFSETS = [offset(GROUP, TOPIC, 0, 4, 9000, run=RUN), offset(GROUP, RETRY, 0, 4, 14000, run=RUN)]
+OFFSETS = [offset(GROUP, TOPIC, 0, 6, 14000, run=RUN), offset(GROUP, RETRY, 0, 5, 18000, run=RUN)]
 
 
 def build(spark, owners, pop_rows, offsets=OFFSETS):
@@ -128,7 +146,8 @@ def test_a_pop_v1_retry_topic_is_a_retry_hop_of_the_group_retry_topics_names(bui
 def test_checkpoints_and_acks_are_no_hops(built):
     """The POP checkpoints and acks, in the timer and in the revive topic, are in no hop row."""
     hops, _lineage = built
-    assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600, 800, 900, 1000, 1100, 1300}
+    assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600, 800, 900, 1000, 1100, 1300, 1500, 1600,
+                                                      1900}
 
 
 def test_a_pop_record_is_consumed_when_its_last_checkpoint_was_acked(built):
@@ -137,7 +156,20 @@ def test_a_pop_record_is_consumed_when_its_last_checkpoint_was_acked(built):
     the committed offset is past it."""
     _hops, lineage = built
     assert {k: r.final_state for k, r in lineage.items()} == {
-        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ"}
+        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ",
+        ("U25", GROUP): "RETRYING", ("U26", GROUP): "CONSUMED"}
+
+
+def test_a_grpc_push_consumers_failure_is_read_by_its_change_of_invisible_time(built):
+    """A push consumer's receive checkpoint (the proxy's 60 s) acked by the change of invisible
+    time leaves the record to the new checkpoint: unacked, the record is RETRYING until its retry
+    is written; a 1 s checkpoint in the revive topic alone (no timer copy) counts the same, and the
+    retry record it led to, popped and acked, is a CONSUMED RETRY hop of the group."""
+    hops, lineage = built
+    assert chain(hops, "U25", GROUP) == [(0, "PUBLISH", TOPIC)]
+    assert (lineage[("U25", GROUP)].final_state, lineage[("U25", GROUP)].retries) == ("RETRYING", 0)
+    assert chain(hops, "U26", GROUP) == [(0, "PUBLISH", TOPIC), (1, "RETRY", RETRY)]
+    assert (lineage[("U26", GROUP)].final_state, lineage[("U26", GROUP)].retries) == ("CONSUMED", 1)
 
 
 def test_the_proxys_dlq_of_a_pop_message_is_dlq_of_the_group_and_origin_topic(built):
@@ -181,4 +213,5 @@ def test_without_committed_offsets_the_checkpoints_name_the_pop_group(spark):
     a subscriber, so U23 (popped and acked at once, never retried) is the group's and CONSUMED."""
     _hops, lineage = build(spark, OWNERS, EVIDENCE, offsets=[])
     assert {k: r.final_state for k, r in lineage.items()} == {
-        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ"}
+        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ",
+        ("U25", GROUP): "RETRYING", ("U26", GROUP): "CONSUMED"}
