@@ -8,13 +8,13 @@ the module skips, as the browser test does without Chromium (.ci/run installs bo
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from java_driver import needs_real_rocketmq
 
 from broker_core.sim.scenario import load_scenario
 from conformance import compare
@@ -26,9 +26,7 @@ SCENARIO = ROOT / "scenarios" / "conformance.yaml"
 VERSION = "4.9.4"
 BROKERS = ("broker-a", "broker-b")
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
-    reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
+pytestmark = needs_real_rocketmq
 
 
 @pytest.fixture(scope="module")

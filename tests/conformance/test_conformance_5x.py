@@ -10,10 +10,10 @@ Without java, javac and mvn the module skips.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from java_driver import needs_real_rocketmq
 
 from conformance.run import run_conformance
 from orchestration.cmd_conformance import verdict_failures
@@ -23,8 +23,7 @@ SCENARIO = ROOT / "scenarios" / "conformance-5x.yaml"
 REAL = "conformance-5x-real"
 
 pytestmark = [
-    pytest.mark.skipif(not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
-                       reason="real RocketMQ needs java, javac and mvn"),
+    needs_real_rocketmq,
     pytest.mark.slow,
 ]
 

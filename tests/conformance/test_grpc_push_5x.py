@@ -10,7 +10,6 @@ conformance cache); skips without them.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 
 import pytest
@@ -24,14 +23,12 @@ from grpc_run import (
     import_with_lineage,
     receipt_handle,
 )
-from java_driver import events_by_key, run_driver
+from java_driver import events_by_key, needs_real_rocketmq, run_driver
 
 from broker_core.constants import MESSAGE_DELAY_LEVEL_DEFAULT, PROP_FIRST_POP_TIME, SYSTEM_TOPIC_PREFIX
 from broker_core.delay_levels import parse_delay_levels
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
-    reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
+pytestmark = needs_real_rocketmq
 
 # 5.5.1's brokers run with 5.5.0's proxy and clients (conformance/jars.py PARTIAL_RELEASES): slow.
 VERSIONS = ("5.3.3", pytest.param("5.5.1", marks=pytest.mark.slow))

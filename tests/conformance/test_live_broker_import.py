@@ -6,19 +6,16 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
+from java_driver import needs_real_rocketmq
 
 from broker_core.export.schema import RAW_TABLES
 from broker_core.export.store_import import import_store
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
-    reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
+pytestmark = needs_real_rocketmq
 
 VERSION = "4.9.4"
 PRODUCER = Path(__file__).with_name("LiveProducer.java")

@@ -7,12 +7,11 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from java_driver import compile_driver, events_by_key, run_driver
+from java_driver import compile_driver, events_by_key, needs_real_rocketmq, run_driver
 
 from broker_core.constants import (
     MESSAGE_MAGIC_CODE_V1,
@@ -21,9 +20,7 @@ from broker_core.constants import (
     SYSTEM_TOPIC_PREFIX,
 )
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
-    reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
+pytestmark = needs_real_rocketmq
 
 VERSION = "5.3.3"
 DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "PopDriver.java"

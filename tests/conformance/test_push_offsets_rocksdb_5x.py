@@ -8,16 +8,13 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from java_driver import compile_driver, run_driver
+from java_driver import compile_driver, needs_real_rocketmq, run_driver
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
-    reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
+pytestmark = needs_real_rocketmq
 pytest.importorskip("rocksdict")
 
 VERSION = "5.3.3"

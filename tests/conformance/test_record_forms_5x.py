@@ -8,12 +8,11 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from java_driver import DRIVER_JVM_FLAGS, compile_driver, run_driver
+from java_driver import DRIVER_JVM_FLAGS, compile_driver, needs_real_rocketmq, run_driver
 
 from broker_core.codec import property_crc_matches
 from broker_core.constants import (
@@ -26,9 +25,7 @@ from broker_core.constants import (
 )
 from broker_core.message import PROP_CRC32
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
-    reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
+pytestmark = needs_real_rocketmq
 
 # 5.3.3's client takes consumer groups of up to 255 characters, so a push consumer's send-back
 # makes a %RETRY% topic over 127 bytes; 5.5.0's client refuses groups over 120 characters, so there

@@ -7,18 +7,15 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from java_driver import compile_driver, run_driver
+from java_driver import compile_driver, needs_real_rocketmq, run_driver
 
 from broker_core.constants import PROP_TIMER_OUT_MS, PROP_TIMER_ROLL_TIMES, TIMER_TOPIC
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("javac") and shutil.which("mvn") and shutil.which("java")),
-    reason="real RocketMQ needs java, javac and mvn (apt-get install openjdk-17-jdk-headless maven)")
+pytestmark = needs_real_rocketmq
 
 # 5.5.1 is served only in part: its broker side runs with 5.5.0's clients, name server and tools
 # (conformance/jars.py PARTIAL_RELEASES; docs/rocketmq-5x.md). Each case adds about 1.5 minutes;
