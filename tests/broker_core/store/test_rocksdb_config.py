@@ -43,7 +43,7 @@ def _broker_offsets_db(directory, offsets):
 
 def test_rocksdb_offsets_are_read_like_the_json_ones_and_the_directory_is_left_alone(tmp_path):
     from broker_core.store.reader import tree_digest
-    from broker_core.store.rocksdb_offsets import newest_mtime_ms, read_rocksdb_offsets
+    from broker_core.store.rocksdb_config import newest_mtime_ms, read_rocksdb_offsets
 
     directory = tmp_path / "consumerOffsets"
     _broker_offsets_db(directory, OFFSETS)
