@@ -98,3 +98,25 @@ def test_a_config_rdb_that_cannot_be_read_is_a_warning_per_table_with_the_reason
                      ("config/rdb", "offsets-not-read", "warning")], reader.problems
     assert all("could not be read (RocksDB cannot open it" in p.reason for p in reader.problems), reader.problems
     assert reader.consumer_offsets() == {} and reader.topics() == {} and reader.subscription_groups() == {}
+
+
+def test_an_ambiguous_retry_topic_of_rocksdb_topics_is_warned_on_their_directory(tmp_path, store_fixtures):
+    """retry-topic-ambiguous is checked on topics and groups read from RocksDB as on the JSON
+    files, and names the directory they came from."""
+    import rocksdict
+
+    from broker_core.store.reader import StoreReader
+
+    store = _store(tmp_path, store_fixtures)
+    opts = rocksdict.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    for name, beans in (("topics", {"%RETRY%a_b": "topicName", "b": "topicName"}),
+                        ("subscriptionGroups", {"a": "groupName", "a_b": "groupName"})):
+        db = rocksdict.Rdict(str(store / "config" / name), options=opts)
+        for key, prop in beans.items():
+            db[key.encode()] = f'{{"{prop}":"{key}"}}'.encode()
+        db.close()
+    reader = StoreReader(store)
+    list(reader.entries())
+    assert [(p.file, p.kind) for p in reader.problems] == [("config/topics", "retry-topic-ambiguous")], \
+        reader.problems
