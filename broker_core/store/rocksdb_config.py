@@ -48,8 +48,9 @@ DATA_COLUMN_FAMILY = "default"
 TOPICS_DIR = "topics"
 SUBSCRIPTION_GROUPS_DIR = "subscriptionGroups"
 CONSUMER_OFFSETS_DIR = "consumerOffsets"
-# A table of more entries than this is refused rather than held in memory: a broker's topics,
-# groups and (topic, group) pairs are at most tens of thousands.
+# A directory of more entries than this is refused (with the reason) rather than held in memory:
+# a broker's topics, groups and (topic, group) pairs are at most tens of thousands. A v2 broker
+# with LMQ (light message queue) traffic keeps an offset per LMQ queue there and can pass it.
 ENTRIES_MAX = 1_000_000
 
 T = TypeVar("T")
