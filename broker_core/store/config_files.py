@@ -558,10 +558,20 @@ def _bean_to_json(obj: Any, names: dict[str, str]) -> Bean:
     return bean
 
 
+def topic_config_from_json(name: str, doc: Any, path: Path) -> TopicConfig:
+    """One ``TopicConfig`` bean (a value of topics.json's table, or a RocksDB entry's JSON)."""
+    return _bean_from_json(TopicConfig, _TOPIC_FIELDS, name, doc, path, "topicName")
+
+
+def group_config_from_json(name: str, doc: Any, path: Path) -> SubscriptionGroupConfig:
+    """One ``SubscriptionGroupConfig`` bean (a value of subscriptionGroup.json's table, or a RocksDB
+    entry's JSON)."""
+    return _bean_from_json(SubscriptionGroupConfig, _GROUP_FIELDS, name, doc, path, "groupName")
+
+
 def _decode_topics(doc: Any, path: Path) -> dict[str, TopicConfig]:
     table = _obj(_obj(doc, path, "the document").get("topicConfigTable", {}), path, "topicConfigTable")
-    return {str(k): _bean_from_json(TopicConfig, _TOPIC_FIELDS, str(k), v, path, "topicName")
-            for k, v in table.items()}
+    return {str(k): topic_config_from_json(str(k), v, path) for k, v in table.items()}
 
 
 def load_topics(config_dir: Path) -> dict[str, TopicConfig]:
@@ -580,8 +590,7 @@ def save_topics(config_dir: Path, topics: Mapping[str, TopicConfig], *,
 def _decode_groups(doc: Any, path: Path) -> dict[str, SubscriptionGroupConfig]:
     table = _obj(_obj(doc, path, "the document").get("subscriptionGroupTable", {}), path,
                  "subscriptionGroupTable")
-    return {str(k): _bean_from_json(SubscriptionGroupConfig, _GROUP_FIELDS, str(k), v, path, "groupName")
-            for k, v in table.items()}
+    return {str(k): group_config_from_json(str(k), v, path) for k, v in table.items()}
 
 
 def load_subscription_groups(config_dir: Path) -> dict[str, SubscriptionGroupConfig]:

@@ -1,10 +1,12 @@
 """What a RocketMQ 5.x store holds beyond the 4.9.4 layout, named so an import can say it saw it.
 
 None of these is needed for the lineage: every message record, timer records and their rolls
-included, is in the commit log (docs/rocketmq-5x.md). The importer reads none of them; it names
-what it found in its summary, so a reader knows what was left aside, and a RocksDB consume queue
+included, is in the commit log (docs/rocketmq-5x.md). The importer names what it found in its
+summary, so a reader knows what was left aside, and a RocksDB consume queue
 (``storeType=defaultRocksDB``: ``consumequeue/`` holds RocksDB files instead of ``<topic>/<queueId>/``)
-is reported rather than mistaken for an empty one.
+is reported rather than mistaken for an empty one. It reads only the RocksDB metadata, where the
+JSON files are absent: the v1 directories ``config/topics/``, ``config/subscriptionGroups/`` and
+``config/consumerOffsets/`` (``rocksdb_config``), or v2's ``config/rdb/`` (``rocksdb_config_v2``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,13 @@ ITEMS_5X = (
     ("compaction", "compaction topics' logs (the records stay in the commit log too)"),
     ("batchconsumequeue", "batch consume queues (queue.type=BatchCQ)"),
     ("kvStore", "POP key-value store (RocksDB)"),
-    ("config/rdb", "configuration v2 (RocksDB)"),
-    ("config/topics", "topic configuration (RocksDB)"),
-    ("config/subscriptionGroups", "subscription groups (RocksDB)"),
+    ("config/rdb", "configuration v2 (RocksDB; configManagerVersion=v2, any storeType): topics, "
+     "subscription groups and consumer offsets, read with rocksdict (a table that cannot be read is a "
+     "config-not-read or offsets-not-read warning)"),
+    ("config/topics", "topics (RocksDB; storeType=defaultRocksDB, no topics.json): read with rocksdict "
+     "(config-not-read when it cannot be)"),
+    ("config/subscriptionGroups", "subscription groups (RocksDB; storeType=defaultRocksDB, no "
+     "subscriptionGroup.json): read with rocksdict (config-not-read when it cannot be)"),
     ("config/consumerOffsets", "consumer offsets (RocksDB; storeType=defaultRocksDB, no consumerOffset.json): "
      "read with rocksdict into consumer_offsets; if they cannot be read (offsets-not-read), a message "
      "a push group consumed without a retry has no group and is UNCONSUMED in the lineage (a POP "

@@ -64,13 +64,11 @@ from broker_core.store import config_files
 from broker_core.store.checkpoint import ABORT_FILE_NAME, CHECKPOINT_FILE_NAME, Checkpoint, parse_checkpoint
 from broker_core.store.mapped_file import offset_to_file_name
 from broker_core.store.problem import ERROR, WARNING, Problem
-from broker_core.store.rocksdb_offsets import RocksDBOffsetsError, newest_mtime_ms, read_rocksdb_offsets
+from broker_core.store.rocksdb_metadata import GROUPS, OFFSETS, TOPICS, RocksDBMetadata
 
 COMMITLOG_DIR_NAME = "commitlog"
 CONSUME_QUEUE_DIR_NAME = "consumequeue"
 CONFIG_DIR_NAME = "config"
-# Where a 5.x broker with storeType=defaultRocksDB keeps its consumer offsets (RocksDB).
-ROCKSDB_OFFSETS_DIR = "consumerOffsets"
 
 CQ_UNIT = struct.Struct(">qiq")  # ConsumeQueue unit: physOffset, size, tagsCode (§2.2)
 assert CQ_UNIT.size == CQ_UNIT_SIZE_BYTES
@@ -249,8 +247,8 @@ class StoreReader:
         # Where the scan began: the first file's start, or the resume point's offset.
         self.scan_start = self.first_offset
         self._config_cache: dict[str, object] = {}
-        self._rocksdb_offsets_value: dict[str, dict[int, int]] | None = None
-        self._rocksdb_offsets_error: str | None = None
+        # A 5.x store's topics, groups and offsets kept in RocksDB (v2 config/rdb/, or v1).
+        self.rocksdb = RocksDBMetadata(self.root)
 
     # --- problems ---------------------------------------------------------------------------
 
@@ -856,66 +854,32 @@ class StoreReader:
                         else "; no usable backup")
                 problems.append(Problem(self._rel(exc.path), exc.offset or 0, "bad-config-file",
                                         f"{exc.message}{used}"))
-        return problems + self._offsets_not_read() + self._ambiguous_retry_topics()
-
-    def _offsets_not_read(self) -> list[Problem]:
-        """A warning when the consumer offsets live in RocksDB (a 5.x ``storeType=defaultRocksDB``
-        broker keeps ``config/consumerOffsets/`` and writes no consumerOffset.json) and could not
-        be read (rocksdict missing, the directory not a RocksDB one): what a push group consumed
-        without a retry cannot be told then."""
-        self._rocksdb_offsets()
-        if self._rocksdb_offsets_error is None:
-            return []
-        return [Problem(f"{CONFIG_DIR_NAME}/{ROCKSDB_OFFSETS_DIR}", 0, "offsets-not-read",
-                        f"the consumer offsets are kept in RocksDB and could not be read "
-                        f"({self._rocksdb_offsets_error}): a message a push group consumed without a "
-                        f"retry shows as UNCONSUMED with no group (POP groups are named by their "
-                        f"checkpoints)", WARNING)]
-
-    def rocksdb_offsets_dir(self) -> Path | None:
-        """``config/consumerOffsets/`` when the offsets are kept there (no consumerOffset.json)."""
-        rocksdb = self.root / CONFIG_DIR_NAME / ROCKSDB_OFFSETS_DIR
-        if not rocksdb.is_dir() or (self.root / CONFIG_DIR_NAME / config_files.CONSUMER_OFFSET_FILE).exists():
-            return None
-        return rocksdb
-
-    def _rocksdb_offsets(self) -> dict[str, dict[int, int]]:
-        """The RocksDB offsets (read once), {} when there are none or they cannot be read (the
-        reason is kept for the offsets-not-read warning)."""
-        if self._rocksdb_offsets_value is None:
-            self._rocksdb_offsets_value, self._rocksdb_offsets_error = {}, None
-            directory = self.rocksdb_offsets_dir()
-            if directory is not None:
-                try:
-                    self._rocksdb_offsets_value = read_rocksdb_offsets(directory)
-                except RocksDBOffsetsError as exc:
-                    self._rocksdb_offsets_error = str(exc)
-        return self._rocksdb_offsets_value
+        return problems + self.rocksdb.problems() + self._ambiguous_retry_topics()
 
     def consumer_offsets_ts_ms(self) -> int | None:
         """When the offsets were last persisted: consumerOffset.json's modification time, or the
-        newest file's in ``config/consumerOffsets/`` when they are read from RocksDB."""
+        newest file's in their RocksDB directory when they are read from there."""
         json_path = self.root / CONFIG_DIR_NAME / config_files.CONSUMER_OFFSET_FILE
         if json_path.exists():
             return int(json_path.stat().st_mtime * 1000)
-        directory = self.rocksdb_offsets_dir()
-        if directory is not None and self._rocksdb_offsets():
-            return newest_mtime_ms(directory)
-        return None
+        return self.rocksdb.offsets_ts_ms()
 
     def _ambiguous_retry_topics(self) -> list[Problem]:
-        """A warning per %RETRY% topic in topics.json that more than one (group, topic) the store
+        """A warning per %RETRY% topic of the store's topics that more than one (group, topic) it
         knows fits: a push group's %RETRY%<group> and a 5.x POP retry topic %RETRY%<group>_<topic>
         can be the same name, since '_' is legal in both (names.retry_topic_owner)."""
         topics = self.topics()
         groups = self.subscription_groups()
         plain = [t for t in topics if not (names.is_retry_topic(t) or names.is_dlq_topic(t))]
+        rocksdb_topics = self.rocksdb.source(TOPICS)
+        topics_file = (self.rocksdb.rel(rocksdb_topics) if rocksdb_topics is not None
+                       else f"{CONFIG_DIR_NAME}/{config_files.TOPICS_FILE}")
         problems = []
         for name in sorted(topics):
             owner = names.retry_topic_owner(name, groups, plain)
             if owner is not None and owner.ambiguous:
                 problems.append(Problem(
-                    f"{CONFIG_DIR_NAME}/{config_files.TOPICS_FILE}", 0, "retry-topic-ambiguous",
+                    topics_file, 0, "retry-topic-ambiguous",
                     f"{name} fits more than one consumer group and topic this store knows (a push "
                     f"group's %RETRY%<group>, or a POP retry topic %RETRY%<group>_<topic>): the lineage "
                     f"gives its records to the group named by the whole rest of the name", WARNING))
@@ -925,16 +889,19 @@ class StoreReader:
         return self._load_config(config_files.DELAY_OFFSET_FILE).value or {}
 
     def consumer_offsets(self) -> dict[str, dict[int, int]]:
-        """consumerOffset.json's offsets or, on a RocksDB store without it, config/consumerOffsets/'s."""
-        if self.rocksdb_offsets_dir() is not None:
-            return self._rocksdb_offsets()
-        return self._load_config(config_files.CONSUMER_OFFSET_FILE).value or {}
+        """consumerOffset.json's offsets or, on a store without it, those kept in RocksDB."""
+        kept = self.rocksdb.table(OFFSETS)
+        return kept if kept is not None else self._load_config(config_files.CONSUMER_OFFSET_FILE).value or {}
 
     def topics(self) -> dict[str, config_files.TopicConfig]:
-        return self._load_config(config_files.TOPICS_FILE).value or {}
+        """topics.json's topics or, on a store without it, those kept in RocksDB."""
+        kept = self.rocksdb.table(TOPICS)
+        return kept if kept is not None else self._load_config(config_files.TOPICS_FILE).value or {}
 
     def subscription_groups(self) -> dict[str, config_files.SubscriptionGroupConfig]:
-        return self._load_config(config_files.SUBSCRIPTION_GROUP_FILE).value or {}
+        """subscriptionGroup.json's groups or, on a store without it, those kept in RocksDB."""
+        kept = self.rocksdb.table(GROUPS)
+        return kept if kept is not None else self._load_config(config_files.SUBSCRIPTION_GROUP_FILE).value or {}
 
 
 def _head_nonzero(path: Path) -> bool:

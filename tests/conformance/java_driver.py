@@ -53,3 +53,14 @@ def events_by_key(events: list[dict], kind: str) -> dict[str, list[dict]]:
         if e["event"] == kind:
             found.setdefault(e["keys"], []).append(e)
     return found
+
+
+def run_mqadmin(lib: Path, args, *, timeout_s: float) -> str:
+    """Run RocketMQ's own admin tool (``mqadmin``, from the release's jars in ``lib``) with
+    ``args``; its output. A command that exits non-zero fails the test with its output."""
+    proc = subprocess.run(["java", *DRIVER_JVM_FLAGS, "-cp", str(Path(lib) / "*"),
+                           "org.apache.rocketmq.tools.command.MQAdminStartup", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout_s)
+    assert proc.returncode == 0, f"mqadmin {' '.join(map(str, args))} exited {proc.returncode}: " \
+                                 f"{proc.stdout[-2000:]} {proc.stderr[-2000:]}"
+    return proc.stdout

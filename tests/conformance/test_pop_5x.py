@@ -30,12 +30,16 @@ TOPIC, GROUP = "PopTopic", "pop-group"
 LONG_GROUP = ("pop-group-" + "x" * 120)[:120]
 # (broker configuration, group, retry topic): the broker's defaults (the v1 retry name
 # %RETRY%<group>_<topic>, file consume queues); the v2 retry name %RETRY%<group>+<topic> with
-# RocksDB consume queues and metadata; the defaults with a retry topic over 127 bytes.
+# RocksDB consume queues and metadata; the defaults with a retry topic over 127 bytes; the v1
+# retry name with configManagerVersion=v2 (topics, groups and offsets in config/rdb/).
 LAYOUTS = {
     "v1-files": ({}, GROUP, f"%RETRY%{GROUP}_{TOPIC}"),
     "v2-rocksdb": ({"enableRetryTopicV2": "true", "storeType": "defaultRocksDB"}, GROUP, f"%RETRY%{GROUP}+{TOPIC}"),
     "v1-long-group": ({}, LONG_GROUP, f"%RETRY%{LONG_GROUP}_{TOPIC}"),
+    "v1-config-v2": ({"configManagerVersion": "v2"}, GROUP, f"%RETRY%{GROUP}_{TOPIC}"),
 }
+# Marked slow: each is another 1.7 minutes of a layout the others mostly cover.
+SLOW_LAYOUTS = ("v1-long-group", "v1-config-v2")
 # Failures per message (keys pop-<i>): acked at once, after one and two failures, one that always
 # fails, which the client gives up at MAX_RECONSUME_TIMES and acks, and (-1) one sent last that
 # always fails and is still in flight when the run stops.
@@ -49,7 +53,7 @@ DRIVER_TIMEOUT_MS = 90_000  # a limit: a broker that never revives fails the tes
 DRIVER_TIMEOUT_S = 150
 
 
-@pytest.mark.parametrize("layout", [pytest.param(name, marks=[pytest.mark.slow] if name == "v1-long-group" else [])
+@pytest.mark.parametrize("layout", [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW_LAYOUTS else [])
                                     for name in sorted(LAYOUTS)])
 def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_path, spark, layout):
     """Each POP message's chain is its PUBLISH then one RETRY of the group per retry the listener
@@ -58,6 +62,7 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     hop, and every blocking check passes."""
     from assets.lineage import run_lineage
     from broker_core.export.store_import import import_store
+    from broker_core.store.reader import StoreReader
     from conformance.cluster import BrokerSpec, Cluster
     from conformance.jars import resolve
     from conformance.run import _warehouse
@@ -84,7 +89,7 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
         # RocksDB consume queues and metadata: consumequeue/ is one RocksDB directory (no
         # <topic>/<queueId>/), config/ has RocksDB topics, groups and offsets and none of their
         # JSON files. The import names them, reads the commit log and the RocksDB offsets
-        # (config/consumerOffsets/, with rocksdict) and reports no problem.
+        # (config/consumerOffsets/, with rocksdict), topics and groups and reports no problem.
         assert (store / "consumequeue" / "CURRENT").is_file()
         assert not [p for p in (store / "consumequeue").iterdir() if p.is_dir()]
         assert {"consumequeue", "config/topics", "config/subscriptionGroups", "config/consumerOffsets"} <= set(
@@ -101,6 +106,22 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
         committed = {(o["topic"], o["queue_id"]): o["offset"] for o in offsets
                      if o["group"] == group and o["event"] == "RESTORE"}
         assert popped and all(committed.get((t, q), -1) > qo for t, q, qo in popped), (popped, committed)
+        # The broker's topics and groups, read from config/topics/ and config/subscriptionGroups/.
+        reader = StoreReader(store)
+        assert {TOPIC, retry_topic} <= set(reader.topics()) and group in reader.subscription_groups()
+    elif broker_config.get("configManagerVersion") == "v2":
+        # configManagerVersion=v2: topics, groups and offsets only in config/rdb/. The revive
+        # service writes its retry topic there; a group the broker made itself is not (the group's
+        # offsets still name it), and the import reports no problem.
+        assert (config / "rdb" / "CURRENT").is_file()
+        assert not [f for f in ("topics.json", "subscriptionGroup.json", "consumerOffset.json", "topics",
+                                "subscriptionGroups", "consumerOffsets") if (config / f).exists()]
+        assert summary.problems == [], summary.problems
+        reader = StoreReader(store)
+        assert {TOPIC, retry_topic} <= set(reader.topics()), sorted(reader.topics())
+        offsets = pq.read_table(run / "parquet" / "consumer_offsets").to_pylist()
+        assert {(o["topic"], o["event"]) for o in offsets if o["group"] == group} >= {
+            (TOPIC, "RESTORE"), (retry_topic, "RESTORE")}, offsets
     else:
         assert "consumequeue" not in summary.store_items_5x and (config / "consumerOffset.json").is_file()
     assert summary.errors == [] and not [p for p in summary.problems if p.kind == "pop-body-undecodable"], \
