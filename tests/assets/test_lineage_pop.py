@@ -1,7 +1,8 @@
 """The lineage of a 5.x POP group on a hand-built store: its v1 retry topic's records are the
 group's RETRY hops (the import's retry_topics), its checkpoints and acks are no hops, and
 whether it consumed a record comes from its checkpoints and acks (the import's pop_evidence),
-not from its committed offsets.
+not from its committed offsets; a record whose last checkpoint is not acked is IN_FLIGHT until
+that checkpoint's revive time passes the store's snapshot (runs.sim_end_ts), RETRYING after.
 
 The rows copy the shapes a real 5.3.3 broker wrote (docs/rocketmq-5x.md "POP consumption:
 confirmed"): a failed delivery writes a new checkpoint of the offset (popTime = now, invisible time
@@ -20,8 +21,9 @@ from broker_core.export.schema import (
     POP_EVIDENCE,
     PRODUCED,
     RETRY_TOPICS,
+    RUNS,
 )
-from tests.assets.test_lineage import chain, frame, offset, rec, ts
+from tests.assets.test_lineage import chain, frame, ms, offset, rec, ts
 
 RUN = "rpop"
 GROUP, TOPIC = "pg", "PopTopic"
@@ -62,6 +64,14 @@ def proxy_dlq(phys, at, uniq, retry_phys, reconsume, first_pop):
 # U24 (PopTopic[0] offset 3, a gRPC consumer's group with maxAttempts 3) is never acked: the revive
 #   service writes three retries (%RETRY%pg_PopTopic offsets 1, 2, 3); the proxy pops the third,
 #   sends it to the DLQ and acks that pop.
+# U25, U26 (offsets 4, 5) are popped together at 12000 (invisible 5000, revive 17000). U25 is still
+#   in its listener at the snapshot; U26 failed at 12100: a checkpoint of offset 5 for 2000 ms
+#   (revive 14100) and an ack of the first one for offset 5. Both are invisible at the snapshot.
+# U27 (offset 6) failed its first pop (8000) at 8100 (revive 10100); its retry was written at 11000
+#   (%RETRY%pg_PopTopic offset 4) and popped at 12200 (revive 17200), not acked yet: in flight.
+# The store's snapshot is its last record, the proxy's ack at 13040 (SNAPSHOT_MS): U21's revive
+#   time (3200) passed without a retry record (the revive is pending), U25-U27's are ahead.
+SNAPSHOT_MS = 13040
 COMMITLOG_ROWS = [
     rec(0, TOPIC, 100, uniq="U20", queue_offset=0, run=RUN),
     rec(100, TOPIC, 110, uniq="U21", queue_offset=1, run=RUN),
@@ -78,7 +88,13 @@ COMMITLOG_ROWS = [
     pop_retry(1100, 12000, "U24", 3, 3, 1000),
     rec(1200, WHEEL, 13000, uniq=f"{RETRY}@0@3@{GROUP}@13000@broker-a@ck", real_topic=REVIVE, run=RUN),
     proxy_dlq(1300, 13030, "U24", 1100, 4, 1000),
-    rec(1400, WHEEL, 13040, uniq=f"{RETRY}@0@3@{GROUP}@13000@broker-a@ack", real_topic=REVIVE, run=RUN),
+    rec(1400, WHEEL, SNAPSHOT_MS, uniq=f"{RETRY}@0@3@{GROUP}@13000@broker-a@ack", real_topic=REVIVE, run=RUN),
+    rec(1450, TOPIC, 140, uniq="U25", queue_offset=4, run=RUN),
+    rec(1460, TOPIC, 150, uniq="U26", queue_offset=5, run=RUN),
+    rec(1470, TOPIC, 160, uniq="U27", queue_offset=6, run=RUN),
+    rec(1500, WHEEL, 12000, uniq=f"{TOPIC}@0@4@{GROUP}@12000@broker-a@ck", real_topic=REVIVE, run=RUN),
+    pop_retry(1600, 11000, "U27", 4, 1, 8100),
+    rec(1610, WHEEL, 12200, uniq=f"{RETRY}@0@4@{GROUP}@12200@broker-a@ck", real_topic=REVIVE, run=RUN),
 ]
 EVIDENCE = [
     evidence(300, 1000, "ck", TOPIC, 0, [0, 1, 2], 1000, 5000, stage="timer"),
@@ -92,20 +108,36 @@ EVIDENCE = [
     evidence(710, 5010, "ack", RETRY, 0, [0], 5000, stage="timer"),
     evidence(1200, 13000, "ck", RETRY, 3, [3], 13000, 3000, stage="timer"),
     evidence(1400, 13040, "ack", RETRY, 3, [3], 13000, stage="timer"),
+    evidence(1500, 12000, "ck", TOPIC, 4, [4, 5], 12000, 5000, stage="timer"),
+    evidence(1510, 12100, "ck", TOPIC, 5, [5], 12100, 2000, stage="timer"),
+    evidence(1520, 12101, "ack", TOPIC, 4, [5], 12000, stage="timer"),
+    evidence(1530, 8000, "ck", TOPIC, 6, [6], 8000, 5000, stage="timer"),
+    evidence(1540, 8100, "ck", TOPIC, 6, [6], 8100, 2000, stage="timer"),
+    evidence(1550, 8101, "ack", TOPIC, 6, [6], 8000, stage="timer"),
+    evidence(1560, 9100, "ck", TOPIC, 6, [6], 8100, 2000),  # the same checkpoint, in the revive topic
+    evidence(1610, 12200, "ck", RETRY, 4, [4], 12200, 5000, stage="timer"),
 ]
+# The import's runs row: sim_end_ts is the store time of the broker's last record.
+RUNS_ROWS = [{"run_id": RUN, "source": "import", "first_offset": 0, "broker": "broker-a",
+              "sim_start_ts": ts(100), "sim_end_ts": ts(SNAPSHOT_MS), "msg_id_hosts": ["0A00000100002A9F"]}]
 OWNERS = [
     {"run_id": RUN, "broker": "broker-a", "retry_topic": RETRY, "group": GROUP, "origin_topic": TOPIC,
      "resolution": "checkpoint"},
 ]
 # A POP group's offset moves past a record when it is popped: every record here is below it.
-OFFSETS = [offset(GROUP, TOPIC, 0, 4, 9000, run=RUN), offset(GROUP, RETRY, 0, 4, 14000, run=RUN)]
+OFFSETS = [offset(GROUP, TOPIC, 0, 7, 12000, run=RUN), offset(GROUP, RETRY, 0, 5, 12200, run=RUN)]
+# Every message's state with the import's tables, and its invisible_until (ms): U21 revive
+# pending, U25-U27 in flight.
+STATES = {"U20": ("CONSUMED", None), "U21": ("RETRYING", 3200), "U23": ("CONSUMED", None), "U24": ("DLQ", None),
+          "U25": ("IN_FLIGHT", 17000), "U26": ("IN_FLIGHT", 14100), "U27": ("IN_FLIGHT", 17200)}
 
 
-def build(spark, owners, pop_rows, offsets=OFFSETS):
+def build(spark, owners, pop_rows, offsets=OFFSETS, runs=RUNS_ROWS):
     cl = frame(spark, COMMITLOG_ROWS, COMMITLOG)
     hops = build_message_hops(cl, frame(spark, owners, RETRY_TOPICS))
     lineage = build_message_lineage(hops, cl, frame(spark, [], CONSUME_ATTEMPTS),
                                     frame(spark, offsets, CONSUMER_OFFSETS), frame(spark, [], PRODUCED),
+                                    runs_df=frame(spark, runs, RUNS),
                                     pop_evidence_df=frame(spark, pop_rows, POP_EVIDENCE))
     return ({(r.message_key, r.group, r.hop_index): r for r in hops.collect()},
             {(r.message_key, r.group): r for r in lineage.collect()})
@@ -128,16 +160,37 @@ def test_a_pop_v1_retry_topic_is_a_retry_hop_of_the_group_retry_topics_names(bui
 def test_checkpoints_and_acks_are_no_hops(built):
     """The POP checkpoints and acks, in the timer and in the revive topic, are in no hop row."""
     hops, _lineage = built
-    assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600, 800, 900, 1000, 1100, 1300}
+    assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600, 800, 900, 1000, 1100, 1300,
+                                                      1450, 1460, 1470, 1600}
 
 
 def test_a_pop_record_is_consumed_when_its_last_checkpoint_was_acked(built):
     """An acked retry record and an acked first delivery are CONSUMED; a record whose first
-    checkpoint was acked only to hand it to a new checkpoint that is not acked is RETRYING, though
-    the committed offset is past it."""
+    checkpoint was acked only to hand it to a new checkpoint that is not acked, whose revive time
+    passed before the snapshot with no retry record yet, is RETRYING, though the committed offset
+    is past it."""
     _hops, lineage = built
-    assert {k: r.final_state for k, r in lineage.items()} == {
-        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ"}
+    assert {k: r.final_state for k, r in lineage.items()} == {(k, GROUP): s for k, (s, _) in STATES.items()}
+
+
+def test_a_pop_record_still_invisible_at_the_snapshot_is_in_flight_until_its_revive_time(built):
+    """A record whose last checkpoint is not acked and whose revive time is after the store's
+    snapshot is IN_FLIGHT with invisible_until that revive time: popped and not yet answered, after
+    a change of invisible time (the new checkpoint's), and a popped retry record; invisible_until
+    is the passed revive time of a RETRYING record whose revive is pending, and null otherwise."""
+    _hops, lineage = built
+    assert {k: (r.final_state, ms(r.invisible_until)) for k, r in lineage.items()} == {
+        (k, GROUP): state for k, state in STATES.items()}
+    row = lineage[("U27", GROUP)]
+    assert (row.retries, row.path, row.final_topic) == (1, f"{TOPIC} > {RETRY}", RETRY)
+
+
+def test_without_a_snapshot_time_no_record_is_in_flight(spark):
+    """Without a runs row for the broker (no snapshot time) an unacked POP record is RETRYING, as
+    before: the store cannot say its revive time is still ahead."""
+    _hops, lineage = build(spark, OWNERS, EVIDENCE, runs=[])
+    assert {k: (r.final_state, ms(r.invisible_until)) for k, r in lineage.items()} == {
+        (k, GROUP): ("RETRYING" if s == "IN_FLIGHT" else s, until) for k, (s, until) in STATES.items()}
 
 
 def test_the_proxys_dlq_of_a_pop_message_is_dlq_of_the_group_and_origin_topic(built):
@@ -180,5 +233,4 @@ def test_without_committed_offsets_the_checkpoints_name_the_pop_group(spark):
     consumerOffset.json) has no committed offset of the group: its checkpoints of PopTopic make it
     a subscriber, so U23 (popped and acked at once, never retried) is the group's and CONSUMED."""
     _hops, lineage = build(spark, OWNERS, EVIDENCE, offsets=[])
-    assert {k: r.final_state for k, r in lineage.items()} == {
-        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ"}
+    assert {k: r.final_state for k, r in lineage.items()} == {(k, GROUP): s for k, (s, _) in STATES.items()}
