@@ -619,7 +619,8 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
     # timer recalled while still in the wheel ends there, and the wheel drops it: RECALLED.
     # The chain ends at a record a POP group popped whose last checkpoint is not acked: the record
     # is invisible until that checkpoint's revive time, then the revive service puts it back (a
-    # retry record, which would be the chain's end). Before the snapshot: the revive is pending.
+    # retry record, which would be the chain's end). A revive time not after the snapshot: the
+    # invisible time is over and the revive is pending.
     awaits_revive = ~F.coalesce(F.col("_pop_acked"), F.lit(True)) & ~last_kind.isin("DLQ", "SCHEDULE", "TIMER")
     invisible = awaits_revive & F.coalesce(F.col("_snapshot_ts") < F.col("_pop_revive_ts"), F.lit(False))
     final_state = (F.when(last_kind == "DLQ", "DLQ")
