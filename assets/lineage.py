@@ -18,8 +18,10 @@ holds the full text) in short:
   bookkeeping records (other rmq_sys_* topics, POP checkpoints waiting in the timer, retries of
   CID_RMQ_SYS_* groups) are no hops at all. %RETRY%g+T (5.x POP retry, v2) belongs to g.
 * **final_state** per (message, group): DLQ, RETRYING, CONSUMED, UNCONSUMED, RECALLED (5.x: a timer
-  whose chain ends in the wheel with a recall record, TIMER_DEL_UNIQKEY), or LOST for a message
-  the producer saw accepted that never reached the commit log. An inner batch (5.x, INNER_NUM) is
+  whose chain ends in the wheel with a recall record, TIMER_DEL_UNIQKEY), IN_FLIGHT (5.x: the
+  chain ends at a record a POP group popped under a checkpoint that is not acked, whose revive
+  time, ``invisible_until``, is after the broker's snapshot ``runs.sim_end_ts``), or LOST for a
+  message the producer saw accepted that never reached the commit log. An inner batch (5.x, INNER_NUM) is
   one message, keyed by the batch's UNIQ_KEY, consumed once the offsets pass its last inner one.
 * **truncated**: the chain's first hops were deleted by retention before an import: the message
   has no shared hop left, or its first one is a DELIVER, or one of its records names as
@@ -518,33 +520,52 @@ def _chains(hops: DataFrame, subs: DataFrame) -> DataFrame:
 
 
 def _pop_acks(pop_evidence_df: DataFrame) -> DataFrame:
-    """(run_id, group, _c_topic, _c_broker, _c_queue, _c_offset, _pop_acked) for every record a
-    POP group popped: whether the group's last checkpoint of it (the latest pop time) was acked.
+    """(run_id, group, _c_topic, _c_broker, _c_queue, _c_offset, _pop_acked, _pop_revive_ts) for
+    every record a POP group popped: whether the group's last checkpoint of it (the latest pop
+    time) was acked, and that checkpoint's revive time (the end of its invisible time).
 
     A failed POP delivery changes the record's invisible time: the broker writes a new checkpoint
     of that offset and acks the old one (docs/rocketmq-5x.md), so an ack of an earlier checkpoint
     does not mean the group consumed the record; only the last checkpoint's ack does. Each
-    checkpoint and ack is in the store twice (timer, then revive topic): distinct() keeps one."""
+    checkpoint and ack is in the store twice (timer, then revive topic): distinct() keeps one.
+    Checkpoints of one pop time are ordered by start offset, then revive time, so both engines
+    pick the same one."""
     ck_key = ("run_id", "broker", "group", "topic", "queue_id", "start_offset", "pop_ts", "_offset")
     exploded = pop_evidence_df.select("*", F.explode("offsets").alias("_offset"))
-    checkpoints = exploded.where(F.col("kind") == "ck").select(*ck_key).distinct()
+    checkpoints = exploded.where(F.col("kind") == "ck").select(*ck_key, "revive_ts").distinct()
     acks = (exploded.where(F.col("kind") != "ck").select(*ck_key).distinct()
             .withColumn("_ck_acked", F.lit(True)))
+    last = F.max_by(F.struct(F.coalesce(F.col("_ck_acked"), F.lit(False)).alias("acked"), "revive_ts"),
+                    F.struct("pop_ts", "start_offset", "revive_ts"))
     return (checkpoints.join(acks, list(ck_key), "left")
             .groupBy("run_id", "group", F.col("topic").alias("_c_topic"), F.col("broker").alias("_c_broker"),
                      F.col("queue_id").alias("_c_queue"), F.col("_offset").alias("_c_offset"))
-            .agg(F.max_by(F.coalesce(F.col("_ck_acked"), F.lit(False)), F.col("pop_ts")).alias("_pop_acked")))
+            .agg(last.alias("_last_ck"))
+            .select("*", F.col("_last_ck.acked").alias("_pop_acked"),
+                    F.col("_last_ck.revive_ts").alias("_pop_revive_ts"))
+            .drop("_last_ck"))
+
+
+def _snapshots(runs_df: DataFrame) -> DataFrame:
+    """(run_id, _c_broker, _snapshot_ts): when each broker's store was taken, ``runs.sim_end_ts``:
+    an import's last commit-log record's store time, a simulation's clock when the run stopped."""
+    return (runs_df.where(F.col("broker").isNotNull())
+            .groupBy("run_id", F.col("broker").alias("_c_broker"))
+            .agg(F.max("sim_end_ts").alias("_snapshot_ts")))
 
 
 def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
-                 per_chain: DataFrame, pop_evidence_df: DataFrame | None = None) -> DataFrame:
-    """Add final_state to per-chain rows holding _last (kind of the last hop) and _consumable
-    (the last PUBLISH/DELIVER/RETRY record: broker, phys_offset, topic, queue_id, queue_offset,
-    uniq_key).
+                 per_chain: DataFrame, pop_evidence_df: DataFrame | None = None,
+                 runs_df: DataFrame | None = None) -> DataFrame:
+    """Add final_state and invisible_until to per-chain rows holding _last (kind of the last hop)
+    and _consumable (the last PUBLISH/DELIVER/RETRY record: broker, phys_offset, topic, queue_id,
+    queue_offset, uniq_key).
 
     A record a POP group popped (``pop_evidence``) is consumed when its last checkpoint was acked:
     a POP group's committed offset moves past a record when it is popped, not when it is acked,
-    so for such a record the offsets say nothing."""
+    so for such a record the offsets say nothing. When that checkpoint is not acked, the record
+    is IN_FLIGHT while its revive time is after the snapshot of its broker (``runs_df``:
+    ``sim_end_ts``), RETRYING once it is not (the revive service's retry is pending)."""
     # An ACKED delivery counts for the record it names: by offset and, for a record with a
     # UNIQ_KEY, by that key (after a crash a lost record's offset may hold another message). For
     # a record without one the consumer reports the offset msgId (MessageClientExt.getMsgId), so
@@ -579,7 +600,13 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
         rows = rows.join(_pop_acks(pop_evidence_df), ["run_id", "group", "_c_topic", "_c_broker", "_c_queue",
                                                       "_c_offset"], "left")
     else:
-        rows = rows.withColumn("_pop_acked", F.lit(None).cast("boolean"))
+        rows = rows.withColumns({"_pop_acked": F.lit(None).cast("boolean"),
+                                 "_pop_revive_ts": F.lit(None).cast("timestamp")})
+    if runs_df is not None:
+        # One row per broker of a run: broadcast.
+        rows = rows.join(F.broadcast(_snapshots(runs_df)), ["run_id", "_c_broker"], "left")
+    else:
+        rows = rows.withColumn("_snapshot_ts", F.lit(None).cast("timestamp"))
     # An inner batch is consumed once the committed offset is past its last message.
     last_offset = F.col("_consumable.queue_offset") + F.col("_consumable.inner_num") - 1
     consumed = F.coalesce(
@@ -590,16 +617,22 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
     # The chain's end decides first: a record sent back to the schedule was delivered (offsets
     # move past it) but not consumed, so "waiting in the schedule" outranks offset evidence. A
     # timer recalled while still in the wheel ends there, and the wheel drops it: RECALLED.
+    # The chain ends at a record a POP group popped whose last checkpoint is not acked: the record
+    # is invisible until that checkpoint's revive time, then the revive service puts it back (a
+    # retry record, which would be the chain's end). A revive time not after the snapshot: the
+    # invisible time is over and the revive is pending.
+    awaits_revive = ~F.coalesce(F.col("_pop_acked"), F.lit(True)) & ~last_kind.isin("DLQ", "SCHEDULE", "TIMER")
+    invisible = awaits_revive & F.coalesce(F.col("_snapshot_ts") < F.col("_pop_revive_ts"), F.lit(False))
     final_state = (F.when(last_kind == "DLQ", "DLQ")
                    .when((last_kind == "TIMER") & F.col("_recalled"), "RECALLED")
                    .when(last_kind.isin("SCHEDULE", "TIMER"), "RETRYING")
                    .when(consumed, "CONSUMED")
+                   .when(invisible, "IN_FLIGHT")
                    .when(last_kind == "RETRY", "RETRYING")
-                   # Popped by a POP group and not acked: the revive service puts it back (a
-                   # retry record) once its invisible time is over.
-                   .when(~F.col("_pop_acked"), "RETRYING")
+                   .when(awaits_revive, "RETRYING")
                    .otherwise("UNCONSUMED"))
-    return rows.withColumn("final_state", final_state)
+    return rows.withColumns({"final_state": final_state,
+                             "invisible_until": F.when(awaits_revive, F.col("_pop_revive_ts"))})
 
 
 def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
@@ -612,8 +645,9 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
     RETRY_TOPIC, REAL_TOPIC, ORIGIN_MESSAGE_ID, properties) are joined back from the commit log by
     (run_id, broker, phys_offset). ``run_lineage`` skips that join: its hops still carry those
     facts. ``runs_df`` gives each broker's ``first_offset``; without it no commit log is taken to
-    start past 0 (a chain is still truncated when it has no head at all). ``pop_evidence_df``
-    (an import's) decides whether a POP group consumed a record it popped (``_final_state``).
+    start past 0 (a chain is still truncated when it has no head at all). It also gives each
+    broker's snapshot time (``sim_end_ts``); without it no POP record is IN_FLIGHT.
+    ``pop_evidence_df`` decides whether a POP group consumed a record it popped (``_final_state``).
     """
     record_facts = commitlog_df.select(
         "run_id", "broker", "phys_offset", "uniq_key", "queue_offset", "retry_topic", "real_topic",
@@ -666,7 +700,8 @@ def _lineage_of(hops: DataFrame, commitlog_df: DataFrame, consume_attempts_df: D
         "retries", F.when(F.col("truncated"),
                           F.greatest(F.col("retries"), F.coalesce(F.col("_retries_seen"), F.lit(0))))
         .otherwise(F.col("retries")))
-    stored = _final_state(consume_attempts_df, consumer_offsets_df, per_chain, pop_evidence_df).withColumns({
+    stored = _final_state(consume_attempts_df, consumer_offsets_df, per_chain, pop_evidence_df,
+                          runs_df).withColumns({
         "final_topic": F.col("_last.topic"),
         "last_store_ts": F.col("_last.store_ts"),
         "total_delay_ms": F.unix_millis("_last.store_ts") - F.unix_millis("first_store_ts"),

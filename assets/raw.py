@@ -29,7 +29,7 @@ LINEAGE_DESCRIPTIONS = {
                     "RETRY, DLQ), ordered per message and group, with the dwell time to the next hop.",
     "message_lineage": "One row per (message, consumer group): the path through the topics, retries, "
                        "origin topic and message id, and the final state (CONSUMED, DLQ, RETRYING, "
-                       "UNCONSUMED, RECALLED, LOST).",
+                       "IN_FLIGHT, UNCONSUMED, RECALLED, LOST; IN_FLIGHT with invisible_until).",
 }
 
 

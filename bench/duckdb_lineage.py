@@ -278,37 +278,31 @@ origins AS (
   WHERE NOT EXISTS (SELECT 1 FROM consume_attempts a WHERE a.run_id = o.run_id)
   GROUP BY ALL
 ), pop_checkpoints AS (
-  SELECT DISTINCT run_id, broker, "group", topic, queue_id, start_offset, pop_ts, unnest(offsets) AS off
+  SELECT DISTINCT run_id, broker, "group", topic, queue_id, start_offset, pop_ts, revive_ts, unnest(offsets) AS off
   FROM pop_evidence WHERE kind = 'ck'
 ), pop_acks AS (
   SELECT DISTINCT run_id, broker, "group", topic, queue_id, start_offset, pop_ts, unnest(offsets) AS off
   FROM pop_evidence WHERE kind <> 'ck'
 ), pop_acked AS (
-  -- A record a POP group popped: whether its last checkpoint (latest pop time) was acked.
+  -- A record a POP group popped: whether its last checkpoint (latest pop time; then start offset,
+  -- revive time) was acked, and that checkpoint's revive time.
   SELECT k.run_id, k.broker, k."group", k.topic, k.queue_id, k.off,
-         arg_max(a.off IS NOT NULL, k.pop_ts) AS acked
+         arg_max({{'acked': a.off IS NOT NULL, 'revive_ts': k.revive_ts}},
+                 (k.pop_ts, k.start_offset, k.revive_ts)) AS last_ck
   FROM pop_checkpoints k
   LEFT JOIN pop_acks a ON a.run_id = k.run_id AND a.broker = k.broker AND a."group" = k."group"
                       AND a.topic = k.topic AND a.queue_id = k.queue_id
                       AND a.start_offset = k.start_offset AND a.pop_ts = k.pop_ts AND a.off = k.off
   GROUP BY ALL
-), stored AS (
-  SELECT p.run_id, p.message_key, p."group", p.origin_topic, p.origin_msg_id, p.hops,
-         -- A truncated chain: the retries its surviving records say happened, if more.
-         CASE WHEN p.truncated THEN greatest(p.retries, coalesce(p.retries_seen, 0))
-              ELSE p.retries END AS retries,
-         p.path, p.last.topic AS final_topic,
-         CASE WHEN p.last.kind = 'DLQ' THEN 'DLQ'
-              WHEN p.last.kind = 'TIMER' AND p.recalled THEN 'RECALLED'
-              WHEN p.last.kind IN ('SCHEDULE', 'TIMER') THEN 'RETRYING'
-              WHEN coalesce(pa.acked, a.phys IS NOT NULL
-                            OR coalesce(c.committed > p.consumable.qoff + p.consumable.inner_num - 1, false))
-                THEN 'CONSUMED'
-              WHEN p.last.kind = 'RETRY' THEN 'RETRYING'
-              WHEN NOT pa.acked THEN 'RETRYING'
-              ELSE 'UNCONSUMED' END AS final_state,
-         p.first_store_ts, p.last.ts AS last_store_ts,
-         epoch_ms(p.last.ts) - epoch_ms(p.first_store_ts) AS total_delay_ms, p.truncated
+), snapshots AS (
+  -- When each broker's store was taken: an import's last record, a simulation's end of clock.
+  SELECT run_id, broker, max(sim_end_ts) AS snapshot_ts FROM runs WHERE broker IS NOT NULL GROUP BY ALL
+), judged AS (
+  SELECT p.*, pa.last_ck.acked AS pop_acked, pa.last_ck.revive_ts AS pop_revive_ts,
+         a.phys IS NOT NULL AS attempt_acked, c.committed, sn.snapshot_ts,
+         -- The chain ends at a popped record whose last checkpoint is not acked: invisible until
+         -- its revive time, then the revive service's retry is pending.
+         NOT coalesce(pa.last_ck.acked, true) AND p.last.kind NOT IN ('DLQ', 'SCHEDULE', 'TIMER') AS awaits_revive
   FROM per_chain p
   LEFT JOIN acked a ON a.run_id = p.run_id AND a."group" = p."group"
                    AND a.phys = p.consumable.phys AND a.ukey = coalesce(nullif(p.consumable.uniq, ''), '')
@@ -318,6 +312,27 @@ origins AS (
   LEFT JOIN pop_acked pa ON pa.run_id = p.run_id AND pa."group" = p."group"
                         AND pa.topic = p.consumable.topic AND pa.broker = p.consumable.broker
                         AND pa.queue_id = p.consumable.queue AND pa.off = p.consumable.qoff
+  LEFT JOIN snapshots sn ON sn.run_id = p.run_id AND sn.broker = p.consumable.broker
+), stored AS (
+  SELECT p.run_id, p.message_key, p."group", p.origin_topic, p.origin_msg_id, p.hops,
+         -- A truncated chain: the retries its surviving records say happened, if more.
+         CASE WHEN p.truncated THEN greatest(p.retries, coalesce(p.retries_seen, 0))
+              ELSE p.retries END AS retries,
+         p.path, p.last.topic AS final_topic,
+         CASE WHEN p.last.kind = 'DLQ' THEN 'DLQ'
+              WHEN p.last.kind = 'TIMER' AND p.recalled THEN 'RECALLED'
+              WHEN p.last.kind IN ('SCHEDULE', 'TIMER') THEN 'RETRYING'
+              WHEN coalesce(p.pop_acked, p.attempt_acked
+                            OR coalesce(p.committed > p.consumable.qoff + p.consumable.inner_num - 1, false))
+                THEN 'CONSUMED'
+              WHEN p.awaits_revive AND coalesce(p.snapshot_ts < p.pop_revive_ts, false) THEN 'IN_FLIGHT'
+              WHEN p.last.kind = 'RETRY' THEN 'RETRYING'
+              WHEN p.awaits_revive THEN 'RETRYING'
+              ELSE 'UNCONSUMED' END AS final_state,
+         p.first_store_ts, p.last.ts AS last_store_ts,
+         epoch_ms(p.last.ts) - epoch_ms(p.first_store_ts) AS total_delay_ms, p.truncated,
+         CASE WHEN p.awaits_revive THEN p.pop_revive_ts END AS invisible_until
+  FROM judged p
 ), accepted AS (
   -- LOST: the producer got SEND_OK for a UNIQ_KEY no commit-log record carries.
   SELECT run_id, uniq_key, min(topic) AS origin_topic, min(msg_id) AS origin_msg_id
@@ -327,7 +342,7 @@ origins AS (
   SELECT l.run_id, l.uniq_key AS message_key, s."group", l.origin_topic, l.origin_msg_id,
          0 AS hops, 0 AS retries, NULL AS path, NULL AS final_topic, 'LOST' AS final_state,
          NULL::TIMESTAMPTZ AS first_store_ts, NULL::TIMESTAMPTZ AS last_store_ts,
-         NULL::BIGINT AS total_delay_ms, false AS truncated
+         NULL::BIGINT AS total_delay_ms, false AS truncated, NULL::TIMESTAMPTZ AS invisible_until
   FROM accepted l
   LEFT JOIN subs s ON s.run_id = l.run_id AND s.topic = l.origin_topic
   WHERE NOT EXISTS (SELECT 1 FROM chained k WHERE k.run_id = l.run_id AND k.uniq_key = l.uniq_key)

@@ -134,7 +134,8 @@ FROM message_hops WHERE run_id = $run AND message_key = $key
 ORDER BY "group" NULLS FIRST, hop_index
 """
 _CHAINS = """
-SELECT "group", final_state, retries, hops, path, origin_topic, origin_msg_id, total_delay_ms, truncated
+SELECT "group", final_state, retries, hops, path, origin_topic, origin_msg_id, total_delay_ms, truncated,
+       invisible_until
 FROM message_lineage WHERE run_id = $run AND message_key = $key
 ORDER BY "group" NULLS FIRST
 """
@@ -220,6 +221,12 @@ def format_trace(messages: Sequence[dict]) -> str:
             if chain["truncated"]:
                 lines.append("  truncated: its first hops were in commit-log files retention deleted "
                              "before the import (the hops below are the ones left)")
+            if chain["invisible_until"] is not None:
+                # A 5.x POP record popped and not acked: IN_FLIGHT before its revive time, RETRYING
+                # (the revive service's retry is pending) once the snapshot is past it.
+                when = "still invisible" if chain["final_state"] == "IN_FLIGHT" else "revive pending since"
+                lines.append(f"  popped, not acked: {when} until {_ts(chain['invisible_until'])} "
+                             "(its last checkpoint's revive time)")
             lines.append(f"  path: {chain['path']}")
             lines.append(f"  origin: {chain['origin_topic']} {chain['origin_msg_id'] or ''}".rstrip())
             if own:

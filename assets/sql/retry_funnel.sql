@@ -20,7 +20,7 @@ SELECT a.run_id,
        count(*) AS reached,
        count(*) FILTER (WHERE c.retries = a.attempt AND c.final_state = 'CONSUMED') AS succeeded,
        count(*) FILTER (WHERE c.retries = a.attempt AND c.final_state = 'DLQ') AS to_dlq,
-       count(*) FILTER (WHERE c.retries = a.attempt AND c.final_state IN ('RETRYING', 'UNCONSUMED'))
+       count(*) FILTER (WHERE c.retries = a.attempt AND c.final_state IN ('RETRYING', 'IN_FLIGHT', 'UNCONSUMED'))
            AS pending
 FROM attempts a
 JOIN chains c

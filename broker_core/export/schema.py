@@ -197,6 +197,10 @@ MESSAGE_LINEAGE = pa.schema([
     ("total_delay_ms", pa.int64()),
     # The chain's earliest hops are not in the commit log: retention deleted them before the import.
     ("truncated", pa.bool_()),
+    # 5.x POP: the revive time of the unacked last checkpoint of the chain's last record, when the
+    # group popped that record and no retry followed: ahead of the snapshot (IN_FLIGHT) or passed
+    # with the revive still pending (RETRYING). Null on every other row.
+    ("invisible_until", TS),
 ])
 
 # 5.x POP bookkeeping, decoded by an import (broker_core.store.pop): one row per checkpoint or ack
@@ -250,3 +254,6 @@ LINEAGE_TABLES: dict[str, pa.Schema] = {
 }
 
 HOP_KINDS = ("PUBLISH", "SCHEDULE", "TIMER", "DELIVER", "RETRY", "DLQ")
+# message_lineage.final_state values (docs/lineage.md "final_state"): IN_FLIGHT is a 5.x POP record
+# still invisible at the snapshot, RECALLED a 5.x timer recalled in the wheel.
+FINAL_STATES = ("CONSUMED", "DLQ", "RETRYING", "IN_FLIGHT", "UNCONSUMED", "RECALLED", "LOST")

@@ -26,14 +26,16 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * prints one JSON line per send and per listener call. Compiled against 5.x jars only.
  *
  * Arguments: namesrv brokerAddr topic group plan maxReconsumeTimes popDelaySec invisibleTimeMs
- * timeoutMs. The plan is a comma-separated list of failure counts, one per message: message i
+ * timeoutMs inFlightDelaySec. The plan is a comma-separated list of failure counts, one per message: message i
  * (keys pop-i) returns RECONSUME_LATER on its first plan[i] deliveries and CONSUME_SUCCESS after;
  * a count above maxReconsumeTimes means "always fail" (the client gives up at maxReconsumeTimes and
  * acks it). A negative count is a message still in flight at the end: it always fails, is sent
- * once every other message has ended, and the run stops soon after its first delivery (if its
- * retries come back fast, it may reach maxReconsumeTimes by then and be given up). The run
- * ends once every message was acknowledged by the listener, given up by the client, or (in
- * flight) delivered once, or at the time limit.
+ * once every other message has ended, with the client's retry delay set to inFlightDelaySec
+ * first, and the run stops soon after its first delivery, while the invisible time that failure
+ * set is still running (unless inFlightDelaySec is short: then its retries may come back and it
+ * may even reach maxReconsumeTimes and be given up). The run ends once every message was
+ * acknowledged by the listener, given up by the client, or (in flight) delivered once, or at the
+ * time limit.
  *
  * The 5.x POP client delays a failed message by its hard-wired popDelayLevel table (10 s, 30 s,
  * 60 s, ... 7200 s) through changePopInvisibleTime, and acks a message that reached
@@ -75,6 +77,7 @@ public class PopDriver {
         int popDelaySec = Integer.parseInt(args[6]);
         long invisibleTimeMs = Long.parseLong(args[7]);
         long timeoutMs = Long.parseLong(args[8]);
+        int inFlightDelaySec = Integer.parseInt(args[9]);
 
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
         admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 2, 2, 6));
@@ -166,6 +169,14 @@ public class PopDriver {
         while (ended.size() < settled && System.currentTimeMillis() < deadline) {
             Thread.sleep(100);
         }
+        // Every other message has ended. The client decides a give-up's ack by the same table (a
+        // message older than twice its last entry), so those acks go first; then the in-flight
+        // message's failure sets its invisible time to inFlightDelaySec, and the broker stops while
+        // it is still invisible.
+        while (System.currentTimeMillis() - lastGiveUp.get() < GIVE_UP_GRACE_MS) {
+            Thread.sleep(100);
+        }
+        Arrays.fill(levels, inFlightDelaySec);
         for (int i = 0; i < plan.length; i++) {
             if (failures[i] < 0) send(producer, topic, i, failures[i]);
         }

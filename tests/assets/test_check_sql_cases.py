@@ -216,10 +216,13 @@ def test_hop_grammar_passes_timer_messages():
 
 def test_hop_grammar_passes_pop_retries_and_only_those_without_schedule():
     """A 5.x POP group's retries (RETRY records with 1ST_POP_TIME, no ORIGIN_MESSAGE_ID) need no
-    SCHEDULE before them; RETRY records without it still do."""
+    SCHEDULE before them; RETRY records without it still do. A POP record still invisible at the
+    snapshot (IN_FLIGHT) is the PUBLISH alone or after its retries."""
     tables = merged(
         journey("pop", "P", (("", "RRR"),), pop=True),
         journey("pop-once", "P", (("", "R"),), pop=True, final_state="RETRYING"),
+        journey("pop-in-flight", "P", final_state="IN_FLIGHT"),
+        journey("pop-retry-in-flight", "P", (("", "RR"),), pop=True, final_state="IN_FLIGHT"),
         journey("push", "P", (("O1", "RR"),)),
     )
     found = violations(c.HOP_GRAMMAR, tables)

@@ -1,7 +1,8 @@
 """The lineage of a 5.x POP group on a hand-built store: its v1 retry topic's records are the
 group's RETRY hops (the import's retry_topics), its checkpoints and acks are no hops, and
 whether it consumed a record comes from its checkpoints and acks (the import's pop_evidence),
-not from its committed offsets.
+not from its committed offsets; a record whose last checkpoint is not acked is IN_FLIGHT until
+that checkpoint's revive time passes the store's snapshot (runs.sim_end_ts), RETRYING after.
 
 The rows copy the shapes a real 5.3.3 broker wrote (docs/rocketmq-5x.md "POP consumption:
 confirmed"): a failed delivery writes a new checkpoint of the offset (popTime = now, invisible time
@@ -20,8 +21,9 @@ from broker_core.export.schema import (
     POP_EVIDENCE,
     PRODUCED,
     RETRY_TOPICS,
+    RUNS,
 )
-from tests.assets.test_lineage import chain, frame, offset, rec, ts
+from tests.assets.test_lineage import chain, frame, ms, offset, rec, ts
 
 RUN = "rpop"
 GROUP, TOPIC = "pg", "PopTopic"
@@ -68,6 +70,15 @@ def proxy_dlq(phys, at, uniq, retry_phys, reconsume, first_pop):
 #   of invisible time is 10000 ms and its retry is not written yet; U26's is 1000 ms, a checkpoint
 #   stored straight into the revive topic (no timer copy), revived at 17110 (retry offset 4),
 #   popped by the next receive at 18000 and acked.
+# U28, U29 (offsets 6, 7) are popped together at 18000 (invisible 5000, revive 23000). U28 is still
+#   in its listener at the snapshot; U29 failed at 18100: a checkpoint of offset 7 for 2000 ms
+#   (revive 20100) and an ack of the first one for offset 7. Both are invisible at the snapshot.
+# U30 (offset 8) failed its first pop (14000) at 14100 (revive 16100); its retry was written at 17000
+#   (%RETRY%pg_PopTopic offset 5) and popped at 18200 (revive 23200), not acked yet: in flight.
+# The store's snapshot is its last record, that pop's checkpoint at 18200 (SNAPSHOT_MS): U21's
+#   revive time (3200) passed without a retry record (the revive is pending), U25's and U28-U30's
+#   are ahead.
+SNAPSHOT_MS = 18200
 COMMITLOG_ROWS = [
     rec(0, TOPIC, 100, uniq="U20", queue_offset=0, run=RUN),
     rec(100, TOPIC, 110, uniq="U21", queue_offset=1, run=RUN),
@@ -90,6 +101,12 @@ COMMITLOG_ROWS = [
     rec(1700, WHEEL, 14000, uniq=f"{TOPIC}@0@4@{GROUP}@14000@broker-a@ck", real_topic=REVIVE, run=RUN),
     rec(1800, REVIVE, 14110, uniq=f"{TOPIC}@0@5@{GROUP}@14110@broker-a@ck", run=RUN),
     pop_retry(1900, 17110, "U26", 4, 1, 14110),
+    rec(2100, TOPIC, 160, uniq="U28", queue_offset=6, run=RUN),
+    rec(2110, TOPIC, 170, uniq="U29", queue_offset=7, run=RUN),
+    rec(2120, TOPIC, 180, uniq="U30", queue_offset=8, run=RUN),
+    rec(2130, WHEEL, 18000, uniq=f"{TOPIC}@0@6@{GROUP}@18000@broker-a@ck", real_topic=REVIVE, run=RUN),
+    pop_retry(2200, 17000, "U30", 5, 1, 14100),
+    rec(2210, WHEEL, SNAPSHOT_MS, uniq=f"{RETRY}@0@5@{GROUP}@18200@broker-a@ck", real_topic=REVIVE, run=RUN),
 ]
 EVIDENCE = [
     evidence(300, 1000, "ck", TOPIC, 0, [0, 1, 2], 1000, 5000, stage="timer"),
@@ -110,20 +127,37 @@ EVIDENCE = [
     evidence(1810, 14111, "ack", TOPIC, 4, [5], 14000, stage="timer"),
     evidence(2000, 18000, "ck", RETRY, 4, [4], 18000, 60000, stage="timer"),
     evidence(2010, 18010, "ack", RETRY, 4, [4], 18000, stage="timer"),
+    evidence(2130, 18000, "ck", TOPIC, 6, [6, 7], 18000, 5000, stage="timer"),
+    evidence(2140, 18100, "ck", TOPIC, 7, [7], 18100, 2000, stage="timer"),
+    evidence(2150, 18101, "ack", TOPIC, 6, [7], 18000, stage="timer"),
+    evidence(2160, 14000, "ck", TOPIC, 8, [8], 14000, 5000, stage="timer"),
+    evidence(2170, 14100, "ck", TOPIC, 8, [8], 14100, 2000, stage="timer"),
+    evidence(2180, 14101, "ack", TOPIC, 8, [8], 14000, stage="timer"),
+    evidence(2190, 15100, "ck", TOPIC, 8, [8], 14100, 2000),  # the same checkpoint, in the revive topic
+    evidence(2210, 18200, "ck", RETRY, 5, [5], 18200, 5000, stage="timer"),
 ]
+# The import's runs row: sim_end_ts is the store time of the broker's last record.
+RUNS_ROWS = [{"run_id": RUN, "source": "import", "first_offset": 0, "broker": "broker-a",
+              "sim_start_ts": ts(100), "sim_end_ts": ts(SNAPSHOT_MS), "msg_id_hosts": ["0A00000100002A9F"]}]
 OWNERS = [
     {"run_id": RUN, "broker": "broker-a", "retry_topic": RETRY, "group": GROUP, "origin_topic": TOPIC,
      "resolution": "checkpoint"},
 ]
 # A POP group's offset moves past a record when it is popped: every record here is below it.
-OFFSETS = [offset(GROUP, TOPIC, 0, 6, 14000, run=RUN), offset(GROUP, RETRY, 0, 5, 18000, run=RUN)]
+OFFSETS = [offset(GROUP, TOPIC, 0, 9, 18000, run=RUN), offset(GROUP, RETRY, 0, 6, 18200, run=RUN)]
+# Every message's state with the import's tables, and its invisible_until (ms): U21 revive
+# pending; U25 (a gRPC push consumer's change of invisible time) and U28-U30 in flight.
+STATES = {"U20": ("CONSUMED", None), "U21": ("RETRYING", 3200), "U23": ("CONSUMED", None), "U24": ("DLQ", None),
+          "U25": ("IN_FLIGHT", 24100), "U26": ("CONSUMED", None),
+          "U28": ("IN_FLIGHT", 23000), "U29": ("IN_FLIGHT", 20100), "U30": ("IN_FLIGHT", 23200)}
 
 
-def build(spark, owners, pop_rows, offsets=OFFSETS):
+def build(spark, owners, pop_rows, offsets=OFFSETS, runs=RUNS_ROWS):
     cl = frame(spark, COMMITLOG_ROWS, COMMITLOG)
     hops = build_message_hops(cl, frame(spark, owners, RETRY_TOPICS))
     lineage = build_message_lineage(hops, cl, frame(spark, [], CONSUME_ATTEMPTS),
                                     frame(spark, offsets, CONSUMER_OFFSETS), frame(spark, [], PRODUCED),
+                                    runs_df=frame(spark, runs, RUNS),
                                     pop_evidence_df=frame(spark, pop_rows, POP_EVIDENCE))
     return ({(r.message_key, r.group, r.hop_index): r for r in hops.collect()},
             {(r.message_key, r.group): r for r in lineage.collect()})
@@ -147,29 +181,48 @@ def test_checkpoints_and_acks_are_no_hops(built):
     """The POP checkpoints and acks, in the timer and in the revive topic, are in no hop row."""
     hops, _lineage = built
     assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600, 800, 900, 1000, 1100, 1300, 1500, 1600,
-                                                      1900}
+                                                      1900, 2100, 2110, 2120, 2200}
 
 
 def test_a_pop_record_is_consumed_when_its_last_checkpoint_was_acked(built):
     """An acked retry record and an acked first delivery are CONSUMED; a record whose first
-    checkpoint was acked only to hand it to a new checkpoint that is not acked is RETRYING, though
-    the committed offset is past it."""
+    checkpoint was acked only to hand it to a new checkpoint that is not acked, whose revive time
+    passed before the snapshot with no retry record yet, is RETRYING, though the committed offset
+    is past it."""
     _hops, lineage = built
-    assert {k: r.final_state for k, r in lineage.items()} == {
-        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ",
-        ("U25", GROUP): "RETRYING", ("U26", GROUP): "CONSUMED"}
+    assert {k: r.final_state for k, r in lineage.items()} == {(k, GROUP): s for k, (s, _) in STATES.items()}
 
 
 def test_a_grpc_push_consumers_failure_is_read_by_its_change_of_invisible_time(built):
     """A push consumer's receive checkpoint (the proxy's 60 s) acked by the change of invisible
-    time leaves the record to the new checkpoint: unacked, the record is RETRYING until its retry
-    is written; a 1 s checkpoint in the revive topic alone (no timer copy) counts the same, and the
+    time leaves the record to the new checkpoint: unacked, the record is IN_FLIGHT until that
+    checkpoint's revive time; a 1 s checkpoint in the revive topic alone (no timer copy) counts the same, and the
     retry record it led to, popped and acked, is a CONSUMED RETRY hop of the group."""
     hops, lineage = built
     assert chain(hops, "U25", GROUP) == [(0, "PUBLISH", TOPIC)]
-    assert (lineage[("U25", GROUP)].final_state, lineage[("U25", GROUP)].retries) == ("RETRYING", 0)
+    assert (lineage[("U25", GROUP)].final_state, lineage[("U25", GROUP)].retries) == ("IN_FLIGHT", 0)
     assert chain(hops, "U26", GROUP) == [(0, "PUBLISH", TOPIC), (1, "RETRY", RETRY)]
     assert (lineage[("U26", GROUP)].final_state, lineage[("U26", GROUP)].retries) == ("CONSUMED", 1)
+
+
+def test_a_pop_record_still_invisible_at_the_snapshot_is_in_flight_until_its_revive_time(built):
+    """A record whose last checkpoint is not acked and whose revive time is after the store's
+    snapshot is IN_FLIGHT with invisible_until that revive time: popped and not yet answered, after
+    a change of invisible time (the new checkpoint's), and a popped retry record; invisible_until
+    is the passed revive time of a RETRYING record whose revive is pending, and null otherwise."""
+    _hops, lineage = built
+    assert {k: (r.final_state, ms(r.invisible_until)) for k, r in lineage.items()} == {
+        (k, GROUP): state for k, state in STATES.items()}
+    row = lineage[("U30", GROUP)]
+    assert (row.retries, row.path, row.final_topic) == (1, f"{TOPIC} > {RETRY}", RETRY)
+
+
+def test_without_a_snapshot_time_no_record_is_in_flight(spark):
+    """Without a runs row for the broker (no snapshot time) an unacked POP record is RETRYING, as
+    before: the store cannot say its revive time is still ahead."""
+    _hops, lineage = build(spark, OWNERS, EVIDENCE, runs=[])
+    assert {k: (r.final_state, ms(r.invisible_until)) for k, r in lineage.items()} == {
+        (k, GROUP): ("RETRYING" if s == "IN_FLIGHT" else s, until) for k, (s, until) in STATES.items()}
 
 
 def test_the_proxys_dlq_of_a_pop_message_is_dlq_of_the_group_and_origin_topic(built):
@@ -212,6 +265,4 @@ def test_without_committed_offsets_the_checkpoints_name_the_pop_group(spark):
     consumerOffset.json) has no committed offset of the group: its checkpoints of PopTopic make it
     a subscriber, so U23 (popped and acked at once, never retried) is the group's and CONSUMED."""
     _hops, lineage = build(spark, OWNERS, EVIDENCE, offsets=[])
-    assert {k: r.final_state for k, r in lineage.items()} == {
-        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ",
-        ("U25", GROUP): "RETRYING", ("U26", GROUP): "CONSUMED"}
+    assert {k: r.final_state for k, r in lineage.items()} == {(k, GROUP): s for k, (s, _) in STATES.items()}

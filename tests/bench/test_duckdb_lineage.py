@@ -5,7 +5,8 @@ something only while both build the same tables. One run directory holds several
 side (their run ids differ): simulated runs with faults and several groups, the real 4.9.4 store
 fixtures imported (committed offsets, no deliveries), whole and without their oldest commit-log
 files (truncated chains), and the lineage tests' hand-built journeys (records without UNIQ_KEY, a
-crash-reused offset, LOST sends, a message without groups, heads deleted by retention).
+crash-reused offset, LOST sends, a message without groups, heads deleted by retention, POP records
+in flight at the snapshot, past their revive time without a retry, and acked).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 from bench.duckdb_lineage import duckdb_lineage, duckdb_lineage_by_run
 from bench.lineage_scale import _duck
 from broker_core.export.parquet import write_rows
-from broker_core.export.schema import LINEAGE_TABLES
+from broker_core.export.schema import FINAL_STATES, LINEAGE_TABLES
 from tests.conftest import drop_oldest_commitlog_files
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -85,7 +86,7 @@ def runs(tmp_path, store_fixtures, seed) -> Path:
                + hand.INTERLEAVED + hand.OUTAGE_REPUT)
     write_rows(built, "retry_topics", hand_pop.OWNERS)
     write_rows(built, "pop_evidence", hand_pop.EVIDENCE)
-    write_rows(built, "runs", hand.CUT_RUNS + hand.TWO_BROKER_RUNS + hand.OUTAGE_RUNS)
+    write_rows(built, "runs", hand.CUT_RUNS + hand.TWO_BROKER_RUNS + hand.OUTAGE_RUNS + hand_pop.RUNS_ROWS)
     write_rows(built, "consume_attempts", hand.DELAYED_ATTEMPTS + hand.TWO_GROUPS_ATTEMPTS
                + hand.NO_UNIQ_ATTEMPTS + hand.STATES_ATTEMPTS)
     write_rows(built, "consumer_offsets", hand.IMPORTED_OFFSETS + hand5.OFFSETS + hand5.FORMS_OFFSETS
@@ -133,7 +134,9 @@ def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp
         # Every journey kind is present, so a rule the baseline skipped would show.
         if name == "message_lineage":
             states = set(expected.column("final_state").to_pylist())
-            assert states == {"CONSUMED", "UNCONSUMED", "RETRYING", "DLQ", "LOST", "RECALLED"}, states
+            assert states == set(FINAL_STATES), states
+            # POP: in flight at the snapshot, revive pending, acked (hand_pop.STATES).
+            assert set(expected.column("invisible_until").to_pylist()) > {None}
             assert set(expected.column("truncated").to_pylist()) == {True, False}
             runs_built = len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + len(RETAINED) + 1
             assert len(set(expected.column("run_id").to_pylist())) >= runs_built

@@ -1,6 +1,7 @@
 """A 5.x remoting POP consumer on a real RocketMQ 5.3.3 broker: messages failed some times and
-then acked, and one failed until the client gave up; the store imported, its lineage built, and
-every message's hops and final state compared with what its listener saw.
+then acked, one failed until the client gave up, and one still invisible when the broker stops; the
+store imported, its lineage built, and every message's hops and final state compared with what its
+listener saw and what the store holds.
 
 Needs java, javac and mvn (the jars come from the conformance cache); skips without them.
 """
@@ -44,6 +45,9 @@ SLOW_LAYOUTS = ("v1-long-group", "v1-config-v2")
 # fails, which the client gives up at MAX_RECONSUME_TIMES and acks, and (-1) one sent last that
 # always fails and is still in flight when the run stops.
 PLAN = (0, 1, 2, 9, -1)
+# The client's retry delay for the message left in flight (set before it is sent): its failure
+# makes it invisible for this long, far past the few seconds the run goes on after it.
+IN_FLIGHT_DELAY_SEC = 120
 MAX_RECONSUME_TIMES = 2
 # The client's retry delay (its popDelayLevel table, shortened by the driver) and the pop's
 # invisible time (the client's minimum is 5000 ms).
@@ -58,8 +62,10 @@ DRIVER_TIMEOUT_S = 150
 def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_path, spark, layout):
     """Each POP message's chain is its PUBLISH then one RETRY of the group per retry the listener
     got (the records it was handed, in order), every message acked by the client is CONSUMED (the
-    one it gave up on too), the one in flight at the end is RETRYING, no checkpoint or ack is a
-    hop, and every blocking check passes."""
+    one it gave up on too), the one in flight at the end is IN_FLIGHT until its last checkpoint's
+    revive time when the store's snapshot is before that time (RETRYING when it is not, or when
+    its retry record is waiting unpopped), no checkpoint or ack is a hop, and every blocking check
+    passes."""
     from assets.lineage import run_lineage
     from broker_core.export.store_import import import_store
     from broker_core.store.reader import StoreReader
@@ -75,7 +81,7 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
         events = run_driver(classpath, "PopDriver",
                             [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, group,
                              ",".join(map(str, PLAN)), MAX_RECONSUME_TIMES, POP_DELAY_SEC, INVISIBLE_MS,
-                             DRIVER_TIMEOUT_MS], cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
+                             DRIVER_TIMEOUT_MS, IN_FLIGHT_DELAY_SEC], cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
         cluster.stop_all()
     sent = {key: sends[0] for key, sends in events_by_key(events, "send").items()}
     calls = events_by_key(events, "consume")
@@ -152,6 +158,11 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     hops = pq.read_table(run / "lineage" / "message_hops").to_pylist()
     lineage = pq.read_table(run / "lineage" / "message_lineage").to_pylist()
 
+    # The store's snapshot: the store time of its last record, which the import gives as runs.sim_end_ts.
+    snapshot = records[max(records)]["store_ts"]
+    assert [r["sim_end_ts"] for r in pq.read_table(run / "parquet" / "runs").to_pylist()] == [snapshot]
+    states_seen: dict[str, str] = {}
+
     # No checkpoint or ack (in the timer or the revive topic) is a hop; no hop is a system record.
     hop_offsets = {h["phys_offset"] for h in hops}
     assert not hop_offsets & {e["phys_offset"] for e in evidence}
@@ -204,13 +215,14 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
                   and round(pt.timestamp() * 1000) == pop_ms and call["queue_offset"] in c["offsets"]]
             assert len(ck) == 1 and ck[0]["invisible_ms"] == invisible_ms == INVISIBLE_MS, (keys, call, ck)
         # A failed delivery that was retried: the client set a new invisible time (a checkpoint of
-        # POP_DELAY_SEC), and the retry record came after that checkpoint's revive time.
+        # its retry delay), and the retry record came after that checkpoint's revive time.
+        delay_sec = IN_FLIGHT_DELAY_SEC if failures < 0 else POP_DELAY_SEC
         for call, nxt in zip(seen, chain[1:], strict=False):
             popped_topic = records[call["commit_log_offset"]]["topic"]
             later = [c for (topic, q, so, pt), c in checkpoints.items()
                      if (topic, q, so) == (popped_topic, call["queue_id"], call["queue_offset"])
                      and c["offsets"] == [so]
-                     and c["invisible_ms"] == POP_DELAY_SEC * 1000
+                     and c["invisible_ms"] == delay_sec * 1000
                      and round(pt.timestamp() * 1000) >= int(call["pop_ck"].split()[1])]
             assert later, (keys, call)
             assert nxt["store_ts"] >= min(c["revive_ts"] for c in later), (keys, nxt, later)
@@ -219,21 +231,35 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
         last_topic = records[last["commit_log_offset"]]["topic"]
         rows = [r for r in lineage if r["message_key"] == uniq]
         if in_flight:
+            # The chain's last record: the last one handed to the listener, or a retry record the
+            # revive service wrote after it that was not popped before the broker stopped.
+            end = records[chain[-1]["phys_offset"]]
+            covering = sorted((c["pop_ts"], c["start_offset"], c["revive_ts"], key) for key, c in checkpoints.items()
+                              if (key[0], key[1]) == (end["topic"], end["queue_id"])
+                              and end["queue_offset"] in c["offsets"])
             if retries == expected_calls - 1:
-                # Its last record's last checkpoint (the change of invisible time) is not acked.
-                covering = [(pt, (topic, q, so, pt)) for (topic, q, so, pt), c in checkpoints.items()
-                            if (topic, q) == (last_topic, last["queue_id"]) and last["queue_offset"] in c["offsets"]]
-                latest = max(covering)[1]
-                assert (*latest, last["queue_offset"]) not in acks, (keys, latest)
-            assert [(r["group"], r["final_state"], r["retries"]) for r in rows] == [
-                (group, "RETRYING", retries)], (keys, rows)
+                # Its last checkpoint is the change of invisible time its failure made, not acked.
+                *_, revive_ts, latest = covering[-1]
+                assert latest[2] == end["queue_offset"] and (*latest, end["queue_offset"]) not in acks, (keys, latest)
+                assert checkpoints[latest]["invisible_ms"] == delay_sec * 1000, (keys, checkpoints[latest])
+                # The store's snapshot is its last record (the import's runs.sim_end_ts): before the
+                # revive time the record is still invisible; after it the revive is pending.
+                expected = ("IN_FLIGHT", revive_ts) if snapshot < revive_ts else ("RETRYING", revive_ts)
+            else:
+                # The revive service's retry record, not popped: no checkpoint holds it.
+                assert covering == [], (keys, covering)
+                expected = ("RETRYING", None)
+            assert [(r["group"], r["final_state"], r["invisible_until"], r["retries"]) for r in rows] == [
+                (group, *expected, retries)], (keys, rows, snapshot)
+            states_seen[keys] = expected[0]
             continue
         # The last record handed out was acked: after success, and after the client gave up.
         assert any(a[0] == last_topic and a[1] == last["queue_id"] and a[2] == start
                    and round(a[3].timestamp() * 1000) == pop_ms and a[4] == last["queue_offset"]
                    for a in acks), (keys, last)
-        assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"]) for r in rows] == [
-            (group, "CONSUMED", expected_calls - 1, TOPIC)], (keys, rows)
+        assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"], r["invisible_until"])
+                for r in rows] == [(group, "CONSUMED", expected_calls - 1, TOPIC, None)], (keys, rows)
+        states_seen[keys] = "CONSUMED"
     # The broker wrote its retries under one name only: v1 or v2, as configured.
     assert {r["topic"] for r in records.values() if r["topic"].startswith("%RETRY%")} == {retry_topic}
     # Its records carry the v2 magic (a 2-byte topic length) when the name is over 127 bytes.
@@ -254,4 +280,6 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     for keys in sorted(sent):
         chain = sorted((h for h in hops if h["message_key"] == sent[keys]["uniq_key"]), key=lambda h: h["hop_index"])
         print(keys, [(c["reconsume_times"], c["status"]) for c in calls[keys]], [h["hop_kind"] for h in chain],
-              [r["final_state"] for r in lineage if r["message_key"] == sent[keys]["uniq_key"]])
+              [(r["final_state"], r["invisible_until"]) for r in lineage if r["message_key"] == sent[keys]["uniq_key"]],
+              "snapshot", snapshot)
+    assert set(states_seen) == set(sent), states_seen

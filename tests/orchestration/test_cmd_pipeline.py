@@ -46,6 +46,26 @@ def test_trace_by_uniq_key_shows_hops_state_and_consumes(db, capsys):
     assert "EXCEPTION -> SENT_BACK" in out
 
 
+def test_trace_of_a_pop_message_in_flight_says_until_when_it_is_invisible(tmp_path, capsys):
+    """A chain IN_FLIGHT (a 5.x POP record popped and not acked at the snapshot) is traced with its
+    invisible_until, in the timeline and in --json."""
+    def in_flight(tables):
+        row = next(r for r in tables["message_lineage"] if r["message_key"] == "UA")
+        row["final_state"], row["invisible_until"] = "IN_FLIGHT", ts(25_000)
+
+    run = write_tiny_run(tmp_path / "runs" / "tiny", in_flight)
+    db = tmp_path / "w.duckdb"
+    assert main(["-q", "warehouse", str(run), "--db", str(db)]) == 0
+    capsys.readouterr()
+    code, out, _ = run_cli(capsys, "trace", "UA", "--db", str(db))
+    assert code == 0
+    assert "group g1: IN_FLIGHT after 0 retries" in out
+    assert "popped, not acked: still invisible until 2026-01-01 00:00:25.000" in out
+    code, out, _ = run_cli(capsys, "trace", "UA", "--db", str(db), "--json")
+    chain = json.loads(out)["messages"][0]["groups"][0]
+    assert (chain["final_state"], chain["invisible_until"]) == ("IN_FLIGHT", "2026-01-01T00:00:25+00:00")
+
+
 def test_trace_by_offset_msg_id_and_origin_msg_id(db, capsys):
     """An offset msgId of any hop, or the ORIGIN_MESSAGE_ID, finds the same message."""
     dlq_msg_id = "0A00000100002A9F0000000000000190"
