@@ -56,27 +56,41 @@ def _decode(key: bytes, value: bytes) -> tuple[str, dict[int, int]]:
         raise RocksDBOffsetsError(f"the value of {name!r} is not an offsetTable: {value[:200]!r}") from exc
 
 
-def read_rocksdb_offsets(directory: Path) -> dict[str, dict[int, int]]:
-    """``config/consumerOffsets/``: "topic@group" -> {queueId: next offset to consume}.
+def rocksdb_items(directory: Path, column_family: str | None = None) -> list[tuple[bytes, bytes]]:
+    """Every (key, value) of one column family (``None``: ``default``) of the RocksDB directory
+    ``directory``, read from a copy (see the module docstring), in key order.
 
-    Raises RocksDBOffsetsError (with the reason) when rocksdict is not installed, the directory
-    cannot be opened, or an entry is not in the broker's format."""
+    Raises RocksDBOffsetsError (with the reason) when rocksdict is not installed or the directory
+    cannot be copied or opened."""
     try:
         from rocksdict import AccessType, Options, Rdict
     except ImportError as exc:
         raise RocksDBOffsetsError(f"the rocksdict package is not installed ({exc})") from exc
-    with tempfile.TemporaryDirectory(prefix="consumer-offsets-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="rocksdb-snapshot-") as scratch:
         copy = Path(scratch) / "db"
         try:
             shutil.copytree(directory, copy, ignore=shutil.ignore_patterns("LOCK"))
         except OSError as exc:
             raise RocksDBOffsetsError(f"cannot copy {directory}: {exc}") from exc
+        families = {column_family: Options(raw_mode=True)} if column_family else None
         try:
-            db = Rdict(str(copy), options=Options(raw_mode=True), access_type=AccessType.read_only())
+            db = Rdict(str(copy), options=Options(raw_mode=True), column_families=families,
+                       access_type=AccessType.read_only())
         except Exception as exc:  # rocksdict raises plain Exception for a RocksDB status
             reason = str(exc).replace(str(copy), str(directory))
             raise RocksDBOffsetsError(f"RocksDB cannot open it: {reason}") from exc
         try:
-            return dict(_decode(k, v) for k, v in db.items())
+            table = db.get_column_family(column_family) if column_family else db
+            return list(table.items())
+        except Exception as exc:  # a missing column family is a plain Exception too
+            raise RocksDBOffsetsError(f"RocksDB cannot read {column_family or 'default'}: {exc}") from exc
         finally:
             db.close()
+
+
+def read_rocksdb_offsets(directory: Path) -> dict[str, dict[int, int]]:
+    """``config/consumerOffsets/``: "topic@group" -> {queueId: next offset to consume}.
+
+    Raises RocksDBOffsetsError (with the reason) when rocksdict is not installed, the directory
+    cannot be opened, or an entry is not in the broker's format."""
+    return dict(_decode(k, v) for k, v in rocksdb_items(directory))
