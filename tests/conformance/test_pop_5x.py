@@ -8,6 +8,7 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -31,14 +32,28 @@ TOPIC, GROUP = "PopTopic", "pop-group"
 # A group of 120 characters (the longest a group may be, ROCKETMQ_5X.md): its v1 retry topic
 # %RETRY%<group>_PopTopic is 136 bytes, over 127, so the broker writes its records with the v2 magic.
 LONG_GROUP = ("pop-group-" + "x" * 120)[:120]
-# (broker configuration, group, retry topic): the broker's defaults (the v1 retry name
+# Which POP bookkeeping the broker writes to the commit log (docs/rocketmq-5x.md):
+# EVERY: a checkpoint per pop and per change of invisible time, an ack record per ack;
+# UNACKED: enablePopBufferMerge=true, the merge service keeps checkpoints in memory and stores only
+#   those still unacked popCkStayBufferTimeOut (3 s) before their revive time; a change of
+#   invisible time (POP_DELAY_SEC, under 4.5 s) is stored at once, an ack within the buffer is not;
+# NONE: the POP KV service, no checkpoint or ack record at all; its in-flight pops are rows of
+#   kvStore/ (broker_core.store.pop_kv), which the import reads as unacked checkpoints (stage kv).
+EVERY, UNACKED, NONE = "every", "unacked", "none"
+# (broker configuration, group, retry topic, bookkeeping): the broker's defaults (the v1 retry name
 # %RETRY%<group>_<topic>, file consume queues); the v2 retry name %RETRY%<group>+<topic> with
-# RocksDB consume queues and metadata; the defaults with a retry topic over 127 bytes.
+# RocksDB consume queues and metadata; the defaults with a retry topic over 127 bytes; the buffer
+# merge service; the KV service (Init builds it, Enable routes pops and acks to it).
 LAYOUTS = {
-    "v1-files": ({}, GROUP, f"%RETRY%{GROUP}_{TOPIC}"),
-    "v2-rocksdb": ({"enableRetryTopicV2": "true", "storeType": "defaultRocksDB"}, GROUP, f"%RETRY%{GROUP}+{TOPIC}"),
-    "v1-long-group": ({}, LONG_GROUP, f"%RETRY%{LONG_GROUP}_{TOPIC}"),
+    "v1-files": ({}, GROUP, f"%RETRY%{GROUP}_{TOPIC}", EVERY),
+    "v2-rocksdb": ({"enableRetryTopicV2": "true", "storeType": "defaultRocksDB"}, GROUP,
+                   f"%RETRY%{GROUP}+{TOPIC}", EVERY),
+    "v1-long-group": ({}, LONG_GROUP, f"%RETRY%{LONG_GROUP}_{TOPIC}", EVERY),
+    "buffer-merge": ({"enablePopBufferMerge": "true"}, GROUP, f"%RETRY%{GROUP}_{TOPIC}", UNACKED),
+    "kv-service": ({"popConsumerKVServiceInit": "true", "popConsumerKVServiceEnable": "true"}, GROUP,
+                   f"%RETRY%{GROUP}_{TOPIC}", NONE),
 }
+SLOW_LAYOUTS = {"v1-long-group", "buffer-merge", "kv-service"}
 # Failures per message (keys pop-<i>): acked at once, after one and two failures, one that always
 # fails, which the client gives up at MAX_RECONSUME_TIMES and acks, and (-1) one sent last that
 # always fails and is still in flight when the run stops.
@@ -52,20 +67,20 @@ DRIVER_TIMEOUT_MS = 90_000  # a limit: a broker that never revives fails the tes
 DRIVER_TIMEOUT_S = 150
 
 
-@pytest.mark.parametrize("layout", [pytest.param(name, marks=[pytest.mark.slow] if name == "v1-long-group" else [])
+@pytest.mark.parametrize("layout", [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW_LAYOUTS else [])
                                     for name in sorted(LAYOUTS)])
 def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_path, spark, layout):
     """Each POP message's chain is its PUBLISH then one RETRY of the group per retry the listener
     got (the records it was handed, in order), every message acked by the client is CONSUMED (the
     one it gave up on too), the one in flight at the end is RETRYING, no checkpoint or ack is a
-    hop, and every blocking check passes."""
+    hop, and every blocking check passes, whichever checkpoints the broker's POP service stores."""
     from assets.lineage import run_lineage
     from broker_core.export.store_import import import_store
     from conformance.cluster import BrokerSpec, Cluster
     from conformance.jars import resolve
     from conformance.run import _warehouse
 
-    broker_config, group, retry_topic = LAYOUTS[layout]
+    broker_config, group, retry_topic, bookkeeping = LAYOUTS[layout]
     lib = resolve(VERSION)
     classpath = compile_driver(DRIVER, str(lib / "*"), tmp_path / "classes")
     with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s", extra=broker_config)]) as cluster:
@@ -95,24 +110,35 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
         assert not [f for f in ("topics.json", "subscriptionGroup.json", "consumerOffset.json")
                     if (config / f).exists()]
         assert summary.problems == [] and summary.records > 0, summary.problems
-        offsets = pq.read_table(run / "parquet" / "consumer_offsets").to_pylist()
-        # The POP group's offsets (the broker commits them as it pops) are read: each of the
-        # topic's queues is past every message popped from it (in the run: PopTopic 0:2 and 1:3,
-        # %RETRY%pop-group+PopTopic 0:5, and the revive group's of rmq_sys_REVIVE_LOG_<cluster>).
-        # A message's first delivery is popped from the topic itself (its retries from the retry topic).
-        popped = {(TOPIC, seen[0]["queue_id"], seen[0]["queue_offset"]) for seen in calls.values()}
-        committed = {(o["topic"], o["queue_id"]): o["offset"] for o in offsets
-                     if o["group"] == group and o["event"] == "RESTORE"}
-        assert popped and all(committed.get((t, q), -1) > qo for t, q, qo in popped), (popped, committed)
     else:
         assert "consumequeue" not in summary.store_items_5x and (config / "consumerOffset.json").is_file()
+    offsets = pq.read_table(run / "parquet" / "consumer_offsets").to_pylist()
+    # The POP group's offsets (the broker commits them as it pops; read from the JSON file or
+    # RocksDB) are past every message popped from the topic (in the runs: PopTopic 0:2 or 0:3 and
+    # 1:2 or 1:3, the retry topic 0:5). A message's first delivery is popped from the topic itself
+    # (its retries from the retry topic). Where no checkpoint covers a popped record (buffer merge,
+    # KV service), these offsets are what names the group its consumer.
+    popped = {(TOPIC, seen[0]["queue_id"], seen[0]["queue_offset"]) for seen in calls.values()}
+    committed = {(o["topic"], o["queue_id"]): o["offset"] for o in offsets
+                 if o["group"] == group and o["event"] == "RESTORE"}
+    assert popped and all(committed.get((t, q), -1) > qo for t, q, qo in popped), (popped, committed)
     assert summary.errors == [] and not [p for p in summary.problems if p.kind == "pop-body-undecodable"], \
         summary.problems
+    evidence = pq.read_table(run / "parquet" / "pop_evidence").to_pylist()
+    assert {e["group"] for e in evidence} <= {group}
+    if bookkeeping == NONE:
+        # The KV service: no checkpoint or ack record (no timer or revive record at all); its
+        # RocksDB is kvStore/ under the store, and its rows (pops in flight when the broker
+        # stopped, if any) are the only evidence, each an unacked checkpoint.
+        assert "kvStore" in summary.store_items_5x and summary.problems == [], summary.problems
+        assert {e["stage"] for e in evidence} <= {"kv"}, evidence
+    else:
+        assert evidence and {e["stage"] for e in evidence} == {"timer", "revive"}, evidence
+    # A checkpoint of the topic names its retry topic's owner; without one the store's config does.
+    named_by = "checkpoint" if [e for e in evidence if e["topic"] == TOPIC] else "config"
     owners = pq.read_table(run / "parquet" / "retry_topics").to_pylist()
     assert {(o["retry_topic"], o["group"], o["origin_topic"], o["resolution"]) for o in owners} >= {
-        (retry_topic, group, TOPIC, "checkpoint")}, owners
-    evidence = pq.read_table(run / "parquet" / "pop_evidence").to_pylist()
-    assert evidence and {e["group"] for e in evidence} == {group}
+        (retry_topic, group, TOPIC, named_by)}, owners
     # Importing the store again goes on from the last import's end (nothing new): the POP tables are
     # rebuilt from the commitlog it carries over, row for row.
     again = import_store(store, run, broker="broker-a")
@@ -138,6 +164,8 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     hop_offsets = {h["phys_offset"] for h in hops}
     assert not hop_offsets & {e["phys_offset"] for e in evidence}
     assert not [h for h in hops if records[h["phys_offset"]]["topic"].startswith(SYSTEM_TOPIC_PREFIX)]
+    if bookkeeping == NONE:
+        assert not [r for r in records.values() if r["topic"].startswith(SYSTEM_TOPIC_PREFIX)]
     # Each stage holds a copy of every checkpoint and ack that reached it: the timer one first.
     checkpoints = {(e["topic"], e["queue_id"], e["start_offset"], e["pop_ts"]): e
                    for e in evidence if e["kind"] == "ck"}
@@ -177,8 +205,9 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
             assert record["retry_topic"] is None and record["origin_msg_id"] is None
 
         # Every delivery was popped under a checkpoint of its queue and offset; the pop time and
-        # invisible time the client got (POP_CK) are the checkpoint's.
-        for call in seen:
+        # invisible time the client got (POP_CK) are the checkpoint's. (With the buffer merge, a
+        # checkpoint acked within the buffer is never stored; with the KV service none is.)
+        for call in seen if bookkeeping == EVERY else ():
             start, pop_ms, invisible_ms = (int(x) for x in call["pop_ck"].split()[:3])
             popped_topic = records[call["commit_log_offset"]]["topic"]
             ck = [c for (topic, q, so, pt), c in checkpoints.items()
@@ -186,8 +215,9 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
                   and round(pt.timestamp() * 1000) == pop_ms and call["queue_offset"] in c["offsets"]]
             assert len(ck) == 1 and ck[0]["invisible_ms"] == invisible_ms == INVISIBLE_MS, (keys, call, ck)
         # A failed delivery that was retried: the client set a new invisible time (a checkpoint of
-        # POP_DELAY_SEC), and the retry record came after that checkpoint's revive time.
-        for call, nxt in zip(seen, chain[1:], strict=False):
+        # POP_DELAY_SEC, stored at once by the buffer merge too), and the retry record came after
+        # that checkpoint's revive time.
+        for call, nxt in zip(seen, chain[1:], strict=False) if bookkeeping != NONE else ():
             popped_topic = records[call["commit_log_offset"]]["topic"]
             later = [c for (topic, q, so, pt), c in checkpoints.items()
                      if (topic, q, so) == (popped_topic, call["queue_id"], call["queue_offset"])
@@ -201,7 +231,7 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
         last_topic = records[last["commit_log_offset"]]["topic"]
         rows = [r for r in lineage if r["message_key"] == uniq]
         if in_flight:
-            if retries == expected_calls - 1:
+            if retries == expected_calls - 1 and bookkeeping != NONE:
                 # Its last record's last checkpoint (the change of invisible time) is not acked.
                 covering = [(pt, (topic, q, so, pt)) for (topic, q, so, pt), c in checkpoints.items()
                             if (topic, q) == (last_topic, last["queue_id"]) and last["queue_offset"] in c["offsets"]]
@@ -210,8 +240,9 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
             assert [(r["group"], r["final_state"], r["retries"]) for r in rows] == [
                 (group, "RETRYING", retries)], (keys, rows)
             continue
-        # The last record handed out was acked: after success, and after the client gave up.
-        assert any(a[0] == last_topic and a[1] == last["queue_id"] and a[2] == start
+        # The last record handed out was acked: after success, and after the client gave up. (The
+        # buffer merge stores the ack only of a checkpoint it stored.)
+        assert bookkeeping != EVERY or any(a[0] == last_topic and a[1] == last["queue_id"] and a[2] == start
                    and round(a[3].timestamp() * 1000) == pop_ms and a[4] == last["queue_offset"]
                    for a in acks), (keys, last)
         assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"]) for r in rows] == [
@@ -224,8 +255,9 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     # Every other record (short topic names) keeps the v1 magic.
     assert {r["magic"] for r in records.values() if len(r["topic"].encode()) <= 127} == {
         f"0x{MESSAGE_MAGIC_CODE_V1:08X}"}
-    # The client popped the retry topic: checkpoints of it by the group name it in full.
-    assert [e for e in evidence if e["kind"] == "ck" and e["topic"] == retry_topic and e["group"] == group]
+    # The client popped the retry topic: checkpoints of it by the group name it in full (the
+    # failed retries' changes of invisible time, under the buffer merge).
+    assert bookkeeping == NONE or [e for e in evidence if e["kind"] == "ck" and e["topic"] == retry_topic and e["group"] == group]
     # Remoting POP clients never dead-letter: no %DLQ% record at all.
     assert not [r for r in records.values() if r["topic"].startswith("%DLQ%")]
 
@@ -233,6 +265,9 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     failed = {name: v for outcomes in verdicts.values() for name, v in outcomes.items()
               if v["blocking"] and not v["passed"]}
     assert failed == {}, failed
+    print(layout, "evidence (stage, kind, invisible ms):",
+          sorted(Counter((e["stage"], e["kind"], e["invisible_ms"]) for e in evidence).items()),
+          "committed:", sorted(committed.items()))
     for keys in sorted(sent):
         chain = sorted((h for h in hops if h["message_key"] == sent[keys]["uniq_key"]), key=lambda h: h["hop_index"])
         print(keys, [(c["reconsume_times"], c["status"]) for c in calls[keys]], [h["hop_kind"] for h in chain],
