@@ -62,6 +62,10 @@ def proxy_dlq(phys, at, uniq, retry_phys, reconsume, first_pop):
 # U24 (PopTopic[0] offset 3, a gRPC consumer's group with maxAttempts 3) is never acked: the revive
 #   service writes three retries (%RETRY%pg_PopTopic offsets 1, 2, 3); the proxy pops the third,
 #   sends it to the DLQ and acks that pop.
+# U25 and U26 (PopTopic[0] offsets 4 and 5) were popped with no checkpoint record (a broker with
+#   the POP KV service, docs/rocketmq-5x.md): U25 was still in flight when the broker stopped (a
+#   row of kvStore/, read as a checkpoint of stage kv that nobody acked); U26 was acked, which
+#   leaves nothing but the committed offset.
 COMMITLOG_ROWS = [
     rec(0, TOPIC, 100, uniq="U20", queue_offset=0, run=RUN),
     rec(100, TOPIC, 110, uniq="U21", queue_offset=1, run=RUN),
@@ -79,6 +83,8 @@ COMMITLOG_ROWS = [
     rec(1200, WHEEL, 13000, uniq=f"{RETRY}@0@3@{GROUP}@13000@broker-a@ck", real_topic=REVIVE, run=RUN),
     proxy_dlq(1300, 13030, "U24", 1100, 4, 1000),
     rec(1400, WHEEL, 13040, uniq=f"{RETRY}@0@3@{GROUP}@13000@broker-a@ack", real_topic=REVIVE, run=RUN),
+    rec(1500, TOPIC, 14000, uniq="U25", queue_offset=4, run=RUN),
+    rec(1600, TOPIC, 14010, uniq="U26", queue_offset=5, run=RUN),
 ]
 EVIDENCE = [
     evidence(300, 1000, "ck", TOPIC, 0, [0, 1, 2], 1000, 5000, stage="timer"),
@@ -92,13 +98,14 @@ EVIDENCE = [
     evidence(710, 5010, "ack", RETRY, 0, [0], 5000, stage="timer"),
     evidence(1200, 13000, "ck", RETRY, 3, [3], 13000, 3000, stage="timer"),
     evidence(1400, 13040, "ack", RETRY, 3, [3], 13000, stage="timer"),
+    {**evidence(None, 15000, "ck", TOPIC, 4, [4], 15000, 5000, stage="kv"), "store_ts": None, "broker_name": None},
 ]
 OWNERS = [
     {"run_id": RUN, "broker": "broker-a", "retry_topic": RETRY, "group": GROUP, "origin_topic": TOPIC,
      "resolution": "checkpoint"},
 ]
 # A POP group's offset moves past a record when it is popped: every record here is below it.
-OFFSETS = [offset(GROUP, TOPIC, 0, 4, 9000, run=RUN), offset(GROUP, RETRY, 0, 4, 14000, run=RUN)]
+OFFSETS = [offset(GROUP, TOPIC, 0, 6, 15000, run=RUN), offset(GROUP, RETRY, 0, 4, 14000, run=RUN)]
 
 
 def build(spark, owners, pop_rows, offsets=OFFSETS):
@@ -128,16 +135,18 @@ def test_a_pop_v1_retry_topic_is_a_retry_hop_of_the_group_retry_topics_names(bui
 def test_checkpoints_and_acks_are_no_hops(built):
     """The POP checkpoints and acks, in the timer and in the revive topic, are in no hop row."""
     hops, _lineage = built
-    assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600, 800, 900, 1000, 1100, 1300}
+    assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600, 800, 900, 1000, 1100, 1300, 1500, 1600}
 
 
 def test_a_pop_record_is_consumed_when_its_last_checkpoint_was_acked(built):
     """An acked retry record and an acked first delivery are CONSUMED; a record whose first
     checkpoint was acked only to hand it to a new checkpoint that is not acked is RETRYING, though
-    the committed offset is past it."""
+    the committed offset is past it, and so is an in-flight pop of the KV service; a popped record
+    with no checkpoint at all is judged by the committed offset (CONSUMED)."""
     _hops, lineage = built
     assert {k: r.final_state for k, r in lineage.items()} == {
-        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ"}
+        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ",
+        ("U25", GROUP): "RETRYING", ("U26", GROUP): "CONSUMED"}
 
 
 def test_the_proxys_dlq_of_a_pop_message_is_dlq_of_the_group_and_origin_topic(built):
@@ -178,7 +187,9 @@ def test_without_the_import_tables_the_old_readings_stay(spark):
 def test_without_committed_offsets_the_checkpoints_name_the_pop_group(spark):
     """A store with its consumer offsets in RocksDB (storeType=defaultRocksDB: no
     consumerOffset.json) has no committed offset of the group: its checkpoints of PopTopic make it
-    a subscriber, so U23 (popped and acked at once, never retried) is the group's and CONSUMED."""
+    a subscriber, so U23 (popped and acked at once, never retried) is the group's and CONSUMED;
+    U26, popped with no checkpoint, has nothing left to say it was consumed: UNCONSUMED."""
     _hops, lineage = build(spark, OWNERS, EVIDENCE, offsets=[])
     assert {k: r.final_state for k, r in lineage.items()} == {
-        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ"}
+        ("U20", GROUP): "CONSUMED", ("U21", GROUP): "RETRYING", ("U23", GROUP): "CONSUMED", ("U24", GROUP): "DLQ",
+        ("U25", GROUP): "RETRYING", ("U26", GROUP): "UNCONSUMED"}
