@@ -19,7 +19,8 @@ ITEMS_5X = (
     ("config/timermetrics", "timer metrics (JSON)"),
     ("compaction", "compaction topics' logs (the records stay in the commit log too)"),
     ("batchconsumequeue", "batch consume queues (queue.type=BatchCQ)"),
-    ("kvStore", "POP key-value store (RocksDB)"),
+    ("kvStore", "POP KV service's in-flight pops (RocksDB, column family popState; "
+     "popConsumerKVServiceEnable=true): read into pop_evidence as unacked checkpoints (stage kv)"),
     ("config/rdb", "configuration v2 (RocksDB)"),
     ("config/topics", "topic configuration (RocksDB)"),
     ("config/subscriptionGroups", "subscription groups (RocksDB)"),

@@ -272,3 +272,56 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
         chain = sorted((h for h in hops if h["message_key"] == sent[keys]["uniq_key"]), key=lambda h: h["hop_index"])
         print(keys, [(c["reconsume_times"], c["status"]) for c in calls[keys]], [h["hop_kind"] for h in chain],
               [r["final_state"] for r in lineage if r["message_key"] == sent[keys]["uniq_key"]])
+
+
+HOLD_DRIVER = DRIVER.with_name("PopHoldDriver.java")
+# Long enough that the broker cannot revive the held message before it stops (within the client's
+# [5000, 300000] ms).
+HOLD_INVISIBLE_MS = 120_000
+HOLD_TIMEOUT_MS = 60_000  # a limit on each of the driver's waits
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["v1-files", "kv-service"])
+def test_a_pop_message_in_flight_when_the_broker_stops_is_retrying(tmp_path, spark, layout):
+    """A message popped and never acked when the broker stops is RETRYING, and one acked is
+    CONSUMED, whether the broker stores the pop as a checkpoint record or (KV service) as a row of
+    kvStore/; the group's committed offset is past both."""
+    from assets.lineage import run_lineage
+    from broker_core.export.store_import import import_store
+    from conformance.cluster import BrokerSpec, Cluster
+    from conformance.jars import resolve
+
+    broker_config, group, _retry_topic, bookkeeping = LAYOUTS[layout]
+    lib = resolve(VERSION)
+    classpath = compile_driver(HOLD_DRIVER, str(lib / "*"), tmp_path / "classes")
+    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s", extra=broker_config)]) as cluster:
+        store = cluster.procs["broker-a"].store
+        events = run_driver(classpath, "PopHoldDriver",
+                            [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, group,
+                             HOLD_INVISIBLE_MS, HOLD_TIMEOUT_MS], cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
+        cluster.stop_all()
+    sent = {key: sends[0] for key, sends in events_by_key(events, "send").items()}
+    held = events_by_key(events, "consume")["held"][0]
+    assert sorted(sent) == ["acked", "held"]
+
+    run = tmp_path / "runs" / "pop"
+    summary = import_store(store, run, broker="broker-a")
+    assert summary.problems == [] and ("kvStore" in summary.store_items_5x) == (bookkeeping == NONE), summary
+    evidence = pq.read_table(run / "parquet" / "pop_evidence").to_pylist()
+    pop_ms = int(held["pop_ck"].split()[1])
+    # The held pop: a kvStore row (the KV service) or a checkpoint still in the timer (its revive
+    # time is HOLD_INVISIBLE_MS away), with no ack either way.
+    of_held = [e for e in evidence if held["queue_offset"] in e["offsets"]]
+    assert [(e["stage"], e["kind"], e["group"], e["topic"], e["invisible_ms"], round(e["pop_ts"].timestamp() * 1000))
+            for e in of_held] == [("kv" if bookkeeping == NONE else "timer", "ck", group, TOPIC, HOLD_INVISIBLE_MS,
+                                   pop_ms)], evidence
+    offsets = pq.read_table(run / "parquet" / "consumer_offsets").to_pylist()
+    assert [o["offset"] for o in offsets if (o["group"], o["topic"]) == (group, TOPIC)] == [held["queue_offset"] + 1]
+
+    run_lineage(run, spark)
+    lineage = pq.read_table(run / "lineage" / "message_lineage").to_pylist()
+    assert sorted((r["message_key"], r["group"], r["final_state"]) for r in lineage) == sorted([
+        (sent["acked"]["uniq_key"], group, "CONSUMED"), (sent["held"]["uniq_key"], group, "RETRYING")]), lineage
+    print(layout, "evidence:", [(e["stage"], e["kind"], e["offsets"]) for e in evidence], "lineage:",
+          [(r["final_state"]) for r in lineage])
