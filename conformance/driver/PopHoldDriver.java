@@ -5,13 +5,10 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
-import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
-import org.apache.rocketmq.common.message.MessageRequestMode;
-import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * Leaves a POP message in flight: a RocketMQ 5.x remoting POP consumer acks the message "acked",
@@ -33,11 +30,7 @@ public class PopHoldDriver {
         long invisibleTimeMs = Long.parseLong(args[4]);
         long timeoutMs = Long.parseLong(args[5]);
 
-        DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
-        admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 1, 1, 6));
-        DriverSupport.waitForRoute(admin, topic);
-        admin.setMessageRequestMode(brokerAddr, topic, group, MessageRequestMode.POP, -1, 5000);
-        admin.shutdown();
+        DriverSupport.createPopTopic(namesrv, brokerAddr, topic, 1, group);
 
         CountDownLatch acked = new CountDownLatch(1), held = new CountDownLatch(1);
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);

@@ -67,6 +67,25 @@ DRIVER_TIMEOUT_MS = 90_000  # a limit: a broker that never revives fails the tes
 DRIVER_TIMEOUT_S = 150
 
 
+def run_on_a_broker(tmp_path, layout: str, driver: Path, args) -> tuple[Path, list[dict]]:
+    """Run ``driver`` (its class named as its file) against one 5.3.3 broker of ``layout``, with the
+    name server, the broker's address, TOPIC and the layout's group before ``args``; stop the
+    broker; return its store and the driver's events."""
+    from conformance.cluster import BrokerSpec, Cluster
+    from conformance.jars import resolve
+
+    broker_config, group = LAYOUTS[layout][:2]
+    lib = resolve(VERSION)
+    classpath = compile_driver(driver, str(lib / "*"), tmp_path / "classes")
+    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s", extra=broker_config)]) as cluster:
+        store = cluster.procs["broker-a"].store
+        events = run_driver(classpath, driver.stem,
+                            [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, group, *args],
+                            cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
+        cluster.stop_all()
+    return store, events
+
+
 @pytest.mark.parametrize("layout", [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW_LAYOUTS else [])
                                     for name in sorted(LAYOUTS)])
 def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_path, spark, layout):
@@ -76,20 +95,11 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     hop, and every blocking check passes, whichever checkpoints the broker's POP service stores."""
     from assets.lineage import run_lineage
     from broker_core.export.store_import import import_store
-    from conformance.cluster import BrokerSpec, Cluster
-    from conformance.jars import resolve
     from conformance.run import _warehouse
 
     broker_config, group, retry_topic, bookkeeping = LAYOUTS[layout]
-    lib = resolve(VERSION)
-    classpath = compile_driver(DRIVER, str(lib / "*"), tmp_path / "classes")
-    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s", extra=broker_config)]) as cluster:
-        store = cluster.procs["broker-a"].store
-        events = run_driver(classpath, "PopDriver",
-                            [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, group,
-                             ",".join(map(str, PLAN)), MAX_RECONSUME_TIMES, POP_DELAY_SEC, INVISIBLE_MS,
-                             DRIVER_TIMEOUT_MS], cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
-        cluster.stop_all()
+    store, events = run_on_a_broker(tmp_path, layout, DRIVER, [",".join(map(str, PLAN)), MAX_RECONSUME_TIMES,
+                                                               POP_DELAY_SEC, INVISIBLE_MS, DRIVER_TIMEOUT_MS])
     sent = {key: sends[0] for key, sends in events_by_key(events, "send").items()}
     calls = events_by_key(events, "consume")
     assert sorted(sent) == sorted(calls) == [f"pop-{i}" for i in range(len(PLAN))]
@@ -289,18 +299,9 @@ def test_a_pop_message_in_flight_when_the_broker_stops_is_retrying(tmp_path, spa
     kvStore/; the group's committed offset is past both."""
     from assets.lineage import run_lineage
     from broker_core.export.store_import import import_store
-    from conformance.cluster import BrokerSpec, Cluster
-    from conformance.jars import resolve
 
-    broker_config, group, _retry_topic, bookkeeping = LAYOUTS[layout]
-    lib = resolve(VERSION)
-    classpath = compile_driver(HOLD_DRIVER, str(lib / "*"), tmp_path / "classes")
-    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s", extra=broker_config)]) as cluster:
-        store = cluster.procs["broker-a"].store
-        events = run_driver(classpath, "PopHoldDriver",
-                            [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, group,
-                             HOLD_INVISIBLE_MS, HOLD_TIMEOUT_MS], cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
-        cluster.stop_all()
+    _config, group, _retry_topic, bookkeeping = LAYOUTS[layout]
+    store, events = run_on_a_broker(tmp_path, layout, HOLD_DRIVER, [HOLD_INVISIBLE_MS, HOLD_TIMEOUT_MS])
     sent = {key: sends[0] for key, sends in events_by_key(events, "send").items()}
     held = events_by_key(events, "consume")["held"][0]
     assert sorted(sent) == ["acked", "held"]
