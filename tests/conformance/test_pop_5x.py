@@ -1,6 +1,8 @@
 """A 5.x remoting POP consumer on a real RocketMQ 5.3.3 broker: messages failed some times and
 then acked, and one failed until the client gave up; the store imported, its lineage built, and
-every message's hops and final state compared with what its listener saw.
+every message's hops and final state compared with what its listener saw. Broker setups differ in
+what POP bookkeeping they store (a checkpoint per pop, only the unacked ones, or none); a second
+test stops the broker with a message popped and not acked.
 
 Needs java, javac and mvn (the jars come from the conformance cache); skips without them.
 """
