@@ -28,7 +28,7 @@ from broker_core.codec import Record, decode_record
 from broker_core.constants import TIMER_TOPIC
 from broker_core.errors import CorruptRecordError
 from broker_core.export.parquet import TableWriter
-from broker_core.store import pop
+from broker_core.store import pop, pop_kv
 from broker_core.store.config_files import split_topic_group
 from broker_core.store.problem import WARNING, Problem
 from broker_core.store.reader import StoreReader
@@ -38,6 +38,7 @@ RESOLVED_BY_CONFIG = "config"
 RESOLVED_AMBIGUOUS = "ambiguous"
 RESOLVED_BY_NAME = "name"
 PROBLEM_POP_BODY = "pop-body-undecodable"
+PROBLEM_POP_KV = "pop-kv-not-read"
 
 
 def _bookkeeping_rows(commitlog_dir: Path, broker: str, topics: Iterable[str]) -> list[dict]:
@@ -125,6 +126,15 @@ def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str,
                         "start_offset": decoded.start_offset, "offsets": list(decoded.offsets),
                         "pop_ts": decoded.pop_ts_ms, "invisible_ms": decoded.invisible_ms,
                         "revive_ts": decoded.revive_ts_ms, "broker_name": decoded.broker_name})
+    kv_checkpoints, kv_problem = _kv_checkpoints(reader.root)
+    problems += kv_problem
+    for ck in kv_checkpoints:
+        checkpoints.append(ck)
+        evidence.write({"run_id": run_id, "broker": broker, "phys_offset": None, "store_ts": None,
+                        "stage": pop.STAGE_KV, "kind": ck.kind, "group": ck.group, "topic": ck.topic,
+                        "queue_id": ck.queue_id, "start_offset": ck.start_offset, "offsets": list(ck.offsets),
+                        "pop_ts": ck.pop_ts_ms, "invisible_ms": ck.invisible_ms, "revive_ts": ck.revive_ts_ms,
+                        "broker_name": None})
     evidence_rows = evidence.close()
 
     owners = TableWriter(parquet, "retry_topics", part=part)
@@ -133,6 +143,22 @@ def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str,
         owners.write({"run_id": run_id, "broker": broker, "retry_topic": topic, "group": group,
                       "origin_topic": origin, "resolution": how})
     return evidence_rows, owners.close(), problems
+
+
+def _kv_checkpoints(root: Path) -> tuple[list[pop.PopRecord], list[Problem]]:
+    """The POP KV service's in-flight pops (``kvStore/``) as checkpoints nobody acked, and the
+    warning when the store has that directory but it cannot be read: then a record popped and not
+    acked looks consumed (the group's committed offset is past it) and the lineage says CONSUMED."""
+    if not pop_kv.has_pop_kv_store(root):
+        return [], []
+    try:
+        records = pop_kv.read_pop_kv_records(root)
+    except pop_kv.PopKVError as exc:
+        return [], [Problem(pop_kv.POP_KV_DIR_NAME, 0, PROBLEM_POP_KV,
+                            f"the POP KV service's in-flight pops were not read ({exc}); a record popped "
+                            "and not acked is CONSUMED in the lineage", WARNING)]
+    return [pop.PopRecord(pop.TAG_CHECKPOINT, r.group, r.topic, r.queue_id, r.offset, (r.offset,), r.pop_ts_ms,
+                          r.invisible_ms, r.pop_ts_ms + r.invisible_ms, None) for r in records], []
 
 
 def known_names(reader: StoreReader) -> tuple[set[str], set[str]]:

@@ -208,9 +208,9 @@ MESSAGE_LINEAGE = pa.schema([
 POP_EVIDENCE = pa.schema([
     ("run_id", pa.string()),
     ("broker", pa.string()),
-    ("phys_offset", pa.int64()),
-    ("store_ts", TS),
-    ("stage", pa.string()),  # timer | revive
+    ("phys_offset", pa.int64()),  # null for stage kv (no record)
+    ("store_ts", TS),  # null for stage kv
+    ("stage", pa.string()),  # timer | revive | kv (an in-flight pop of the POP KV service, kvStore/)
     ("kind", pa.string()),  # ck | ack | bAck
     ("group", pa.string()),
     ("topic", pa.string()),  # the topic popped: a message topic or the group's POP retry topic

@@ -21,7 +21,8 @@ ITEMS_5X = (
     ("config/timermetrics", "timer metrics (JSON)"),
     ("compaction", "compaction topics' logs (the records stay in the commit log too)"),
     ("batchconsumequeue", "batch consume queues (queue.type=BatchCQ)"),
-    ("kvStore", "POP key-value store (RocksDB)"),
+    ("kvStore", "POP KV service's in-flight pops (RocksDB, column family popState; "
+     "popConsumerKVServiceEnable=true): read into pop_evidence as unacked checkpoints (stage kv)"),
     ("config/rdb", "configuration v2 (RocksDB; configManagerVersion=v2, any storeType): topics, "
      "subscription groups and consumer offsets, read with rocksdict (a table that cannot be read is a "
      "config-not-read or offsets-not-read warning)"),

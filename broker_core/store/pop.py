@@ -43,6 +43,8 @@ POP_KINDS = (TAG_CHECKPOINT, TAG_ACK, TAG_BATCH_ACK)
 # Where the record was: waiting in the timer, or put into the revive topic when the timer fired.
 STAGE_TIMER = "timer"
 STAGE_REVIVE = "revive"
+# An in-flight pop of the POP KV service (kvStore/, broker_core.store.pop_kv): a checkpoint with no record.
+STAGE_KV = "kv"
 POP_BODY_BYTES_MAX = 1 << 20  # a checkpoint lists at most a batch of offsets; more is not a POP body
 
 

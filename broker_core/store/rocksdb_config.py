@@ -67,8 +67,8 @@ def newest_mtime_ms(directory: Path) -> int | None:
     return int(max(times) * 1000) if times else None
 
 
-def read_entries(directory: Path) -> list[tuple[bytes, bytes]]:
-    """Every (key, value) of the ``default`` column family of the RocksDB database in
+def read_entries(directory: Path, column_family: str | None = None) -> list[tuple[bytes, bytes]]:
+    """Every (key, value) of one column family (``None``: ``default``) of the RocksDB database in
     ``directory``, in key order, read from a copy of it.
 
     Raises RocksDBConfigError (with the reason) when rocksdict is not installed or the directory
@@ -83,14 +83,20 @@ def read_entries(directory: Path) -> list[tuple[bytes, bytes]]:
             shutil.copytree(directory, copy, ignore=shutil.ignore_patterns("LOCK"))
         except OSError as exc:
             raise RocksDBConfigError(f"cannot copy {directory}: {exc}") from exc
+        families = {column_family: Options(raw_mode=True)} if column_family else None
         try:
-            db = Rdict(str(copy), options=Options(raw_mode=True), access_type=AccessType.read_only())
+            db = Rdict(str(copy), options=Options(raw_mode=True), column_families=families,
+                       access_type=AccessType.read_only())
         except Exception as exc:  # rocksdict raises plain Exception for a RocksDB status
             reason = str(exc).replace(str(copy), str(directory))
             raise RocksDBConfigError(f"RocksDB cannot open it: {reason}") from exc
         try:
+            try:
+                table = db.get_column_family(column_family) if column_family else db
+            except Exception as exc:  # a missing column family is a plain Exception too
+                raise RocksDBConfigError(f"RocksDB cannot read {column_family}: {exc}") from exc
             entries = []
-            for key, value in db.items():
+            for key, value in table.items():
                 if len(entries) == ENTRIES_MAX:
                     raise RocksDBConfigError(f"more than {ENTRIES_MAX} entries")
                 entries.append((bytes(key), bytes(value)))

@@ -1,11 +1,13 @@
 import java.util.concurrent.Callable;
 
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.message.MessageRequestMode;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * What the real-broker tests' 5.x drivers share: running a driver to a JVM exit code, printing
- * its JSON lines, and the admin client that creates their topics and waits for the name server
- * to route them. Compiled with each driver (tests/conformance/java_driver.py).
+ * its JSON lines, and the admin client that creates their topics (a POP group's too) and waits
+ * for the name server to route them. Compiled with each driver (tests/conformance/java_driver.py).
  */
 public final class DriverSupport {
     static final long ROUTE_WAIT_MS = 30_000;  // a limit: a broker that never registers fails the run
@@ -41,6 +43,21 @@ public final class DriverSupport {
         admin.setInstanceName(instanceName);
         admin.start();
         return admin;
+    }
+
+    /** Creates the topic with that many queues on the broker, waits for its route, and has the
+     * broker serve the group on it by POP (messageRequestMode.json; popShareQueueNum -1: every
+     * consumer of the group pops from every queue). */
+    static void createPopTopic(String namesrv, String brokerAddr, String topic, int queues, String group)
+            throws Exception {
+        DefaultMQAdminExt admin = startAdmin(namesrv, group + "-admin");
+        try {
+            admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, queues, queues, 6));
+            waitForRoute(admin, topic);
+            admin.setMessageRequestMode(brokerAddr, topic, group, MessageRequestMode.POP, -1, 5000);
+        } finally {
+            admin.shutdown();
+        }
     }
 
     /** Waits until the name server routes the topic: it learns a route from the broker's next

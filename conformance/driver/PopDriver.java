@@ -12,13 +12,10 @@ import org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
-import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
-import org.apache.rocketmq.common.message.MessageRequestMode;
-import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * Sends messages to a topic and consumes them with a RocketMQ 5.x remoting POP consumer (a
@@ -79,14 +76,8 @@ public class PopDriver {
         long timeoutMs = Long.parseLong(args[8]);
         int inFlightDelaySec = Integer.parseInt(args[9]);
 
-        DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
-        admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 2, 2, 6));
-        DriverSupport.waitForRoute(admin, topic);
-        // The broker serves this group on this topic by POP (messageRequestMode.json); -1: every
-        // consumer of the group pops from every queue.
-        admin.setMessageRequestMode(brokerAddr, topic, group, MessageRequestMode.POP, -1, 5000);
+        DriverSupport.createPopTopic(namesrv, brokerAddr, topic, 2, group);
         emit("{\"event\":\"pop_mode\",\"topic\":\"" + topic + "\",\"group\":\"" + group + "\"}");
-        admin.shutdown();
 
         int[] failures = new int[plan.length];
         for (int i = 0; i < plan.length; i++) failures[i] = Integer.parseInt(plan[i]);

@@ -78,6 +78,10 @@ def proxy_dlq(phys, at, uniq, retry_phys, reconsume, first_pop):
 # The store's snapshot is its last record, that pop's checkpoint at 18200 (SNAPSHOT_MS): U21's
 #   revive time (3200) passed without a retry record (the revive is pending), U25's and U28-U30's
 #   are ahead.
+# U31 and U32 (PopTopic[0] offsets 9 and 10) were popped with no checkpoint record (a broker with
+#   the POP KV service, docs/rocketmq-5x.md): U31 was still in flight when the broker stopped (a
+#   row of kvStore/, read as a checkpoint of stage kv that nobody acked; revive 20000, after the
+#   snapshot); U32 was acked, which leaves nothing but the committed offset.
 SNAPSHOT_MS = 18200
 COMMITLOG_ROWS = [
     rec(0, TOPIC, 100, uniq="U20", queue_offset=0, run=RUN),
@@ -107,6 +111,8 @@ COMMITLOG_ROWS = [
     rec(2130, WHEEL, 18000, uniq=f"{TOPIC}@0@6@{GROUP}@18000@broker-a@ck", real_topic=REVIVE, run=RUN),
     pop_retry(2200, 17000, "U30", 5, 1, 14100),
     rec(2210, WHEEL, SNAPSHOT_MS, uniq=f"{RETRY}@0@5@{GROUP}@18200@broker-a@ck", real_topic=REVIVE, run=RUN),
+    rec(2300, TOPIC, 14000, uniq="U31", queue_offset=9, run=RUN),
+    rec(2310, TOPIC, 14010, uniq="U32", queue_offset=10, run=RUN),
 ]
 EVIDENCE = [
     evidence(300, 1000, "ck", TOPIC, 0, [0, 1, 2], 1000, 5000, stage="timer"),
@@ -135,6 +141,7 @@ EVIDENCE = [
     evidence(2180, 14101, "ack", TOPIC, 8, [8], 14000, stage="timer"),
     evidence(2190, 15100, "ck", TOPIC, 8, [8], 14100, 2000),  # the same checkpoint, in the revive topic
     evidence(2210, 18200, "ck", RETRY, 5, [5], 18200, 5000, stage="timer"),
+    {**evidence(None, 15000, "ck", TOPIC, 9, [9], 15000, 5000, stage="kv"), "store_ts": None, "broker_name": None},
 ]
 # The import's runs row: sim_end_ts is the store time of the broker's last record.
 RUNS_ROWS = [{"run_id": RUN, "source": "import", "first_offset": 0, "broker": "broker-a",
@@ -144,12 +151,14 @@ OWNERS = [
      "resolution": "checkpoint"},
 ]
 # A POP group's offset moves past a record when it is popped: every record here is below it.
-OFFSETS = [offset(GROUP, TOPIC, 0, 9, 18000, run=RUN), offset(GROUP, RETRY, 0, 6, 18200, run=RUN)]
+OFFSETS = [offset(GROUP, TOPIC, 0, 11, 18000, run=RUN), offset(GROUP, RETRY, 0, 6, 18200, run=RUN)]
 # Every message's state with the import's tables, and its invisible_until (ms): U21 revive
-# pending; U25 (a gRPC push consumer's change of invisible time) and U28-U30 in flight.
+# pending; U25 (a gRPC push consumer's change of invisible time), U28-U30 and U31 (a KV row) in
+# flight; U32 (popped with no checkpoint) consumed by the committed offset.
 STATES = {"U20": ("CONSUMED", None), "U21": ("RETRYING", 3200), "U23": ("CONSUMED", None), "U24": ("DLQ", None),
           "U25": ("IN_FLIGHT", 24100), "U26": ("CONSUMED", None),
-          "U28": ("IN_FLIGHT", 23000), "U29": ("IN_FLIGHT", 20100), "U30": ("IN_FLIGHT", 23200)}
+          "U28": ("IN_FLIGHT", 23000), "U29": ("IN_FLIGHT", 20100), "U30": ("IN_FLIGHT", 23200),
+          "U31": ("IN_FLIGHT", 20000), "U32": ("CONSUMED", None)}
 
 
 def build(spark, owners, pop_rows, offsets=OFFSETS, runs=RUNS_ROWS):
@@ -181,14 +190,15 @@ def test_checkpoints_and_acks_are_no_hops(built):
     """The POP checkpoints and acks, in the timer and in the revive topic, are in no hop row."""
     hops, _lineage = built
     assert {r.phys_offset for r in hops.values()} == {0, 100, 200, 600, 800, 900, 1000, 1100, 1300, 1500, 1600,
-                                                      1900, 2100, 2110, 2120, 2200}
+                                                      1900, 2100, 2110, 2120, 2200, 2300, 2310}
 
 
 def test_a_pop_record_is_consumed_when_its_last_checkpoint_was_acked(built):
     """An acked retry record and an acked first delivery are CONSUMED; a record whose first
     checkpoint was acked only to hand it to a new checkpoint that is not acked, whose revive time
     passed before the snapshot with no retry record yet, is RETRYING, though the committed offset
-    is past it."""
+    is past it; an in-flight pop of the KV service is judged by its row as by a checkpoint; a
+    popped record with no checkpoint at all is judged by the committed offset (CONSUMED)."""
     _hops, lineage = built
     assert {k: r.final_state for k, r in lineage.items()} == {(k, GROUP): s for k, (s, _) in STATES.items()}
 
@@ -263,6 +273,8 @@ def test_without_the_import_tables_the_old_readings_stay(spark):
 def test_without_committed_offsets_the_checkpoints_name_the_pop_group(spark):
     """A store with its consumer offsets in RocksDB (storeType=defaultRocksDB: no
     consumerOffset.json) has no committed offset of the group: its checkpoints of PopTopic make it
-    a subscriber, so U23 (popped and acked at once, never retried) is the group's and CONSUMED."""
+    a subscriber, so U23 (popped and acked at once, never retried) is the group's and CONSUMED;
+    U32, popped with no checkpoint, has nothing left to say it was consumed: UNCONSUMED."""
     _hops, lineage = build(spark, OWNERS, EVIDENCE, offsets=[])
-    assert {k: r.final_state for k, r in lineage.items()} == {(k, GROUP): s for k, (s, _) in STATES.items()}
+    assert {k: r.final_state for k, r in lineage.items()} == {
+        (k, GROUP): "UNCONSUMED" if k == "U32" else s for k, (s, _) in STATES.items()}

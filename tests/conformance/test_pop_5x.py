@@ -1,13 +1,16 @@
 """A 5.x remoting POP consumer on a real RocketMQ 5.3.3 broker: messages failed some times and
 then acked, one failed until the client gave up, and one still invisible when the broker stops; the
 store imported, its lineage built, and every message's hops and final state compared with what its
-listener saw and what the store holds.
+listener saw and what the store holds. Broker setups differ in what POP bookkeeping they store (a
+checkpoint per pop, only the unacked ones, or none); a second test stops the broker with a message
+popped and not acked.
 
 Needs java, javac and mvn (the jars come from the conformance cache); skips without them.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -29,18 +32,31 @@ TOPIC, GROUP = "PopTopic", "pop-group"
 # A group of 120 characters (the longest a group may be, ROCKETMQ_5X.md): its v1 retry topic
 # %RETRY%<group>_PopTopic is 136 bytes, over 127, so the broker writes its records with the v2 magic.
 LONG_GROUP = ("pop-group-" + "x" * 120)[:120]
-# (broker configuration, group, retry topic): the broker's defaults (the v1 retry name
+# Which POP bookkeeping the broker writes to the commit log (docs/rocketmq-5x.md):
+# EVERY: a checkpoint per pop and per change of invisible time, an ack record per ack;
+# UNACKED: enablePopBufferMerge=true, the merge service keeps checkpoints in memory and stores only
+#   those still unacked popCkStayBufferTimeOut (3 s) before their revive time; a change of
+#   invisible time (POP_DELAY_SEC, under 4.5 s) is stored at once, an ack within the buffer is not;
+# NONE: the POP KV service, no checkpoint or ack record at all; its in-flight pops are rows of
+#   kvStore/ (broker_core.store.pop_kv), which the import reads as unacked checkpoints (stage kv).
+EVERY, UNACKED, NONE = "every", "unacked", "none"
+# (broker configuration, group, retry topic, bookkeeping): the broker's defaults (the v1 retry name
 # %RETRY%<group>_<topic>, file consume queues); the v2 retry name %RETRY%<group>+<topic> with
 # RocksDB consume queues and metadata; the defaults with a retry topic over 127 bytes; the v1
-# retry name with configManagerVersion=v2 (topics, groups and offsets in config/rdb/).
+# retry name with configManagerVersion=v2 (topics, groups and offsets in config/rdb/); the buffer
+# merge service; the KV service (Init builds it, Enable routes pops and acks to it).
 LAYOUTS = {
-    "v1-files": ({}, GROUP, f"%RETRY%{GROUP}_{TOPIC}"),
-    "v2-rocksdb": ({"enableRetryTopicV2": "true", "storeType": "defaultRocksDB"}, GROUP, f"%RETRY%{GROUP}+{TOPIC}"),
-    "v1-long-group": ({}, LONG_GROUP, f"%RETRY%{LONG_GROUP}_{TOPIC}"),
-    "v1-config-v2": ({"configManagerVersion": "v2"}, GROUP, f"%RETRY%{GROUP}_{TOPIC}"),
+    "v1-files": ({}, GROUP, f"%RETRY%{GROUP}_{TOPIC}", EVERY),
+    "v2-rocksdb": ({"enableRetryTopicV2": "true", "storeType": "defaultRocksDB"}, GROUP,
+                   f"%RETRY%{GROUP}+{TOPIC}", EVERY),
+    "v1-long-group": ({}, LONG_GROUP, f"%RETRY%{LONG_GROUP}_{TOPIC}", EVERY),
+    "v1-config-v2": ({"configManagerVersion": "v2"}, GROUP, f"%RETRY%{GROUP}_{TOPIC}", EVERY),
+    "buffer-merge": ({"enablePopBufferMerge": "true"}, GROUP, f"%RETRY%{GROUP}_{TOPIC}", UNACKED),
+    "kv-service": ({"popConsumerKVServiceInit": "true", "popConsumerKVServiceEnable": "true"}, GROUP,
+                   f"%RETRY%{GROUP}_{TOPIC}", NONE),
 }
-# Marked slow: each is another 1.7 minutes of a layout the others mostly cover.
-SLOW_LAYOUTS = ("v1-long-group", "v1-config-v2")
+# Marked slow: each is another 1.7 minutes of a setup the others mostly cover.
+SLOW_LAYOUTS = {"v1-long-group", "v1-config-v2", "buffer-merge", "kv-service"}
 # Failures per message (keys pop-<i>): acked at once, after one and two failures, one that always
 # fails, which the client gives up at MAX_RECONSUME_TIMES and acks, and (-1) one sent last that
 # always fails and is still in flight when the run stops.
@@ -57,6 +73,25 @@ DRIVER_TIMEOUT_MS = 90_000  # a limit: a broker that never revives fails the tes
 DRIVER_TIMEOUT_S = 150
 
 
+def run_on_a_broker(tmp_path, layout: str, driver: Path, args) -> tuple[Path, list[dict]]:
+    """Run ``driver`` (its class named as its file) against one 5.3.3 broker of ``layout``, with the
+    name server, the broker's address, TOPIC and the layout's group before ``args``; stop the
+    broker; return its store and the driver's events."""
+    from conformance.cluster import BrokerSpec, Cluster
+    from conformance.jars import resolve
+
+    broker_config, group = LAYOUTS[layout][:2]
+    lib = resolve(VERSION)
+    classpath = compile_driver(driver, str(lib / "*"), tmp_path / "classes")
+    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s", extra=broker_config)]) as cluster:
+        store = cluster.procs["broker-a"].store
+        events = run_driver(classpath, driver.stem,
+                            [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, group, *args],
+                            cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
+        cluster.stop_all()
+    return store, events
+
+
 @pytest.mark.parametrize("layout", [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW_LAYOUTS else [])
                                     for name in sorted(LAYOUTS)])
 def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_path, spark, layout):
@@ -65,24 +100,16 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     one it gave up on too), the one in flight at the end is IN_FLIGHT until its last checkpoint's
     revive time when the store's snapshot is before that time (RETRYING when it is not, or when
     its retry record is waiting unpopped), no checkpoint or ack is a hop, and every blocking check
-    passes."""
+    passes, whichever checkpoints the broker's POP service stores."""
     from assets.lineage import run_lineage
     from broker_core.export.store_import import import_store
     from broker_core.store.reader import StoreReader
-    from conformance.cluster import BrokerSpec, Cluster
-    from conformance.jars import resolve
     from conformance.run import _warehouse
 
-    broker_config, group, retry_topic = LAYOUTS[layout]
-    lib = resolve(VERSION)
-    classpath = compile_driver(DRIVER, str(lib / "*"), tmp_path / "classes")
-    with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s", extra=broker_config)]) as cluster:
-        store = cluster.procs["broker-a"].store
-        events = run_driver(classpath, "PopDriver",
-                            [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, group,
-                             ",".join(map(str, PLAN)), MAX_RECONSUME_TIMES, POP_DELAY_SEC, INVISIBLE_MS,
-                             DRIVER_TIMEOUT_MS, IN_FLIGHT_DELAY_SEC], cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S)
-        cluster.stop_all()
+    broker_config, group, retry_topic, bookkeeping = LAYOUTS[layout]
+    store, events = run_on_a_broker(tmp_path, layout, DRIVER, [",".join(map(str, PLAN)), MAX_RECONSUME_TIMES,
+                                                               POP_DELAY_SEC, INVISIBLE_MS, DRIVER_TIMEOUT_MS,
+                                                               IN_FLIGHT_DELAY_SEC])
     sent = {key: sends[0] for key, sends in events_by_key(events, "send").items()}
     calls = events_by_key(events, "consume")
     assert sorted(sent) == sorted(calls) == [f"pop-{i}" for i in range(len(PLAN))]
@@ -103,15 +130,6 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
         assert not [f for f in ("topics.json", "subscriptionGroup.json", "consumerOffset.json")
                     if (config / f).exists()]
         assert summary.problems == [] and summary.records > 0, summary.problems
-        offsets = pq.read_table(run / "parquet" / "consumer_offsets").to_pylist()
-        # The POP group's offsets (the broker commits them as it pops) are read: each of the
-        # topic's queues is past every message popped from it (in the run: PopTopic 0:2 and 1:3,
-        # %RETRY%pop-group+PopTopic 0:5, and the revive group's of rmq_sys_REVIVE_LOG_<cluster>).
-        # A message's first delivery is popped from the topic itself (its retries from the retry topic).
-        popped = {(TOPIC, seen[0]["queue_id"], seen[0]["queue_offset"]) for seen in calls.values()}
-        committed = {(o["topic"], o["queue_id"]): o["offset"] for o in offsets
-                     if o["group"] == group and o["event"] == "RESTORE"}
-        assert popped and all(committed.get((t, q), -1) > qo for t, q, qo in popped), (popped, committed)
         # The broker's topics and groups, read from config/topics/ and config/subscriptionGroups/.
         reader = StoreReader(store)
         assert {TOPIC, retry_topic} <= set(reader.topics()) and group in reader.subscription_groups()
@@ -130,13 +148,33 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
             (TOPIC, "RESTORE"), (retry_topic, "RESTORE")}, offsets
     else:
         assert "consumequeue" not in summary.store_items_5x and (config / "consumerOffset.json").is_file()
+    offsets = pq.read_table(run / "parquet" / "consumer_offsets").to_pylist()
+    # The POP group's offsets (the broker commits them as it pops; read from the JSON file or
+    # RocksDB) are past every message popped from the topic (in the runs: PopTopic 0:2 or 0:3 and
+    # 1:2 or 1:3, the retry topic 0:5). A message's first delivery is popped from the topic itself
+    # (its retries from the retry topic). Where no checkpoint covers a popped record (buffer merge,
+    # KV service), these offsets are what names the group its consumer.
+    popped = {(TOPIC, seen[0]["queue_id"], seen[0]["queue_offset"]) for seen in calls.values()}
+    committed = {(o["topic"], o["queue_id"]): o["offset"] for o in offsets
+                 if o["group"] == group and o["event"] == "RESTORE"}
+    assert popped and all(committed.get((t, q), -1) > qo for t, q, qo in popped), (popped, committed)
     assert summary.errors == [] and not [p for p in summary.problems if p.kind == "pop-body-undecodable"], \
         summary.problems
+    evidence = pq.read_table(run / "parquet" / "pop_evidence").to_pylist()
+    assert {e["group"] for e in evidence} <= {group}
+    if bookkeeping == NONE:
+        # The KV service: no checkpoint or ack record (no timer or revive record at all); its
+        # RocksDB is kvStore/ under the store, and its rows (pops in flight when the broker
+        # stopped, if any) are the only evidence, each an unacked checkpoint.
+        assert "kvStore" in summary.store_items_5x and summary.problems == [], summary.problems
+        assert {e["stage"] for e in evidence} <= {"kv"}, evidence
+    else:
+        assert evidence and {e["stage"] for e in evidence} == {"timer", "revive"}, evidence
+    # A checkpoint of the topic names its retry topic's owner; without one the store's config does.
+    named_by = "checkpoint" if [e for e in evidence if e["topic"] == TOPIC] else "config"
     owners = pq.read_table(run / "parquet" / "retry_topics").to_pylist()
     assert {(o["retry_topic"], o["group"], o["origin_topic"], o["resolution"]) for o in owners} >= {
-        (retry_topic, group, TOPIC, "checkpoint")}, owners
-    evidence = pq.read_table(run / "parquet" / "pop_evidence").to_pylist()
-    assert evidence and {e["group"] for e in evidence} == {group}
+        (retry_topic, group, TOPIC, named_by)}, owners
     # Importing the store again goes on from the last import's end (nothing new): the POP tables are
     # rebuilt from the commitlog it carries over, row for row.
     again = import_store(store, run, broker="broker-a")
@@ -167,6 +205,8 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     hop_offsets = {h["phys_offset"] for h in hops}
     assert not hop_offsets & {e["phys_offset"] for e in evidence}
     assert not [h for h in hops if records[h["phys_offset"]]["topic"].startswith(SYSTEM_TOPIC_PREFIX)]
+    if bookkeeping == NONE:
+        assert not [r for r in records.values() if r["topic"].startswith(SYSTEM_TOPIC_PREFIX)]
     # Each stage holds a copy of every checkpoint and ack that reached it: the timer one first.
     checkpoints = {(e["topic"], e["queue_id"], e["start_offset"], e["pop_ts"]): e
                    for e in evidence if e["kind"] == "ck"}
@@ -206,8 +246,9 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
             assert record["retry_topic"] is None and record["origin_msg_id"] is None
 
         # Every delivery was popped under a checkpoint of its queue and offset; the pop time and
-        # invisible time the client got (POP_CK) are the checkpoint's.
-        for call in seen:
+        # invisible time the client got (POP_CK) are the checkpoint's. (With the buffer merge, a
+        # checkpoint acked within the buffer is never stored; with the KV service none is.)
+        for call in seen if bookkeeping == EVERY else ():
             start, pop_ms, invisible_ms = (int(x) for x in call["pop_ck"].split()[:3])
             popped_topic = records[call["commit_log_offset"]]["topic"]
             ck = [c for (topic, q, so, pt), c in checkpoints.items()
@@ -215,9 +256,10 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
                   and round(pt.timestamp() * 1000) == pop_ms and call["queue_offset"] in c["offsets"]]
             assert len(ck) == 1 and ck[0]["invisible_ms"] == invisible_ms == INVISIBLE_MS, (keys, call, ck)
         # A failed delivery that was retried: the client set a new invisible time (a checkpoint of
-        # its retry delay), and the retry record came after that checkpoint's revive time.
+        # its retry delay, stored at once by the buffer merge too), and the retry record came after
+        # that checkpoint's revive time.
         delay_sec = IN_FLIGHT_DELAY_SEC if failures < 0 else POP_DELAY_SEC
-        for call, nxt in zip(seen, chain[1:], strict=False):
+        for call, nxt in zip(seen, chain[1:], strict=False) if bookkeeping != NONE else ():
             popped_topic = records[call["commit_log_offset"]]["topic"]
             later = [c for (topic, q, so, pt), c in checkpoints.items()
                      if (topic, q, so) == (popped_topic, call["queue_id"], call["queue_offset"])
@@ -253,8 +295,9 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
                 (group, *expected, retries)], (keys, rows, snapshot)
             states_seen[keys] = expected[0]
             continue
-        # The last record handed out was acked: after success, and after the client gave up.
-        assert any(a[0] == last_topic and a[1] == last["queue_id"] and a[2] == start
+        # The last record handed out was acked: after success, and after the client gave up. (The
+        # buffer merge stores the ack only of a checkpoint it stored.)
+        assert bookkeeping != EVERY or any(a[0] == last_topic and a[1] == last["queue_id"] and a[2] == start
                    and round(a[3].timestamp() * 1000) == pop_ms and a[4] == last["queue_offset"]
                    for a in acks), (keys, last)
         assert [(r["group"], r["final_state"], r["retries"], r["origin_topic"], r["invisible_until"])
@@ -268,8 +311,10 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
     # Every other record (short topic names) keeps the v1 magic.
     assert {r["magic"] for r in records.values() if len(r["topic"].encode()) <= 127} == {
         f"0x{MESSAGE_MAGIC_CODE_V1:08X}"}
-    # The client popped the retry topic: checkpoints of it by the group name it in full.
-    assert [e for e in evidence if e["kind"] == "ck" and e["topic"] == retry_topic and e["group"] == group]
+    # The client popped the retry topic: checkpoints of it by the group name it in full (the
+    # failed retries' changes of invisible time, under the buffer merge).
+    assert bookkeeping == NONE or [e for e in evidence
+                                   if e["kind"] == "ck" and e["topic"] == retry_topic and e["group"] == group]
     # Remoting POP clients never dead-letter: no %DLQ% record at all.
     assert not [r for r in records.values() if r["topic"].startswith("%DLQ%")]
 
@@ -282,4 +327,55 @@ def test_a_pop_consumer_on_a_real_5_3_3_broker_is_read_message_by_message(tmp_pa
         print(keys, [(c["reconsume_times"], c["status"]) for c in calls[keys]], [h["hop_kind"] for h in chain],
               [(r["final_state"], r["invisible_until"]) for r in lineage if r["message_key"] == sent[keys]["uniq_key"]],
               "snapshot", snapshot)
+    print(layout, "evidence (stage, kind, invisible ms):",
+          sorted(Counter((e["stage"], e["kind"], e["invisible_ms"]) for e in evidence).items()),
+          "committed:", sorted(committed.items()))
     assert set(states_seen) == set(sent), states_seen
+
+
+HOLD_DRIVER = DRIVER.with_name("PopHoldDriver.java")
+# Long enough that the broker cannot revive the held message before it stops (within the client's
+# [5000, 300000] ms).
+HOLD_INVISIBLE_MS = 120_000
+HOLD_TIMEOUT_MS = 60_000  # a limit on each of the driver's waits
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["v1-files", "kv-service"])
+def test_a_pop_message_in_flight_when_the_broker_stops_is_in_flight(tmp_path, spark, layout):
+    """A message popped and never acked when the broker stops is IN_FLIGHT until its pop's revive
+    time, and one acked is CONSUMED, whether the broker stores the pop as a checkpoint record or (KV service) as a row of
+    kvStore/; the group's committed offset is past both."""
+    from assets.lineage import run_lineage
+    from broker_core.export.store_import import import_store
+
+    _config, group, _retry_topic, bookkeeping = LAYOUTS[layout]
+    store, events = run_on_a_broker(tmp_path, layout, HOLD_DRIVER, [HOLD_INVISIBLE_MS, HOLD_TIMEOUT_MS])
+    sent = {key: sends[0] for key, sends in events_by_key(events, "send").items()}
+    held = events_by_key(events, "consume")["held"][0]
+    assert sorted(sent) == ["acked", "held"]
+
+    run = tmp_path / "runs" / "pop"
+    summary = import_store(store, run, broker="broker-a")
+    assert summary.problems == [] and ("kvStore" in summary.store_items_5x) == (bookkeeping == NONE), summary
+    evidence = pq.read_table(run / "parquet" / "pop_evidence").to_pylist()
+    pop_ms = int(held["pop_ck"].split()[1])
+    # The held pop: a kvStore row (the KV service) or a checkpoint still in the timer (its revive
+    # time is HOLD_INVISIBLE_MS away), with no ack either way.
+    of_held = [e for e in evidence if held["queue_offset"] in e["offsets"]]
+    assert [(e["stage"], e["kind"], e["group"], e["topic"], e["invisible_ms"], round(e["pop_ts"].timestamp() * 1000))
+            for e in of_held] == [("kv" if bookkeeping == NONE else "timer", "ck", group, TOPIC, HOLD_INVISIBLE_MS,
+                                   pop_ms)], evidence
+    offsets = pq.read_table(run / "parquet" / "consumer_offsets").to_pylist()
+    assert [o["offset"] for o in offsets if (o["group"], o["topic"]) == (group, TOPIC)] == [held["queue_offset"] + 1]
+
+    run_lineage(run, spark)
+    lineage = pq.read_table(run / "lineage" / "message_lineage").to_pylist()
+    # The store's snapshot (its last record) is long before the held pop's revive time.
+    revive_ms = pop_ms + HOLD_INVISIBLE_MS
+    assert sorted((r["message_key"], r["group"], r["final_state"],
+                   r["invisible_until"] and round(r["invisible_until"].timestamp() * 1000)) for r in lineage) == sorted([
+        (sent["acked"]["uniq_key"], group, "CONSUMED", None),
+        (sent["held"]["uniq_key"], group, "IN_FLIGHT", revive_ms)]), lineage
+    print(layout, "evidence:", [(e["stage"], e["kind"], e["offsets"]) for e in evidence], "lineage:",
+          [(r["final_state"]) for r in lineage])
