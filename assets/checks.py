@@ -199,8 +199,9 @@ INVARIANTS: tuple[Check, ...] = (
           "A message reaches %DLQ%<group> only after the group's maximum reconsume times.",
           ERROR, check_sql(DLQ_AFTER_MAX_RETRIES)),
     Check(NO_EARLY_DELIVERY, "lineage/message_hops",
-          "No delayed message leaves SCHEDULE_TOPIC_XXXX before its due time (lateness_ms >= 0), and no "
-          "timer message is put to its real topic before its TIMER_OUT_MS.",
+          "No delayed message leaves SCHEDULE_TOPIC_XXXX before its due time (lateness_ms >= 0), no "
+          "timer message is put to its real topic before its TIMER_OUT_MS, and no POP retry is written "
+          "before the revive time of its group's checkpoints of the record before it.",
           ERROR, check_sql(NO_EARLY_DELIVERY)),
     Check(ORIGIN_STABLE, "lineage/message_hops",
           "ORIGIN_MESSAGE_ID and RETRY_TOPIC never change along a chain.", ERROR, check_sql(ORIGIN_STABLE)),

@@ -54,9 +54,13 @@ COLUMNS: dict[str, dict[str, str]] = {
         "schedule_deliveries": "run_id VARCHAR, uniq_key VARCHAR, delay_level INTEGER, lateness_ms BIGINT, "
                                "delivered_msg_id VARCHAR, delivered_ts TIMESTAMPTZ, due_ts TIMESTAMPTZ",
         "message_hops": "run_id VARCHAR, message_key VARCHAR, hop_kind VARCHAR, broker VARCHAR, phys_offset BIGINT, "
-                        "msg_id VARCHAR, delay_level INTEGER",
+                        'msg_id VARCHAR, delay_level INTEGER, "group" VARCHAR, hop_index INTEGER, topic VARCHAR, '
+                        "store_ts TIMESTAMPTZ",
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, store_ts TIMESTAMPTZ, "
-                     "properties MAP(VARCHAR, VARCHAR)",
+                     "properties MAP(VARCHAR, VARCHAR), topic VARCHAR, queue_id INTEGER, queue_offset BIGINT",
+        "retry_topics": 'run_id VARCHAR, broker VARCHAR, retry_topic VARCHAR, "group" VARCHAR, origin_topic VARCHAR',
+        "pop_evidence": 'run_id VARCHAR, broker VARCHAR, kind VARCHAR, "group" VARCHAR, topic VARCHAR, '
+                        "queue_id INTEGER, offsets BIGINT[], revive_ts TIMESTAMPTZ",
     },
     c.ORIGIN_STABLE: {
         "runs": RUNS,
@@ -91,8 +95,11 @@ def violations(check: str, tables: dict[str, list[tuple]]) -> list[tuple]:
             con.execute(f"CREATE TABLE {table} ({columns})")
             rows = tables.get(table, [])
             if rows:
+                # A row gives the table's first columns; the rest are NULL.
+                names = [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description][:len(rows[0])]
                 marks = ", ".join("?" * len(rows[0]))
-                con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+                quoted = ", ".join(f'"{n}"' for n in names)
+                con.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({marks})", rows)
         return sorted(con.execute(f'SELECT run_id, message_key, "group", detail FROM ({c.CHECKS_BY_NAME[check].sql})')
                       .fetchall(), key=repr)
     finally:
@@ -508,6 +515,46 @@ def test_a_timer_delivered_before_its_due_time_is_reported():
     assert violations(c.NO_EARLY_DELIVERY, tables) == [
         (RUN, "t1", None, "timer delivered 250 ms before its due time TIMER_OUT_MS (msgId M1)"),
     ]
+
+
+def pop_chain(retry_at: float, revives: list[float]) -> dict[str, list[tuple]]:
+    """A message published to T (queue 0, offset 7) and popped by g, whose checkpoints of that
+    record revive at ``revives`` (seconds), and its POP retry in %RETRY%g_T stored at ``retry_at``;
+    an ack and another group's checkpoint of the same record, which the check does not read as g's."""
+    retry = "%RETRY%g_T"
+    return {
+        "message_hops": [(RUN, "m", "PUBLISH", "b", 1, "M1", 0, None, 0, "T", ts(0)),
+                         (RUN, "m", "RETRY", "b", 2, "M2", 0, "g", 1, retry, ts(retry_at))],
+        "commitlog": [(RUN, "b", 1, ts(0), {}, "T", 0, 7), (RUN, "b", 2, ts(retry_at), {}, retry, 0, 0)],
+        "retry_topics": [(RUN, "b", retry, "g", "T"), (RUN, "b", "%RETRY%push", "push", None)],
+        "pop_evidence": [(RUN, "b", "ck", "g", "T", 0, [5, 6, 7], ts(r)) for r in revives]
+                        + [(RUN, "b", "ack", "g", "T", 0, [7], None), (RUN, "b", "ck", "h", "T", 0, [7], ts(99))],
+    }
+
+
+def test_a_pop_retry_at_or_after_its_revive_time_passes():
+    """A POP retry stored at the revive time of a checkpoint of the record before it, or after it
+    (the earliest of the pop's and the change of invisible time's counts), passes; so does one
+    whose previous record has no checkpoint stored (the POP KV service)."""
+    assert violations(c.NO_EARLY_DELIVERY, pop_chain(5.0, [5.0, 8.0])) == []
+    assert violations(c.NO_EARLY_DELIVERY, pop_chain(7.5, [5.0, 8.0])) == []
+    assert violations(c.NO_EARLY_DELIVERY, pop_chain(1.0, [])) == []
+
+
+def test_a_pop_retry_before_every_revive_time_is_reported():
+    """A POP retry stored before the revive time of every checkpoint of its previous record was
+    written early; another group's checkpoint does not excuse it."""
+    assert violations(c.NO_EARLY_DELIVERY, pop_chain(4.75, [5.0, 8.0])) == [
+        (RUN, "m", "g", "POP retry stored 250 ms before the revive time of its previous record's checkpoints "
+                        "(msgId M2)"),
+    ]
+
+
+def test_a_push_retry_is_not_judged_by_pop_checkpoints():
+    """A RETRY hop in a push group's %RETRY% topic (no origin topic) is no POP retry."""
+    tables = pop_chain(1.0, [5.0])
+    tables["retry_topics"] = [(RUN, "b", "%RETRY%g_T", "g", None)]
+    assert violations(c.NO_EARLY_DELIVERY, tables) == []
 
 
 # --- origin_and_retry_topic_stable ---------------------------------------------------------------

@@ -1,5 +1,6 @@
 -- no_delivery_before_due_time: no delayed message leaves SCHEDULE_TOPIC_XXXX before its due time,
--- and no 5.x timer message reaches its real topic before its due time: a timer's DELIVER (the only
+-- no 5.x POP retry is written before its revive time (the last part), and no 5.x timer message
+-- reaches its real topic before its due time: a timer's DELIVER (the only
 -- DELIVER without a delay level) is stored no earlier than its TIMER_OUT_MS.
 SELECT run_id, uniq_key AS message_key, NULL AS "group",
        'level ' || CAST(delay_level AS VARCHAR) || ' delivered ' || CAST(-lateness_ms AS VARCHAR)
@@ -14,3 +15,23 @@ FROM (SELECT run_id, message_key, broker, phys_offset, msg_id FROM message_hops
       WHERE hop_kind = 'DELIVER' AND coalesce(delay_level, 0) = 0) h
 JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
 WHERE epoch_ms(c.store_ts) < TRY_CAST(c.properties['{{prop_timer_out_ms}}'] AS BIGINT)
+UNION ALL
+-- and no 5.x POP retry is written before it could be revived: a RETRY hop in a POP retry topic (one
+-- with an origin topic in retry_topics) is stored no earlier than the earliest revive time of the
+-- group's checkpoints of the record before it. A record with no checkpoint stored (the POP KV
+-- service, a buffer-merged pop) is not judged.
+SELECT h.run_id, h.message_key, h."group",
+       'POP retry stored ' || CAST(epoch_ms(min(e.revive_ts)) - epoch_ms(h.store_ts) AS VARCHAR)
+       || ' ms before the revive time of its previous record''s checkpoints (msgId '
+       || coalesce(h.msg_id, '?') || ')'
+FROM message_hops h
+JOIN retry_topics r ON r.run_id = h.run_id AND r.broker = h.broker AND r.retry_topic = h.topic
+     AND r.origin_topic IS NOT NULL
+JOIN message_hops p ON p.run_id = h.run_id AND p.message_key = h.message_key AND p.hop_index = h.hop_index - 1
+     AND (p."group" = h."group" OR p."group" IS NULL)
+JOIN commitlog pc ON pc.run_id = p.run_id AND pc.broker = p.broker AND pc.phys_offset = p.phys_offset
+JOIN pop_evidence e ON e.run_id = h.run_id AND e.broker = p.broker AND e.kind = 'ck' AND e."group" = h."group"
+     AND e.topic = pc.topic AND e.queue_id = pc.queue_id AND list_contains(e.offsets, pc.queue_offset)
+WHERE h.hop_kind = 'RETRY'
+GROUP BY h.run_id, h.message_key, h."group", h.store_ts, h.msg_id
+HAVING min(e.revive_ts) > h.store_ts
