@@ -192,7 +192,8 @@ def _manifest(scenario: Scenario, world: World, scenario_path, out_dir) -> dict:
         "semantics": scenario.broker.semantics,
         "delay_levels_ms": list(scenario.broker.delay_levels_ms),
         "groups": [{"name": g.name, "subscribe": list(g.subscribe), "model": g.model, "mode": g.mode,
-                    "consumers": g.consumers, "max_reconsume_times": g.max_reconsume_times}
+                    "consumers": g.consumers, "max_reconsume_times": g.max_reconsume_times,
+                    **({"client": g.client, "retry_max_times": g.retry_max_times} if g.client != "remoting" else {})}
                    for g in scenario.groups],
         "fault_kinds": sorted({f.kind for f in scenario.faults}),
         "reproduce": reproduce_command(scenario_path, out_dir, scenario.seed, scenario.scaled_messages),
