@@ -71,10 +71,7 @@ POP_ACKED_AT_MAX = "POP_ACKED_AT_MAX"
 
 def effective_max_reconsume(group: dict[str, Any]) -> int:
     """The group's max reconsume times: -1 means 16 (concurrently) or unlimited (orderly); a gRPC
-    group's records are popped up to reconsume times retryMaxTimes + 1 (the proxy's maxAttempts,
-    at which it dead-letters them)."""
-    if group.get("client", "remoting") != "remoting":
-        return int(group["retry_max_times"]) + 1
+    group's is the proxy's maxAttempts, retryMaxTimes + 1 (the run manifest records it so)."""
     value = int(group.get("max_reconsume_times", -1))
     if value >= 0:
         return value
