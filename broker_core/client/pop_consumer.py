@@ -149,11 +149,13 @@ class PopConsumer:
             self.waiting[mq] = self.sim.after(settings.idle_repoll_ms, self._pop, mq)
             return
         if settings.grpc:
-            # The proxy's filter: a record at maxAttempts goes to the DLQ; the client never sees it.
+            # The proxy's filter: a record at maxAttempts (the broker's retryMaxTimes for the group,
+            # + 1) goes to the DLQ; the client never sees it.
+            retry_max_times = self.broker.subscription_group(settings.group).retry_max_times
             kept = []
             for message in popped:
-                if proxy.goes_to_dlq(message.record, settings.retry_max_times):
-                    proxy.forward_to_dlq(self.broker, message, settings.group, settings.retry_max_times)
+                if proxy.goes_to_dlq(message.record, retry_max_times):
+                    proxy.forward_to_dlq(self.broker, message, settings.group, retry_max_times)
                 else:
                     kept.append(message)
             popped = kept

@@ -4,6 +4,8 @@ consume attempts; and the scenario keys of a gRPC group, refused at their line w
 
 from __future__ import annotations
 
+import json
+
 import duckdb
 import pytest
 from simruns import SCENARIOS, assert_run_passes
@@ -56,8 +58,11 @@ def test_the_grpc_run_passes_the_models_invariants(grpc_run):
 
 def test_the_proxy_dead_letters_at_retry_max_times_plus_one_without_a_listener_call(grpc_run):
     """Each DLQ record comes from a POP retry of reconsume times retryMaxTimes + 1 that no listener
-    was handed; the listener saw the message retryMaxTimes + 1 times (attempts 1 to maxAttempts)."""
+    was handed; the listener saw the message retryMaxTimes + 1 times (attempts 1 to maxAttempts);
+    the groups' retryMaxTimes are in the broker's subscriptionGroup.json, where the proxy reads them."""
     run, _, _ = grpc_run
+    table = json.loads((run / "store" / "config" / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
+    assert {g: table[g]["retryMaxTimes"] for g in RETRY_MAX_TIMES} == RETRY_MAX_TIMES
     records = read_table(run, "commitlog").to_pylist()
     by_msg_id = {r["msg_id"]: r for r in records}
     attempts = read_table(run, "consume_attempts").to_pylist()
