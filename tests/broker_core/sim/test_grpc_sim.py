@@ -5,8 +5,11 @@ consume attempts; and the scenario keys of a gRPC group, refused at their line w
 from __future__ import annotations
 
 import json
+import shutil
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from simruns import SCENARIOS, assert_run_passes
 
@@ -15,6 +18,7 @@ from broker_core.client.retry_policy import CUSTOMIZED, EXPONENTIAL, RetryPolicy
 from broker_core.errors import ScenarioError
 from broker_core.export.parquet import read_table
 from broker_core.export.schema import RAW_TABLES
+from broker_core.sim import invariants
 from broker_core.sim.run import simulate
 from broker_core.sim.scenario import load_scenario, load_scenario_text
 from orchestration.cli import main as cli_main
@@ -214,3 +218,33 @@ def test_a_misused_grpc_key_is_refused_at_its_line(old, new, where, says):
     err = str(_error(GRPC_GROUP.replace(old, new)))
     assert err.startswith(where), err
     assert says in err, err
+
+
+def _rewrite_dlq(run_dir, change) -> None:
+    """Apply ``change(row)`` to the first DLQ record of a run directory's commit-log table."""
+    path = next((run_dir / "parquet" / "commitlog").glob("*.parquet"))
+    data = pq.read_table(path)
+    rows = data.to_pylist()
+    i = next(i for i, r in enumerate(rows) if r["topic"].startswith("%DLQ%"))
+    rows[i] = change(dict(rows[i]))
+    pq.write_table(pa.Table.from_pylist(rows, schema=data.schema), path)
+
+
+@pytest.mark.parametrize(("field", "says"), [
+    ("origin_msg_id", "ORIGIN_MESSAGE_ID names no POP retry of the message"),
+    ("retry_topic", "RETRY_TOPIC changed along a chain"),
+])
+def test_a_proxy_dlq_record_pointing_elsewhere_breaks_the_stable_pointers(grpc_run, tmp_path, field, says):
+    """A gRPC group's DLQ record must name a POP retry of its message and the POP retry topic: one
+    naming the published record or the real topic instead is a violation."""
+    run, _, _ = grpc_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    records = read_table(run, "commitlog").to_pylist()
+    dlq = next(r for r in records if r["topic"].startswith("%DLQ%"))
+    real = next(r for r in records if r["uniq_key"] == dlq["uniq_key"] and r["retry_topic"] is None
+                and not r["topic"].startswith("%"))
+    value = real["msg_id"] if field == "origin_msg_id" else real["topic"]
+    _rewrite_dlq(copy, lambda row: dict(row, **{field: value}))
+    found = invariants.check_stable_pointers(invariants.RunData(copy))
+    assert [(v.message, v.key) for v in found] == [(says, dlq["uniq_key"])]
