@@ -107,7 +107,7 @@ def test_each_client_writes_its_own_failure(grpc_run):
 def test_every_blocking_check_passes_and_final_states_equal_the_models(grpc_run):
     """Every blocking warehouse check passes; each message's final_state is the model's (CONSUMED
     after an ack, DLQ when the proxy dead-lettered it), a dead-lettered message's origin topic is
-    its real topic and its path ends in the group's DLQ."""
+    its real topic (in message_lineage and dlq_messages) and its path ends in the group's DLQ."""
     run, db, _ = grpc_run
     dlq_keys = {(r["topic"][len("%DLQ%"):], r["uniq_key"]) for r in read_table(run, "commitlog").to_pylist()
                 if r["topic"].startswith("%DLQ%")}
@@ -122,6 +122,7 @@ def test_every_blocking_check_passes_and_final_states_equal_the_models(grpc_run)
         truth.update(dict.fromkeys(dlq_keys, "DLQ"))
         lineage = {(g, k): (s, t, f) for g, k, s, t, f in con.execute(
             'SELECT "group", message_key, final_state, origin_topic, final_topic FROM message_lineage').fetchall()}
+        dlq_origins = set(con.execute('SELECT "group", origin_topic FROM dlq_messages').fetchall())
     finally:
         con.close()
     assert {s for (g, _), (s, _, _) in lineage.items() if g == PUSH} == {"CONSUMED", "DLQ"}
@@ -133,6 +134,8 @@ def test_every_blocking_check_passes_and_final_states_equal_the_models(grpc_run)
         if state == "DLQ":
             assert final == f"%DLQ%{group}"
     assert len(lineage) == 90
+    # dlq_messages (and so resend-plan) reads the POP retry topic in RETRY_TOPIC back to its origin.
+    assert dlq_origins == {(PUSH, "PushTopic"), (SIMPLE, "SimpleTopic")}
 
 
 def test_the_same_seed_gives_the_same_grpc_run(grpc_run, tmp_path):
