@@ -1,8 +1,9 @@
 -- dlq_messages: one row per record stored in a %DLQ%<group> topic, with what a resender or an
 -- on-call engineer needs: where it came from (origin topic and message id), how often it was
 -- retried, every property it carries, and the last failed delivery the group saw. A 5.x proxy's
--- DLQ record carries the POP retry topic %RETRY%<group>_<topic> as RETRY_TOPIC (it sends back the
--- retry record): the retry_topics table names that topic's origin, which is then the origin topic.
+-- DLQ record carries the POP retry topic %RETRY%<group>_<topic> as RETRY_TOPIC and that retry
+-- record's msgId as ORIGIN_MESSAGE_ID (it sends back the retry record): when retry_topics knows the
+-- topic's origin, the origin topic and msgId are the lineage's (the topic and its published record).
 CREATE OR REPLACE TABLE dlq_messages AS
 WITH dlq_hops AS (
     SELECT run_id, message_key, "group", broker, phys_offset
@@ -51,8 +52,10 @@ SELECT h.run_id,
        c.broker AS dlq_broker,
        c.phys_offset AS dlq_phys_offset,
        c.topic AS dlq_topic,
-       coalesce(p.origin_topic, c.retry_topic, l.origin_topic) AS origin_topic,
-       coalesce(c.origin_msg_id, l.origin_msg_id) AS origin_msg_id,
+       CASE WHEN p.retry_topic IS NOT NULL THEN coalesce(l.origin_topic, p.origin_topic)
+            ELSE coalesce(c.retry_topic, l.origin_topic) END AS origin_topic,
+       CASE WHEN p.retry_topic IS NOT NULL THEN coalesce(l.origin_msg_id, c.origin_msg_id)
+            ELSE coalesce(c.origin_msg_id, l.origin_msg_id) END AS origin_msg_id,
        l.retries,
        c.reconsume_times,
        c.max_reconsume_times,

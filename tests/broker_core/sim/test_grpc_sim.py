@@ -107,7 +107,7 @@ def test_each_client_writes_its_own_failure(grpc_run):
 def test_every_blocking_check_passes_and_final_states_equal_the_models(grpc_run):
     """Every blocking warehouse check passes; each message's final_state is the model's (CONSUMED
     after an ack, DLQ when the proxy dead-lettered it), a dead-lettered message's origin topic is
-    its real topic (in message_lineage and dlq_messages) and its path ends in the group's DLQ."""
+    its real topic and its msgId the published record's (in message_lineage and dlq_messages), and its path ends in the group's DLQ."""
     run, db, _ = grpc_run
     dlq_keys = {(r["topic"][len("%DLQ%"):], r["uniq_key"]) for r in read_table(run, "commitlog").to_pylist()
                 if r["topic"].startswith("%DLQ%")}
@@ -123,6 +123,9 @@ def test_every_blocking_check_passes_and_final_states_equal_the_models(grpc_run)
         lineage = {(g, k): (s, t, f) for g, k, s, t, f in con.execute(
             'SELECT "group", message_key, final_state, origin_topic, final_topic FROM message_lineage').fetchall()}
         dlq_origins = set(con.execute('SELECT "group", origin_topic FROM dlq_messages').fetchall())
+        published = con.execute(
+            'SELECT count(*) FROM dlq_messages d JOIN commitlog c ON c.msg_id = d.origin_msg_id '
+            'WHERE c.topic = d.origin_topic AND c.uniq_key = d.uniq_key').fetchone()[0]
     finally:
         con.close()
     assert {s for (g, _), (s, _, _) in lineage.items() if g == PUSH} == {"CONSUMED", "DLQ"}
@@ -136,6 +139,7 @@ def test_every_blocking_check_passes_and_final_states_equal_the_models(grpc_run)
     assert len(lineage) == 90
     # dlq_messages (and so resend-plan) reads the POP retry topic in RETRY_TOPIC back to its origin.
     assert dlq_origins == {(PUSH, "PushTopic"), (SIMPLE, "SimpleTopic")}
+    assert published == 7  # each origin msgId is the published record's, as in message_lineage
 
 
 def test_the_same_seed_gives_the_same_grpc_run(grpc_run, tmp_path):
