@@ -1,6 +1,9 @@
 -- dlq_messages: one row per record stored in a %DLQ%<group> topic, with what a resender or an
 -- on-call engineer needs: where it came from (origin topic and message id), how often it was
--- retried, every property it carries, and the last failed delivery the group saw.
+-- retried, every property it carries, and the last failed delivery the group saw. A 5.x proxy's
+-- DLQ record carries the POP retry topic %RETRY%<group>_<topic> as RETRY_TOPIC and that retry
+-- record's msgId as ORIGIN_MESSAGE_ID (it sends back the retry record): when retry_topics knows the
+-- topic's origin, the origin topic and msgId are the lineage's (the topic and its published record).
 CREATE OR REPLACE TABLE dlq_messages AS
 WITH dlq_hops AS (
     SELECT run_id, message_key, "group", broker, phys_offset
@@ -19,6 +22,12 @@ dlq_keys AS (
     SELECT DISTINCT h.run_id, h."group", c.uniq_key
     FROM dlq_hops h
     JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+),
+pop_origins AS (
+    SELECT run_id, broker, retry_topic, "group", any_value(origin_topic) AS origin_topic
+    FROM retry_topics
+    WHERE origin_topic IS NOT NULL
+    GROUP BY run_id, broker, retry_topic, "group"
 ),
 failures AS (
     -- The last delivery that did not end in CONSUME_SUCCESS, per group and message (of the DLQ
@@ -43,8 +52,10 @@ SELECT h.run_id,
        c.broker AS dlq_broker,
        c.phys_offset AS dlq_phys_offset,
        c.topic AS dlq_topic,
-       coalesce(c.retry_topic, l.origin_topic) AS origin_topic,
-       coalesce(c.origin_msg_id, l.origin_msg_id) AS origin_msg_id,
+       CASE WHEN p.retry_topic IS NOT NULL THEN coalesce(l.origin_topic, p.origin_topic)
+            ELSE coalesce(c.retry_topic, l.origin_topic) END AS origin_topic,
+       CASE WHEN p.retry_topic IS NOT NULL THEN coalesce(l.origin_msg_id, c.origin_msg_id)
+            ELSE coalesce(c.origin_msg_id, l.origin_msg_id) END AS origin_msg_id,
        l.retries,
        c.reconsume_times,
        c.max_reconsume_times,
@@ -70,6 +81,8 @@ FROM dlq_hops h
 JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
 LEFT JOIN dlq_chains l
        ON l.run_id = h.run_id AND l.message_key = h.message_key AND l."group" = h."group"
+LEFT JOIN pop_origins p
+       ON p.run_id = c.run_id AND p.broker = c.broker AND p.retry_topic = c.retry_topic AND p."group" = h."group"
 LEFT JOIN failures f
        ON f.run_id = h.run_id AND f."group" = h."group" AND f.uniq_key = c.uniq_key
 ORDER BY h.run_id, h."group", c.store_ts, c.broker, c.phys_offset;

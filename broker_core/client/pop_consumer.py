@@ -15,14 +15,26 @@ row. Not modelled: consumer faults (crash, restart, hang; the scenario loader re
 POP group), orderly POP, the push retry topic ``%RETRY%<group>`` the client also subscribes (it
 stays empty), and the real table's give-up rule (the client acks when the message is older than
 twice its last delay; the model acks at the maximum).
+
+The same class plays the gRPC consumers served through the proxy (``client: grpc-simple`` or
+``grpc-push``; docs/rocketmq-5x.md "gRPC consumer through the proxy: confirmed" and "gRPC
+PushConsumer and the group retry policies: confirmed"): the proxy pops for them
+(``broker_core.broker.proxy``) and dead-letters a record whose reconsume times reached the
+group's ``retryMaxTimes`` + 1 before the client sees it. A SimpleConsumer's failure is no ack (the
+message comes back after its invisible duration); a PushConsumer receives with the proxy's 60 s
+and changes a failed message's invisible time to its group retry policy's delay for that
+delivery attempt (``broker_core.client.retry_policy``). Neither acks a message at a maximum.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+from broker_core.broker import proxy
 from broker_core.broker.pop import POP_BATCH_MAX, POP_RETRY_QUEUES, PoppedMessage
 from broker_core.client.behavior import CONSUME_SUCCESS, Behavior, Listener
+from broker_core.client.retry_policy import RetryPolicy
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
 from broker_core.message import PROP_UNIQ_KEY
 from broker_core.names import is_retry_topic, pop_retry_topic, validate_group, validate_topic
@@ -32,6 +44,13 @@ POP_MODE = "pop"
 ACKED = "ACKED"  # the listener succeeded: the client acked it
 POP_DELAYED = "POP_DELAYED"  # the listener failed: the client changed its invisible time
 POP_ACKED_AT_MAX = "POP_ACKED_AT_MAX"  # failed at the client's maximum: acked, never retried again
+POP_NOT_ACKED = "POP_NOT_ACKED"  # a gRPC SimpleConsumer's failure: no ack, revived after its invisible time
+# Which client a POP group is: the remoting push consumer, or a gRPC consumer through the proxy.
+CLIENT_REMOTING = "remoting"
+CLIENT_GRPC_SIMPLE = "grpc-simple"
+CLIENT_GRPC_PUSH = "grpc-push"
+CLIENTS = (CLIENT_REMOTING, CLIENT_GRPC_SIMPLE, CLIENT_GRPC_PUSH)
+GRPC_CLIENTS = (CLIENT_GRPC_SIMPLE, CLIENT_GRPC_PUSH)
 POP_INVISIBLE_MS_DEFAULT = 60_000  # DefaultMQPushConsumer.popInvisibleTime
 POP_BATCH_NUMS_DEFAULT = 32  # DefaultMQPushConsumer.popBatchNums
 # DefaultMQPushConsumerImpl.popDelayLevel (seconds, by reconsume times; the last one repeats).
@@ -51,8 +70,13 @@ class PopSettings:
     invisible_ms: int = POP_INVISIBLE_MS_DEFAULT
     retry_delays_ms: tuple[int, ...] = POP_DELAY_MS_DEFAULT
     batch_nums: int = POP_BATCH_NUMS_DEFAULT
+    client: str = CLIENT_REMOTING
+    retry_max_times: int = RETRY_MAX_TIMES_DEFAULT  # gRPC: the subscription group's retryMaxTimes
+    retry_policy: RetryPolicy = RetryPolicy()  # grpc-push: the group retry policy
 
     def __post_init__(self) -> None:
+        assert self.client in CLIENTS, f"client {self.client!r}"
+        assert self.retry_max_times >= 0, f"retry_max_times {self.retry_max_times}"
         validate_group(self.group)
         for topic in self.subscribe:
             validate_topic(topic)
@@ -63,8 +87,22 @@ class PopSettings:
     def max_times(self) -> int:
         return RETRY_MAX_TIMES_DEFAULT if self.max_reconsume_times == -1 else self.max_reconsume_times
 
+    @property
+    def grpc(self) -> bool:
+        return self.client in GRPC_CLIENTS
+
     def delay_ms(self, reconsume_times: int) -> int:
+        """The invisible time a failure asks for: the remoting client's ``popDelayLevel`` entry for
+        the reconsume times, a gRPC push consumer's retry policy for the delivery attempt."""
+        if self.client == CLIENT_GRPC_PUSH:
+            return self.retry_policy.next_attempt_delay_ms(reconsume_times + 1)
         return self.retry_delays_ms[min(reconsume_times, len(self.retry_delays_ms) - 1)]
+
+    @property
+    def idle_repoll_ms(self) -> int:
+        """How long a pop that found nothing waits at most (a gRPC push consumer's receive
+        long-polls for the proxy's maximum)."""
+        return proxy.PROXY_LONG_POLLING_MS_MAX if self.client == CLIENT_GRPC_PUSH else POP_IDLE_REPOLL_MS
 
 
 class PopConsumer:
@@ -102,14 +140,25 @@ class PopConsumer:
 
     def _pop(self, mq: tuple[str, int]) -> None:
         self.waiting.pop(mq, None)
+        settings = self.settings
         if not self.broker.running:
-            self.waiting[mq] = self.sim.after(POP_IDLE_REPOLL_MS, self._pop, mq)
+            self.waiting[mq] = self.sim.after(settings.idle_repoll_ms, self._pop, mq)
             return
-        popped = self.broker.pop.pop(self.settings.group, mq[0], mq[1], self.settings.batch_nums,
-                                     self.settings.invisible_ms)
+        popped = self.broker.pop.pop(settings.group, mq[0], mq[1], settings.batch_nums, settings.invisible_ms)
         if not popped:
-            self.waiting[mq] = self.sim.after(POP_IDLE_REPOLL_MS, self._pop, mq)
+            self.waiting[mq] = self.sim.after(settings.idle_repoll_ms, self._pop, mq)
             return
+        if settings.grpc:
+            # The proxy's filter: a record at maxAttempts (the broker's retryMaxTimes for the group,
+            # + 1) goes to the DLQ; the client never sees it.
+            retry_max_times = self.broker.subscription_group(settings.group).retry_max_times
+            kept = []
+            for message in popped:
+                if proxy.goes_to_dlq(message.record, retry_max_times):
+                    proxy.forward_to_dlq(self.broker, message, settings.group, retry_max_times)
+                else:
+                    kept.append(message)
+            popped = kept
         self.busy.add(mq)
         self._consume(mq, popped, 0)
 
@@ -133,6 +182,11 @@ class PopConsumer:
         elif status == CONSUME_SUCCESS:
             pop.ack(ck, record.queue_offset)
             outcome = ACKED
+        elif self.settings.client == CLIENT_GRPC_SIMPLE:
+            outcome = POP_NOT_ACKED  # no ack: the broker revives it after its invisible duration
+        elif self.settings.client == CLIENT_GRPC_PUSH:
+            pop.change_invisible_time(ck, record.queue_offset, self.settings.delay_ms(record.reconsume_times))
+            outcome = POP_DELAYED  # the client counts attempts; the proxy dead-letters at maxAttempts
         elif record.reconsume_times >= self.settings.max_times:
             pop.ack(ck, record.queue_offset)
             outcome = POP_ACKED_AT_MAX
@@ -156,6 +210,12 @@ class PopConsumerGroup:
         self.streams = streams
         self.recorder = recorder
         self._members: dict[str, PopConsumer] = {}
+        if settings.grpc:
+            # The proxy reads maxAttempts from the broker's subscription group (retryMaxTimes + 1):
+            # set there before the consumers start, as an admin's createAndUpdateSubscriptionGroupConfig.
+            cfg = broker.subscription_group(settings.group)
+            assert cfg is not None, f"no subscription group {settings.group}"
+            broker.groups.update(dataclasses.replace(cfg, retry_max_times=settings.retry_max_times))
         for topic in settings.subscribe:
             retry = pop_retry_topic(settings.group, topic)
             if broker.topics.get(retry) is None:

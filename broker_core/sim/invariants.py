@@ -70,7 +70,8 @@ POP_ACKED_AT_MAX = "POP_ACKED_AT_MAX"
 
 
 def effective_max_reconsume(group: dict[str, Any]) -> int:
-    """The group's max reconsume times: -1 means 16 (concurrently) or unlimited (orderly)."""
+    """The group's max reconsume times: -1 means 16 (concurrently) or unlimited (orderly); a gRPC
+    group's is the proxy's maxAttempts, retryMaxTimes + 1 (the run manifest records it so)."""
     value = int(group.get("max_reconsume_times", -1))
     if value >= 0:
         return value
@@ -262,6 +263,7 @@ def check_stable_pointers(run: RunData) -> list[Violation]:
     real_ids: dict[str, set[str]] = defaultdict(set)  # key -> msg ids of its real-topic records
     real_topic_of: dict[str, str] = {}
     chains: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    pop_retry_ids: dict[tuple[str, str], set[str]] = defaultdict(set)  # (key, group) -> its POP retries
     for rec in run.records():
         key = rec["uniq_key"]
         if not key:
@@ -270,7 +272,10 @@ def check_stable_pointers(run: RunData) -> list[Violation]:
         if topic == TIMER_TOPIC:
             continue  # the wheel's copy of a 5.x timer message: its real topic's record follows
         if topic in run.pop_retry_owners:
-            continue  # a POP retry carries neither pointer (the revive service copies the message)
+            # A POP retry carries neither pointer (the revive service copies the message); the
+            # proxy's DLQ record of one names it (ORIGIN_MESSAGE_ID) and its topic (RETRY_TOPIC).
+            pop_retry_ids[(key, run.pop_retry_owners[topic])].add(rec["msg_id"])
+            continue
         group = names.group_of(topic)
         if topic == SCHEDULE_TOPIC:
             group = names.group_of(rec["real_topic"] or "")
@@ -293,9 +298,21 @@ def check_stable_pointers(run: RunData) -> list[Violation]:
         # past its max) keeps the consumed message's properties, so a first one carries no
         # ORIGIN_MESSAGE_ID; the broker's next send-back then names that retry record.
         origins = {r["origin_msg_id"] for r in recs if r["origin_msg_id"]}
+        retry_topics = {r["retry_topic"] for r in recs}
+        expected = real_topic_of.get(key)
+        if (key, group) in pop_retry_ids:
+            pop_ids = pop_retry_ids[(key, group)]
+            if not origins <= pop_ids:
+                out.append(Violation("ORIGIN_MESSAGE_ID names no POP retry of the message", key,
+                                     f"group {group}: {sorted(map(str, origins - pop_ids))}"))
+            expected_retry = {names.pop_retry_topic(group, expected)} if expected is not None else None
+            if len(retry_topics) != 1 or (expected_retry is not None and retry_topics != expected_retry):
+                out.append(Violation("RETRY_TOPIC changed along a chain", key,
+                                     f"group {group}: {sorted(map(str, retry_topics))}, "
+                                     f"POP retry topic {expected_retry}"))
+            continue
         unnamed_retries = {r["msg_id"] for r in recs
                            if r["topic"] != SCHEDULE_TOPIC and not r["origin_msg_id"]}
-        retry_topics = {r["retry_topic"] for r in recs}
         starts = real_ids.get(key, set())
         allowed = max(1, chain_starts[(key, group)]) + len(origins & unnamed_retries)
         if len(origins) > allowed:
@@ -305,7 +322,6 @@ def check_stable_pointers(run: RunData) -> list[Violation]:
         elif not origins <= (starts | {key} | unnamed_retries) and not run.loss_allowed:
             out.append(Violation("ORIGIN_MESSAGE_ID names no record of the message", key,
                                  f"group {group}: {sorted(origins - starts)}"))
-        expected = real_topic_of.get(key)
         if len(retry_topics) != 1 or (expected is not None and retry_topics != {expected}):
             out.append(Violation("RETRY_TOPIC changed along a chain", key,
                                  f"group {group}: {sorted(map(str, retry_topics))}, real topic {expected}"))

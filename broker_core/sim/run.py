@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from broker_core.broker.proxy import max_attempts
 from broker_core.export.counts import run_counts
 from broker_core.export.parquet import DEFAULT_PART, TableWriter, atomic_dir, write_rows
 from broker_core.export.schema import RUN_SOURCE_SIMULATION
@@ -191,12 +192,22 @@ def _manifest(scenario: Scenario, world: World, scenario_path, out_dir) -> dict:
         "flush": scenario.broker.flush,
         "semantics": scenario.broker.semantics,
         "delay_levels_ms": list(scenario.broker.delay_levels_ms),
-        "groups": [{"name": g.name, "subscribe": list(g.subscribe), "model": g.model, "mode": g.mode,
-                    "consumers": g.consumers, "max_reconsume_times": g.max_reconsume_times}
-                   for g in scenario.groups],
+        "groups": [_manifest_group(g) for g in scenario.groups],
         "fault_kinds": sorted({f.kind for f in scenario.faults}),
         "reproduce": reproduce_command(scenario_path, out_dir, scenario.seed, scenario.scaled_messages),
     }
+
+
+def _manifest_group(g) -> dict:
+    """A group as the checks read it. A gRPC group has no client maximum of its own: the proxy
+    dead-letters a record popped at reconsume times retryMaxTimes + 1 (maxAttempts), so that is
+    the maximum the manifest records for it, beside the client and the configured retryMaxTimes."""
+    doc = {"name": g.name, "subscribe": list(g.subscribe), "model": g.model, "mode": g.mode,
+           "consumers": g.consumers, "max_reconsume_times": g.max_reconsume_times}
+    if g.client != "remoting":
+        doc.update(client=g.client, retry_max_times=g.retry_max_times,
+                   max_reconsume_times=max_attempts(g.retry_max_times))
+    return doc
 
 
 def _count(run_dir: Path, scenario: Scenario) -> dict[str, int]:

@@ -13,7 +13,9 @@ The format is DESIGN.md's, plus a few fields with defaults: ``broker.cluster``,
 ``broker.cq_units_per_file`` (small values make consume-queue files roll in short runs),
 ``broker.timer_roll_window_slot`` (5.x ``timerRollWindowSlot``; a few slots make timers roll in short runs),
 ``producers[].group`` (producer group), ``producers[].start`` (when it begins sending) and
-``producers[].timer`` (5.x timer messages: a delay or a weight table ``{0s: 0.8, 5s: 0.2}``), and the
+``producers[].timer`` (5.x timer messages: a delay or a weight table ``{0s: 0.8, 5s: 0.2}``), a POP
+group's ``client`` (``grpc-simple``/``grpc-push`` through the proxy, with ``retry_max_times`` and, for
+push, ``retry_policy``), and the
 per-kind fault fields documented in ``docs/faults.md`` (``pause``, ``consumer``, ``delta``,
 ``topic``/``messages``/``rate`` for a burst). Values: durations ``1h10m``/``30s``/``5ms``/``2d``
 (largest unit first, each once), sizes ``64MiB`` or bytes, rates ``1000/s`` (also ``/ms``, ``/m``,
@@ -44,12 +46,21 @@ from pydantic import (
 from broker_core import names
 from broker_core.broker.pop import POP_INVISIBLE_MS_MAX, POP_INVISIBLE_MS_MIN, POP_RETRY_DELAY_MS_MAX
 from broker_core.broker.semantics import semantics_for
+from broker_core.client.retry_policy import (
+    CUSTOMIZED,
+    EXPONENTIAL,
+    RETRY_POLICY_DELAY_MS_MAX,
+    RETRY_POLICY_MULTIPLIER_MAX,
+    RETRY_POLICY_TYPES,
+    RetryPolicy,
+)
 from broker_core.constants import (
     BODY_SIZE_BYTES_MAX,
     COMMITLOG_FILE_SIZE_BYTES_DEFAULT,
     CONSUME_TIMEOUT_MS_DEFAULT,
     CQ_UNITS_PER_FILE_DEFAULT,
     MESSAGE_DELAY_LEVEL_DEFAULT,
+    RETRY_MAX_TIMES_DEFAULT,
     SIM_MESSAGES_MAX,
     TIMER_MAX_DELAY_MS,
     TIMER_ROLL_WINDOW_SLOT_DEFAULT,
@@ -103,6 +114,13 @@ POP_MODE = "pop"  # a 5.x remoting POP consumer group (broker_core/client/pop_co
 # faults or put failures for POP clients.
 POP_FAULTS = ("burst",)
 POP_RETRY_DELAYS_MAX = 32
+# Which client a POP group is (broker_core/client/pop_consumer.py): the remoting push consumer, or a
+# gRPC SimpleConsumer or PushConsumer served through the proxy (broker_core/broker/proxy.py).
+POP_CLIENTS = ("remoting", "grpc-simple", "grpc-push")
+GRPC_PUSH = "grpc-push"
+RETRY_POLICY_DELAYS_MAX = 64  # a customized table's entries (the default has 18)
+_RETRY_POLICY_KEYS = {CUSTOMIZED: {"type", "delays"}, EXPONENTIAL: {"type", "initial", "max", "multiplier"}}
+_RETRY_POLICY_EXAMPLE = "expected a mapping such as {type: exponential, initial: 1s, max: 30s, multiplier: 2}"
 SEND_MODES = ("sync", "async", "oneway")
 FLUSH_MODES = ("async", "sync")
 SEMANTICS = ("4.9", "5.x", "5.4")
@@ -170,6 +188,9 @@ class GroupSpec:
     behavior: BehaviorSpec = field(default_factory=BehaviorSpec)
     invisible_ms: int | None = None  # POP groups: popInvisibleTime (None: the client's default)
     retry_delays_ms: tuple[int, ...] = ()  # POP groups: popDelayLevel (empty: the client's default)
+    client: str = "remoting"  # POP groups: the remoting client, or grpc-simple / grpc-push through the proxy
+    retry_max_times: int = RETRY_MAX_TIMES_DEFAULT  # gRPC groups: the subscription group's retryMaxTimes
+    retry_policy: RetryPolicy = RetryPolicy()  # grpc-push groups: the group retry policy
 
 
 @dataclass(frozen=True)
@@ -826,6 +847,57 @@ class _Behavior(_Model):
         return self
 
 
+def _check_multiplier(v: Any) -> float:
+    if isinstance(_single(v), bool) or not isinstance(v, (int, float)):
+        raise _Problem("is not a number", v)
+    if not 1.0 <= float(v) <= RETRY_POLICY_MULTIPLIER_MAX:  # also rejects NaN
+        raise _Problem(f"is outside 1..{RETRY_POLICY_MULTIPLIER_MAX:g}", v)
+    return float(v)
+
+
+class _RetryPolicy(_Model):
+    """A group retry policy (``groupRetryPolicy``): a customized table or an exponential backoff."""
+
+    type: _one_of(RETRY_POLICY_TYPES)
+    delays: Annotated[list[_duration(1, RETRY_POLICY_DELAY_MS_MAX)], _list(RETRY_POLICY_DELAYS_MAX)] = []
+    initial: _duration(1, RETRY_POLICY_DELAY_MS_MAX) = None
+    max: _duration(1, RETRY_POLICY_DELAY_MS_MAX) = None
+    multiplier: Annotated[Any, BeforeValidator(_check_multiplier)] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        """The keys a policy takes depend on its type: check the type first, then the keys."""
+        if not isinstance(data, dict):
+            raise _Problem(_RETRY_POLICY_EXAMPLE)
+        if "type" not in data:
+            raise _Problem("is required; one of " + ", ".join(RETRY_POLICY_TYPES), sub=("type",))
+        try:
+            kind = _choice(data["type"], RETRY_POLICY_TYPES)
+        except _Problem as exc:
+            exc.sub = ("type",)
+            raise
+        _check_keys(data, _RETRY_POLICY_KEYS[kind])
+        if kind == EXPONENTIAL:
+            for key in ("initial", "max", "multiplier"):
+                if key not in data:
+                    raise _Problem("is required for an exponential policy", sub=(key,))
+        return data
+
+    @model_validator(mode="after")
+    def _fits(self) -> _RetryPolicy:
+        if self.type == CUSTOMIZED and "delays" in self.model_fields_set and not self.delays:
+            raise _Problem("needs at least one delay (leave it out for the delay-level table)", sub=("delays",))
+        if self.type == EXPONENTIAL and self.max < self.initial:
+            raise _Problem("must not be less than initial", _RAW, sub=("max",))
+        return self
+
+    def to_policy(self) -> RetryPolicy:
+        if self.type == EXPONENTIAL:
+            return RetryPolicy(EXPONENTIAL, initial_ms=self.initial, max_ms=self.max, multiplier=self.multiplier)
+        return RetryPolicy(CUSTOMIZED, delays_ms=tuple(self.delays)) if self.delays else RetryPolicy()
+
+
 class _Group(_Model):
     name: GroupName
     subscribe: Annotated[list[Str], _list(TOPICS_MAX)]
@@ -837,6 +909,9 @@ class _Group(_Model):
     behavior: _Behavior = _Behavior()
     invisible_time: _duration(POP_INVISIBLE_MS_MIN, POP_INVISIBLE_MS_MAX) = None
     retry_delays: Annotated[list[_duration(1, POP_RETRY_DELAY_MS_MAX)], _list(POP_RETRY_DELAYS_MAX)] = []
+    client: _one_of(POP_CLIENTS) = "remoting"
+    retry_max_times: _int_in(0, MAX_RECONSUME_TIMES_MAX) = RETRY_MAX_TIMES_DEFAULT
+    retry_policy: _RetryPolicy = None
 
     @model_validator(mode="after")
     def _subscriptions(self) -> _Group:
@@ -846,9 +921,28 @@ class _Group(_Model):
             if t in self.subscribe[:j]:
                 raise _Problem("is subscribed twice", t, sub=("subscribe", j))
         if self.mode != POP_MODE:
-            for key in ("invisible_time", "retry_delays"):
+            for key in ("invisible_time", "retry_delays", "client"):
                 if key in self.model_fields_set:
                     raise _Problem("is a POP group's setting (mode: pop)", sub=(key,))
+        grpc = self.client != "remoting"
+        if not grpc:
+            for key in ("retry_max_times", "retry_policy"):
+                if key in self.model_fields_set:
+                    raise _Problem("is a gRPC group's setting (mode: pop, client: grpc-simple or grpc-push): "
+                                   "the proxy reads it from the broker's subscription group", sub=(key,))
+        else:
+            # A gRPC client has no maximum and no delay table of its own: the proxy gives it the
+            # group's retryMaxTimes + 1 and, to a push consumer, the group's retry policy.
+            for key, use in (("max_reconsume_times", "retry_max_times"), ("retry_delays", "retry_policy")):
+                if key in self.model_fields_set:
+                    raise _Problem(f"is a remoting client's setting; a gRPC group has {use}", sub=(key,))
+            if self.client == GRPC_PUSH and "invisible_time" in self.model_fields_set:
+                raise _Problem("is the proxy's 60 s for a gRPC push consumer (it asks for auto renewal)",
+                               sub=("invisible_time",))
+            if self.client != GRPC_PUSH and "retry_policy" in self.model_fields_set:
+                raise _Problem("is a gRPC push consumer's setting (client: grpc-push): a SimpleConsumer's "
+                               "failure waits out its invisible duration", sub=("retry_policy",))
+        if self.mode != POP_MODE:
             return self
         if self.model != "clustering":
             raise _Problem("a POP group is a clustering group", self.model, sub=("model",))
@@ -1085,7 +1179,9 @@ def _to_dataclasses(s: _Scenario, lines: _Lines) -> Scenario:
     groups = tuple(GroupSpec(
         name=g.name, subscribe=tuple(g.subscribe), model=g.model, mode=g.mode, consumers=g.consumers,
         max_reconsume_times=g.max_reconsume_times, consume_timeout_ms=g.consume_timeout,
-        invisible_ms=g.invisible_time, retry_delays_ms=tuple(g.retry_delays),
+        invisible_ms=g.invisible_time, retry_delays_ms=tuple(g.retry_delays), client=g.client,
+        retry_max_times=g.retry_max_times,
+        retry_policy=g.retry_policy.to_policy() if g.retry_policy is not None else RetryPolicy(),
         behavior=BehaviorSpec(consume_time_ms=g.behavior.consume_time,
                               **{p: getattr(g.behavior, p) for p in (*_OUTCOMES, "poison_fraction")}))
         for g in s.groups)

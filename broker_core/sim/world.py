@@ -159,6 +159,7 @@ class World:
 
     def _pop_group(self, g):
         """A 5.x POP group (the scenario loader allows one only under the 5.x rules)."""
+        from broker_core.broker.proxy import PROXY_INVISIBLE_MS_DEFAULT
         from broker_core.client.behavior import Behavior
         from broker_core.client.pop_consumer import PopConsumerGroup, PopSettings
 
@@ -167,8 +168,11 @@ class World:
             extra["invisible_ms"] = g.invisible_ms
         if g.retry_delays_ms:
             extra["retry_delays_ms"] = g.retry_delays_ms
+        if g.client == "grpc-push":
+            extra["invisible_ms"] = PROXY_INVISIBLE_MS_DEFAULT  # the client asks for auto renewal
         settings = PopSettings(group=g.name, subscribe=tuple(g.subscribe),
-                               max_reconsume_times=g.max_reconsume_times, **extra)
+                               max_reconsume_times=g.max_reconsume_times, client=g.client,
+                               retry_max_times=g.retry_max_times, retry_policy=g.retry_policy, **extra)
         bh = g.behavior
         behavior = Behavior(consume_time_ms=bh.consume_time_ms, fail_probability=bh.fail_probability,
                             exception_probability=bh.exception_probability,
