@@ -87,12 +87,13 @@ public class TimerDriver {
                 default: throw new IllegalArgumentException("unknown send kind " + kind);
             }
             SendResult result = producer.send(msg);
+            long ackedMs = System.currentTimeMillis();  // a relative timer's due time is the broker's receipt + delay
             if (result.getSendStatus() != SendStatus.SEND_OK) {
                 throw new IllegalStateException("send " + i + ": " + result);
             }
             pending.put(result.getMsgId(), Boolean.TRUE);
             DriverSupport.emit("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"timer-" + i
-                    + "\",\"kind\":\"" + kind + "\",\"value\":" + value + ",\"sent_ms\":" + sentMs
+                    + "\",\"kind\":\"" + kind + "\",\"value\":" + value + ",\"sent_ms\":" + sentMs + ",\"acked_ms\":" + ackedMs
                     + ",\"broker\":\"" + result.getMessageQueue().getBrokerName() + "\"}");
         }
         long deadline = System.currentTimeMillis() + timeoutMs;
