@@ -150,22 +150,20 @@ def decode_bean(name: str, value: bytes, where: Path,
     return bean
 
 
+def _decode_beans(entries: list[tuple[bytes, bytes]], where: Path, parse, name_property: str) -> dict:
+    """Entries keyed by a bean's name (UTF-8), valued by its JSON: name -> bean."""
+    return {name: decode_bean(name, value, where, parse, name_property)
+            for name, value in ((_utf8(key, "key"), value) for key, value in entries)}
+
+
 def decode_topics(entries: list[tuple[bytes, bytes]], where: Path) -> dict[str, TopicConfig]:
     """``config/topics/``'s entries: topic name -> TopicConfig."""
-    result = {}
-    for key, value in entries:
-        name = _utf8(key, "key")
-        result[name] = decode_bean(name, value, where, topic_config_from_json, "topicName")
-    return result
+    return _decode_beans(entries, where, topic_config_from_json, "topicName")
 
 
 def decode_groups(entries: list[tuple[bytes, bytes]], where: Path) -> dict[str, SubscriptionGroupConfig]:
     """``config/subscriptionGroups/``'s entries: group name -> SubscriptionGroupConfig."""
-    result = {}
-    for key, value in entries:
-        name = _utf8(key, "key")
-        result[name] = decode_bean(name, value, where, group_config_from_json, "groupName")
-    return result
+    return _decode_beans(entries, where, group_config_from_json, "groupName")
 
 
 def read_rocksdb_offsets(directory: Path) -> dict[str, dict[int, int]]:

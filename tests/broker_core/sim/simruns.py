@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from broker_core.errors import ScenarioError
 from broker_core.sim.invariants import check_run, format_violations
 from broker_core.sim.run import reproduce_command
+from broker_core.sim.scenario import load_scenario_text
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIOS = ROOT / "scenarios"
@@ -24,3 +26,10 @@ def assert_run_passes(run_dir: Path, scenario_path: Path, seed: int, messages: i
     if violations:
         pytest.fail(f"SEED={seed}\nreproduce: {reproduce_command(scenario_path, run_dir, seed, messages)}\n"
                     f"{len(violations)} violations:\n{format_violations(violations)}")
+
+
+def scenario_error(text: str) -> ScenarioError:
+    """The error loading the scenario ``text`` (as file s.yaml) raises; the test fails if none."""
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text(text, source="s.yaml")
+    return info.value

@@ -11,11 +11,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from simruns import SCENARIOS, assert_run_passes
+from simruns import SCENARIOS, assert_run_passes, scenario_error
 
 from assets.checks import INVARIANTS, run_checks
 from broker_core.client.retry_policy import CUSTOMIZED, EXPONENTIAL, RetryPolicy
-from broker_core.errors import ScenarioError
 from broker_core.export.parquet import read_table
 from broker_core.export.schema import RAW_TABLES
 from broker_core.sim import invariants
@@ -169,12 +168,6 @@ producers:
 """
 
 
-def _error(text: str) -> ScenarioError:
-    with pytest.raises(ScenarioError) as info:
-        load_scenario_text(text, source="s.yaml")
-    return info.value
-
-
 def test_a_grpc_groups_keys_load_with_their_defaults():
     """client, retry_max_times and retry_policy load; a push group without a policy gets the
     customized delay-level table, an exponential one its three values."""
@@ -222,7 +215,7 @@ def test_a_grpc_groups_keys_load_with_their_defaults():
 def test_a_misused_grpc_key_is_refused_at_its_line(old, new, where, says):
     """Each misuse of a gRPC group's keys is refused at load, naming the file, the line and the key."""
     assert old in GRPC_GROUP
-    err = str(_error(GRPC_GROUP.replace(old, new)))
+    err = str(scenario_error(GRPC_GROUP.replace(old, new)))
     assert err.startswith(where), err
     assert says in err, err
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import duckdb
 import pytest
-from simruns import SCENARIOS, assert_run_passes
+from simruns import SCENARIOS, assert_run_passes, scenario_error
 
 from assets.checks import INVARIANTS, run_checks
 from broker_core.client.pop_consumer import POP_DELAY_MS_DEFAULT, POP_DELAYED, POP_MODE, PopSettings
@@ -188,16 +188,10 @@ producers:
 """
 
 
-def _error(text: str) -> ScenarioError:
-    with pytest.raises(ScenarioError) as info:
-        load_scenario_text(text, source="s.yaml")
-    return info.value
-
-
 def test_a_pop_group_is_refused_under_4_9_at_its_line():
     """RocketMQ 4.9.4 has no POP: `mode: pop` under the 4.9 rules is refused at the mode's line,
     and switching a POP scenario to 4.9 (a conformance run) is refused too."""
-    err = _error(POP_GROUP.replace('broker: {semantics: "5.x"}\n', ""))
+    err = scenario_error(POP_GROUP.replace('broker: {semantics: "5.x"}\n', ""))
     assert str(err).startswith("s.yaml:7: groups[0].mode: ") and "needs broker semantics '5.x'" in str(err)
     with pytest.raises(ScenarioError, match="has no POP consumption"):
         load_scenario_text(POP_GROUP, source="s.yaml").with_semantics("4.9")
@@ -206,15 +200,15 @@ def test_a_pop_group_is_refused_under_4_9_at_its_line():
 def test_what_the_pop_model_does_not_play_is_refused_at_its_line():
     """A fault other than a burst naming a POP group or no group, a hanging POP listener, POP settings on a push
     group, and a broadcasting POP group are each refused at their line."""
-    err = _error(POP_GROUP + "faults:\n  - {at: 1s, kind: broker_restart}\n")
+    err = scenario_error(POP_GROUP + "faults:\n  - {at: 1s, kind: broker_restart}\n")
     assert str(err).startswith("s.yaml:13: faults[0].kind: ") and "POP groups (g)" in str(err)
-    err = _error(POP_GROUP + "faults:\n  - {at: 1s, kind: consumer_crash, group: g, consumer: 0}\n")
+    err = scenario_error(POP_GROUP + "faults:\n  - {at: 1s, kind: consumer_crash, group: g, consumer: 0}\n")
     assert str(err).startswith("s.yaml:13: faults[0].kind: ")
-    err = _error(POP_GROUP.replace("    invisible_time: 5s\n", "    behavior: {hang_probability: 0.1}\n"))
+    err = scenario_error(POP_GROUP.replace("    invisible_time: 5s\n", "    behavior: {hang_probability: 0.1}\n"))
     assert "s.yaml:9" in str(err) and "not modelled for a POP group" in str(err)
-    err = _error(POP_GROUP.replace("    mode: pop\n", ""))
+    err = scenario_error(POP_GROUP.replace("    mode: pop\n", ""))
     assert str(err).startswith("s.yaml:8: groups[0].invisible_time: ")
-    err = _error(POP_GROUP.replace("    mode: pop\n", "    mode: pop\n    model: broadcasting\n"))
+    err = scenario_error(POP_GROUP.replace("    mode: pop\n", "    mode: pop\n    model: broadcasting\n"))
     assert "a POP group is a clustering group" in str(err)
     assert load_scenario_text(POP_GROUP + "faults:\n  - {at: 1s, kind: burst, topic: PopTopic, messages: 5}\n",
                               source="s.yaml").groups[0].invisible_ms == 5000
