@@ -134,7 +134,7 @@ class World:
             self.sim.at(self.start_ms + PROGRESS_INTERVAL_MS, self._report)
 
     def _build_groups(self) -> None:
-        from broker_core.client.consumer_group import Behavior, ConsumerGroup, ConsumerSettings
+        from broker_core.client.consumer_group import ConsumerGroup, ConsumerSettings
 
         for g in self.scenario.groups:
             self.broker.subscription_group(g.name)
@@ -144,14 +144,7 @@ class World:
             settings = ConsumerSettings(group=g.name, subscribe=tuple(g.subscribe), model=g.model,
                                         mode=g.mode, max_reconsume_times=g.max_reconsume_times,
                                         consume_timeout_ms=g.consume_timeout_ms)
-            bh = g.behavior
-            behavior = Behavior(consume_time_ms=bh.consume_time_ms,
-                                fail_probability=bh.fail_probability,
-                                exception_probability=bh.exception_probability,
-                                return_null_probability=bh.return_null_probability,
-                                hang_probability=bh.hang_probability,
-                                poison_fraction=bh.poison_fraction)
-            group = ConsumerGroup(self.sim, self.broker, settings, behavior,
+            group = ConsumerGroup(self.sim, self.broker, settings, _behavior(g.behavior),
                                   self.streams.fork(f"group.{g.name}"), self.recorder)
             for i in range(g.consumers):
                 group.add_consumer(consumer_id(g.name, i))
@@ -160,7 +153,6 @@ class World:
     def _pop_group(self, g):
         """A 5.x POP group (the scenario loader allows one only under the 5.x rules)."""
         from broker_core.broker.proxy import PROXY_INVISIBLE_MS_DEFAULT
-        from broker_core.client.behavior import Behavior
         from broker_core.client.pop_consumer import PopConsumerGroup, PopSettings
 
         extra = {}
@@ -173,12 +165,8 @@ class World:
         settings = PopSettings(group=g.name, subscribe=tuple(g.subscribe),
                                max_reconsume_times=g.max_reconsume_times, client=g.client,
                                retry_max_times=g.retry_max_times, retry_policy=g.retry_policy, **extra)
-        bh = g.behavior
-        behavior = Behavior(consume_time_ms=bh.consume_time_ms, fail_probability=bh.fail_probability,
-                            exception_probability=bh.exception_probability,
-                            return_null_probability=bh.return_null_probability,
-                            poison_fraction=bh.poison_fraction)
-        group = PopConsumerGroup(self.sim, self.broker, settings, behavior,
+        # The scenario loader refuses a hang for a POP group: its hang probability is 0.
+        group = PopConsumerGroup(self.sim, self.broker, settings, _behavior(g.behavior),
                                  self.streams.fork(f"group.{g.name}"), self.recorder)
         for i in range(g.consumers):
             group.add_consumer(consumer_id(g.name, i))
@@ -285,3 +273,13 @@ class World:
 def consumer_id(group: str, index: int) -> str:
     """The client id of consumer ``index`` of ``group`` (stable: faults name consumers by index)."""
     return f"{group}-c{index}"
+
+
+def _behavior(spec):
+    """The listener behaviour of a scenario group's ``behavior`` settings."""
+    from broker_core.client.behavior import Behavior
+
+    return Behavior(consume_time_ms=spec.consume_time_ms, fail_probability=spec.fail_probability,
+                    exception_probability=spec.exception_probability,
+                    return_null_probability=spec.return_null_probability,
+                    hang_probability=spec.hang_probability, poison_fraction=spec.poison_fraction)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker_core.errors import ScenarioError
+from broker_core.export.parquet import read_table
 from broker_core.sim.invariants import check_run, format_violations
 from broker_core.sim.run import reproduce_command
 from broker_core.sim.scenario import load_scenario_text
@@ -33,3 +34,13 @@ def scenario_error(text: str) -> ScenarioError:
     with pytest.raises(ScenarioError) as info:
         load_scenario_text(text, source="s.yaml")
     return info.value
+
+
+NONDETERMINISTIC_COLUMNS = {"runs": {"wall_seconds"}}  # wall time, measured at the edge
+
+
+def run_rows(run_dir: Path, table: str) -> list[dict]:
+    """A run's table as rows, without the columns that differ between two runs of one seed."""
+    data = read_table(run_dir, table)
+    drop = NONDETERMINISTIC_COLUMNS.get(table, set())
+    return data.select([c for c in data.column_names if c not in drop]).to_pylist()

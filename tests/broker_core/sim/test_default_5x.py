@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from simruns import SCENARIOS, assert_run_passes
+from simruns import SCENARIOS, assert_run_passes, run_rows
 
 from broker_core.export.parquet import read_table
 from broker_core.export.schema import RAW_TABLES
@@ -18,13 +18,6 @@ DEFAULT_5X = SCENARIOS / "default-5x.yaml"
 # 1,000 producer messages (the bursts' 2,000 come on top): long enough for notice-service's poison
 # messages to walk all 16 retries, short enough for a test.
 SCALED_MESSAGES = 1000
-NONDETERMINISTIC_COLUMNS = {"runs": {"wall_seconds"}}  # wall time, measured at the edge
-
-
-def _rows(run_dir, table):
-    data = read_table(run_dir, table)
-    drop = NONDETERMINISTIC_COLUMNS.get(table, set())
-    return data.select([c for c in data.column_names if c not in drop]).to_pylist()
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +77,7 @@ def test_default_5x_is_deterministic(run_5x, tmp_path):
     again = tmp_path / "again"
     simulate(DEFAULT_5X, again, scenario=scenario)
     for table in RAW_TABLES:
-        assert _rows(run_5x, table) == _rows(again, table), f"table {table} differs"
+        assert run_rows(run_5x, table) == run_rows(again, table), f"table {table} differs"
     files = sorted(p.relative_to(run_5x / "store") for p in (run_5x / "store").rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(again / "store") for p in (again / "store").rglob("*") if p.is_file())
     for rel in files:
@@ -96,7 +89,7 @@ def test_another_seed_and_the_4_9_default_give_other_rows(run_5x, tmp_path):
     """Another seed gives another run; the 4.9 default at the same scale stores no 5.x property."""
     other = tmp_path / "seed8"
     simulate(DEFAULT_5X, other, seed=8, scenario=load_scenario(DEFAULT_5X).with_messages(SCALED_MESSAGES))
-    assert _rows(other, "consume_attempts") != _rows(run_5x, "consume_attempts")
+    assert run_rows(other, "consume_attempts") != run_rows(run_5x, "consume_attempts")
     old = tmp_path / "default"
     simulate(SCENARIOS / "default.yaml", old,
              scenario=load_scenario(SCENARIOS / "default.yaml").with_messages(SCALED_MESSAGES))

@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from simruns import SCENARIOS, assert_run_passes, scenario_error
+from simruns import SCENARIOS, assert_run_passes, run_rows, scenario_error
 
 from assets.checks import INVARIANTS, run_checks
 from broker_core.client.retry_policy import CUSTOMIZED, EXPONENTIAL, RetryPolicy
@@ -29,12 +29,6 @@ PUSH_DELAYS_MS = {1: 1000, 2: 2000, 3: 3000}  # exponential 1s x 2, capped at 3s
 # The model's ground truth: a (group, message) ends in the state its last listener call left it,
 # unless the proxy dead-lettered it (no listener call: read from the store).
 STATE_OF_LAST_OUTCOME = {"ACKED": "CONSUMED", "POP_DELAYED": "RETRYING", "POP_NOT_ACKED": "RETRYING"}
-WALL_SECONDS = {"runs": {"wall_seconds", "cpu_seconds"}}
-
-
-def _rows(run_dir, table):
-    data = read_table(run_dir, table)
-    return data.select([c for c in data.column_names if c not in WALL_SECONDS.get(table, set())]).to_pylist()
 
 
 @pytest.fixture(scope="module")
@@ -147,10 +141,10 @@ def test_the_same_seed_gives_the_same_grpc_run(grpc_run, tmp_path):
     again = tmp_path / "again"
     simulate(GRPC_SMALL, again)
     for table in (*RAW_TABLES, "pop_evidence", "retry_topics"):
-        assert _rows(run, table) == _rows(again, table), f"table {table} differs"
+        assert run_rows(run, table) == run_rows(again, table), f"table {table} differs"
     other = tmp_path / "other"
     simulate(GRPC_SMALL, other, seed=8)
-    assert _rows(other, "consume_attempts") != _rows(run, "consume_attempts")
+    assert run_rows(other, "consume_attempts") != run_rows(run, "consume_attempts")
 
 
 GRPC_GROUP = """name: t

@@ -7,7 +7,7 @@ import dataclasses
 
 import duckdb
 import pytest
-from simruns import SCENARIOS, assert_run_passes, scenario_error
+from simruns import SCENARIOS, assert_run_passes, run_rows, scenario_error
 
 from assets.checks import INVARIANTS, run_checks
 from broker_core.client.pop_consumer import POP_DELAY_MS_DEFAULT, POP_DELAYED, POP_MODE, PopSettings
@@ -29,7 +29,6 @@ HORIZON_CUT_REVIVE_PENDING_MS = 24_000
 # The model's ground truth: a (group, message) ends in the state its last listener call left it.
 STATE_OF_LAST_OUTCOME = {"ACKED": "CONSUMED", "POP_ACKED_AT_MAX": "CONSUMED", "POP_DELAYED": "RETRYING",
                          "SENT_BACK": "RETRYING"}
-WALL_SECONDS = {"runs": {"wall_seconds"}}
 
 
 def _scenario(horizon_ms: int = HORIZON_CUT_MS):
@@ -68,11 +67,6 @@ def lineage_states(con) -> dict[tuple, tuple[str, int | None]]:
     """(final state, invisible until in ms on IN_FLIGHT rows) per (group, message) of the lineage."""
     return {(g, k): (s, _ms(until) if s == "IN_FLIGHT" else None) for g, k, s, until in con.execute(
         'SELECT "group", message_key, final_state, invisible_until FROM message_lineage').fetchall()}
-
-
-def _rows(run_dir, table):
-    data = read_table(run_dir, table)
-    return data.select([c for c in data.column_names if c not in WALL_SECONDS.get(table, set())]).to_pylist()
 
 
 @pytest.fixture(scope="module")
@@ -168,10 +162,10 @@ def test_the_same_seed_gives_the_same_pop_run(pop_run, tmp_path):
     again = tmp_path / "again"
     simulate(POP_SMALL, again, scenario=_scenario())
     for table in (*RAW_TABLES, "pop_evidence", "retry_topics"):
-        assert _rows(run, table) == _rows(again, table), f"table {table} differs"
+        assert run_rows(run, table) == run_rows(again, table), f"table {table} differs"
     other = tmp_path / "other"
     simulate(POP_SMALL, other, seed=12, scenario=_scenario())
-    assert _rows(other, "consume_attempts") != _rows(run, "consume_attempts")
+    assert run_rows(other, "consume_attempts") != run_rows(run, "consume_attempts")
 
 
 POP_GROUP = """name: t

@@ -6,7 +6,7 @@ import gc
 import json
 
 import pytest
-from simruns import SCENARIOS, SMALL, assert_run_passes
+from simruns import NONDETERMINISTIC_COLUMNS, SCENARIOS, SMALL, assert_run_passes, run_rows
 
 from broker_core.export.parquet import read_table
 from broker_core.export.schema import RAW_TABLES
@@ -15,14 +15,6 @@ from broker_core.sim.invariants import check_run
 from broker_core.sim.run import simulate
 from broker_core.sim.scenario import load_scenario
 from orchestration.cli import main as cli_main
-
-NONDETERMINISTIC_COLUMNS = {"runs": {"wall_seconds"}}  # wall time, measured at the edge
-
-
-def table_rows(run_dir, table):
-    data = read_table(run_dir, table)
-    drop = NONDETERMINISTIC_COLUMNS.get(table, set())
-    return data.select([c for c in data.column_names if c not in drop]).to_pylist()
 
 
 def test_run_directory_layout(small_run):
@@ -42,7 +34,7 @@ def test_small_run_is_deterministic(small_run, tmp_path):
     again = tmp_path / "again"
     simulate(SMALL, again)
     for table in RAW_TABLES:
-        assert table_rows(small_run, table) == table_rows(again, table), f"table {table} differs"
+        assert run_rows(small_run, table) == run_rows(again, table), f"table {table} differs"
     files = sorted(p.relative_to(small_run / "store") for p in (small_run / "store").rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(again / "store") for p in (again / "store").rglob("*") if p.is_file())
     for rel in files:
@@ -84,7 +76,7 @@ def test_runs_in_two_processes_with_other_hash_seeds_write_the_same_bytes(tmp_pa
     differ = [str(rel) for rel in files(first)
               if rel.parts[:2] != ("parquet", "runs") and (first / rel).read_bytes() != (second / rel).read_bytes()]
     assert differ == []
-    assert table_rows(first, "runs") == table_rows(second, "runs")
+    assert run_rows(first, "runs") == run_rows(second, "runs")
 
 
 def test_simulate_leaves_the_garbage_collector_as_it_found_it(tmp_path):
@@ -103,7 +95,7 @@ def test_another_seed_gives_another_run(small_run, tmp_path):
     other = tmp_path / "other"
     summary = simulate(SMALL, other, seed=8)
     assert summary.seed == 8
-    assert table_rows(other, "consume_attempts") != table_rows(small_run, "consume_attempts")
+    assert run_rows(other, "consume_attempts") != run_rows(small_run, "consume_attempts")
     assert_run_passes(other, SMALL, 8)
 
 
@@ -146,7 +138,7 @@ def test_simulated_store_imports_back_to_the_same_commitlog(small_run, tmp_path)
     """import-store reads the simulated store into exactly the commitlog rows simulate wrote."""
     out = tmp_path / "imported"
     import_store(small_run / "store", out, name="small", broker="broker-a")
-    assert table_rows(out, "commitlog") == table_rows(small_run, "commitlog")
+    assert run_rows(out, "commitlog") == run_rows(small_run, "commitlog")
 
 
 def test_a_failed_run_leaves_no_directory(tmp_path):
