@@ -94,6 +94,7 @@ PROP_INNER_BASE = "INNER_BASE"
 # Set by the 5.x POP revive service on every retry record it writes (MessageConst.PROPERTY_FIRST_POP_TIME);
 # a push consumer's send-back never sets it.
 PROP_FIRST_POP_TIME = "1ST_POP_TIME"
+PROP_ORIGIN_GROUP = "ORIGIN_GROUP"  # 5.4+: a POP retry record's group (PopReviveService.reviveRetry)
 DLQ_QUEUES = 1  # DLQ_NUMS_PER_GROUP
 RETRY_QUEUES_DEFAULT = 1  # SubscriptionGroupConfig.retryQueueNums
 RETRY_MAX_TIMES_DEFAULT = 16  # SubscriptionGroupConfig.retryMaxTimes

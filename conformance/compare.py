@@ -25,6 +25,7 @@ from pathlib import Path
 import duckdb
 
 from broker_core.broker.semantics import semantics_for
+from broker_core.client.pop_consumer import POP_MODE
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.sim.scenario import Scenario
@@ -45,9 +46,10 @@ SUCCESS = "CONSUME_SUCCESS"
 # bounds of that queue when the message was pulled (an orderly client's send-back copies them).
 PLACEMENT_PROPERTIES = frozenset({"ORIGIN_MESSAGE_ID", "REAL_QID", "MIN_OFFSET", "MAX_OFFSET"})
 # Times a client stamps on a message (the push consumer's CONSUME_START_TIME, copied into a retry
-# the client sends itself), and the times a 5.x timer wheel stamps (its due slot, when it took the
-# record, when it put the delivery): each run's own clock.
-CLOCK_PROPERTIES = frozenset({"CONSUME_START_TIME", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS"})
+# the client sends itself), the times a 5.x timer wheel stamps (its due slot, when it took the
+# record, when it put the delivery) and a POP retry's first pop time: each run's own clock.
+CLOCK_PROPERTIES = frozenset({"CONSUME_START_TIME", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS",
+                              "1ST_POP_TIME"})
 MASKED = "*"
 SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).
@@ -261,6 +263,10 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         dead_lettered = failures >= max_by_group[group] + 1 or client_dlq
         if any(c["status"] == SUCCESS for c in calls):
             expected_state = "CONSUMED"
+        elif modes.get(group) == POP_MODE:
+            # The remoting POP client acks a message that failed at its maximum (no DLQ): to the
+            # store that is a consumed message (docs/rocketmq-5x.md, "The give-up").
+            expected_state = "CONSUMED" if failures >= max_by_group[group] + 1 else "RETRYING"
         elif dead_lettered:
             expected_state = "DLQ"
         else:

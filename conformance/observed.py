@@ -15,6 +15,10 @@ from broker_core.export.parquet import write_rows
 from broker_core.export.schema import CONSUME_ATTEMPTS, PRODUCED
 
 SUCCESS = "CONSUME_SUCCESS"
+POP = "POP"
+# ExtraInfoUtil's topic marks in a POP_CK handle: popped from the topic, or from the group's POP
+# retry topic named the v1 or the v2 way.
+POP_CK_TOPIC_MARKS = {"0": None, "1": "_", "2": "+"}
 
 
 @dataclass
@@ -48,9 +52,37 @@ def parse_lines(lines) -> Observed:
     return seen
 
 
+def pop_queue(call: dict) -> tuple[str, int]:
+    """The queue a POP delivery was popped from: its topic and queue id, from its POP_CK handle.
+
+    A POP consumer's listener context names the topic it subscribed to, with queue id -1 (the
+    client pops every queue); the handle (ExtraInfoUtil: start offset, pop time, invisible time,
+    revive queue, topic mark, broker, queue id, queue offset) says which queue and whether it was
+    the group's POP retry topic.
+    """
+    fields = (call.get("pop_ck") or "").split()
+    if len(fields) < 8 or fields[4] not in POP_CK_TOPIC_MARKS:
+        raise RetryAuditError(f"a POP delivery without a readable POP_CK handle: {call.get('pop_ck')!r}",
+                              where=f"driver consume line of {call.get('uniq_key')}")
+    separator = POP_CK_TOPIC_MARKS[fields[4]]
+    topic = call["topic"]
+    if separator is not None and not topic.startswith("%RETRY%"):
+        topic = f"%RETRY%{call['group']}{separator}{topic}"
+    return topic, int(fields[6])
+
+
 def outcome(model: str, status: str, mode: str | None = None, reconsume_times: int = 0,
             max_reconsume_times: int | None = None, send_back_refused: bool = False) -> str:
     """What happened after the listener returned, as the push consumer handles each status."""
+    if mode == POP:
+        # The remoting POP client acks a success, changes a failure's invisible time to its retry
+        # delay, and acks a failure at its maximum (-1: 16): the names the model's POP client uses.
+        from broker_core.client.pop_consumer import ACKED, POP_ACKED_AT_MAX, POP_DELAYED
+        from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
+        if status == SUCCESS:
+            return ACKED
+        limit = RETRY_MAX_TIMES_DEFAULT if max_reconsume_times in (None, -1) else max_reconsume_times
+        return POP_ACKED_AT_MAX if reconsume_times >= limit else POP_DELAYED
     if status == SUCCESS:
         return "ACKED"
     if send_back_refused:
@@ -73,6 +105,9 @@ def write_tables(seen: Observed, out_dir: Path, run_id: str,
         "delay_level": s["delay_level"], "send_ts": s["send_ts"], "status": s["status"],
         "msg_id": s.get("msg_id"), "phys_offset": _phys_offset(s.get("msg_id")), "attempts": 1,
     } for s in seen.sends]
+    for c in seen.consumes:
+        if c.get("mode") == POP:
+            c["queue_topic"], c["queue_id"] = pop_queue(c)
     attempts = [{
         "run_id": run_id, "group": c["group"], "consumer_id": c["consumer_id"], "model": c["model"],
         "queue_topic": c["queue_topic"], "queue_id": c["queue_id"], "queue_offset": c["queue_offset"],

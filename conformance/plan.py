@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from broker_core.client.pop_consumer import (
+    CLIENT_REMOTING,
+    POP_DELAY_MS_DEFAULT,
+    POP_INVISIBLE_MS_DEFAULT,
+    POP_MODE,
+)
 from broker_core.constants import PROP_TIMER_DELAY_MS
+from broker_core.errors import BadInputError
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.sim.scenario import Scenario
 
@@ -32,6 +39,7 @@ TIMEOUT_MARGIN_S = 120  # beyond the model's simulated duration, before the driv
 IDLE_MS_MIN = 8_000
 IDLE_MS_PER_DELAY = 2
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
+POP_SUSPEND_MS = 15_000  # DefaultMQPushConsumerImpl.BROKER_SUSPEND_MAX_TIME_MILLIS: a pop's long polling
 
 
 @dataclass
@@ -46,6 +54,31 @@ def _body_head(keys: str) -> str:
     # The model's body is "p<producer>-m<index>|" padded with '.'; its KEYS are "p<producer>-<index>".
     producer, index = keys[1:].split("-", 1)
     return f"p{producer}-m{index}|"
+
+
+def _pop_fields(g, source: str) -> list[str]:
+    """A POP group's invisible time (ms) and retry delay table (s) for the driver; nothing for others.
+
+    The real client's table holds whole seconds. The driver plays the remoting POP client only: a
+    gRPC group needs the proxy and the gRPC client, which the conformance cluster does not run.
+    """
+    if g.mode != POP_MODE:
+        return []
+    if g.client != CLIENT_REMOTING:
+        raise BadInputError(f"group {g.name!r} is a {g.client} client: conformance plays remoting POP "
+                            "consumers, not gRPC ones", where=f"{source}: groups.{g.name}.client",
+                            hint="tests/conformance/test_grpc_5x.py and test_grpc_push_5x.py run gRPC consumers")
+    delays = g.retry_delays_ms or POP_DELAY_MS_DEFAULT
+    if any(d % 1000 for d in delays):
+        raise BadInputError(f"group {g.name!r}: the real POP client's retry delays are whole seconds, "
+                            f"not {list(delays)} ms", where=f"{source}: groups.{g.name}.retry_delays")
+    return [str(g.invisible_ms or POP_INVISIBLE_MS_DEFAULT), ",".join(str(d // 1000) for d in delays)]
+
+
+def check_groups(scenario: Scenario) -> None:
+    """Refuse, before anything starts, a group the driver cannot play (``_pop_fields``)."""
+    for g in scenario.groups:
+        _pop_fields(g, scenario.source)
 
 
 def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: dict[str, str],
@@ -74,7 +107,7 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
         models[g.name] = model
         lines.append("\t".join(["group", g.name, model, g.mode.upper(), str(g.consumers),
                                 str(g.max_reconsume_times), str(g.behavior.consume_time_ms),
-                                ",".join(g.subscribe)]))
+                                ",".join(g.subscribe), *_pop_fields(g, scenario.source)]))
     verdicts: dict[tuple[str, str], str] = {}
     refusals: list[tuple[str, str]] = []
     calls_by_key: dict[tuple[str, str], int] = defaultdict(int)
@@ -124,8 +157,15 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
     timeout_ms = int((simulated_s + TIMEOUT_MARGIN_S) * 1000)
     # A 5.x timer (rolls included) is delivered one slot after its due time: the longest counts as a delay.
     timer_ms_max = max((ms for p in scenario.producers for ms, w in p.timer_weights if w > 0), default=0)
+    # A POP retry comes back once its delay (or the invisible time of a pop nobody answered) has
+    # run out and the revive service has read the checkpoint: that counts as a delay too.
+    # A pop finds it only on its next try: the broker's long polling is not woken for a POP retry
+    # topic (apache/rocketmq #6681), so a pop waiting there ends at the client's suspend time.
+    pop_ms_max = max((max(g.invisible_ms or POP_INVISIBLE_MS_DEFAULT, *(g.retry_delays_ms or POP_DELAY_MS_DEFAULT))
+                      for g in scenario.groups if g.mode == POP_MODE), default=None)
+    pop_idle_ms = 0 if pop_ms_max is None else IDLE_MS_PER_DELAY * pop_ms_max + POP_SUSPEND_MS
     idle_ms = max(IDLE_MS_MIN, IDLE_MS_PER_DELAY * max(parse_delay_levels(scenario.broker.message_delay_level)),
-                  IDLE_MS_PER_DELAY * timer_ms_max)
+                  IDLE_MS_PER_DELAY * timer_ms_max, pop_idle_ms)
     lines += [f"setting\ttimeout_ms\t{timeout_ms}", f"setting\tidle_ms\t{idle_ms}"]
     lines += [f"side\t{group}\t{index}" for group, index in sides]
     if side_dir is not None:

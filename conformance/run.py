@@ -29,7 +29,7 @@ from broker_core.sim.scenario import load_scenario
 from conformance import compare, jars, observed
 from conformance.cluster import BrokerSpec, Cluster
 from conformance.driver import compile_driver
-from conformance.plan import build_plan
+from conformance.plan import build_plan, check_groups
 from conformance.play import SIDE_DIR, Outage, play, side_consumers
 
 BROKERS = ("broker-a", "broker-b")
@@ -72,6 +72,7 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
         raise BadInputError("scenario file does not exist", where=str(scenario_path))
     scenario = _model_rules_of_release(load_scenario(scenario_path), version)
     side_consumers(scenario)  # refuses faults the real cluster cannot play, before anything starts
+    check_groups(scenario)  # and groups its clients cannot
     for outage in outages:
         if outage.broker not in BROKERS:
             raise BadInputError(f"no broker {outage.broker!r} in the cluster", where="--broker-outage",

@@ -36,6 +36,7 @@ from broker_core.constants import (
     PERM_READ,
     PERM_WRITE,
     PROP_FIRST_POP_TIME,
+    PROP_ORIGIN_GROUP,
     PROP_TIMER_DELIVER_MS,
 )
 from broker_core.message import PROP_TAGS, PROP_UNIQ_KEY, JavaHashMap
@@ -232,9 +233,18 @@ class PopService:
             record = records[0]
             if broker.topics.get(retry) is None:
                 broker.topics.create(retry, POP_RETRY_QUEUES, PERM_READ | PERM_WRITE)
-            props = JavaHashMap.from_items(record.properties.items(), broker.semantics.properties_map_capacity())
+            # reviveRetry: setTags makes the new record's map (a default HashMap: 16 slots), then
+            # putAll copies the popped record's map (decoded into HashMap(128)) in its order.
+            source = JavaHashMap.from_items(record.properties.items(), broker.semantics.properties_map_capacity())
+            props = JavaHashMap()
+            if source.get(PROP_TAGS) is not None:
+                props.put(PROP_TAGS, source.get(PROP_TAGS))
+            for key, value in source.items():
+                props.put(key, value)
             if props.get(PROP_FIRST_POP_TIME) is None:
                 props.put(PROP_FIRST_POP_TIME, str(ck.pop_ts_ms))
+            if broker.semantics.pop_revive_origin_group():
+                props.put(PROP_ORIGIN_GROUP, ck.group)
             result = broker.put(dict(
                 topic=retry, queue_id=0, body=record.body, properties=props,
                 properties_string=props.to_properties_string(

@@ -120,6 +120,11 @@ class Semantics:
         """Whether the broker serves POP consumers (checkpoints, acks, revive): 4.9.4 has no POP."""
         return False
 
+    def pop_revive_origin_group(self) -> bool:
+        """Whether the revive service's retry record carries ``ORIGIN_GROUP`` (the checkpoint's
+        group), put after ``1ST_POP_TIME``."""
+        return False
+
 
 @dataclass(frozen=True)
 class Semantics5x(Semantics):
@@ -197,12 +202,19 @@ class Semantics5x(Semantics):
 
 @dataclass(frozen=True)
 class Semantics54(Semantics5x):
-    """RocketMQ 5.4 and later: the 5.x rules, and a client whose fallback keeps ORIGIN_MESSAGE_ID."""
+    """RocketMQ 5.4 and later: the 5.x rules, a client whose fallback keeps ORIGIN_MESSAGE_ID, and
+    POP retry records that name their group."""
 
     def fallback_sets_origin_message_id(self) -> bool:
         """apache/rocketmq #9482 (in 5.4.0) copies the consumed message's properties first and
         sets ORIGIN_MESSAGE_ID after (its own, else the msgId): a real 5.5.0 client's retry of a
         refused send-back carried it."""
+        return True
+
+    def pop_revive_origin_group(self) -> bool:
+        """5.4.0's PopReviveService.reviveRetry puts ``ORIGIN_GROUP`` = the checkpoint's group after
+        ``1ST_POP_TIME`` (read from the 5.4.0, 5.5.0 and 5.5.1 broker jars' bytecode; 5.3.3's has
+        none): real 5.5.1 brokers' POP retry records carried it."""
         return True
 
 

@@ -6,8 +6,10 @@
 //   namesrv  ADDR
 //   broker   NAME  ADDR
 //   topic    NAME  QUEUES_PER_BROKER
-//   group    NAME  MODEL(CLUSTERING|BROADCASTING)  MODE(CONCURRENTLY|ORDERLY)  CONSUMERS
-//            MAX_RECONSUME_TIMES  CONSUME_TIME_MS  TOPIC[,TOPIC...]
+//   group    NAME  MODEL(CLUSTERING|BROADCASTING)  MODE(CONCURRENTLY|ORDERLY|POP)  CONSUMERS
+//            MAX_RECONSUME_TIMES  CONSUME_TIME_MS  TOPIC[,TOPIC...]  [INVISIBLE_MS  DELAY_S[,DELAY_S...]]
+//            POP (5.x only): the broker serves the group by POP on each of its topics, and the
+//            client pops with that invisible time and that retry delay table (see startConsumer)
 //   verdict  GROUP  KEY  STATUS      KEY is UNIQ_KEY/RECONSUME_TIMES/N (clustering) or
 //                                    UNIQ_KEY/CONSUMER_INDEX/N (broadcasting), N counting the
 //                                    calls with that key from 0 (a redelivery after a crash is
@@ -124,6 +126,12 @@ public class Driver {
             }
         }
         waitForRoutes();
+        for (String b : brokers.values()) {
+            for (String[] g : groups) {
+                if (!"POP".equals(g[2])) continue;
+                for (String t : g[6].split(",")) servePop(admin, b, t, g[0]);
+            }
+        }
         phase("admin", t0);
 
         List<DefaultMQPushConsumer> consumers = new ArrayList<>();
@@ -313,10 +321,37 @@ public class Driver {
         return b;
     }
 
+    // The broker serves the group by POP on the topic (messageRequestMode.json), every consumer of
+    // the group popping every queue (popShareQueueNum -1). By reflection: 4.x has no POP, and the
+    // driver compiles against every release.
+    static void servePop(DefaultMQAdminExt admin, String brokerAddr, String topic, String group) throws Exception {
+        Class<?> mode = Class.forName("org.apache.rocketmq.common.message.MessageRequestMode");
+        Object pop = mode.getField("POP").get(null);
+        admin.getClass().getMethod("setMessageRequestMode", String.class, String.class, String.class, mode,
+                int.class, long.class).invoke(admin, brokerAddr, topic, group, pop, -1, 5000L);
+    }
+
+    // A 5.x remoting POP consumer: the client asks the broker for its assignment (which answers
+    // POP), pops with the group's invisible time, and on a failure changes the message's invisible
+    // time to its popDelayLevel entry for the reconsume times (the last repeats). That table is
+    // hard-wired (10 s ... 7200 s); the driver overwrites its entries with the plan's delays, as the
+    // model's retry_delays are. By reflection, for the same reason as servePop.
+    static void popClient(DefaultMQPushConsumer c, long invisibleMs, String delays) throws Exception {
+        c.getClass().getMethod("setClientRebalance", boolean.class).invoke(c, false);
+        c.getClass().getMethod("setPopInvisibleTime", long.class).invoke(c, invisibleMs);
+        Object impl = c.getDefaultMQPushConsumerImpl();
+        java.lang.reflect.Field field = impl.getClass().getDeclaredField("popDelayLevel");
+        field.setAccessible(true);
+        int[] table = (int[]) field.get(impl);
+        String[] wanted = delays.split(",");
+        for (int i = 0; i < table.length; i++) table[i] = Integer.parseInt(wanted[Math.min(i, wanted.length - 1)]);
+    }
+
     static DefaultMQPushConsumer startConsumer(String[] g, int index) throws Exception {
         final String group = g[0];
         final boolean broadcasting = "BROADCASTING".equals(g[1]);
         final boolean orderly = "ORDERLY".equals(g[2]);
+        final boolean pop = "POP".equals(g[2]);
         final int max = Integer.parseInt(g[4]);
         final long consumeMs = Long.parseLong(g[5]);
         final String consumerId = group + "-c" + index;
@@ -331,6 +366,7 @@ public class Driver {
         if (broadcasting) c.setMessageModel(MessageModel.BROADCASTING);
         c.setMaxReconsumeTimes(max);
         if (orderly) c.setSuspendCurrentQueueTimeMillis(1000);
+        if (pop) popClient(c, Long.parseLong(g[7]), g[8]);
         for (String t : g[6].split(",")) c.subscribe(t, "*");
         if (orderly) {
             c.registerMessageListener((MessageListenerOrderly) (list, ctx) -> {
@@ -400,6 +436,9 @@ public class Driver {
         field(sb, "status", status);
         field(sb, "mode", MODES.get(group));
         field(sb, "send_back_refused", refused ? 1 : 0);
+        // A popped message's checkpoint handle (POP_CK, ExtraInfoUtil): its pop and invisible
+        // times, and whether it was popped from the topic or from the group's POP retry topic.
+        field(sb, "pop_ck", msg.getProperty("POP_CK"));
         sb.append('}');
         emit(sb.toString());
         if (refused) refuseSendBack(msg);
