@@ -164,8 +164,12 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
     pop_ms_max = max((max(g.invisible_ms or POP_INVISIBLE_MS_DEFAULT, *(g.retry_delays_ms or POP_DELAY_MS_DEFAULT))
                       for g in scenario.groups if g.mode == POP_MODE), default=None)
     pop_idle_ms = 0 if pop_ms_max is None else IDLE_MS_PER_DELAY * pop_ms_max + POP_SUSPEND_MS
-    idle_ms = max(IDLE_MS_MIN, IDLE_MS_PER_DELAY * max(parse_delay_levels(scenario.broker.message_delay_level)),
-                  IDLE_MS_PER_DELAY * timer_ms_max, pop_idle_ms)
+    # The delay levels count where a record can wait in the schedule: a delayed publish, or a push
+    # group's retry (a POP group's retries never go through it).
+    scheduled = (any(g.mode != POP_MODE for g in scenario.groups)
+                 or any(level > 0 and w > 0 for p in scenario.producers for level, w in p.delay_weights))
+    level_ms_max = max(parse_delay_levels(scenario.broker.message_delay_level)) if scheduled else 0
+    idle_ms = max(IDLE_MS_MIN, IDLE_MS_PER_DELAY * level_ms_max, IDLE_MS_PER_DELAY * timer_ms_max, pop_idle_ms)
     lines += [f"setting\ttimeout_ms\t{timeout_ms}", f"setting\tidle_ms\t{idle_ms}"]
     lines += [f"side\t{group}\t{index}" for group, index in sides]
     if side_dir is not None:

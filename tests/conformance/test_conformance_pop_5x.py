@@ -45,6 +45,8 @@ def test_the_models_pop_consumer_matches_a_real_one(version, tmp_path, spark):
     assert lvc["messages"] == lvc["agree"] == 30 and lvc["disagree"] == 0
     assert mvr["messages"] == mvr["identical"] == 30 and mvr["unexplained"] == 0
     assert mvr["hops"]["model"] == mvr["hops"]["real"] > 30
+    # The clients stopped when idle with every listener call the model made (not at the time limit).
+    assert report["driver"]["end"]["reason"] == "complete", report["driver"]
 
     clients = pq.read_table(out / "clients" / "consume_attempts").to_pylist()
     model = pq.read_table(out / "runs" / "model" / "parquet" / "consume_attempts").to_pylist()
@@ -94,3 +96,19 @@ def test_the_plan_refuses_a_group_the_driver_cannot_play():
         check_groups(replace(scenario, groups=(replace(group, client="grpc-simple"),)))
     with pytest.raises(BadInputError, match="whole seconds"):
         check_groups(replace(scenario, groups=(replace(group, retry_delays_ms=(1500,)),)))
+
+
+def test_a_pop_only_plan_waits_for_pop_retries_not_for_delay_levels(tmp_path):
+    """The driver stops once no listener was called for the plan's idle time: for a POP group,
+    twice its longest wait (5 s invisible time) plus the client's 15 s long polling, not twice the
+    default delay levels' 2 h, which no record of a POP-only scenario waits in."""
+    from broker_core.sim.run import simulate
+    from conformance.plan import build_plan
+
+    scenario = load_scenario(SCENARIO)
+    simulate(SCENARIO, tmp_path / "model", scenario=scenario)
+    plan = build_plan(scenario, tmp_path / "model", namesrv="127.0.0.1:9876", brokers={"broker-a": "127.0.0.1:10911"})
+    settings = dict(line.split("\t")[1:] for line in plan.text.splitlines() if line.startswith("setting\t"))
+    assert int(settings["idle_ms"]) == 2 * 5_000 + 15_000
+    (group_line,) = [line.split("\t") for line in plan.text.splitlines() if line.startswith("group\t")]
+    assert group_line[3:] == ["POP", "2", "2", "1", "PopTopic", "5000", "2"]
