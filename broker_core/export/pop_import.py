@@ -8,7 +8,8 @@ the log. A record whose file retention has deleted since an earlier import is le
 
 ``retry_topics`` says who owns every ``%RETRY%`` topic the store knows (``topics.json`` and the
 commit log): a checkpoint of a message topic names its group exactly, so the POP retry topic
-names the revive service builds from it are that group's (``checkpoint``); otherwise the name is
+names the revive service builds from it are that group's (``checkpoint``); on 5.4 and later the
+revive service's records name their group too (``ORIGIN_GROUP``: ``record``); otherwise the name is
 read against the groups and topics the store's config and offsets know
 (:func:`broker_core.names.retry_topic_owner`: ``config``, or ``ambiguous`` with no group);
 a name nothing knows keeps the 4.9.4 reading (``name``: the whole rest is the group, or a v2
@@ -20,12 +21,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from broker_core import names
 from broker_core.codec import Record, decode_record
-from broker_core.constants import TIMER_TOPIC
+from broker_core.constants import PROP_ORIGIN_GROUP, RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC
 from broker_core.errors import CorruptRecordError
 from broker_core.export.parquet import TableWriter
 from broker_core.store import pop, pop_kv
@@ -34,6 +36,7 @@ from broker_core.store.problem import WARNING, Problem
 from broker_core.store.reader import StoreReader
 
 RESOLVED_BY_CHECKPOINT = "checkpoint"
+RESOLVED_BY_RECORD = "record"
 RESOLVED_BY_CONFIG = "config"
 RESOLVED_AMBIGUOUS = "ambiguous"
 RESOLVED_BY_NAME = "name"
@@ -139,7 +142,8 @@ def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str,
 
     owners = TableWriter(parquet, "retry_topics", part=part)
     groups, topics = known_names(reader)
-    for topic, group, origin, how in retry_topic_owners(groups, topics, retry_in_log, checkpoints):
+    named = _origin_groups(parquet / "commitlog", broker, retry_in_log)
+    for topic, group, origin, how in retry_topic_owners(groups, topics, retry_in_log, checkpoints, named):
         owners.write({"run_id": run_id, "broker": broker, "retry_topic": topic, "group": group,
                       "origin_topic": origin, "resolution": how})
     return evidence_rows, owners.close(), problems
@@ -172,15 +176,51 @@ def known_names(reader: StoreReader) -> tuple[set[str], set[str]]:
     return groups, topics
 
 
+def _origin_groups(commitlog_dir: Path, broker: str, retry_in_log: Iterable[str]) -> dict[str, set[str]]:
+    """The ``ORIGIN_GROUP`` values of each retry topic's records in ``broker``'s commitlog Parquet
+    (a 5.4+ revive service's retry records carry their group): one column scan of the retry
+    topics' records."""
+    retry_in_log = sorted(set(retry_in_log))
+    if not retry_in_log or not commitlog_dir.is_dir() or not any(commitlog_dir.glob("*.parquet")):
+        return {}
+    data = ds.dataset(str(commitlog_dir), format="parquet")
+    table = data.to_table(columns=["topic", "properties"],
+                          filter=(ds.field("broker") == broker) & ds.field("topic").isin(retry_in_log))
+    if table.num_rows == 0:
+        return {}
+    origin = pc.map_lookup(table["properties"], pa.scalar(PROP_ORIGIN_GROUP), "first")
+    pairs = pa.table({"topic": table["topic"], "group": origin}).filter(pc.is_valid(origin))
+    out: dict[str, set[str]] = {}
+    for row in pairs.group_by(["topic", "group"]).aggregate([]).to_pylist():
+        out.setdefault(row["topic"], set()).add(row["group"])
+    return out
+
+
+def _named_by_record(name: str, groups: set[str] | None) -> tuple[str, str] | None:
+    """(group, origin topic) of a POP retry topic whose records all name one group that the
+    topic's name starts with (``%RETRY%<group>_<topic>`` or ``+<topic>``); None otherwise."""
+    if not groups or len(groups) != 1:
+        return None
+    (group,) = groups
+    rest = name[len(RETRY_GROUP_TOPIC_PREFIX):]
+    if len(rest) > len(group) + 1 and rest.startswith(group) and rest[len(group)] in "_+":
+        return group, rest[len(group) + 1:]
+    return None
+
+
 def retry_topic_owners(groups: Iterable[str], topics: Iterable[str], retry_in_log: Iterable[str],
-                       checkpoints: Iterable[pop.PopRecord]) -> list[tuple[str, str | None, str | None, str]]:
+                       checkpoints: Iterable[pop.PopRecord], origin_groups: dict[str, set[str]] | None = None,
+                       ) -> list[tuple[str, str | None, str | None, str]]:
     """(retry topic, group, origin topic, resolution) for every %RETRY% topic among ``topics``
     (a store's config) and ``retry_in_log`` (its commit log), sorted by topic.
 
     A checkpoint of a message topic names the POP retry topics of its group exactly
-    (``checkpoint``); otherwise the name is read against ``groups`` and the plain ``topics``
-    (and the checkpoints' groups and topics): one reading they know is ``config``, several are
-    ``ambiguous`` (no group), none leaves the name's own reading (``name``)."""
+    (``checkpoint``); so do the ``ORIGIN_GROUP`` values of the topic's records (``origin_groups``,
+    5.4+: ``record``) when they name one group the name starts with; otherwise the name is read
+    against ``groups`` and the plain ``topics`` (and the checkpoints' groups and topics): one
+    reading they know is ``config``, several are ``ambiguous`` (no group), none leaves the name's
+    own reading (``name``)."""
+    origin_groups = origin_groups or {}
     groups, topics = set(groups), set(topics)
     by_checkpoint: dict[str, tuple[str, str]] = {}
     for ck in checkpoints:
@@ -193,6 +233,10 @@ def retry_topic_owners(groups: Iterable[str], topics: Iterable[str], retry_in_lo
     for name in sorted({t for t in topics if names.is_retry_topic(t)} | set(retry_in_log)):
         if name in by_checkpoint:
             out.append((name, *by_checkpoint[name], RESOLVED_BY_CHECKPOINT))
+            continue
+        by_record = _named_by_record(name, origin_groups.get(name))
+        if by_record is not None:
+            out.append((name, *by_record, RESOLVED_BY_RECORD))
             continue
         owner = names.retry_topic_owner(name, groups, plain)
         assert owner is not None, f"{name} is a retry topic"

@@ -38,3 +38,42 @@ def test_the_checkpoints_groups_and_topics_count_as_known():
     owners = retry_topic_owners(set(), set(), {"%RETRY%pg_PopTopic"}, [ck("pg", "PopTopic"),
                                                                         ck("pg", "%RETRY%pg_PopTopic")])
     assert owners == [("%RETRY%pg_PopTopic", "pg", "PopTopic", "checkpoint")]
+
+
+def test_a_5_4_retry_records_origin_group_names_its_owner_where_config_is_ambiguous():
+    """%RETRY%a_b_c fits group a (topic b_c) and group a_b (topic c). Without a checkpoint (retention
+    deleted them), the revive service's records on 5.4+ name their group (ORIGIN_GROUP): a_b. Records
+    naming two groups, or a group the name does not start with, settle nothing."""
+    owners = retry_topic_owners({"a", "a_b"}, {"b_c", "c", "%RETRY%a_b_c", "%RETRY%a_x_c"}, {"%RETRY%a_y_c"}, [],
+                                {"%RETRY%a_b_c": {"a_b"}, "%RETRY%a_x_c": {"a", "a_x"}, "%RETRY%a_y_c": {"zz"}})
+    assert owners == [
+        ("%RETRY%a_b_c", "a_b", "c", "record"),
+        ("%RETRY%a_x_c", "a_x_c", None, "name"),  # the 4.9.4 reading, as without ORIGIN_GROUP
+        ("%RETRY%a_y_c", "a_y_c", None, "name"),
+    ]
+
+
+def test_the_import_reads_origin_group_from_a_5_4_stores_retry_records(tmp_path):
+    """The model under 5.4 rules writes ORIGIN_GROUP on every POP retry record (as real 5.5.1
+    brokers did); the import's scan of the commit log finds each retry topic's group."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from broker_core.export.pop_import import _origin_groups
+    from broker_core.sim.run import simulate
+    from broker_core.sim.scenario import load_scenario
+
+    path = Path(__file__).resolve().parents[3] / "scenarios" / "pop-small.yaml"
+    scenario = load_scenario(path)
+    scenario = replace(scenario, broker=replace(scenario.broker, semantics="5.4"))
+    simulate(path, tmp_path / "run", scenario=scenario)
+    commitlog = tmp_path / "run" / "parquet" / "commitlog"
+    assert _origin_groups(commitlog, scenario.broker.name, {"%RETRY%pop-service_PopTopic", "%RETRY%nobody"}) == {
+        "%RETRY%pop-service_PopTopic": {"pop-service"}}
+    owners = {r for r in _read(tmp_path / "run" / "parquet" / "retry_topics")}
+    assert ("%RETRY%pop-service_PopTopic", "pop-service", "PopTopic", "checkpoint") in owners
+
+
+def _read(path):
+    import pyarrow.parquet as pq
+    return [(r["retry_topic"], r["group"], r["origin_topic"], r["resolution"]) for r in pq.read_table(path).to_pylist()]
