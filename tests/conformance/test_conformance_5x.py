@@ -37,8 +37,8 @@ def test_the_model_under_5x_rules_matches_a_real_5_3_3_broker(tmp_path, spark):
     assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
     assert report["model_semantics"] == "5.x"
     lvc, mvr = report["lineage_vs_clients"], report["model_vs_real"]
-    assert lvc["messages"] == 92 and lvc["disagree"] == 0
-    assert mvr["messages"] == 92 and mvr["unexplained"] == 0
+    assert lvc["messages"] == 112 and lvc["disagree"] == 0
+    assert mvr["messages"] == 112 and mvr["unexplained"] == 0
     assert mvr["hops"]["model"] == mvr["hops"]["real"]
     # Six timers past the 5 s window, 7 s (one roll) or 14 s (two) ahead: 9 rolls on each side.
     assert mvr["timer_rolls"]["model"] == mvr["timer_rolls"]["real"] > 0
