@@ -87,6 +87,10 @@ TIMER_ENQUEUE_MS_NEVER = (1 << 63) - 1
 # A recall (5.3.2+ recallMessage): a record in the timer topic with the recalled message's
 # UNIQ_KEY and TIMER_DEL_UNIQKEY=<topic>+<uniqKey>; the wheel then drops the message (seen on 5.3.3).
 PROP_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+RECALL_TAG = "_RECALL_TAG_"  # RecallMessageProcessor.RECALL_MESSAGE_TAG: the recall record's TAGS
+RECALL_BODY = b"0"  # the recall record's body
+PROP_BORN_TIMESTAMP = "BORN_TIMESTAMP"  # MessageConst.PROPERTY_BORN_TIMESTAMP: when the recall was made
+PROP_TRACE_CONTEXT = "TRACE_CONTEXT"  # MessageConst.PROPERTY_TRACE_CONTEXT: empty on a recall record
 # An inner batch (sysFlag INNER_BATCH 0x80 | NEED_UNWRAP 0x40, a topic with queue.type=BatchCQ):
 # one record holding INNER_NUM messages at queue offsets INNER_BASE .. INNER_BASE+INNER_NUM-1.
 PROP_INNER_NUM = "INNER_NUM"

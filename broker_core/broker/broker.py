@@ -286,6 +286,14 @@ class Broker:
         self._require_running()
         return send_message(self, req)
 
+    def recall_message(self, topic: str, handle, *, producer_group: str, born_host: str) -> SendResponse:
+        """RECALL_MESSAGE (5.3.2+): write a recall record for the timer message of ``handle``
+        (broker_core/broker/recall.py); raises when the broker is down."""
+        from broker_core.broker.recall import recall_message
+
+        self._require_running()
+        return recall_message(self, topic, handle, producer_group=producer_group, born_host=born_host)
+
     def consumer_send_msg_back(self, offset: int, group: str, delay_level: int,
                                origin_msg_id: str | None = None, origin_topic: str | None = None,
                                max_reconsume_times: int | None = None) -> SendResponse:

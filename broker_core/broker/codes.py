@@ -19,6 +19,7 @@ TOPIC_NOT_EXIST = 17
 SUBSCRIPTION_GROUP_NOT_EXIST = 26
 NO_BUYER_ID = 204
 NOT_IN_CURRENT_UNIT = 205
+ILLEGAL_OPERATION = 604  # 5.x ResponseCode: a recall whose handle or time does not fit
 
 # Put statuses that still count as stored (sendOK = true in 4.9.4): the client gets the code but
 # also the msgId and offsets, because the record is in the commit log.

@@ -125,6 +125,11 @@ class Semantics:
         group), put after ``1ST_POP_TIME``."""
         return False
 
+    def timer_delete_key(self, topic: str, uniq_key: str) -> str:
+        """A recall record's ``TIMER_DEL_UNIQKEY`` for a message of ``topic``: 5.3.3's
+        ``TimerMessageStore.buildDeleteKey`` is ``<topic>+<uniqKey>`` (4.9.4 has no recall)."""
+        return f"{topic}+{uniq_key}"
+
 
 @dataclass(frozen=True)
 class Semantics5x(Semantics):
@@ -216,6 +221,11 @@ class Semantics54(Semantics5x):
         ``1ST_POP_TIME`` (read from the 5.4.0, 5.5.0 and 5.5.1 broker jars' bytecode; 5.3.3's has
         none): real 5.5.1 brokers' POP retry records carried it."""
         return True
+
+    def timer_delete_key(self, topic: str, uniq_key: str) -> str:
+        """5.4.0 added ``appendTopicForTimerDeleteKey`` (default false) to ``buildDeleteKey``: the
+        bare UNIQ_KEY (the 5.4.0 and 5.5.0 store jars' bytecode; a real 5.5.0 recall record)."""
+        return uniq_key
 
 
 SEMANTICS_4_9 = Semantics(version="4.9")

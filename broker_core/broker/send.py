@@ -18,6 +18,7 @@ from broker_core.constants import (
     PERM_READ,
     PERM_WRITE,
     SYSFLAG_MULTI_TAGS,
+    TIMER_TOPIC,
     TOPIC_QUEUES_DEFAULT,
 )
 from broker_core.errors import InvalidNameError
@@ -58,6 +59,7 @@ class SendResponse:
     queue_offset: int | None = None
     phys_offset: int | None = None
     topic: str | None = None
+    recall_handle: object | None = None  # a 5.x timer message's (broker_core/broker/recall.py)
 
     @property
     def ok(self) -> bool:
@@ -135,6 +137,10 @@ def send_message(broker, req: SendRequest) -> SendResponse:
     code, remark, stored_ok = codes.put_status_response(result.status)
     if not stored_ok:
         return SendResponse(code, remark)
+    handle = None
+    if result.topic == TIMER_TOPIC:
+        from broker_core.broker.recall import recall_handle
+        handle = recall_handle(broker, result.phys_offset)
     return SendResponse(code, remark, msg_id=result.msg_id, queue_id=result.queue_id,
                         queue_offset=result.queue_offset, phys_offset=result.phys_offset,
-                        topic=result.topic)
+                        topic=result.topic, recall_handle=handle)

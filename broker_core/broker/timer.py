@@ -25,7 +25,15 @@ record's. A roll goes to the record's own topic and queue; a delivery to ``REAL_
 ``REAL_QID``, so the delivery of a message that rolled carries the last roll's count. A failed put
 is tried again one precision step later.
 
-Not modelled: timer recall (``TIMER_DEL_UNIQKEY``), the give-up after three failed puts
+A **recall record** (``TIMER_DEL_UNIQKEY``, broker_core/broker/recall.py) waits in its slot as any
+record; the wheel gathers a slot's recall records before its messages (``dequeue`` @5.3.3:
+``deleteList``), drops a message of that slot whose delete key is among them, and never puts a
+recall record, whether its dequeue is a delivery or a roll. So a recall only catches the record in
+its own slot: a timer that rolls is recalled only when the recall was taken in the same second
+as the record it would meet (a later one lands in another roll slot and is lost, and the message
+is delivered).
+
+Not modelled: the give-up after three failed puts
 (``timerEnableRetryUntilSuccess`` off), and the wheel's files (``timerlog``, ``timerwheel``,
 ``timercheck``), so pending timers do not survive a broker restart (the loader refuses a restart
 with timers).
@@ -38,6 +46,7 @@ from collections.abc import Callable
 from broker_core.broker.semantics import Semantics
 from broker_core.clock import EventHandle, Simulator
 from broker_core.constants import (
+    PROP_TIMER_DEL_UNIQKEY,
     PROP_TIMER_DEQUEUE_MS,
     PROP_TIMER_ENQUEUE_MS,
     PROP_TIMER_OUT_MS,
@@ -46,7 +55,7 @@ from broker_core.constants import (
     TIMER_ROLL_WINDOW_SLOT_MAX,
     TIMER_ROLL_WINDOW_SLOT_MIN,
 )
-from broker_core.message import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_WAIT, JavaHashMap
+from broker_core.message import PROP_REAL_QID, PROP_REAL_TOPIC, PROP_UNIQ_KEY, PROP_WAIT, JavaHashMap
 from broker_core.names import is_bookkeeping_record
 from broker_core.store.commit_log import java_parse_int
 
@@ -84,9 +93,13 @@ class TimerService:
         self._pending: dict[int, EventHandle] = {}  # timer record's phys offset -> its dequeue
         # The pending records of messages (not the broker's POP checkpoints and acks).
         self._pending_messages: set[int] = set()
+        # (slot, delete key) of every recall record taken: a message dequeued from that slot with
+        # that key is dropped.
+        self._deletes: set[tuple[int, str]] = set()
         self.delivered = 0
         self.rolled = 0
         self.abandoned = 0
+        self.recalled = 0  # messages dropped by a recall record of their slot
 
     @property
     def pending(self) -> int:
@@ -112,9 +125,12 @@ class TimerService:
                                                      False, 1)
             return
         slot_ms, roll = wheel_slot_ms(out_ms, write_ms, self.precision_ms, self.roll_window_slots)
+        delete_key = record.properties.get(PROP_TIMER_DEL_UNIQKEY)
+        if delete_key is not None:
+            self._deletes.add((slot_ms, delete_key))
         # The read time passes the slot once the write time is past it: one precision step later.
         self._pending[phys_offset] = self.sim.at(slot_ms + self.precision_ms, self._dequeue, phys_offset,
-                                                 write_ms, roll, 1)
+                                                 write_ms, roll, 1, slot_ms)
 
     def stop(self) -> None:
         """The broker stops: pending dequeues are dropped (the wheel's files are not modelled)."""
@@ -123,11 +139,17 @@ class TimerService:
         self._pending.clear()
         self._pending_messages.clear()
 
-    def _dequeue(self, phys_offset: int, enqueue_ms: int, roll: bool, attempt: int) -> None:
+    def _dequeue(self, phys_offset: int, enqueue_ms: int, roll: bool, attempt: int,
+                 slot_ms: int | None = None) -> None:
         self._pending.pop(phys_offset, None)
         self._pending_messages.discard(phys_offset)
         record = self.store.look_message_by_offset(phys_offset)
         assert record is not None, f"timer record at {phys_offset} cannot be read back"
+        if record.properties.get(PROP_TIMER_DEL_UNIQKEY) is not None:
+            return  # a recall record is never put (doPut: PUT_NO_RETRY; a roll slot's: deleteList)
+        if slot_ms is not None and self._deleted(record, slot_ms):
+            self.recalled += 1
+            return
         props = JavaHashMap.from_items(record.properties.items(), self.semantics.properties_map_capacity())
         props.put(PROP_TIMER_ENQUEUE_MS, str(enqueue_ms))
         if roll:
@@ -163,6 +185,15 @@ class TimerService:
             self.abandoned += 1
             return
         self._pending[phys_offset] = self.sim.after(self.precision_ms, self._dequeue, phys_offset,
-                                                    enqueue_ms, roll, attempt + 1)
+                                                    enqueue_ms, roll, attempt + 1, None)
         if not is_bookkeeping_record(record.topic, record.properties.get(PROP_REAL_TOPIC)):
             self._pending_messages.add(phys_offset)
+
+    def _deleted(self, record, slot_ms: int) -> bool:
+        """Whether a recall record taken into the same slot names this message
+        (``buildDeleteKey(getRealTopic(msg), uniqueKey)``)."""
+        uniq_key = record.properties.get(PROP_UNIQ_KEY)
+        real_topic = record.properties.get(PROP_REAL_TOPIC)
+        if uniq_key is None or real_topic is None:
+            return False
+        return (slot_ms, self.semantics.timer_delete_key(real_topic, uniq_key)) in self._deletes

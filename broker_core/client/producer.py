@@ -82,6 +82,7 @@ class SendOutcome:
     msg_id: str = ""
     phys_offset: int = -1
     stored_on_timeout: list[int] = field(default_factory=list)  # phys offsets of timed-out puts
+    recall_handle: object | None = None  # a 5.x timer message's (SendResult.getRecallHandle)
 
 
 class Producer:
@@ -111,8 +112,9 @@ class Producer:
     # --- public API -----------------------------------------------------------------------------
 
     def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | None = None,
-             delay_level: int = 0, properties: dict[str, str] | None = None) -> str:
-        """Send one message in this producer's mode; returns its UNIQ_KEY."""
+             delay_level: int = 0, properties: dict[str, str] | None = None, recall: bool = False) -> str:
+        """Send one message in this producer's mode; returns its UNIQ_KEY. ``recall``: a timer
+        message is recalled as soon as the send answers with its handle (``recallMessage``)."""
         names.validate_topic(topic)
         if names.is_not_allowed_send_topic(topic):
             raise BadInputError(f"Sending message to topic[{topic}] is forbidden.", where="topic")
@@ -135,6 +137,8 @@ class Producer:
             self.send_failed += 1
             if len(self.failed_uniq_keys) < FAILED_KEYS_MAX:
                 self.failed_uniq_keys.append(uniq_key)
+        if recall and outcome.ok and outcome.recall_handle is not None:
+            self.recall(topic, outcome.recall_handle)
         if self.record_produced:
             self.recorder.emit("produced", {
                 "uniq_key": uniq_key, "topic": topic, "queue_id": outcome.queue_id,
@@ -142,6 +146,15 @@ class Producer:
                 "status": SEND_OK if outcome.ok else SEND_FAILED, "msg_id": outcome.msg_id,
                 "phys_offset": outcome.phys_offset, "attempts": outcome.attempts})
         return uniq_key
+
+    def recall(self, topic: str, handle) -> bool:
+        """``recallMessage(topic, handle)`` (5.3.2+ clients): whether the broker wrote the recall
+        record. One attempt; a broker that is down or refuses leaves the timer to run."""
+        try:
+            return self.broker.recall_message(topic, handle, producer_group=self.producer_group,
+                                              born_host=self.born_host).ok
+        except RetryAuditError:
+            return False
 
     def send_properties(self, topic: str, body: bytes, props: dict[str, str], *,
                         mode: str = "sync", flag: int = 0) -> SendOutcome:
@@ -245,7 +258,8 @@ class Producer:
         if code in STORED_RESPONSE_CODES:
             return (SendOutcome(ok=True, code=code, remark=response.remark or "",
                                 queue_id=response.queue_id, msg_id=response.msg_id or "",
-                                phys_offset=response.phys_offset), False, self.send_latency_ms)
+                                phys_offset=response.phys_offset, recall_handle=response.recall_handle),
+                    False, self.send_latency_ms)
         return (SendOutcome(ok=False, code=code, remark=response.remark or "", queue_id=queue_id),
                 code in RETRY_RESPONSE_CODES, self.send_latency_ms)
 

@@ -13,7 +13,8 @@ The format is DESIGN.md's, plus a few fields with defaults: ``broker.cluster``,
 ``broker.cq_units_per_file`` (small values make consume-queue files roll in short runs),
 ``broker.timer_roll_window_slot`` (5.x ``timerRollWindowSlot``; a few slots make timers roll in short runs),
 ``producers[].group`` (producer group), ``producers[].start`` (when it begins sending) and
-``producers[].timer`` (5.x timer messages: a delay or a weight table ``{0s: 0.8, 5s: 0.2}``), a POP
+``producers[].timer`` (5.x timer messages: a delay or a weight table ``{0s: 0.8, 5s: 0.2}``) and
+``producers[].recall`` (the share of them recalled at once, 5.3.2+ ``recallMessage``), a POP
 group's ``client`` (``grpc-simple``/``grpc-push`` through the proxy, with ``retry_max_times`` and, for
 push, ``retry_policy``), and the
 per-kind fault fields documented in ``docs/faults.md`` (``pause``, ``consumer``, ``delta``,
@@ -202,6 +203,7 @@ class ProducerSpec:
     tags: tuple[str, ...] = ()
     delay_weights: tuple[tuple[int, float], ...] = ((0, 1.0),)  # (level, weight); 0 = not delayed
     timer_weights: tuple[tuple[int, float], ...] = ((0, 1.0),)  # (timer ms, weight); 0 = no timer
+    recall_fraction: float = 0.0  # the share of its timer messages recalled as soon as sent (5.x)
     send: str = "sync"
     producer_group: str = "DEFAULT_PRODUCER"
     start_ms: int = 0
@@ -969,6 +971,8 @@ class _Producer(_Model):
     delay_level: Annotated[Any, BeforeValidator(_check_delay)] = ((0, 1.0),)
     # 5.x timer messages (setDelayTimeMs): a delay or a weight table of delays, 0s for none.
     timer: Annotated[Any, BeforeValidator(_check_timer)] = ((0, 1.0),)
+    # 5.x recallMessage: the share of its timer messages the producer recalls as soon as sent.
+    recall: Probability = 0.0
     send: _one_of(SEND_MODES) = "sync"
     group: GroupName = "DEFAULT_PRODUCER"
     start: _duration(0, HORIZON_MS_MAX) = 0
@@ -1074,6 +1078,9 @@ class _Scenario(_Model):
                 if any(level > 0 and w > 0 for level, w in p.delay_level):
                     raise _Problem("cannot be combined with delay_level: a delay level clears a message's "
                                    "timer (HookUtils.checkIfTimerMessage)", sub=("producers", i, "timer"))
+            elif p.recall > 0:
+                raise _Problem("needs timer messages to recall (producers[].timer): only a message in the "
+                               "timer wheel has a recall handle", p.recall, sub=("producers", i, "recall"))
         unmodelled = semantics_for(self.broker.semantics).unmodelled_faults()
         for i, f in enumerate(self.faults):
             here = ("faults", i)
@@ -1187,7 +1194,8 @@ def _to_dataclasses(s: _Scenario, lines: _Lines) -> Scenario:
         for g in s.groups)
     producers = tuple(ProducerSpec(
         topic=p.topic, messages=p.messages, rate_per_s=p.rate, body_size=p.body_size, tags=tuple(p.tags),
-        delay_weights=p.delay_level, timer_weights=p.timer, send=p.send, producer_group=p.group, start_ms=p.start)
+        delay_weights=p.delay_level, timer_weights=p.timer, recall_fraction=p.recall, send=p.send,
+        producer_group=p.group, start_ms=p.start)
         for p in s.producers)
     faults = []
     for i, f in enumerate(s.faults):

@@ -60,8 +60,9 @@ class ProducerDriver:
         body = _body(self.index, i, spec.body_size)
         # Message.setDelayTimeMs (5.x clients): the broker's wheel holds the message until then.
         extra = {PROP_TIMER_DELAY_MS: str(timer_ms)} if timer_ms > 0 else None
+        recall = timer_ms > 0 and self.world.pick_recall(self.index, spec.recall_fraction)
         self.client.send(spec.topic, body, tags=tags, keys=f"p{self.index}-{i}", delay_level=level,
-                         properties=extra)
+                         properties=extra, recall=recall)
         self.sent += 1
         self.world.messages_sent += 1
         if self.sent < spec.messages:
@@ -195,6 +196,13 @@ class World:
                               self.streams.stream("producer.ids.burst"))
         self.drivers.append(driver)
         driver.start(self.sim.now())
+
+    def pick_recall(self, producer: int, fraction: float) -> bool:
+        """Whether a timer message is recalled, from the producer's own stream (a scenario without
+        recalls draws nothing: its runs stay as they were)."""
+        if fraction <= 0:
+            return False
+        return self.streams.stream(f"producer.{producer}.recall").random() < fraction
 
     def pick_timer_ms(self, producer: int, weights: tuple[tuple[int, float], ...]) -> int:
         """A message's timer (0: none), from the producer's own stream: adding timers to one

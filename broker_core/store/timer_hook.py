@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from broker_core.constants import (
     PROP_TIMER_DELAY_MS,
+    PROP_TIMER_DEL_UNIQKEY,
     PROP_TIMER_DELAY_SEC,
     PROP_TIMER_DELIVER_MS,
     PROP_TIMER_OUT_MS,
@@ -75,6 +76,8 @@ def timer_rewrite(props: JavaHashMap, topic: str, queue_id: int, now_ms: int, *,
     if deliver_ms is None:
         return TimerPut(topic, queue_id, refused="a timer property is not a number")
     if deliver_ms <= now_ms:
+        if props.get(PROP_TIMER_DEL_UNIQKEY) is not None:
+            return TimerPut(topic, queue_id, refused="a recall of a timer already due")
         return TimerPut(topic, queue_id)  # already due: stored in its own topic, as it is
     if deliver_ms - now_ms > max_delay_ms:
         return TimerPut(topic, queue_id, refused=f"the timer is more than {max_delay_ms} ms ahead")

@@ -390,3 +390,55 @@ def test_a_roll_window_the_broker_would_replace_is_refused(make_broker):
     slots; the model takes only windows the broker keeps."""
     with pytest.raises(BadInputError, match="timerRollWindowSlot 1 is outside 2..604740"):
         make_broker(semantics="5.x", timer_roll_window_slot=1)
+
+
+@pytest.mark.parametrize(("rules", "delete_key"), [("5.x", "TimerTopic+UK-T"), ("5.4", "UK-T")])
+def test_a_recalled_timer_is_dropped_by_the_wheel_with_its_recall_record(make_broker, rules, delete_key):
+    """RecallMessageProcessor @5.3.3: the send answers with a handle (TIMER_OUT_MS + 1); the recall
+    record is a wheel record with the message's UNIQ_KEY, TAGS _RECALL_TAG_, TIMER_DEL_UNIQKEY
+    (<topic>+<uniqKey> on 5.3.3, the bare UNIQ_KEY on 5.4+, as real 5.3.3 and 5.5.0 brokers
+    wrote), body "0", born at the client, the message's TIMER_OUT_MS; at that slot the wheel puts
+    neither, and the topic never sees the message."""
+    broker, sim, _ = make_broker(semantics=rules)
+    resp = _send_timer(broker, sim, TIMER_DELAY_SEC="4")
+    first = broker.store.look_message_by_offset(resp.phys_offset)
+    handle = resp.recall_handle
+    assert (handle.topic, handle.uniq_key) == ("TimerTopic", "UK-T")
+    assert handle.timestamp_ms == int(first.properties["TIMER_OUT_MS"]) + 1
+    sim.run(until_ms=sim.now() + 500)
+    recalled = broker.recall_message("TimerTopic", handle, producer_group="pg", born_host=CLIENT_HOST)
+    assert recalled.ok, recalled
+    original, recall = _wheel_records(broker, "UK-T")
+    assert recall.body == b"0" and recall.born_host == CLIENT_HOST
+    p = recall.properties
+    assert (p["TAGS"], p["TIMER_DEL_UNIQKEY"], p["PGROUP"]) == ("_RECALL_TAG_", delete_key, "pg")
+    assert p["TIMER_OUT_MS"] == first.properties["TIMER_OUT_MS"] and p["TIMER_DELIVER_MS"] == str(handle.timestamp_ms)
+    assert (p["REAL_TOPIC"], p["REAL_QID"]) == ("TimerTopic", "0")
+    sim.run(until_ms=handle.timestamp_ms + 5000)
+    assert broker.store.max_offset("TimerTopic", 1) == 0 and broker.store.max_offset("TimerTopic", 0) == 0
+    assert (broker.timer.recalled, broker.timer.delivered, broker.timer.pending) == (1, 0, 0)
+    # Too late: the handle's time has passed.
+    late = broker.recall_message("TimerTopic", handle, producer_group="pg", born_host=CLIENT_HOST)
+    assert (late.code, late.remark) == (604, "recall failed, timestamp invalid")
+
+
+def test_a_recall_taken_in_another_roll_slot_is_lost_and_the_timer_delivered(make_broker):
+    """A timer 14 s ahead with a 5-slot window is parked 5 s ahead of the second the wheel took it;
+    a recall made two seconds later waits in another slot, and a roll slot's recall records are
+    dropped, not rolled (dequeue @5.3.3): the message rolls on and is delivered. A recall in the
+    same second meets the record and both are dropped."""
+    broker, sim, _ = make_broker(semantics="5.x", timer_roll_window_slot=5)
+    _send_at(sim, 100)
+    resp = _send_timer(broker, sim, TIMER_DELAY_SEC="14")
+    sim.run(until_ms=sim.now() + 2000)
+    assert broker.recall_message("TimerTopic", resp.recall_handle, producer_group="pg", born_host=CLIENT_HOST).ok
+    sim.run(stop=lambda: broker.store.max_offset("TimerTopic", 1) > 0)
+    assert broker.store.max_offset("TimerTopic", 1) == 1 and broker.timer.recalled == 0
+
+    broker, sim, _ = make_broker("b2", semantics="5.x", timer_roll_window_slot=5)
+    _send_at(sim, 100)
+    resp = _send_timer(broker, sim, TIMER_DELAY_SEC="14")
+    sim.run(until_ms=sim.now() + 300)
+    assert broker.recall_message("TimerTopic", resp.recall_handle, producer_group="pg", born_host=CLIENT_HOST).ok
+    sim.run(until_ms=sim.now() + 20_000)
+    assert broker.store.max_offset("TimerTopic", 1) == 0 and broker.timer.recalled == 1

@@ -320,11 +320,14 @@ def test_a_timer_past_the_roll_window_loads_with_the_window_as_a_broker_setting(
      11, "faults[0].kind: 'broker_restart' is not modelled with timer messages"),
     (FIVE_X.replace("messages: 10}", "messages: 10, timer: {3s: 1, 3000ms: 1}}"), 9,
      "lists a timer twice"),
+    (FIVE_X.replace("messages: 10}", "messages: 10, recall: 0.5}"), 9,
+     "producers[0].recall: 0.5 needs timer messages to recall"),
+    (FIVE_X.replace("messages: 10}", "messages: 10, timer: 3s, recall: 1.5}"), 9, "producers[0].recall"),
 ])
 def test_a_timer_the_rules_cannot_play_is_refused_at_its_line(text, line, words):
     """A timer under 4.9, past timerMaxDelaySec, with a delay level, with a broker restart, or listed
-    twice, and a roll window under 4.9 or one the broker would replace, are refused naming the file,
-    the line and the key."""
+    twice, a roll window under 4.9 or one the broker would replace, and a recall without timers or
+    above 1, are refused naming the file, the line and the key."""
     err = str(error_of(text))
     assert err.startswith(f"s.yaml:{line}: "), err
     assert words in err, err
