@@ -47,9 +47,10 @@ SUCCESS = "CONSUME_SUCCESS"
 PLACEMENT_PROPERTIES = frozenset({"ORIGIN_MESSAGE_ID", "REAL_QID", "MIN_OFFSET", "MAX_OFFSET"})
 # Times a client stamps on a message (the push consumer's CONSUME_START_TIME, copied into a retry
 # the client sends itself), the times a 5.x timer wheel stamps (its due slot, when it took the
-# record, when it put the delivery) and a POP retry's first pop time: each run's own clock.
+# record, when it put the delivery), a POP retry's first pop time, and a recall record's due
+# time and time of the recall: each run's own clock.
 CLOCK_PROPERTIES = frozenset({"CONSUME_START_TIME", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS",
-                              "1ST_POP_TIME"})
+                              "1ST_POP_TIME", "TIMER_DELIVER_MS", "BORN_TIMESTAMP"})
 MASKED = "*"
 SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).

@@ -22,7 +22,7 @@ from broker_core.client.pop_consumer import (
     POP_INVISIBLE_MS_DEFAULT,
     POP_MODE,
 )
-from broker_core.constants import PROP_TIMER_DELAY_MS
+from broker_core.constants import PROP_TIMER_DEL_UNIQKEY, PROP_TIMER_DELAY_MS
 from broker_core.errors import BadInputError
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.sim.scenario import Scenario
@@ -94,6 +94,9 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
         # or its rmq_sys_wheel_timer record for a 5.x timer).
         if row["uniq_key"] not in publish and row["origin_msg_id"] is None and row["reconsume_times"] == 0:
             publish[row["uniq_key"]] = row
+    # The messages the model's producers recalled: their recall record carries their UNIQ_KEY.
+    recalled = {row["uniq_key"] for row in pq.read_table(parquet / "commitlog", columns=["uniq_key", "properties"])
+                .to_pylist() if PROP_TIMER_DEL_UNIQKEY in dict(row["properties"] or ())}
     attempts = pq.read_table(parquet / "consume_attempts").to_pylist()
     attempts.sort(key=lambda r: (r["start_ts"], r["group"], r["consumer_id"]))
 
@@ -151,7 +154,8 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
         lines.append("\t".join(["msg", str(at_ms), str(producer), groups_of_producer[producer],
                                 row["topic"], first["tags"] or "-", first["keys"], str(row["delay_level"]),
                                 row["uniq_key"], _body_head(first["keys"]), str(first["body_size"]),
-                                dict(first["properties"] or ()).get(PROP_TIMER_DELAY_MS, "0")]))
+                                dict(first["properties"] or ()).get(PROP_TIMER_DELAY_MS, "0"),
+                                "1" if row["uniq_key"] in recalled else "0"]))
     runs = pq.read_table(parquet / "runs").to_pylist()[0]
     simulated_s = (runs["sim_end_ts"] - runs["sim_start_ts"]).total_seconds()
     timeout_ms = int((simulated_s + TIMEOUT_MARGIN_S) * 1000)

@@ -136,7 +136,9 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
             for name in BROKERS:
                 shutil.move(cluster.procs[name].store, work / "stores" / name)
         shutil.rmtree(work / "cluster", ignore_errors=True)
-        report["driver"] = {"phases_ms": seen.phases, "end": seen.done}
+        report["driver"] = {"phases_ms": seen.phases, "end": seen.done,
+                            "recalls": sum(1 for x in seen.sends if x.get("recalled_id")),
+                            "recall_errors": [x["recall_error"] for x in seen.sends if x.get("recall_error")][:5]}
         observed.write_tables(seen, work / "clients", f"{scenario.name}-clients",
                               {g.name: g.max_reconsume_times for g in scenario.groups})
 
@@ -166,10 +168,14 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
 
 def broker_settings(scenario) -> dict[str, str]:
     """The scenario's broker settings the real brokers get beyond the harness's own: under 5.x rules
-    the timer wheel (on by default, written out) and its roll window, so both wheels roll alike."""
+    the timer wheel (on by default, written out) and its roll window, so both wheels roll alike,
+    and the recall of timer messages (off by default) when a producer recalls."""
     if not semantics_for(scenario.broker.semantics).timer_wheel():
         return {}
-    return {"timerWheelEnable": "true", "timerRollWindowSlot": str(scenario.broker.timer_roll_window_slot)}
+    settings = {"timerWheelEnable": "true", "timerRollWindowSlot": str(scenario.broker.timer_roll_window_slot)}
+    if any(p.recall_fraction > 0 for p in scenario.producers):
+        settings["recallMessageEnable"] = "true"
+    return settings
 
 
 def _model_rules_of_release(scenario, version: str):

@@ -56,6 +56,9 @@ def verdict_failures(report: dict) -> list[str]:
         out.append(f"{report['lineage_vs_clients']['disagree']} message(s) where the audit and the real clients disagree")
     if report["model_vs_real"]["unexplained"]:
         out.append(f"{report['model_vs_real']['unexplained']} message(s) with unexplained model/real differences")
+    errors = report.get("driver", {}).get("recall_errors")
+    if errors:
+        out.append(f"the real clients' recalls failed: {errors[0]}")
     for run, checks in report["checks"].items():
         for name, c in checks.items():
             if c["blocking"] and not c["passed"]:
