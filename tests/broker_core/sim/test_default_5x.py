@@ -55,15 +55,23 @@ def test_default_5x_stores_what_a_5x_broker_writes(run_5x):
 def test_default_5x_timers_go_through_the_wheel_and_arrive_one_slot_after_their_due_time(run_5x):
     """A fifth of PayTopic's messages are timers: each is stored in rmq_sys_wheel_timer first, then
     delivered into PayTopic one precision step (1 s) after its TIMER_OUT_MS, with its timer properties
-    (the POP group's bookkeeping records in the wheel aside)."""
+    (the POP group's bookkeeping records in the wheel aside), except the ones the producer recalled,
+    which are never delivered."""
     rows = read_table(run_5x, "commitlog").to_pylist()
     # pop-service's checkpoints and acks wait in the wheel too (REAL_TOPIC the revive topic).
-    wheel = {r["uniq_key"]: dict(r["properties"]) for r in rows
-             if r["topic"] == "rmq_sys_wheel_timer" and pop_stage(r["topic"], r["real_topic"]) is None}
+    timer_records = [r for r in rows
+                     if r["topic"] == "rmq_sys_wheel_timer" and pop_stage(r["topic"], r["real_topic"]) is None]
+    # A twentieth of the timers are recalled as soon as sent: a recall record with their UNIQ_KEY.
+    recalled = {r["uniq_key"] for r in timer_records if "TIMER_DEL_UNIQKEY" in dict(r["properties"])}
+    wheel = {r["uniq_key"]: dict(r["properties"]) for r in timer_records
+             if "TIMER_DEL_UNIQKEY" not in dict(r["properties"])}
     assert wheel and all(p["REAL_TOPIC"] == "PayTopic" and p["TIMER_DELAY_MS"] in ("5000", "120000")
                          for p in wheel.values())
+    assert recalled and recalled < set(wheel)
     delivered = [r for r in rows if r["topic"] == "PayTopic" and r["uniq_key"] in wheel]
-    assert len(delivered) == len(wheel), "every timer of the run was delivered before its end"
+    assert {r["uniq_key"] for r in delivered} == set(wheel) - recalled, \
+        "every timer of the run but the recalled ones was delivered before its end"
+    assert len(delivered) == len(wheel) - len(recalled)
     for r in delivered:
         props = dict(r["properties"])
         stored_ms = round(r["store_ts"].timestamp() * 1000)
