@@ -180,3 +180,21 @@ def test_5x_record_forms_from_a_real_broker_import_alike_and_lineage_right(versi
     failed = {name: v for outcomes in verdicts.values() for name, v in outcomes.items()
               if v["blocking"] and not v["passed"]}
     assert failed == {}, failed
+
+    # An operator's `retry-audit trace` of the id the consumer saw finds that message; the batch's
+    # own id (which no consumer saw) leads to the messages of its record.
+    from assets.warehouse import open_read_only
+    from orchestration.cmd_pipeline import trace_messages
+
+    con = open_read_only(tmp_path / "warehouse.duckdb")
+    try:
+        for e in consumed:
+            if e["keys"] in batch_keys:
+                (found,) = trace_messages(con, e["uniq_key"])
+                assert ([h["hop_kind"] for h in found["hops"]], [(c["group"], c["final_state"]) for c in found["groups"]]
+                        ) == (["PUBLISH"], [(group, "CONSUMED")])
+        by_batch_id = trace_messages(con, batch["uniq_key"])
+    finally:
+        con.close()
+    assert sorted(m["message_key"] for m in by_batch_id) == sorted(
+        e["uniq_key"] for e in consumed if e["keys"] in batch_keys)
