@@ -21,8 +21,12 @@ holds the full text) in short:
   whose chain ends in the wheel with a recall record, TIMER_DEL_UNIQKEY), IN_FLIGHT (5.x: the
   chain ends at a record a POP group popped under a checkpoint that is not acked, whose revive
   time, ``invisible_until``, is after the broker's snapshot ``runs.sim_end_ts``), or LOST for a
-  message the producer saw accepted that never reached the commit log. An inner batch (5.x, INNER_NUM) is
-  one message, keyed by the batch's UNIQ_KEY, consumed once the offsets pass its last inner one.
+  message the producer saw accepted that never reached the commit log.
+* **inner batches** (5.x): a batch record the import unwrapped (``inner_messages``) is replaced by
+  its messages, as the consumer's client replaces it: each one a record of its own UNIQ_KEY and
+  queue offset at the batch's commit-log offset (:func:`unwrap_inner_batches`). A batch record
+  whose body did not decode stays one message keyed by the batch's UNIQ_KEY (the client then
+  delivers it whole), consumed once the offsets pass its last inner one (INNER_NUM).
 * **truncated**: the chain's first hops were deleted by retention before an import: the message
   has no shared hop left, or its first one is a DELIVER, or one of its records names as
   ORIGIN_MESSAGE_ID a record below the ``runs.first_offset`` of the broker that record was on (the
@@ -66,7 +70,15 @@ from broker_core.constants import (
 from broker_core.errors import BadInputError
 from broker_core.export.parquet import COMPRESSION, atomic_dir
 from broker_core.export.schema import LINEAGE_TABLES, MESSAGE_HOPS, MESSAGE_LINEAGE, RAW_TABLES, RUNS
-from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX, PROP_RECONSUME_TIME
+from broker_core.message import (
+    MSG_ID_OFFSET_HEX_CHARS,
+    OFFSET_MSG_ID_REGEX,
+    PROP_DELAY,
+    PROP_ORIGIN_MESSAGE_ID,
+    PROP_REAL_TOPIC,
+    PROP_RECONSUME_TIME,
+    PROP_RETRY_TOPIC,
+)
 
 Progress = Callable[[str], None]
 
@@ -81,9 +93,10 @@ SEND_OK = "SEND_OK"
 # `runs` gives each imported broker's first_offset (where retention left its commit log starting).
 # `retry_topics` (an import's) names the owner of a %RETRY% topic the name alone cannot
 # (%RETRY%<group>_<topic>, 5.x POP v1); `pop_evidence` (an import's) holds the POP checkpoints and
-# acks that say whether a POP group acknowledged a record.
+# acks that say whether a POP group acknowledged a record. `inner_messages` (an import's) holds the
+# messages of 5.x inner-batch records, which stand in for those records.
 INPUT_TABLES = ("commitlog", "consume_attempts", "consumer_offsets", "produced", "runs", "retry_topics",
-                "pop_evidence")
+                "pop_evidence", "inner_messages")
 LINEAGE_DIR = "lineage"
 # The order of a message's records along its chain: store time; on a tie the broker, then the
 # physical offset (one broker's records at one millisecond are in log order).
@@ -144,6 +157,42 @@ def conform(df: DataFrame, schema: pa.Schema) -> DataFrame:
 def _empty(spark: SparkSession, schema: pa.Schema) -> DataFrame:
     """An empty frame of a contract schema, with no partitions."""
     return spark.createDataFrame(spark.sparkContext.emptyRDD(), spark_schema(schema))
+
+
+# --- inner batches -----------------------------------------------------------------------------
+
+_RECORD_KEY = ("run_id", "broker", "phys_offset")
+# What an inner message takes from its batch record rather than from its own entry in the body:
+# the consumer's client copies the record's hosts, times, reconsume times and commit-log offset
+# (MessageDecoder.decodeMessage); the offset msgId names the record.
+_FROM_BATCH_RECORD = ("msg_id", "born_host", "reconsume_times")
+
+
+def unwrap_inner_batches(commitlog_df: DataFrame, inner_messages_df: DataFrame) -> DataFrame:
+    """The commit log's ``RECORD_COLUMNS`` as the consumers see the records: each inner-batch
+    record with ``inner_messages`` rows is replaced by its messages (its own UNIQ_KEY, queue
+    offset, properties and body CRC; the ORIGIN_MESSAGE_ID, REAL_TOPIC, RETRY_TOPIC and DELAY
+    columns read from its own properties, as the import reads a record's), the rest kept as they
+    are. Every column name stays a record's, so everything after this sees an inner message as a
+    record at its batch's (broker, phys_offset), several to one offset."""
+    plain, inner = _split_inner_batches(commitlog_df, inner_messages_df)
+    return plain.unionByName(inner)
+
+
+def _split_inner_batches(commitlog_df: DataFrame, inner_messages_df: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(the records that are no unwrapped batch, the inner messages as records): both in
+    ``RECORD_COLUMNS``."""
+    records = commitlog_df.select(*RECORD_COLUMNS)
+    batches = inner_messages_df.select(*_RECORD_KEY).distinct()
+    props = F.col("properties")
+    inner = (inner_messages_df.select(*_RECORD_KEY, "topic", "queue_id", "queue_offset", "uniq_key", "body_crc",
+                                      "born_ts", "store_ts", "properties")
+             .join(records.select(*_RECORD_KEY, *_FROM_BATCH_RECORD), list(_RECORD_KEY))
+             .withColumns({"origin_msg_id": props.getItem(PROP_ORIGIN_MESSAGE_ID),
+                           "real_topic": props.getItem(PROP_REAL_TOPIC),
+                           "retry_topic": props.getItem(PROP_RETRY_TOPIC),
+                           "delay_level": F.coalesce(props.getItem(PROP_DELAY).try_cast("int"), F.lit(0))}))
+    return records.join(batches, list(_RECORD_KEY), "left_anti"), inner.select(*RECORD_COLUMNS)
 
 
 # --- hop classification ------------------------------------------------------------------------
@@ -342,13 +391,16 @@ def _with_schedule_delivery(hops: DataFrame, level_delays: DataFrame | None = No
 
 
 def build_message_hops(commitlog_df: DataFrame, retry_topics_df: DataFrame | None = None,
-                       runs_df: DataFrame | None = None) -> DataFrame:
+                       runs_df: DataFrame | None = None, inner_messages_df: DataFrame | None = None) -> DataFrame:
     """message_hops: one row per commit-log record of a journey, numbered along its chain.
 
     Shared hops (group null) are ordered by (store_ts, broker, phys_offset) and numbered from 0; a group's
     hops are ordered the same way and numbered after the shared ones. ``next_store_ts`` is the
-    next hop's store time in the same chain (for a shared hop, the next shared hop).
+    next hop's store time in the same chain (for a shared hop, the next shared hop). With
+    ``inner_messages_df`` an unwrapped inner batch is a hop per message (:func:`unwrap_inner_batches`).
     """
+    if inner_messages_df is not None:
+        commitlog_df = unwrap_inner_batches(commitlog_df, inner_messages_df)
     return conform(_chained_hops(commitlog_df, retry_topics_df, runs_df), MESSAGE_HOPS)
 
 
@@ -638,7 +690,8 @@ def _final_state(consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
 def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
                           consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
                           produced_df: DataFrame, runs_df: DataFrame | None = None,
-                          pop_evidence_df: DataFrame | None = None) -> DataFrame:
+                          pop_evidence_df: DataFrame | None = None,
+                          inner_messages_df: DataFrame | None = None) -> DataFrame:
     """message_lineage: one row per (message, subscribing group) with its path and final state.
 
     ``hops_df`` is a message_hops table; the record facts it lacks (UNIQ_KEY, queue offset,
@@ -648,12 +701,27 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
     start past 0 (a chain is still truncated when it has no head at all). It also gives each
     broker's snapshot time (``sim_end_ts``); without it no POP record is IN_FLIGHT.
     ``pop_evidence_df`` decides whether a POP group consumed a record it popped (``_final_state``).
+    ``inner_messages_df`` must be the one ``hops_df`` was built with: an inner message's facts are
+    its own, found by its offset and its UNIQ_KEY (several hops share a batch's offset).
     """
-    record_facts = commitlog_df.select(
-        "run_id", "broker", "phys_offset", "uniq_key", "queue_offset", "retry_topic", "real_topic",
-        F.col("origin_msg_id").alias("rec_origin_msg_id"), "properties")
-    hops = (hops_df.join(record_facts, ["run_id", "broker", "phys_offset"], "left")
-            .repartition("run_id", "message_key"))
+    def facts(records: DataFrame) -> DataFrame:
+        return records.select("run_id", "broker", "phys_offset", "uniq_key", "queue_offset", "retry_topic",
+                              "real_topic", F.col("origin_msg_id").alias("rec_origin_msg_id"), "properties")
+
+    if inner_messages_df is None:
+        hops = hops_df.join(facts(commitlog_df), ["run_id", "broker", "phys_offset"], "left")
+    else:
+        plain, inner = _split_inner_batches(commitlog_df, inner_messages_df)
+        record_facts = (facts(plain).withColumn("_inner_key", F.lit(None).cast("string"))
+                        .unionByName(facts(inner).withColumn("_inner_key", F.col("uniq_key"))))
+        commitlog_df = plain.unionByName(inner)
+        f = record_facts.alias("f")
+        same_record = [F.col(f"h.{k}") == F.col(f"f.{k}") for k in _RECORD_KEY]
+        own = F.col("f._inner_key").isNull() | (F.col("f._inner_key") == F.col("h.message_key"))
+        hops = (hops_df.alias("h").join(f, same_record + [own], "left")
+                .select("h.*", *[F.col(f"f.{c}") for c in record_facts.columns
+                                 if c not in _RECORD_KEY and c != "_inner_key"]))
+    hops = hops.repartition("run_id", "message_key")
     if runs_df is None:
         runs_df = _empty(hops_df.sparkSession, RUNS)
     return _lineage_of(hops, commitlog_df, consume_attempts_df, consumer_offsets_df, produced_df,
@@ -768,8 +836,18 @@ def _has_parquet(spark: SparkSession, location: str) -> bool:
     return path.is_dir() and any(path.glob("*.parquet"))
 
 
+def _has_rows(spark: SparkSession, location: str) -> bool:
+    """A table directory with Parquet files holding rows (a local one's counted from the footers;
+    a URI's taken to have rows when it has files)."""
+    if is_uri(location):
+        return _has_parquet(spark, location)
+    return _has_parquet(spark, location) and any(
+        pq.ParquetFile(part).metadata.num_rows for part in Path(location).glob("*.parquet"))
+
+
 def read_run_tables(spark: SparkSession, run_dir: str | Path) -> dict[str, DataFrame]:
-    """The input tables of a run directory as DataFrames in contract shape (empty if absent).
+    """The input tables of a run directory as DataFrames in contract shape (empty if absent;
+    ``inner_messages`` only when it has rows).
 
     ``run_dir`` is a local path or a URI Spark can read (``hdfs://``, ``s3a://``...).
     """
@@ -781,6 +859,10 @@ def read_run_tables(spark: SparkSession, run_dir: str | Path) -> dict[str, DataF
     for name in INPUT_TABLES:
         location = f"{parquet}/{name}"
         schema = RAW_TABLES[name]
+        if name == "inner_messages" and not _has_rows(spark, location):
+            # Nothing to unwrap (a simulation, a 4.x store, a 5.x store without inner batches, an
+            # import older than the table): left out, so the records are not joined with it.
+            continue
         if _has_parquet(spark, location):
             # The runs parts of a run's brokers may come from imports of different versions.
             reader = spark.read.option("mergeSchema", "true") if name == "runs" else spark.read
@@ -814,9 +896,12 @@ def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
     Rows are globally sorted, so the part files' content does not depend on where Spark ran.
     """
     counts: dict[str, int] = {}
+    commitlog = tables["commitlog"]
+    if "inner_messages" in tables:
+        commitlog = unwrap_inner_batches(commitlog, tables["inner_messages"])
     # Both tables are built from the same chained hops: kept after the first write (spilling to
     # local disk when memory is short) so the second does not read and shuffle the records again.
-    chained = _chained_hops(tables["commitlog"], tables["retry_topics"], tables["runs"]
+    chained = _chained_hops(commitlog, tables["retry_topics"], tables["runs"]
                             ).persist(StorageLevel.MEMORY_AND_DISK)
     kept = [chained]
     try:
@@ -827,7 +912,7 @@ def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
         say(f"lineage: message_hops {counts['message_hops']} rows")
         # Kept before the global sort too: the sort samples its input to pick the partition
         # ranges, and the joins that make the rows would otherwise run once per sampling pass.
-        lineage = _lineage_of(chained, tables["commitlog"], tables["consume_attempts"],
+        lineage = _lineage_of(chained, commitlog, tables["consume_attempts"],
                               tables["consumer_offsets"], tables["produced"], tables["runs"],
                               tables["pop_evidence"]).persist(StorageLevel.MEMORY_AND_DISK)
         kept.append(lineage)

@@ -438,6 +438,8 @@ TABLE_DESCRIPTIONS = {
     "store_problems": "Damage found while reading an imported store.",
     "pop_evidence": "5.x POP checkpoints and acks of an imported store, decoded from their records.",
     "retry_topics": "The owner (group, origin topic) of every %RETRY% topic an imported store knows.",
+    "inner_messages": "The messages inside an imported store's 5.x inner-batch records, one row each, "
+                      "with the UNIQ_KEY and queue offset the consumer saw.",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
     "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
     "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",

@@ -44,7 +44,13 @@ from broker_core.constants import (
     TIMER_TOPIC,
 )
 from broker_core.export.schema import RAW_TABLES
-from broker_core.message import PROP_RECONSUME_TIME
+from broker_core.message import (
+    PROP_DELAY,
+    PROP_ORIGIN_MESSAGE_ID,
+    PROP_REAL_TOPIC,
+    PROP_RECONSUME_TIME,
+    PROP_RETRY_TOPIC,
+)
 
 _RETRY, _DLQ = RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX
 
@@ -84,8 +90,21 @@ def _is_bookkeeping(topic: str, real_topic: str) -> str:
 # table for both outputs, as the Spark lineage keeps its chained hops between its two writes.
 CHAINED_SQL = f"""
 CREATE TEMP TABLE chained AS
-WITH records AS (
-  SELECT {', '.join(RECORD_COLUMNS)} FROM commitlog WHERE NOT ({_is_bookkeeping("topic", "real_topic")})
+WITH unwrapped AS (
+  -- An inner batch the import unwrapped stands for its messages (assets.lineage.unwrap_inner_batches):
+  -- each with its own UNIQ_KEY, queue offset, properties and body CRC, the rest its record's.
+  SELECT {', '.join(RECORD_COLUMNS)} FROM commitlog c
+  WHERE NOT EXISTS (SELECT 1 FROM inner_messages i
+                    WHERE i.run_id = c.run_id AND i.broker = c.broker AND i.phys_offset = c.phys_offset)
+  UNION ALL BY NAME
+  SELECT i.run_id, i.broker, i.phys_offset, i.topic, i.queue_id, i.queue_offset, c.msg_id, i.uniq_key,
+         i.properties['{PROP_ORIGIN_MESSAGE_ID}'] AS origin_msg_id, i.properties['{PROP_REAL_TOPIC}'] AS real_topic,
+         i.properties['{PROP_RETRY_TOPIC}'] AS retry_topic,
+         coalesce(TRY_CAST(i.properties['{PROP_DELAY}'] AS INTEGER), 0) AS delay_level, c.reconsume_times,
+         i.store_ts, i.born_ts, c.born_host, i.body_crc, i.properties
+  FROM inner_messages i JOIN commitlog c USING (run_id, broker, phys_offset)
+), records AS (
+  SELECT * FROM unwrapped WHERE NOT ({_is_bookkeeping("topic", "real_topic")})
 ), owners AS (
   -- The owner the import found for a %RETRY% topic, where every broker listing it agrees.
   SELECT run_id, retry_topic AS topic, min("group") AS owner_group

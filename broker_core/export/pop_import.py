@@ -68,7 +68,7 @@ def _bookkeeping_rows(commitlog_dir: Path, broker: str, topics: Iterable[str]) -
     return rows
 
 
-def _records_at(reader: StoreReader, rows: list[dict]) -> Iterator[tuple[dict, Record | None]]:
+def records_at(reader: StoreReader, rows: list[dict]) -> Iterator[tuple[dict, Record | None]]:
     """Each row with its record read again from the store (rows in physical order; one open file
     at a time); None when the record's file is gone (retention) or no record decodes there."""
     files = sorted(reader.files, key=lambda cf: cf.start)
@@ -111,7 +111,7 @@ def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str,
     problems: list[Problem] = []
     evidence = TableWriter(parquet, "pop_evidence", part=part)
     checkpoints: list[pop.PopRecord] = []
-    for row, record in _records_at(reader, rows):
+    for row, record in records_at(reader, rows):
         where = f"commitlog@{row['phys_offset']}"
         if record is None:
             continue

@@ -234,6 +234,29 @@ RETRY_TOPICS = pa.schema([
     ("resolution", pa.string()),  # checkpoint | config | ambiguous | name
 ])
 
+# 5.x inner batches, unwrapped by an import: one row per message inside the body of an inner-batch
+# record (sysFlag NEED_UNWRAP | INNER_BATCH), as the consumer's client unwraps it
+# (MessageDecoder.decodeMessage): the batch record's topic, queue, times and commit-log offset;
+# the message's own flag, body and properties (its UNIQ_KEY); queue offset the record's + index.
+INNER_MESSAGES = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("phys_offset", pa.int64()),  # the batch record's (commitlog.phys_offset)
+    ("inner_index", pa.int32()),  # 0-based position in the batch body
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),  # the batch record's queue offset + inner_index
+    ("uniq_key", pa.string()),  # the message's own UNIQ_KEY (what the consumer's getMsgId gives)
+    ("tags", pa.string()),
+    ("keys", pa.string()),
+    ("flag", pa.int32()),
+    ("body_size", pa.int32()),
+    ("body_crc", pa.int32()),  # CRC-32 of the message's body, as commitlog.body_crc
+    ("born_ts", TS),  # the batch record's
+    ("store_ts", TS),  # the batch record's
+    ("properties", pa.map_(pa.string(), pa.string())),  # the message's own, in stored order
+])
+
 # Tables a run directory's parquet/ holds, by name.
 RAW_TABLES: dict[str, pa.Schema] = {
     "commitlog": COMMITLOG,
@@ -247,6 +270,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "store_problems": STORE_PROBLEMS,
     "pop_evidence": POP_EVIDENCE,
     "retry_topics": RETRY_TOPICS,
+    "inner_messages": INNER_MESSAGES,
 }
 LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_hops": MESSAGE_HOPS,

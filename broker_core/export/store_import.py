@@ -50,6 +50,7 @@ from broker_core.export.increments import (
     save_state,
     store_hosts,
 )
+from broker_core.export.inner_batches import write_inner_messages
 from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.pop_import import write_pop_tables
 from broker_core.export.replicas import (
@@ -398,12 +399,17 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
             rows_by_table["consumer_offsets"] = writer.close()
 
             # 5.x POP checkpoints and acks, and who owns each %RETRY% topic (pop_import).
-            pop_rows, owner_rows, pop_problems = write_pop_tables(reader, parquet, part, run_id, broker,
-                                                                  records_by_topic(files))
+            pop_rows, owner_rows, body_problems = write_pop_tables(reader, parquet, part, run_id, broker,
+                                                                   records_by_topic(files))
             rows_by_table["pop_evidence"], rows_by_table["retry_topics"] = pop_rows, owner_rows
 
+            # 5.x inner batches: the messages the consumer's client unwraps from each one.
+            rows_by_table["inner_messages"], inner_problems = write_inner_messages(reader, parquet, part, run_id,
+                                                                                   broker)
+            body_problems += inner_problems
+
             writer = TableWriter(parquet, "store_problems", part=part)
-            for p in reader.problems + pop_problems:
+            for p in reader.problems + body_problems:
                 writer.write({"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset,
                               "kind": p.kind, "detail": p.reason, "severity": p.severity})
             rows_by_table["store_problems"] = writer.close()
@@ -449,7 +455,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         records=reader.record_count, blanks=reader.blank_count, valid_end=reader.valid_end or 0,
         first_offset=reader.first_offset,
         records_by_topic=records_by_topic(files),
-        problems=reader.problems + pop_problems + (merged.problems if merged is not None else []),
+        problems=reader.problems + body_problems + (merged.problems if merged is not None else []),
         rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
         wall_seconds=wall, checkpoint=reader.checkpoint,
         recovery_start_file=(reader.files[reader.recovery_start_index()].name if reader.files else None),

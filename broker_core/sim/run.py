@@ -145,7 +145,7 @@ def _rare_full_collections() -> Iterator[None]:
 
 def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) -> dict[str, int]:
     """commitlog, delay_offsets, store_problems and the 5.x POP tables, read from the store as
-    import-store reads them."""
+    import-store reads them, and the (empty) inner_messages."""
     from broker_core.export.store_import import commitlog_values
     from broker_core.store.reader import StoreReader
 
@@ -172,6 +172,9 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
         # Without POP groups the model reads retry topics by their names: both tables are empty.
         out["pop_evidence"] = write_rows(parquet_dir, "pop_evidence", [])
         out["retry_topics"] = write_rows(parquet_dir, "retry_topics", [])
+    # The model stores a batch send as one record per message (putMessages), never as a 5.x
+    # inner batch: nothing to unwrap.
+    out["inner_messages"] = write_rows(parquet_dir, "inner_messages", [])
     # The scan above filled reader.problems (a torn tail after a crash shows up there).
     out["store_problems"] = write_rows(parquet_dir, "store_problems", [
         {"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset, "kind": p.kind,

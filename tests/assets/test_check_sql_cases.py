@@ -75,6 +75,7 @@ COLUMNS: dict[str, dict[str, str]] = {
                      "real_topic VARCHAR",
         "message_hops": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, broker VARCHAR, phys_offset BIGINT',
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hops INTEGER',
+        "inner_messages": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, uniq_key VARCHAR, topic VARCHAR",
     },
     c.DUPLICATE_RATE: {
         "delivery_accounting": 'run_id VARCHAR, "group" VARCHAR, duplicated BIGINT, enqueue_success BIGINT',
@@ -654,6 +655,34 @@ def test_bookkeeping_records_are_in_no_hop_row():
         (RUN, "ck1", None, "bookkeeping record at b@1 is a hop row"),
         (RUN, "ck1", None, "hop row at b@1 has no commit-log record"),
         (RUN, "m1", None, "commit-log record at b@4 (rmq_sys_wheel_timer) is in no hop row"),
+    ]
+
+
+def test_an_unwrapped_inner_batch_is_a_hop_row_per_message():
+    """A 5.x inner batch with inner_messages rows: one hop row per message at the batch's offset,
+    each naming a message's UNIQ_KEY; the batch record's own key needs none. A batch the import
+    did not unwrap is one record, as any other."""
+    tables = {"commitlog": [(RUN, "b", 1, "batch", "BatchTopic", None), (RUN, "b", 2, "whole", "BatchTopic", None)],
+              "inner_messages": [(RUN, "b", 1, "i0", "BatchTopic"), (RUN, "b", 1, "i1", "BatchTopic")],
+              "message_hops": [(RUN, "i0", None, "b", 1), (RUN, "i1", None, "b", 1), (RUN, "whole", None, "b", 2)],
+              "message_lineage": [(RUN, "i0", "g", 1), (RUN, "i1", "g", 1), (RUN, "whole", "g", 1)]}
+    assert violations(c.LINEAGE_MATCHES_COMMITLOG, tables) == []
+
+
+def test_an_unwrapped_inner_batch_without_its_messages_hops_is_reported():
+    """The batch record as one hop instead of its messages, a message in no hop row, and a batch
+    whose messages are more than its hop rows are reported."""
+    tables = {"commitlog": [(RUN, "b", 1, "batch", "BatchTopic", None), (RUN, "b", 2, "batch2", "BatchTopic", None)],
+              "inner_messages": [(RUN, "b", 1, "i0", "BatchTopic"), (RUN, "b", 1, "i1", "BatchTopic"),
+                                 (RUN, "b", 2, "j0", "BatchTopic"), (RUN, "b", 2, "j1", "BatchTopic")],
+              "message_hops": [(RUN, "batch", None, "b", 1), (RUN, "j0", None, "b", 2), (RUN, "j1", None, "b", 2),
+                               (RUN, "j1", "g", "b", 2)],
+              "message_lineage": [(RUN, "batch", "g", 1)]}
+    assert violations(c.LINEAGE_MATCHES_COMMITLOG, tables) == [
+        (RUN, "i0", None, "inner message i0 of the batch at b@1 (BatchTopic) is in no hop row"),
+        (RUN, "i1", None, "inner message i1 of the batch at b@1 (BatchTopic) is in no hop row"),
+        (RUN, None, None, "inner batch at b@1 holds 2 messages, 1 hop rows are at its offset"),
+        (RUN, None, None, "inner batch at b@2 holds 2 messages, 3 hop rows are at its offset"),
     ]
 
 

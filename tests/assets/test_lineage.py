@@ -27,6 +27,7 @@ from broker_core.export.schema import (
     COMMITLOG,
     CONSUME_ATTEMPTS,
     CONSUMER_OFFSETS,
+    INNER_MESSAGES,
     MESSAGE_HOPS,
     MESSAGE_LINEAGE,
     PRODUCED,
@@ -107,14 +108,17 @@ def frame(spark, rows, schema):
     return conform(spark.read.parquet(str(folder)), schema)
 
 
-def lineage_of(spark, commitlog, attempts=(), offsets=(), produced_rows=(), runs_rows=()):
-    """Build hops and lineage; per run: (hops by (key, group, index), lineage by (key, group))."""
+def lineage_of(spark, commitlog, attempts=(), offsets=(), produced_rows=(), runs_rows=(), inner=None):
+    """Build hops and lineage; per run: (hops by (key, group, index), lineage by (key, group)).
+    ``inner``: inner_messages rows (None: the run has no such table)."""
     cl = frame(spark, list(commitlog), COMMITLOG)
     runs_df = frame(spark, list(runs_rows), RUNS)
-    hops = build_message_hops(cl, runs_df=runs_df)
+    inner_df = frame(spark, list(inner), INNER_MESSAGES) if inner is not None else None
+    hops = build_message_hops(cl, runs_df=runs_df, inner_messages_df=inner_df)
     lineage = build_message_lineage(hops, cl, frame(spark, list(attempts), CONSUME_ATTEMPTS),
                                     frame(spark, list(offsets), CONSUMER_OFFSETS),
-                                    frame(spark, list(produced_rows), PRODUCED), runs_df)
+                                    frame(spark, list(produced_rows), PRODUCED), runs_df,
+                                    inner_messages_df=inner_df)
     runs: dict[str, tuple[dict, dict]] = {}
     for r in hops.collect():
         runs.setdefault(r.run_id, ({}, {}))[0][(r.message_key, r.group, r.hop_index)] = r

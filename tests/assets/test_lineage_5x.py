@@ -86,6 +86,26 @@ INNER_BATCHES = [
                INNER_BASE="3"),
 ]
 FORMS_OFFSETS = [offset("batch-g", "BatchTopic", 0, 4, 80000, run=RUN)]
+
+
+def inner_message(batch: dict, index: int, uniq: str, **props: str) -> dict:
+    """An inner_messages row of ``batch`` (a commitlog row), as the import unwraps one."""
+    return {"run_id": batch["run_id"], "broker": batch["broker"], "phys_offset": batch["phys_offset"],
+            "inner_index": index, "topic": batch["topic"], "queue_id": batch["queue_id"],
+            "queue_offset": batch["queue_offset"] + index, "uniq_key": uniq, "tags": None, "keys": None, "flag": 0,
+            "body_size": 3, "body_crc": 1000 + index, "born_ts": batch["born_ts"], "store_ts": batch["store_ts"],
+            "properties": {"UNIQ_KEY": uniq, "WAIT": "true", **props}}
+
+
+# U18: an inner batch the import unwrapped: its record (queue 1, offsets 0-2) stands for I18-0 ..
+# I18-2, each a message of its own at the record's offset; batch-g's committed offset 2 on queue 1
+# passes I18-0 and I18-1, not I18-2. U16 and U17 above have no inner_messages rows (a body that did
+# not decode): they stay one message each.
+UNWRAPPED_BATCH = with_props(rec(1800, "BatchTopic", 70200, uniq="U18", queue_id=1, run=RUN), INNER_NUM="3",
+                             INNER_BASE="0")
+UNWRAPPED_BATCH["sys_flag"] = 0xC0
+INNER_MESSAGES = [inner_message(UNWRAPPED_BATCH, i, f"I18-{i}") for i in range(3)]
+INNER_OFFSETS = [offset("batch-g", "BatchTopic", 1, 2, 80000, run=RUN)]
 OFFSETS = [
     offset("timer-group", "TimerTopic", 0, 2, 30000, run=RUN),
     offset("pg", "PopTopic", 0, 1, 90000, run=RUN),
@@ -158,7 +178,8 @@ def test_a_pop_v2_retry_topic_belongs_to_the_group_before_the_plus(built):
 
 @pytest.fixture(scope="module")
 def built_forms(spark):
-    return lineage_of(spark, RECALLED + INNER_BATCHES, (), OFFSETS + FORMS_OFFSETS)[RUN]
+    return lineage_of(spark, RECALLED + INNER_BATCHES + [UNWRAPPED_BATCH], (), OFFSETS + FORMS_OFFSETS + INNER_OFFSETS,
+                      inner=INNER_MESSAGES)[RUN]
 
 
 def test_a_recalled_timer_message_is_recalled_not_retrying(built_forms):
@@ -180,6 +201,24 @@ def test_an_inner_batch_is_consumed_once_offsets_pass_its_last_message(built_for
     assert chain(hops, "U16", "batch-g") == [(0, "PUBLISH", "BatchTopic")]
     assert lineage[("U16", "batch-g")].final_state == "CONSUMED"  # offsets 0-2 < 4
     assert lineage[("U17", "batch-g")].final_state == "UNCONSUMED"  # offset 4 not yet consumed
+
+
+def test_an_unwrapped_inner_batch_is_its_messages_each_consumed_by_its_own_offset(built_forms):
+    """An inner batch with inner_messages rows is no message itself: each inner message is a
+    PUBLISH hop of its own UNIQ_KEY at the batch record's offset, CONSUMED once the committed
+    offset passes its own queue offset."""
+    hops, lineage = built_forms
+    assert not [k for k in hops if k[0] == "U18"] and not [k for k in lineage if k[0] == "U18"]
+    for i in range(3):
+        assert chain(hops, f"I18-{i}", "batch-g") == [(0, "PUBLISH", "BatchTopic")]
+        hop = hops[(f"I18-{i}", None, 0)]
+        assert (hop.broker, hop.phys_offset, hop.msg_id, hop.queue_id, ms(hop.store_ts)) == (
+            "broker-a", 1800, "M1800", 1, 70200)
+        row = lineage[(f"I18-{i}", "batch-g")]
+        assert (row.origin_topic, row.origin_msg_id, row.hops, row.path, row.truncated) == (
+            "BatchTopic", "M1800", 1, "BatchTopic", False)
+    assert [lineage[(f"I18-{i}", "batch-g")].final_state for i in range(3)] == [
+        "CONSUMED", "CONSUMED", "UNCONSUMED"]  # committed offset 2 passes offsets 0 and 1
 
 
 def test_names_tell_bookkeeping_and_pop_v2_groups():

@@ -6,7 +6,8 @@ side (their run ids differ): simulated runs with faults and several groups, the 
 fixtures imported (committed offsets, no deliveries), whole and without their oldest commit-log
 files (truncated chains), and the lineage tests' hand-built journeys (records without UNIQ_KEY, a
 crash-reused offset, LOST sends, a message without groups, heads deleted by retention, POP records
-in flight at the snapshot, past their revive time without a retry, and acked).
+in flight at the snapshot, past their revive time without a retry, and acked, 5.x inner batches
+unwrapped and not).
 """
 
 from __future__ import annotations
@@ -82,14 +83,16 @@ def runs(tmp_path, store_fixtures, seed) -> Path:
     write_rows(built, "commitlog", hand.PLAIN + hand.DELAYED + hand.TWO_GROUPS + hand.NO_UNIQ
                + hand.STATES + hand.IMPORTED + hand.manifest_commitlog() + hand.TRUNCATED + hand.HEADLESS
                + hand.CROSS_BROKER + hand5.TIMER_ROLLED + hand5.TIMER_WAITING + hand5.TIMER_PAST
-               + hand5.BOOKKEEPING + hand5.POP_V2 + hand5.RECALLED + hand5.INNER_BATCHES + hand_pop.COMMITLOG_ROWS
+               + hand5.BOOKKEEPING + hand5.POP_V2 + hand5.RECALLED + hand5.INNER_BATCHES + [hand5.UNWRAPPED_BATCH]
+               + hand_pop.COMMITLOG_ROWS
                + hand.INTERLEAVED + hand.OUTAGE_REPUT)
     write_rows(built, "retry_topics", hand_pop.OWNERS)
+    write_rows(built, "inner_messages", hand5.INNER_MESSAGES)
     write_rows(built, "pop_evidence", hand_pop.EVIDENCE)
     write_rows(built, "runs", hand.CUT_RUNS + hand.TWO_BROKER_RUNS + hand.OUTAGE_RUNS + hand_pop.RUNS_ROWS)
     write_rows(built, "consume_attempts", hand.DELAYED_ATTEMPTS + hand.TWO_GROUPS_ATTEMPTS
                + hand.NO_UNIQ_ATTEMPTS + hand.STATES_ATTEMPTS)
-    write_rows(built, "consumer_offsets", hand.IMPORTED_OFFSETS + hand5.OFFSETS + hand5.FORMS_OFFSETS
+    write_rows(built, "consumer_offsets", hand.IMPORTED_OFFSETS + hand5.OFFSETS + hand5.FORMS_OFFSETS + hand5.INNER_OFFSETS
                + hand_pop.OFFSETS)
     write_rows(built, "produced", hand.STATES_PRODUCED)
     _merge_into(root / "hand-built", combined)
@@ -138,6 +141,9 @@ def test_duckdb_baseline_writes_the_spark_lineage_rows_in_order(spark, runs, tmp
             # POP: in flight at the snapshot, revive pending, acked (hand_pop.STATES).
             assert set(expected.column("invisible_until").to_pylist()) > {None}
             assert set(expected.column("truncated").to_pylist()) == {True, False}
+            # An unwrapped inner batch: its messages are there, the batch record's UNIQ_KEY is not.
+            keys = set(expected.column("message_key").to_pylist())
+            assert {m["uniq_key"] for m in hand5.INNER_MESSAGES} <= keys and "U18" not in keys
             runs_built = len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + len(RETAINED) + 1
             assert len(set(expected.column("run_id").to_pylist())) >= runs_built
         if not got.equals(expected):

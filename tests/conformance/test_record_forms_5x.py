@@ -1,7 +1,7 @@
 """The record forms only a 5.x broker writes, made by a real RocketMQ 5.3.3 broker and imported:
 the v2 magic of a topic over 127 bytes, the ``__CRC32#`` property trailer, an inner batch and a
-recalled timer message. Both decoders give identical Parquet, the lineage reads each form right,
-and every blocking check passes.
+recalled timer message. Both decoders give identical Parquet, the inner batch is unwrapped into
+the messages the consumer saw, the lineage reads each form right, and every blocking check passes.
 
 Needs java, javac and mvn (the jars come from the conformance cache); skips without them.
 """
@@ -137,6 +137,17 @@ def test_5x_record_forms_from_a_real_broker_import_alike_and_lineage_right(versi
         batch["uniq_key"], str(BATCH_SIZE), "0")
     from_batch = sorted((e["queue_offset"], e["commit_log_offset"]) for e in consumed if e["keys"] in batch_keys)
     assert from_batch == [(i, inner["phys_offset"]) for i in range(BATCH_SIZE)]
+    # The import unwrapped it into the messages the consumer saw: the same UNIQ_KEYs (the client's
+    # getMsgId), KEYS, tags, queue offsets, queue and commit-log offset, in the order sent.
+    unwrapped = pq.read_table(run / "parquet" / "inner_messages").to_pylist()
+    saw = sorted((e["queue_offset"], e["uniq_key"], e["keys"], e["topic"], e["queue_id"], e["commit_log_offset"])
+                 for e in consumed if e["keys"] in batch_keys)
+    assert [(m["queue_offset"], m["uniq_key"], m["keys"], m["topic"], m["queue_id"], m["phys_offset"])
+            for m in unwrapped] == saw
+    assert [m["keys"] for m in unwrapped] == batch_keys  # the order of the list the producer sent
+    assert {(m["tags"], m["inner_index"] + int(inner["properties"][PROP_INNER_BASE])) for m in unwrapped} == {
+        ("batch", i) for i in range(BATCH_SIZE)}
+    assert batch["uniq_key"] not in {m["uniq_key"] for m in unwrapped}
 
     # The recall: a second record in the wheel with the message's UNIQ_KEY; none in the real topic.
     doomed = sent["recall-0"]["uniq_key"]
@@ -158,10 +169,32 @@ def test_5x_record_forms_from_a_real_broker_import_alike_and_lineage_right(versi
     assert journey(sent["plain-0"]["uniq_key"]) == (["PUBLISH"], [(group, "CONSUMED")])
     assert journey(sent["retry-0"]["uniq_key"]) == (["PUBLISH", "SCHEDULE", "RETRY"], [(group, "CONSUMED")])
     assert journey(sent["timer-0"]["uniq_key"]) == (["TIMER", "DELIVER"], [(group, "CONSUMED")])
-    assert journey(batch["uniq_key"]) == (["PUBLISH"], [(group, "CONSUMED")])
+    # The batch record is no message of its own; each message the consumer saw is, and was consumed.
+    assert journey(batch["uniq_key"]) == ([], [])
+    for e in consumed:
+        if e["keys"] in batch_keys:
+            assert journey(e["uniq_key"]) == (["PUBLISH"], [(group, "CONSUMED")]), e
     assert journey(doomed) == (["TIMER", "TIMER"], [(group, "RECALLED")])
 
     verdicts = _warehouse([run], tmp_path / "warehouse.duckdb")
     failed = {name: v for outcomes in verdicts.values() for name, v in outcomes.items()
               if v["blocking"] and not v["passed"]}
     assert failed == {}, failed
+
+    # An operator's `retry-audit trace` of the id the consumer saw finds that message; the batch's
+    # own id (which no consumer saw) leads to the messages of its record.
+    from assets.warehouse import open_read_only
+    from orchestration.cmd_pipeline import trace_messages
+
+    con = open_read_only(tmp_path / "warehouse.duckdb")
+    try:
+        for e in consumed:
+            if e["keys"] in batch_keys:
+                (found,) = trace_messages(con, e["uniq_key"])
+                assert ([h["hop_kind"] for h in found["hops"]], [(c["group"], c["final_state"]) for c in found["groups"]]
+                        ) == (["PUBLISH"], [(group, "CONSUMED")])
+        by_batch_id = trace_messages(con, batch["uniq_key"])
+    finally:
+        con.close()
+    assert sorted(m["message_key"] for m in by_batch_id) == sorted(
+        e["uniq_key"] for e in consumed if e["keys"] in batch_keys)

@@ -1,8 +1,43 @@
 -- lineage_matches_commitlog: every commit-log record is in exactly one hop row, every hop row is a
 -- commit-log record, and each lineage row's hop count matches its hops. The broker's bookkeeping
 -- records (5.x: rmq_sys_* topics, POP checkpoints in the timer) are in no hop row, and must not be.
-WITH message_records AS (
-    SELECT c.run_id, c.broker, c.phys_offset, c.uniq_key, c.topic FROM commitlog c WHERE NOT ({{bookkeeping_record}})
+-- A 5.x inner batch the import unwrapped (inner_messages) is its messages, not one record: as many
+-- hop rows at its offset as it has messages, each message's UNIQ_KEY named by one of them.
+WITH unwrapped AS (
+    SELECT DISTINCT run_id, broker, phys_offset FROM inner_messages
+),
+message_records AS (
+    SELECT c.run_id, c.broker, c.phys_offset, c.uniq_key, c.topic FROM commitlog c
+    WHERE NOT ({{bookkeeping_record}})
+      AND NOT EXISTS (SELECT 1 FROM unwrapped u
+                      WHERE u.run_id = c.run_id AND u.broker = c.broker AND u.phys_offset = c.phys_offset)
+),
+record_hops AS (
+    -- The hop rows of records: those at an unwrapped batch's offset are its messages' (below).
+    SELECT h.* FROM message_hops h
+    WHERE NOT EXISTS (SELECT 1 FROM unwrapped u
+                      WHERE u.run_id = h.run_id AND u.broker = h.broker AND u.phys_offset = h.phys_offset)
+),
+inner_hops AS (
+    SELECT h.run_id, h.broker, h.phys_offset, h.message_key FROM message_hops h SEMI JOIN unwrapped u
+      ON u.run_id = h.run_id AND u.broker = h.broker AND u.phys_offset = h.phys_offset
+),
+inner_counts AS (
+    -- Per unwrapped batch: its messages and the hop rows at its offset.
+    SELECT run_id, broker, phys_offset, count(*) FILTER (WHERE message) AS messages,
+           count(*) FILTER (WHERE NOT message) AS n
+    FROM (SELECT run_id, broker, phys_offset, true AS message FROM inner_messages
+          UNION ALL
+          SELECT run_id, broker, phys_offset, false FROM inner_hops)
+    GROUP BY ALL
+),
+inner_unnamed AS (
+    -- A message of an unwrapped batch whose UNIQ_KEY no hop row at the batch's offset names.
+    SELECT i.run_id, i.broker, i.phys_offset, i.uniq_key, i.topic FROM inner_messages i
+    WHERE i.uniq_key IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM inner_hops h
+                      WHERE h.run_id = i.run_id AND h.broker = i.broker AND h.phys_offset = i.phys_offset
+                        AND h.message_key = i.uniq_key)
 ),
 bookkeeping_hops AS (
     SELECT h.run_id, h.message_key, h.broker, h.phys_offset
@@ -19,7 +54,7 @@ offset_hashes AS (
     SELECT k, count(*) FILTER (WHERE record) AS records, count(*) FILTER (WHERE NOT record) AS n
     FROM (SELECT hash(run_id, broker, phys_offset) AS k, true AS record FROM message_records
           UNION ALL
-          SELECT hash(run_id, broker, phys_offset), false FROM message_hops)
+          SELECT hash(run_id, broker, phys_offset), false FROM record_hops)
     GROUP BY k
 ),
 offsets AS (
@@ -30,7 +65,7 @@ offsets AS (
           WHERE hash(run_id, broker, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
              OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL
           UNION ALL
-          SELECT run_id, broker, phys_offset, false FROM message_hops
+          SELECT run_id, broker, phys_offset, false FROM record_hops
           WHERE hash(run_id, broker, phys_offset) IN (SELECT k FROM offset_hashes WHERE records <> 1 OR n <> 1)
              OR run_id IS NULL OR broker IS NULL OR phys_offset IS NULL)
     GROUP BY run_id, broker, phys_offset
@@ -58,7 +93,7 @@ odd_hops AS (
     -- The message a hop row of such an offset names.
     SELECT o.run_id, o.broker, o.phys_offset, o.n, o.orphan, min(h.message_key) AS message_key
     FROM (SELECT * FROM odd WHERE n > 1 OR orphan) o
-    JOIN (SELECT * FROM message_hops
+    JOIN (SELECT * FROM record_hops
           WHERE phys_offset IN (SELECT phys_offset FROM odd WHERE n > 1 OR orphan) OR phys_offset IS NULL) h
       ON h.run_id IS NOT DISTINCT FROM o.run_id AND h.broker IS NOT DISTINCT FROM o.broker
      AND h.phys_offset IS NOT DISTINCT FROM o.phys_offset
@@ -93,6 +128,17 @@ SELECT run_id, message_key, NULL,
        'hop row at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR) || ' has no commit-log record'
 FROM odd_hops
 WHERE orphan
+UNION ALL
+SELECT run_id, NULL, NULL,
+       'inner batch at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR) || ' holds '
+       || CAST(messages AS VARCHAR) || ' messages, ' || CAST(n AS VARCHAR) || ' hop rows are at its offset'
+FROM inner_counts
+WHERE messages <> n
+UNION ALL
+SELECT run_id, uniq_key, NULL,
+       'inner message ' || uniq_key || ' of the batch at ' || coalesce(broker, '?') || '@'
+       || CAST(phys_offset AS VARCHAR) || ' (' || topic || ') is in no hop row'
+FROM inner_unnamed
 UNION ALL
 SELECT run_id, message_key, NULL,
        'bookkeeping record at ' || coalesce(broker, '?') || '@' || CAST(phys_offset AS VARCHAR) || ' is a hop row'
