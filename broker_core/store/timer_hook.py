@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 
 from broker_core.constants import (
-    PROP_TIMER_DELAY_MS,
     PROP_TIMER_DEL_UNIQKEY,
+    PROP_TIMER_DELAY_MS,
     PROP_TIMER_DELAY_SEC,
     PROP_TIMER_DELIVER_MS,
     PROP_TIMER_OUT_MS,
