@@ -24,8 +24,8 @@ from pathlib import Path
 
 import duckdb
 
-from broker_core.broker.semantics import semantics_for
 from broker_core.broker.proxy import max_attempts
+from broker_core.broker.semantics import semantics_for
 from broker_core.client.pop_consumer import POP_MODE
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels

@@ -10,7 +10,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker_core.client.pop_consumer import ACKED, CLIENT_GRPC_SIMPLE, GRPC_CLIENTS, POP_DELAYED, POP_NOT_ACKED
+from broker_core.client.pop_consumer import (
+    ACKED,
+    CLIENT_GRPC_SIMPLE,
+    GRPC_CLIENTS,
+    POP_DELAYED,
+    POP_NOT_ACKED,
+)
 from broker_core.errors import RetryAuditError
 from broker_core.export.parquet import write_rows
 from broker_core.export.schema import CONSUME_ATTEMPTS, PRODUCED

@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 from broker_core.broker.proxy import PROXY_INVISIBLE_MS_DEFAULT, max_attempts
 from broker_core.client.pop_consumer import (
     CLIENT_GRPC_PUSH,
-    CLIENT_REMOTING,
     GRPC_CLIENTS,
     POP_DELAY_MS_DEFAULT,
     POP_INVISIBLE_MS_DEFAULT,
@@ -27,8 +26,8 @@ from broker_core.client.pop_consumer import (
 )
 from broker_core.client.retry_policy import EXPONENTIAL
 from broker_core.constants import PROP_TIMER_DELAY_MS
-from broker_core.errors import BadInputError
 from broker_core.delay_levels import parse_delay_levels
+from broker_core.errors import BadInputError
 from broker_core.sim.scenario import Scenario
 
 BROADCASTING = "BROADCASTING"
