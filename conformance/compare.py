@@ -4,7 +4,8 @@
 the clients observed (queue topic and reconsume times, in order, duplicates of one record counted
 once) must equal the consumable hops the audit rebuilt from the real stores (the records in the
 real topic and in ``%RETRY%group``), the final state must agree (a success seen means CONSUMED;
-``max + 1`` failures mean DLQ after ``max`` retries) and every delayed or retried hop must have
+``max + 1`` failures mean DLQ after ``max`` retries; for a gRPC group the proxy pops one retry more,
+which no client is handed, and dead-letters it) and every delayed or retried hop must have
 waited at least its level's delay.
 
 **The model vs the real broker.** For every message, the model's run and the real run must have

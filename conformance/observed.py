@@ -14,6 +14,7 @@ from broker_core.client.pop_consumer import (
     ACKED,
     CLIENT_GRPC_SIMPLE,
     GRPC_CLIENTS,
+    POP_ACKED_AT_MAX,
     POP_DELAYED,
     POP_NOT_ACKED,
 )
@@ -92,7 +93,6 @@ def outcome(model: str, status: str, mode: str | None = None, reconsume_times: i
     if mode == POP:
         # The remoting POP client acks a success, changes a failure's invisible time to its retry
         # delay, and acks a failure at its maximum (-1: 16): the names the model's POP client uses.
-        from broker_core.client.pop_consumer import POP_ACKED_AT_MAX
         from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
         if status == SUCCESS:
             return ACKED

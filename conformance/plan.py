@@ -65,6 +65,7 @@ def is_grpc(g) -> bool:
 
 
 def grpc_groups(scenario: Scenario) -> list:
+    """The scenario's gRPC groups: when there is one, the run needs the proxy and the gRPC driver."""
     return [g for g in scenario.groups if is_grpc(g)]
 
 
