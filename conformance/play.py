@@ -210,8 +210,8 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
     finally:
         kill(main, signal.SIGKILL)
         main.wait()
-        # A clean stop of every side consumer still running: it persists its offsets, as the main
-        # driver's consumers do when it ends.
+        # A clean stop of every side consumer still running (and of the gRPC driver's consumers):
+        # it persists its offsets, as the main driver's consumers do when it ends.
         procs = [side.proc for side in sides.values()] + [grpc_proc]
         for proc in procs:
             kill(proc, signal.SIGTERM)
