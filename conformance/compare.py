@@ -4,7 +4,8 @@
 the clients observed (queue topic and reconsume times, in order, duplicates of one record counted
 once) must equal the consumable hops the audit rebuilt from the real stores (the records in the
 real topic and in ``%RETRY%group``), the final state must agree (a success seen means CONSUMED;
-``max + 1`` failures mean DLQ after ``max`` retries) and every delayed or retried hop must have
+``max + 1`` failures mean DLQ after ``max`` retries; for a gRPC group the proxy pops one retry more,
+which no client is handed, and dead-letters it) and every delayed or retried hop must have
 waited at least its level's delay.
 
 **The model vs the real broker.** For every message, the model's run and the real run must have
@@ -24,11 +25,13 @@ from pathlib import Path
 
 import duckdb
 
+from broker_core.broker.proxy import max_attempts
 from broker_core.broker.semantics import semantics_for
 from broker_core.client.pop_consumer import POP_MODE
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.sim.scenario import Scenario
+from conformance.plan import is_grpc
 
 # The real scheduler re-checks a level every 100 ms and each put costs a few ms; the model runs
 # on a poll grid of its own. Beyond this the two disagree about when a delayed hop came out.
@@ -52,6 +55,11 @@ PLACEMENT_PROPERTIES = frozenset({"ORIGIN_MESSAGE_ID", "REAL_QID", "MIN_OFFSET",
 CLOCK_PROPERTIES = frozenset({"CONSUME_START_TIME", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS",
                               "1ST_POP_TIME", "TIMER_DELIVER_MS", "BORN_TIMESTAMP"})
 MASKED = "*"
+# The proxy's own records: its heartbeat broadcast to the cluster's other proxies
+# (ProxyConfig.heartbeatSyncerTopicName), stored when a client connects and about every 10 s. No
+# message of the scenario, and the model plays no proxy cluster: left out of the model comparison
+# and counted apart (docs/conformance.md).
+PROXY_TOPICS = frozenset({"DefaultHeartBeatSyncerTopic"})
 SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).
 _SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
@@ -79,7 +87,10 @@ def _rows(con, sql: str, params: list | None = None) -> list[dict]:
 
 
 def _max_reconsume(scenario: Scenario) -> dict[str, int]:
-    return {g.name: (RETRY_MAX_TIMES_DEFAULT if g.max_reconsume_times < 0 else g.max_reconsume_times)
+    """Each group's retry maximum: a gRPC group's ``retryMaxTimes`` (the proxy's), else its
+    client's maxReconsumeTimes."""
+    return {g.name: (g.retry_max_times if is_grpc(g) else
+                     RETRY_MAX_TIMES_DEFAULT if g.max_reconsume_times < 0 else g.max_reconsume_times)
             for g in scenario.groups}
 
 
@@ -170,10 +181,14 @@ def _lineage(con, run_ids: list[str]) -> dict[tuple[str, str], dict]:
         WHERE run_id IN ({marks})""", run_ids)}
 
 
-def _consumable(hops: list[dict], group: str) -> list[tuple[str, int]]:
-    """The records a consumer of ``group`` is handed: in the real topic, or in its retry topic."""
+def _consumable(hops: list[dict], group: str, handed_below: int | None = None) -> list[tuple[str, int]]:
+    """The records a consumer of ``group`` is handed: in the real topic, or in its retry topic.
+
+    ``handed_below`` is a gRPC group's maxAttempts: the proxy pops a retry whose reconsume times
+    reached it and sends it to the DLQ without handing it out."""
     return [(h["topic"], h["reconsume_times"]) for h in hops
-            if h["group"] in (None, group) and h["hop_kind"] in ("PUBLISH", "DELIVER", "RETRY")]
+            if h["group"] in (None, group) and h["hop_kind"] in ("PUBLISH", "DELIVER", "RETRY")
+            and not (handed_below is not None and h["hop_kind"] == "RETRY" and h["reconsume_times"] >= handed_below)]
 
 
 def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) -> bool:
@@ -210,6 +225,7 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
     modes = {g.name: g.mode for g in scenario.groups}
     semantics = semantics_for(scenario.broker.semantics)
     max_by_group = _max_reconsume(scenario)
+    grpc = {g.name for g in scenario.groups if is_grpc(g)}
     levels_ms = parse_delay_levels(scenario.broker.message_delay_level)
     hops = _hops(con, real_run_ids)
     lineage = _lineage(con, real_run_ids)
@@ -239,7 +255,8 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
             if record not in seen:
                 seen.add(record)
                 delivered.append((c["queue_topic"], c["reconsume_times"]))
-        audit = _consumable(hops.get(key, []), group)
+        audit = _consumable(hops.get(key, []), group,
+                            max_attempts(max_by_group[group]) if group in grpc else None)
         # One sequence of deliveries has one order. Where the clients were handed the same attempt
         # more than once (a crash lost a committed offset, or a restarted broker re-put schedule
         # records), several sequences run at once over different queues and brokers, and the
@@ -264,6 +281,9 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         dead_lettered = failures >= max_by_group[group] + 1 or client_dlq
         if any(c["status"] == SUCCESS for c in calls):
             expected_state = "CONSUMED"
+        elif group in grpc:
+            # maxAttempts failed deliveries: the proxy pops the next retry and sends it to the DLQ.
+            expected_state = "DLQ" if dead_lettered else "RETRYING"
         elif modes.get(group) == POP_MODE:
             # The remoting POP client acks a message that failed at its maximum (no DLQ): to the
             # store that is a consumed message (docs/rocketmq-5x.md, "The give-up").
@@ -287,6 +307,8 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
             else:
                 disagree(key, group, "final_state", state, expected_state)
         retries_seen = sum(1 for t, _ in delivered if t.startswith("%RETRY%"))
+        if group in grpc and expected_state == "DLQ":
+            retries_seen += 1  # the retry the proxy popped and dead-lettered, which no client saw
         if chain is not None and chain["retries"] != retries_seen:
             disagree(key, group, "retries", chain["retries"], retries_seen)
         # A concurrent listener's failures go through %RETRY% (max retries, then the DLQ); an orderly
@@ -295,6 +317,8 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         # one record (a crash lost the committed offset) runs its retries twice, so the count of
         # RETRY hops can be twice the max while each sequence stopped at the max.
         dlq_retries = min(client_dlq_at) if client_dlq else max_by_group[group]
+        if group in grpc:
+            dlq_retries = max_attempts(max_by_group[group])  # the proxy's: reconsume times maxAttempts
         deepest = max((h["reconsume_times"] for h in hops.get(key, [])
                        if h["group"] == group and h["hop_kind"] == "RETRY"), default=0)
         if expected_state == "DLQ" and chain is not None and modes.get(group) != "orderly" \
@@ -342,7 +366,9 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
     real_hops = _hops(con, real_run_ids)
     model_lineage = _lineage(con, [model_run_id])
     real_lineage = _lineage(con, real_run_ids)
-    keys = sorted(set(model_hops) | set(real_hops))
+    proxy_records = {k for k, hs in real_hops.items()
+                     if k not in model_hops and all(h["topic"] in PROXY_TOPICS for h in hs)}
+    keys = sorted((set(model_hops) | set(real_hops)) - proxy_records)
     differences: list[dict] = []
     kinds_by_message: dict[str, set[str]] = defaultdict(set)
     explained_kinds: Counter[str] = Counter()
@@ -395,7 +421,8 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
             "unexplained_kinds": dict(sorted(unexplained_kinds.items())),
             "differences": differences,
             "hops": {"model": sum(len(v) for v in model_hops.values()),
-                     "real": sum(len(v) for v in real_hops.values())},
+                     "real": sum(len(v) for k, v in real_hops.items() if k not in proxy_records)},
+            "proxy_records": len(proxy_records),
             "timer_hops": {"model": sum(h["hop_kind"] == "TIMER" for v in model_hops.values() for h in v),
                            "real": sum(h["hop_kind"] == "TIMER" for v in real_hops.values() for h in v)},
             "timer_rolls": {"model": _rolls(model_hops), "real": _rolls(real_hops)},

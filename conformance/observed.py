@@ -10,6 +10,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker_core.client.pop_consumer import (
+    ACKED,
+    CLIENT_GRPC_SIMPLE,
+    GRPC_CLIENTS,
+    POP_ACKED_AT_MAX,
+    POP_DELAYED,
+    POP_NOT_ACKED,
+)
 from broker_core.errors import RetryAuditError
 from broker_core.export.parquet import write_rows
 from broker_core.export.schema import CONSUME_ATTEMPTS, PRODUCED
@@ -72,12 +80,19 @@ def pop_queue(call: dict) -> tuple[str, int]:
 
 
 def outcome(model: str, status: str, mode: str | None = None, reconsume_times: int = 0,
-            max_reconsume_times: int | None = None, send_back_refused: bool = False) -> str:
+            max_reconsume_times: int | None = None, send_back_refused: bool = False,
+            client: str | None = None) -> str:
     """What happened after the listener returned, as the push consumer handles each status."""
+    if mode == POP and client in GRPC_CLIENTS:
+        # A gRPC consumer acks a success; a SimpleConsumer's failure is no ack, a PushConsumer's
+        # changes the invisible time to its retry policy's delay; the proxy, not the client, ends a
+        # message at its maximum (the DLQ): the names the model's gRPC consumers use.
+        if status == SUCCESS:
+            return ACKED
+        return POP_NOT_ACKED if client == CLIENT_GRPC_SIMPLE else POP_DELAYED
     if mode == POP:
         # The remoting POP client acks a success, changes a failure's invisible time to its retry
         # delay, and acks a failure at its maximum (-1: 16): the names the model's POP client uses.
-        from broker_core.client.pop_consumer import ACKED, POP_ACKED_AT_MAX, POP_DELAYED
         from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
         if status == SUCCESS:
             return ACKED
@@ -116,7 +131,7 @@ def write_tables(seen: Observed, out_dir: Path, run_id: str,
         "status": c["status"],
         "outcome": outcome(c["model"], c["status"], c.get("mode"), c["reconsume_times"],
                            (max_reconsume_times or {}).get(c["group"]),
-                           bool(c.get("send_back_refused"))),
+                           bool(c.get("send_back_refused")), c.get("client")),
         "phys_offset": c["commit_log_offset"],
     } for c in sorted(seen.consumes, key=lambda c: (c["start_ts"], c["group"], c["consumer_id"]))]
     return {

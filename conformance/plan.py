@@ -16,15 +16,18 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from broker_core.broker.proxy import PROXY_INVISIBLE_MS_DEFAULT, max_attempts
 from broker_core.client.pop_consumer import (
-    CLIENT_REMOTING,
+    CLIENT_GRPC_PUSH,
+    GRPC_CLIENTS,
     POP_DELAY_MS_DEFAULT,
     POP_INVISIBLE_MS_DEFAULT,
     POP_MODE,
 )
+from broker_core.client.retry_policy import EXPONENTIAL
 from broker_core.constants import PROP_TIMER_DEL_UNIQKEY, PROP_TIMER_DELAY_MS
-from broker_core.errors import BadInputError
 from broker_core.delay_levels import parse_delay_levels
+from broker_core.errors import BadInputError
 from broker_core.sim.scenario import Scenario
 
 BROADCASTING = "BROADCASTING"
@@ -56,18 +59,46 @@ def _body_head(keys: str) -> str:
     return f"p{producer}-m{index}|"
 
 
+def is_grpc(g) -> bool:
+    """Whether a scenario group is a gRPC consumer served through the proxy."""
+    return g.mode == POP_MODE and g.client in GRPC_CLIENTS
+
+
+def grpc_groups(scenario: Scenario) -> list:
+    """The scenario's gRPC groups: when there is one, the run needs the proxy and the gRPC driver."""
+    return [g for g in scenario.groups if is_grpc(g)]
+
+
+def _retry_policy_field(g) -> str:
+    """A gRPC push group's retry policy for the driver (``exponential:INITIAL_MS,MAX_MS,MULTIPLIER``
+    or ``customized:MS,MS,...``, as GrpcPlanDriver sets it on the subscription group); ``-`` for a
+    SimpleConsumer, whose failures wait out their invisible duration whatever the policy."""
+    if g.client != CLIENT_GRPC_PUSH:
+        return "-"
+    p = g.retry_policy
+    if p.type == EXPONENTIAL:
+        return f"exponential:{p.initial_ms},{p.max_ms},{int(p.multiplier)}"
+    return "customized:" + ",".join(str(d) for d in p.delays_ms)
+
+
 def _pop_fields(g, source: str) -> list[str]:
     """A POP group's invisible time (ms) and retry delay table (s) for the driver; nothing for others.
 
-    The real client's table holds whole seconds. The driver plays the remoting POP client only: a
-    gRPC group needs the proxy and the gRPC client, which the conformance cluster does not run.
+    The real remoting client's table holds whole seconds. A gRPC group (played by GrpcPlanDriver
+    through the proxy) has no such table: its fields are its receive's invisible time, ``-``, its
+    client and its retry policy.
     """
     if g.mode != POP_MODE:
         return []
-    if g.client != CLIENT_REMOTING:
-        raise BadInputError(f"group {g.name!r} is a {g.client} client: conformance plays remoting POP "
-                            "consumers, not gRPC ones", where=f"{source}: groups.{g.name}.client",
-                            hint="tests/conformance/test_grpc_5x.py and test_grpc_push_5x.py run gRPC consumers")
+    if is_grpc(g):
+        if g.client == CLIENT_GRPC_PUSH and g.retry_policy.type == EXPONENTIAL \
+                and g.retry_policy.multiplier != int(g.retry_policy.multiplier):
+            raise BadInputError(f"group {g.name!r}: the broker's exponential retry policy takes a whole "
+                                f"multiplier, not {g.retry_policy.multiplier}",
+                                where=f"{source}: groups.{g.name}.retry_policy.multiplier")
+        invisible = PROXY_INVISIBLE_MS_DEFAULT if g.client == CLIENT_GRPC_PUSH else (
+            g.invisible_ms or POP_INVISIBLE_MS_DEFAULT)
+        return [str(invisible), "-", g.client, _retry_policy_field(g)]
     delays = g.retry_delays_ms or POP_DELAY_MS_DEFAULT
     if any(d % 1000 for d in delays):
         raise BadInputError(f"group {g.name!r}: the real POP client's retry delays are whole seconds, "
@@ -79,6 +110,23 @@ def check_groups(scenario: Scenario) -> None:
     """Refuse, before anything starts, a group the driver cannot play (``_pop_fields``)."""
     for g in scenario.groups:
         _pop_fields(g, scenario.source)
+
+
+def _max_field(g) -> int:
+    """The group's retry maximum as the driver sets it on the subscription group: a gRPC group's
+    ``retryMaxTimes`` (the proxy's maxAttempts is one more), else the client's maxReconsumeTimes."""
+    return g.retry_max_times if is_grpc(g) else g.max_reconsume_times
+
+
+def _pop_wait_ms(g) -> int:
+    """How long a POP group's record can wait to come back: a gRPC push consumer's longest retry
+    policy delay (over its attempts), a SimpleConsumer's invisible time, a remoting consumer's
+    invisible time or longest retry delay."""
+    if is_grpc(g):
+        if g.client == CLIENT_GRPC_PUSH:
+            return max(g.retry_policy.next_attempt_delay_ms(a) for a in range(1, max_attempts(g.retry_max_times) + 1))
+        return g.invisible_ms or POP_INVISIBLE_MS_DEFAULT
+    return max(g.invisible_ms or POP_INVISIBLE_MS_DEFAULT, *(g.retry_delays_ms or POP_DELAY_MS_DEFAULT))
 
 
 def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: dict[str, str],
@@ -109,7 +157,7 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
         model = BROADCASTING if g.model == "broadcasting" else CLUSTERING
         models[g.name] = model
         lines.append("\t".join(["group", g.name, model, g.mode.upper(), str(g.consumers),
-                                str(g.max_reconsume_times), str(g.behavior.consume_time_ms),
+                                str(_max_field(g)), str(g.behavior.consume_time_ms),
                                 ",".join(g.subscribe), *_pop_fields(g, scenario.source)]))
     verdicts: dict[tuple[str, str], str] = {}
     refusals: list[tuple[str, str]] = []
@@ -165,8 +213,9 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
     # run out and the revive service has read the checkpoint: that counts as a delay too.
     # A pop finds it only on its next try: the broker's long polling is not woken for a POP retry
     # topic (apache/rocketmq #6681), so a pop waiting there ends at the client's suspend time.
-    pop_ms_max = max((max(g.invisible_ms or POP_INVISIBLE_MS_DEFAULT, *(g.retry_delays_ms or POP_DELAY_MS_DEFAULT))
-                      for g in scenario.groups if g.mode == POP_MODE), default=None)
+    # A gRPC group's last attempt is followed by one more revive, which the proxy dead-letters
+    # without a listener call: that wait counts too.
+    pop_ms_max = max((_pop_wait_ms(g) for g in scenario.groups if g.mode == POP_MODE), default=None)
     pop_idle_ms = 0 if pop_ms_max is None else IDLE_MS_PER_DELAY * pop_ms_max + POP_SUSPEND_MS
     # The delay levels count where a record can wait in the schedule: a delayed publish, or a push
     # group's retry (a POP group's retries never go through it).

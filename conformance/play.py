@@ -20,7 +20,7 @@ from broker_core.errors import BadInputError, RetryAuditError
 from broker_core.sim.scenario import Scenario
 from conformance import observed
 from conformance.cluster import COMMON_FLAGS, DRIVER_MEMORY, JDK17_FLAGS, rss_mib, tail
-from conformance.driver import MAIN_CLASS
+from conformance.driver import GRPC_MAIN_CLASS, MAIN_CLASS
 
 DRIVER_GRACE_S = 90  # beyond the plan's own timeout before the driver process is killed
 REBALANCE_WAIT_MS = 2000  # the clients' periodic rebalance (default 20 s): queues move quickly
@@ -33,6 +33,7 @@ SIDE_STOP_TIMEOUT_S = 30
 PLAYED_FAULTS = ("consumer_crash", "consumer_restart", "send_back_failure")
 SIDE_FAULTS = ("consumer_crash", "consumer_restart")
 SIDE_DIR = "side"
+GRPC_SIDE = "grpc"  # the gRPC driver's files in SIDE_DIR (its stdout, stderr, "ready" marker)
 
 
 def side_consumers(scenario: Scenario) -> list[tuple[str, int]]:
@@ -93,12 +94,22 @@ class Outage:
         return outage
 
 
+@dataclass(frozen=True)
+class GrpcSide:
+    """The gRPC groups' driver: the class path that runs ``GrpcPlanDriver`` and the proxy's endpoint."""
+
+    classpath: str
+    endpoint: str
+
+
 def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Path, timeout_ms: int,
-         log=None, cluster=None, outages: tuple[Outage, ...] = ()) -> Played:
+         log=None, cluster=None, outages: tuple[Outage, ...] = (), grpc: GrpcSide | None = None) -> Played:
     """Run the main driver (and the side consumers); return what every client observed.
 
     ``outages`` kill and restart brokers of ``cluster`` (the real cluster only: the model has one
-    broker and no such fault; docs/conformance.md).
+    broker and no such fault; docs/conformance.md). ``grpc`` runs the plan's gRPC groups in a
+    driver of their own (GrpcPlanDriver.java, through the proxy), started with the side consumers;
+    its listener calls are read from ``side/grpc.out`` like theirs.
     """
     say = log or (lambda _m: None)
     home = work / "cluster" / "driver"
@@ -126,6 +137,20 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
         out.close()
         err.close()
 
+    grpc_proc: subprocess.Popen | None = None
+
+    def start_grpc() -> subprocess.Popen:
+        out = open(side_dir / f"{GRPC_SIDE}.out", "wb")
+        err = open(side_dir / f"{GRPC_SIDE}.err", "wb")
+        grpc_home = home / GRPC_SIDE
+        proc = subprocess.Popen(
+            ["java", *JDK17_FLAGS, *COMMON_FLAGS, *DRIVER_MEMORY, f"-Duser.home={grpc_home}",
+             "-cp", grpc.classpath, GRPC_MAIN_CLASS, str(plan_path), grpc.endpoint],
+            stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        out.close()
+        err.close()
+        return proc
+
     def kill(proc: subprocess.Popen | None, sig: int) -> None:
         if proc is not None and proc.poll() is None:
             os.killpg(proc.pid, sig)
@@ -147,6 +172,8 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
                 if not sides_started and '"name":"admin"' in text:
                     for side in sides.values():
                         start_side(side)
+                    if grpc is not None:
+                        grpc_proc = start_grpc()
                     sides_started = True
                 if sends_start is None and '"name":"consumers"' in text:
                     sends_start = now
@@ -174,22 +201,27 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
                 faults.append({"at_ms": at_ms, "kind": kind, "consumer": f"{key[0]}-c{key[1]}",
                                "late_ms": round((now - sends_start) * 1000 - at_ms)})
                 say(f"fault at {at_ms / 1000:.1f} s: {kind} {key[0]}-c{key[1]}")
+            if grpc_proc is not None and grpc_proc.poll() is not None:
+                raise RetryAuditError(f"the gRPC driver exited with code {grpc_proc.returncode}:\n"
+                                      f"{tail(side_dir / (GRPC_SIDE + '.err'))}",
+                                      where=str(side_dir / f"{GRPC_SIDE}.err"))
             peak_rss = max(peak_rss, rss_mib(main.pid))
             time.sleep(POLL_S)
     finally:
         kill(main, signal.SIGKILL)
         main.wait()
-        # A clean stop of every side consumer still running: it persists its offsets, as the main
-        # driver's consumers do when it ends.
-        for side in sides.values():
-            kill(side.proc, signal.SIGTERM)
-        for side in sides.values():
-            if side.proc is not None:
+        # A clean stop of every side consumer still running (and of the gRPC driver's consumers):
+        # it persists its offsets, as the main driver's consumers do when it ends.
+        procs = [side.proc for side in sides.values()] + [grpc_proc]
+        for proc in procs:
+            kill(proc, signal.SIGTERM)
+        for proc in procs:
+            if proc is not None:
                 try:
-                    side.proc.wait(timeout=SIDE_STOP_TIMEOUT_S)
+                    proc.wait(timeout=SIDE_STOP_TIMEOUT_S)
                 except subprocess.TimeoutExpired:
-                    kill(side.proc, signal.SIGKILL)
-                    side.proc.wait()
+                    kill(proc, signal.SIGKILL)
+                    proc.wait()
     if main.returncode != 0:
         raise RetryAuditError(f"the client driver exited with code {main.returncode}:\n{tail(stderr_path)}",
                               where=str(stderr_path))

@@ -29,6 +29,8 @@ def format_summary(report: dict, out: Path) -> str:
         f"{mvr['explained']} explained, {mvr['unexplained']} unexplained "
         f"({mvr['hops']['model']} model hops, {mvr['hops']['real']} real hops)",
     ]
+    if mvr.get("proxy_records"):
+        lines.append(f"    the proxy's own records, left out: {mvr['proxy_records']}")
     for kind, info in mvr["explained_kinds"].items():
         lines.append(f"    explained {kind}: {info['count']}")
     for kind, count in mvr["unexplained_kinds"].items():

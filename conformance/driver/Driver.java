@@ -10,6 +10,10 @@
 //            MAX_RECONSUME_TIMES  CONSUME_TIME_MS  TOPIC[,TOPIC...]  [INVISIBLE_MS  DELAY_S[,DELAY_S...]]
 //            POP (5.x only): the broker serves the group by POP on each of its topics, and the
 //            client pops with that invisible time and that retry delay table (see startConsumer)
+//            [CLIENT  POLICY]  a gRPC group (CLIENT grpc-simple|grpc-push; MAX_RECONSUME_TIMES
+//            holds its retryMaxTimes, DELAY_S is -): GrpcPlanDriver.java plays it through the
+//            proxy; this driver creates its subscription group and waits for SIDEDIR/grpc.ready
+//            before it sends (see awaitGrpcConsumers)
 //   verdict  GROUP  KEY  STATUS      KEY is UNIQ_KEY/RECONSUME_TIMES/N (clustering) or
 //                                    UNIQ_KEY/CONSUMER_INDEX/N (broadcasting), N counting the
 //                                    calls with that key from 0 (a redelivery after a crash is
@@ -84,6 +88,9 @@ public class Driver {
     // fallback both failed is consumed again (the same object), and its record is still that one.
     static final Map<MessageExt, Long> refusedOffsets = Collections.synchronizedMap(new IdentityHashMap<>());
     static String sideDir;
+    // How long the gRPC consumers may take to start (a JVM, the admin's updates, each client's
+    // session with the proxy): a limit, for a proxy that never answers.
+    static final long GRPC_READY_WAIT_MS = 120_000L;
     static final Map<String, String> MODES = new HashMap<>();
 
     public static void main(String[] args) {
@@ -129,7 +136,7 @@ public class Driver {
         waitForRoutes();
         for (String b : brokers.values()) {
             for (String[] g : groups) {
-                if (!"POP".equals(g[2])) continue;
+                if (!"POP".equals(g[2]) || isGrpc(g)) continue;
                 for (String t : g[6].split(",")) servePop(admin, b, t, g[0]);
             }
         }
@@ -139,9 +146,10 @@ public class Driver {
         for (String[] g : groups) {
             int n = Integer.parseInt(g[3]);
             for (int i = 0; i < n; i++) {
-                if (!sides.contains(g[0] + "\t" + i)) consumers.add(startConsumer(g, i));
+                if (!isGrpc(g) && !sides.contains(g[0] + "\t" + i)) consumers.add(startConsumer(g, i));
             }
         }
+        awaitGrpcConsumers();
         Thread.sleep(startWaitMs);
         phase("consumers", t0);
 
@@ -199,6 +207,28 @@ public class Driver {
         emit("{\"ev\":\"phase\",\"name\":\"started\",\"elapsed_ms\":0}");
         synchronized (stop) {
             while (true) stop.wait();
+        }
+    }
+
+    // A gRPC group of the plan: GrpcPlanDriver.java consumes it through the proxy.
+    static boolean isGrpc(String[] g) {
+        return g.length > 9 && g[9].startsWith("grpc");
+    }
+
+    // The gRPC consumers start in a JVM of their own (started once this one printed its "admin"
+    // phase), which writes SIDEDIR/grpc.ready when they run: no message is sent before, as in the
+    // model, whose consumers are there from the start.
+    static void awaitGrpcConsumers() throws Exception {
+        boolean any = false;
+        for (String[] g : groups) any |= isGrpc(g);
+        if (!any) return;
+        java.io.File ready = new java.io.File(sideDir, "grpc.ready");
+        long deadline = System.currentTimeMillis() + GRPC_READY_WAIT_MS;
+        while (!ready.exists()) {
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("the gRPC consumers did not start within " + GRPC_READY_WAIT_MS + " ms");
+            }
+            Thread.sleep(100);
         }
     }
 

@@ -1,0 +1,328 @@
+// The conformance driver's gRPC side: real gRPC consumers (rocketmq-client-java SimpleConsumer and
+// PushConsumer, through a 5.x proxy) playing the gRPC groups of a plan written by retry-audit,
+// beside Driver.java, which creates the topics and groups, sends the messages and plays every
+// other group. Compiled against the gRPC client's jars and the 5.x broker's (the admin client).
+//
+// Arguments: PLAN  PROXY_ENDPOINT. It reads from the plan (Driver.java documents it):
+//   namesrv, broker        where the admin client sets each gRPC group's subscription group
+//   group                  a gRPC group has four more fields after MAX_RECONSUME_TIMES ... TOPICS:
+//                          INVISIBLE_MS  -  CLIENT(grpc-simple|grpc-push)  POLICY, and its
+//                          MAX_RECONSUME_TIMES field holds the group's retryMaxTimes
+//   verdict                the model's listener verdicts, keyed UNIQ_KEY/RECONSUME_TIMES/N
+//   sidedir                where it writes "grpc.ready" once its consumers run: Driver.java sends
+//                          nothing before (its stdout goes to SIDEDIR/grpc.out, whose listener
+//                          calls count towards Driver.java's "every message is done")
+// Every other line is Driver.java's. It runs until SIGTERM (a clean shutdown of its consumers).
+// Output lines (stdout): {"ev":"group",...}, {"ev":"consume",...} (Driver.java's columns; the
+// delivery's receipt handle as pop_ck), {"ev":"phase",...}.
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.FileReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
+import org.apache.rocketmq.client.apis.consumer.FilterExpression;
+import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
+import org.apache.rocketmq.client.apis.consumer.PushConsumer;
+import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
+import org.apache.rocketmq.client.apis.message.MessageView;
+import org.apache.rocketmq.client.java.message.MessageViewImpl;
+import org.apache.rocketmq.remoting.protocol.subscription.CustomizedRetryPolicy;
+import org.apache.rocketmq.remoting.protocol.subscription.ExponentialRetryPolicy;
+import org.apache.rocketmq.remoting.protocol.subscription.GroupRetryPolicy;
+import org.apache.rocketmq.remoting.protocol.subscription.GroupRetryPolicyType;
+import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+public class GrpcPlanDriver {
+    static final PrintStream OUT = new PrintStream(System.out, true);
+    static final String SUCCESS = "CONSUME_SUCCESS";
+    // A receive's batch: the model's POP batch (DefaultMQPushConsumer.popBatchNums, 32).
+    static final int SIMPLE_BATCH = 32;
+    // A SimpleConsumer's long polling; the proxy's minimum is lowered to match (conformance/run.py).
+    static final Duration SIMPLE_AWAIT = Duration.ofSeconds(2);
+    static final int PUSH_CONSUMPTION_THREADS = 2;  // as the remoting consumers' consumeThreadMax
+    static final long RECEIVE_BACKOFF_MS = 200;
+
+    static String namesrv;
+    static String sideDir;
+    static final Map<String, String> brokers = new LinkedHashMap<>();
+    static final List<String[]> groups = new ArrayList<>();
+    static final Map<String, String> verdicts = new HashMap<>();
+    static final Map<String, String> lastVerdicts = new HashMap<>();
+    static final Map<String, Integer> lastN = new HashMap<>();
+    static final Map<String, AtomicInteger> callsByKey = new ConcurrentHashMap<>();
+    static final List<AutoCloseable> consumers = Collections.synchronizedList(new ArrayList<>());
+    static volatile boolean stopping = false;
+
+    public static void main(String[] args) {
+        try {
+            run(args[0], args[1]);
+        } catch (Throwable e) {
+            e.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    static void run(String planPath, String endpoint) throws Exception {
+        long t0 = System.currentTimeMillis();
+        readPlan(planPath);
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(namesrv);
+        admin.setInstanceName("conformance-grpc-admin");
+        admin.start();
+        for (String[] g : groups) {
+            for (String addr : brokers.values()) configureGroup(admin, addr, g);
+        }
+        admin.shutdown();
+
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            stopping = true;
+            synchronized (consumers) {
+                for (AutoCloseable c : consumers) {
+                    try {
+                        c.close();
+                    } catch (Exception e) {
+                        System.err.println("close: " + e);
+                    }
+                }
+            }
+            emit("{\"ev\":\"phase\",\"name\":\"stopped\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
+        }));
+        ClientServiceProvider provider = ClientServiceProvider.loadService();
+        ClientConfiguration config = ClientConfiguration.newBuilder()
+                .setEndpoints(endpoint).enableSsl(false).setRequestTimeout(Duration.ofSeconds(5)).build();
+        for (String[] g : groups) {
+            int n = Integer.parseInt(g[3]);
+            for (int i = 0; i < n; i++) {
+                if ("grpc-push".equals(g[9])) startPush(provider, config, g, i);
+                else startSimple(provider, config, g, i);
+            }
+        }
+        // Driver.java sends nothing until the consumers run: the model's run from the start.
+        Files.write(new File(sideDir, "grpc.ready").toPath(), new byte[0]);
+        emit("{\"ev\":\"phase\",\"name\":\"grpc_consumers\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
+        final Object forever = new Object();
+        synchronized (forever) {
+            while (true) forever.wait();
+        }
+    }
+
+    /** The group's retryMaxTimes (the proxy gives the client maxAttempts = retryMaxTimes + 1) and,
+     *  for a push group, its retry policy, on the broker's subscription group, which Driver.java
+     *  created (as mqadmin updateSubGroup does). */
+    static void configureGroup(DefaultMQAdminExt admin, String addr, String[] g) throws Exception {
+        SubscriptionGroupConfig sub = admin.examineSubscriptionGroupConfig(addr, g[0]);
+        if (sub == null) {
+            sub = new SubscriptionGroupConfig();
+            sub.setGroupName(g[0]);
+        }
+        sub.setRetryMaxTimes(Integer.parseInt(g[4]));
+        if (!"-".equals(g[10])) sub.setGroupRetryPolicy(parsePolicy(g[10]));
+        admin.createAndUpdateSubscriptionGroupConfig(addr, sub);
+        SubscriptionGroupConfig stored = admin.examineSubscriptionGroupConfig(addr, g[0]);
+        StringBuilder sb = new StringBuilder("{\"ev\":\"group\"");
+        field(sb, "group", g[0]);
+        field(sb, "broker", addr);
+        field(sb, "retry_max_times", stored.getRetryMaxTimes());
+        field(sb, "group_retry_policy", String.valueOf(stored.getGroupRetryPolicy()));
+        emit(sb.append('}').toString());
+    }
+
+    /** ``exponential:INITIAL_MS,MAX_MS,MULTIPLIER`` or ``customized:MS,MS,...`` (conformance/plan.py). */
+    static GroupRetryPolicy parsePolicy(String spec) {
+        String type = spec.substring(0, spec.indexOf(':'));
+        String[] values = spec.substring(spec.indexOf(':') + 1).split(",");
+        GroupRetryPolicy policy = new GroupRetryPolicy();
+        if (type.equals("exponential")) {
+            policy.setType(GroupRetryPolicyType.EXPONENTIAL);
+            policy.setExponentialRetryPolicy(new ExponentialRetryPolicy(Long.parseLong(values[0]),
+                    Long.parseLong(values[1]), Long.parseLong(values[2])));
+        } else if (type.equals("customized")) {
+            policy.setType(GroupRetryPolicyType.CUSTOMIZED);
+            policy.setCustomizedRetryPolicy(new CustomizedRetryPolicy(
+                    Arrays.stream(values).mapToLong(Long::parseLong).toArray()));
+        } else {
+            throw new IllegalArgumentException("retry policy: " + spec);
+        }
+        return policy;
+    }
+
+    static Map<String, FilterExpression> subscriptions(String[] g) {
+        Map<String, FilterExpression> out = new HashMap<>();
+        for (String t : g[6].split(",")) out.put(t, new FilterExpression("*", FilterExpressionType.TAG));
+        return out;
+    }
+
+    /** A PushConsumer: the listener returns the model's verdict; a failure makes the client change
+     *  the message's invisible time to its retry policy's delay for the delivery attempt. */
+    static void startPush(ClientServiceProvider provider, ClientConfiguration config, String[] g, int index)
+            throws Exception {
+        final String group = g[0], consumerId = group + "-c" + index;
+        final long consumeMs = Long.parseLong(g[5]);
+        PushConsumer c = provider.newPushConsumerBuilder()
+                .setClientConfiguration(config)
+                .setConsumerGroup(group)
+                .setConsumptionThreadCount(PUSH_CONSUMPTION_THREADS)
+                .setSubscriptionExpressions(subscriptions(g))
+                .setMessageListener(view -> SUCCESS.equals(consume(group, consumerId, "grpc-push", view, consumeMs))
+                        ? ConsumeResult.SUCCESS : ConsumeResult.FAILURE)
+                .build();
+        consumers.add(c);
+    }
+
+    /** A SimpleConsumer in a thread of its own: receive, then each message's verdict; a success is
+     *  acked, a failure is not (the message comes back once its invisible duration has passed). */
+    static void startSimple(ClientServiceProvider provider, ClientConfiguration config, String[] g, int index)
+            throws Exception {
+        final String group = g[0], consumerId = group + "-c" + index;
+        final long consumeMs = Long.parseLong(g[5]);
+        final Duration invisible = Duration.ofMillis(Long.parseLong(g[7]));
+        final SimpleConsumer c = provider.newSimpleConsumerBuilder()
+                .setClientConfiguration(config)
+                .setConsumerGroup(group)
+                .setAwaitDuration(SIMPLE_AWAIT)
+                .setSubscriptionExpressions(subscriptions(g))
+                .build();
+        consumers.add(c);
+        Thread t = new Thread(() -> {
+            while (!stopping) {
+                List<MessageView> views;
+                try {
+                    views = c.receive(SIMPLE_BATCH, invisible);
+                } catch (Exception e) {
+                    if (stopping) return;
+                    System.err.println(consumerId + " receive: " + e);
+                    try { Thread.sleep(RECEIVE_BACKOFF_MS); } catch (InterruptedException ie) { return; }
+                    continue;
+                }
+                for (MessageView view : views) {
+                    if (stopping) return;
+                    if (SUCCESS.equals(consume(group, consumerId, "grpc-simple", view, consumeMs))) {
+                        try {
+                            c.ack(view);
+                        } catch (Exception e) {
+                            System.err.println(consumerId + " ack " + view.getMessageId() + ": " + e);
+                        }
+                    }
+                }
+            }
+        }, consumerId);
+        t.setDaemon(true);
+        t.start();
+    }
+
+    /** One listener call: the model's verdict for (group, message, attempt), one "consume" line. */
+    static String consume(String group, String consumerId, String client, MessageView view, long consumeMs) {
+        long start = System.currentTimeMillis();
+        MessageViewImpl impl = (MessageViewImpl) view;
+        String uniq = view.getMessageId().toString();
+        // The proxy counts attempts from 1: the record's reconsume times + 1.
+        int reconsumeTimes = view.getDeliveryAttempt() - 1;
+        String key = uniq + "/" + reconsumeTimes;
+        int nth = callsByKey.computeIfAbsent(group + "\t" + key, k -> new AtomicInteger()).getAndIncrement();
+        // A call the model never made repeats the model's last verdict for that attempt.
+        String status = verdicts.getOrDefault(group + "\t" + key + "/" + nth,
+                lastVerdicts.getOrDefault(group + "\t" + key, SUCCESS));
+        if (consumeMs > 0) {
+            try { Thread.sleep(consumeMs); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
+        }
+        long end = System.currentTimeMillis();
+        // The receipt handle is the broker's POP_CK (start offset, pop time, invisible time, revive
+        // queue, topic mark, broker, queue id, queue offset) plus the record's commit log offset,
+        // which the proxy appends: the queue the record was popped from, and which record it is.
+        String handle = impl.getReceiptHandle();
+        String[] parts = handle.split(" ");
+        StringBuilder sb = new StringBuilder("{\"ev\":\"consume\"");
+        field(sb, "group", group);
+        field(sb, "consumer_id", consumerId);
+        field(sb, "model", "CLUSTERING");
+        field(sb, "broker", parts.length > 5 ? parts[5] : null);
+        field(sb, "queue_offset", parts.length > 7 ? Long.parseLong(parts[7]) : null);
+        field(sb, "msg_id", uniq);
+        field(sb, "offset_msg_id", null);
+        field(sb, "uniq_key", uniq);
+        field(sb, "topic", view.getTopic());
+        field(sb, "reconsume_times", reconsumeTimes);
+        field(sb, "delivery_attempt", view.getDeliveryAttempt());
+        field(sb, "commit_log_offset", Long.parseLong(parts[parts.length - 1]));
+        field(sb, "born_ts", view.getBornTimestamp());
+        field(sb, "start_ts", start);
+        field(sb, "end_ts", end);
+        field(sb, "status", status);
+        field(sb, "mode", "POP");
+        field(sb, "client", client);
+        field(sb, "send_back_refused", 0);
+        field(sb, "pop_ck", handle);
+        emit(sb.append('}').toString());
+        return status;
+    }
+
+    static void emit(String line) {
+        synchronized (OUT) {
+            OUT.println(line);
+        }
+    }
+
+    static void field(StringBuilder sb, String name, Object value) {
+        sb.append(",\"").append(name).append("\":");
+        if (value == null) {
+            sb.append("null");
+        } else if (value instanceof Number) {
+            sb.append(value);
+        } else {
+            sb.append('"');
+            for (char ch : value.toString().toCharArray()) {
+                if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
+                else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
+                else sb.append(ch);
+            }
+            sb.append('"');
+        }
+    }
+
+    static void readPlan(String path) throws Exception {
+        try (BufferedReader r = new BufferedReader(new FileReader(path, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = r.readLine()) != null) {
+                if (line.isEmpty() || line.startsWith("#")) continue;
+                String[] f = line.split("\t", -1);
+                switch (f[0]) {
+                    case "namesrv": namesrv = f[1]; break;
+                    case "broker": brokers.put(f[1], f[2]); break;
+                    case "sidedir": sideDir = f[1]; break;
+                    case "group":
+                        // Only the gRPC groups: Driver.java plays the others.
+                        if (f.length > 10 && f[10].startsWith("grpc")) groups.add(Arrays.copyOfRange(f, 1, f.length));
+                        break;
+                    case "verdict": {
+                        verdicts.put(f[1] + "\t" + f[2], f[3]);
+                        String base = f[1] + "\t" + f[2].substring(0, f[2].lastIndexOf('/'));
+                        int n = Integer.parseInt(f[2].substring(f[2].lastIndexOf('/') + 1));
+                        if (n >= lastN.getOrDefault(base, -1)) {
+                            lastN.put(base, n);
+                            lastVerdicts.put(base, f[3]);
+                        }
+                        break;
+                    }
+                    default: break;  // Driver.java's
+                }
+            }
+        }
+        if (sideDir == null) throw new IllegalArgumentException("the plan names no sidedir");
+    }
+}
