@@ -93,12 +93,17 @@ def test_the_clients_dlq_expectation_follows_the_releases_rules(rules, agrees):
 
 def test_the_real_brokers_get_the_scenarios_timer_roll_window_under_5x_rules():
     """conformance-5x's broker.timer_roll_window_slot reaches the real brokers' configuration as
-    timerRollWindowSlot (with timerWheelEnable), so both wheels roll alike; 4.x rules set nothing."""
+    timerRollWindowSlot (with timerWheelEnable), so both wheels roll alike, and its recalling
+    producer turns on recallMessageEnable (off by default: the broker refuses recalls); a 5.x
+    scenario without recalls leaves it off; 4.x rules set nothing."""
     from conformance.run import broker_settings
 
     five = load_scenario(ROOT / "scenarios" / "conformance-5x.yaml")
     assert broker_settings(_model_rules_of_release(five, "5.3.3")) == {
-        "timerWheelEnable": "true", "timerRollWindowSlot": "5"}
+        "timerWheelEnable": "true", "timerRollWindowSlot": "5", "recallMessageEnable": "true"}
+    pop = load_scenario(ROOT / "scenarios" / "conformance-pop.yaml")
+    assert broker_settings(_model_rules_of_release(pop, "5.3.3")) == {
+        "timerWheelEnable": "true", "timerRollWindowSlot": "172800"}
     assert broker_settings(_model_rules_of_release(load_scenario(CONFORMANCE), "4.9.4")) == {}
 
 
