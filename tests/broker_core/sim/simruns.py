@@ -44,3 +44,22 @@ def run_rows(run_dir: Path, table: str) -> list[dict]:
     data = read_table(run_dir, table)
     drop = NONDETERMINISTIC_COLUMNS.get(table, set())
     return data.select([c for c in data.column_names if c not in drop]).to_pylist()
+
+
+POP_RUN_TABLES = ("pop_evidence", "retry_topics")
+
+
+def assert_same_seed_same_rows(run_dir: Path, scenario_path: Path, tmp_path: Path, other_seed: int,
+                               **simulate_kwargs) -> None:
+    """Simulating ``scenario_path`` again gives ``run_dir``'s rows in every table (the POP tables
+    too), and ``other_seed`` gives other consume attempts."""
+    from broker_core.export.schema import RAW_TABLES
+    from broker_core.sim.run import simulate
+
+    again = tmp_path / "again"
+    simulate(scenario_path, again, **simulate_kwargs)
+    for table in (*RAW_TABLES, *POP_RUN_TABLES):
+        assert run_rows(run_dir, table) == run_rows(again, table), f"table {table} differs"
+    other = tmp_path / "other"
+    simulate(scenario_path, other, seed=other_seed, **simulate_kwargs)
+    assert run_rows(other, "consume_attempts") != run_rows(run_dir, "consume_attempts")

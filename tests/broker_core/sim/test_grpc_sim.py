@@ -11,12 +11,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from simruns import SCENARIOS, assert_run_passes, run_rows, scenario_error
+from simruns import SCENARIOS, assert_run_passes, assert_same_seed_same_rows, scenario_error
 
 from assets.checks import INVARIANTS, run_checks
 from broker_core.client.retry_policy import CUSTOMIZED, EXPONENTIAL, RetryPolicy
 from broker_core.export.parquet import read_table
-from broker_core.export.schema import RAW_TABLES
 from broker_core.sim import invariants
 from broker_core.sim.run import simulate
 from broker_core.sim.scenario import load_scenario, load_scenario_text
@@ -138,13 +137,7 @@ def test_every_blocking_check_passes_and_final_states_equal_the_models(grpc_run)
 def test_the_same_seed_gives_the_same_grpc_run(grpc_run, tmp_path):
     """Simulating again with the same seed gives the same rows in every table; another seed differs."""
     run, _, _ = grpc_run
-    again = tmp_path / "again"
-    simulate(GRPC_SMALL, again)
-    for table in (*RAW_TABLES, "pop_evidence", "retry_topics"):
-        assert run_rows(run, table) == run_rows(again, table), f"table {table} differs"
-    other = tmp_path / "other"
-    simulate(GRPC_SMALL, other, seed=8)
-    assert run_rows(other, "consume_attempts") != run_rows(run, "consume_attempts")
+    assert_same_seed_same_rows(run, GRPC_SMALL, tmp_path, 8)
 
 
 GRPC_GROUP = """name: t

@@ -7,13 +7,12 @@ import dataclasses
 
 import duckdb
 import pytest
-from simruns import SCENARIOS, assert_run_passes, run_rows, scenario_error
+from simruns import SCENARIOS, assert_run_passes, assert_same_seed_same_rows, scenario_error
 
 from assets.checks import INVARIANTS, run_checks
 from broker_core.client.pop_consumer import POP_DELAY_MS_DEFAULT, POP_DELAYED, POP_MODE, PopSettings
 from broker_core.errors import ScenarioError
 from broker_core.export.parquet import read_table
-from broker_core.export.schema import RAW_TABLES
 from broker_core.sim.run import simulate
 from broker_core.sim.scenario import load_scenario, load_scenario_text
 from orchestration.cli import main as cli_main
@@ -159,13 +158,7 @@ def test_a_pop_message_past_its_revive_time_at_the_end_is_retrying(tmp_path):
 def test_the_same_seed_gives_the_same_pop_run(pop_run, tmp_path):
     """Simulating again with the same seed gives the same rows in every table, POP tables included."""
     run, _ = pop_run
-    again = tmp_path / "again"
-    simulate(POP_SMALL, again, scenario=_scenario())
-    for table in (*RAW_TABLES, "pop_evidence", "retry_topics"):
-        assert run_rows(run, table) == run_rows(again, table), f"table {table} differs"
-    other = tmp_path / "other"
-    simulate(POP_SMALL, other, seed=12, scenario=_scenario())
-    assert run_rows(other, "consume_attempts") != run_rows(run, "consume_attempts")
+    assert_same_seed_same_rows(run, POP_SMALL, tmp_path, 12, scenario=_scenario())
 
 
 POP_GROUP = """name: t
