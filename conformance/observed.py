@@ -18,6 +18,7 @@ from broker_core.client.pop_consumer import (
     POP_DELAYED,
     POP_NOT_ACKED,
 )
+from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
 from broker_core.errors import RetryAuditError
 from broker_core.export.parquet import write_rows
 from broker_core.export.schema import CONSUME_ATTEMPTS, PRODUCED
@@ -93,7 +94,6 @@ def outcome(model: str, status: str, mode: str | None = None, reconsume_times: i
     if mode == POP:
         # The remoting POP client acks a success, changes a failure's invisible time to its retry
         # delay, and acks a failure at its maximum (-1: 16): the names the model's POP client uses.
-        from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
         if status == SUCCESS:
             return ACKED
         limit = RETRY_MAX_TIMES_DEFAULT if max_reconsume_times in (None, -1) else max_reconsume_times
