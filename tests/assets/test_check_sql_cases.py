@@ -276,7 +276,8 @@ def test_hop_grammar_allows_interleaving_only_after_a_crash_or_a_redelivery():
     """Two sends-back from one record interleave (after a crash, in an imported store, or where the
     group got the record twice); a RETRY still needs a SCHEDULE before it, a repeated RETRY is
     forgiven only where a broker may have re-put it, and a later SCHEDULE needs the RETRY it was
-    sent back from."""
+    sent back from, unless its DLQ follows it (a send past the max: an orderly client's, from any
+    record it retried locally)."""
     redelivered = [(RUN, "g", "twice", "OrderTopic", 0, 7, "c1", "SENT_BACK")] * 2
     double = ("SSRR", [1, 1, 1, 1])
     tables = merged(
@@ -287,9 +288,19 @@ def test_hop_grammar_allows_interleaving_only_after_a_crash_or_a_redelivery():
         crashed("crash"),
         journey("retry-first", "P", (("O3", "SRR"),), run="crash"),
         journey("orphan-send", "P", (("O5", "SSRR", [1, 2, 1, 2]),), run="crash"),
+        # An orderly group (max 2) sent its retry back past the max, then the message's own record,
+        # handed to it again after a broker crash lost the committed offset: two sends past the max
+        # from records of reconsume times 0 (what a real 4.9.4 run of make conformance stored).
+        journey("orderly-twice", "P", (("O6", "SRSQSQ", [0, 0, 3, 3, 3, 3]),), run="crash",
+                final_state="DLQ"),
+        # A send past the max still needs its DLQ after it to need no RETRY of k - 1.
+        journey("orphan-no-dlq", "P", (("O7", "SRSQS", [0, 0, 3, 3, 3]),), run="crash", final_state="DLQ"),
     )
     interleaving = " nor an interleaving of such sequences"
     assert violations(c.HOP_GRAMMAR, tables) == [
+        ("crash", "orphan-no-dlq", "g",
+         "branch O7: SCHEDULE > RETRY > SCHEDULE > DLQ > SCHEDULE is not (SCHEDULE -> RETRY)* -> DLQ?"
+         + interleaving),
         ("crash", "orphan-send", "g",
          "branch O5: SCHEDULE > SCHEDULE > RETRY > RETRY is not (SCHEDULE -> RETRY)* -> DLQ?" + interleaving),
         ("crash", "retry-first", "g",

@@ -241,17 +241,24 @@ orphan_sends AS (
     -- In an interleaving each SCHEDULE after the branch's first send-backs (reconsume times k above
     -- the branch's least) was sent back from a RETRY of k - 1 before it. (One RETRY record may be
     -- sent back more than once: a crash can lose the offset that committed it, and the broker
-    -- hands it out again.)
+    -- hands it out again.) A SCHEDULE the schedule delivered straight into the DLQ (the next hop of
+    -- the branch, of the same reconsume times) is a send past the max, which an orderly client
+    -- makes from any record it retried locally (its RETRY, or the message's own record handed to it
+    -- again after a crash lost the committed offset): it needs no RETRY of k - 1.
     SELECT s.run_id, s.message_key, s."group", s.branch, count(*) AS orphans
     FROM (SELECT h.*,
                  min(h.reconsume_times) FILTER (WHERE h.letter = 'S')
-                     OVER (PARTITION BY h.run_id, h.message_key, h."group", h.branch) AS first_times
-          FROM misfit_hops h) s
+                     OVER (PARTITION BY h.run_id, h.message_key, h."group", h.branch) AS first_times,
+                 lead(h.letter) OVER w AS next_letter,
+                 lead(h.reconsume_times) OVER w AS next_times
+          FROM misfit_hops h
+          WINDOW w AS (PARTITION BY h.run_id, h.message_key, h."group", h.branch ORDER BY {{hop_order}})) s
     WHERE s.letter = 'S' AND s.reconsume_times > s.first_times
       AND NOT EXISTS (SELECT 1 FROM misfit_hops r
                       WHERE r.run_id = s.run_id AND r.message_key IS NOT DISTINCT FROM s.message_key
                         AND r."group" = s."group" AND r.branch = s.branch AND r.letter = 'R'
                         AND r.reconsume_times = s.reconsume_times - 1 AND r.hop_index < s.hop_index)
+      AND NOT (s.next_letter IS NOT DISTINCT FROM 'Q' AND s.next_times IS NOT DISTINCT FROM s.reconsume_times)
     GROUP BY s.run_id, s.message_key, s."group", s.branch
 ),
 misfit_kinds AS (
