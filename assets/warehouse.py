@@ -453,6 +453,6 @@ TABLE_DESCRIPTIONS = {
     "delivery_accounting": "Per run and group, the OpenChaos queue checker's fields: enqueue_invoke, "
                            "enqueue_success, dequeue_success, lost, duplicated, at_least_once, exactly_once.",
     "group_health": "Per run and group: messages, consumed, DLQ, retrying, retry rate, end-to-end p50/p99.",
-    "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, STORE_DAMAGE.",
+    "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, STORE_DAMAGE, REVIVE_LOST.",
 }
 assert set(TABLE_DESCRIPTIONS) == set(WAREHOUSE_TABLES), "every warehouse table needs a description"

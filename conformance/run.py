@@ -247,7 +247,11 @@ def _keep_logs(cluster: Cluster, work: Path) -> None:
     logs = work / "logs"
     logs.mkdir(exist_ok=True)
     for name, proc in cluster.procs.items():
-        for src in (proc.log, proc.home / "logs" / "rocketmq.log"):
+        # 4.9.4 logs to the harness's one file; 5.x to its own files under logs/rocketmqlogs/, of
+        # which the broker's, the POP service's and the store's say what a post-mortem needs.
+        own = proc.home / "logs" / "rocketmqlogs"
+        for src in (proc.log, proc.home / "logs" / "rocketmq.log",
+                    *(own / f for f in ("broker.log", "pop.log", "store.log", "proxy.log"))):
             if src.exists():
                 shutil.copy(src, logs / f"{name}-{src.name}")
 

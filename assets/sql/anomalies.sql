@@ -6,6 +6,8 @@
 --   EARLY_DELIVERY     the schedule service delivered before the due time (never allowed)
 --   LATE_DELIVERY      delivered more than late_delivery_ms_threshold after the due time
 --   STORE_DAMAGE       damage found while reading an imported store
+--   REVIVE_LOST        5.x POP: the revive service passed the checkpoint of a record a group
+--                      popped and never acked, and wrote no retry of it: the message is stuck
 CREATE OR REPLACE TABLE anomalies AS
 WITH dup_acks AS (
     SELECT * FROM consume_acks WHERE n > 1
@@ -81,6 +83,39 @@ hop_of_delivery AS (
     WHERE hop_kind IN ('DELIVER', 'RETRY')
       AND msg_id IN (SELECT delivered_msg_id FROM off_time)
     GROUP BY run_id, msg_id
+),
+awaiting_revive AS (
+    -- The chain's last record of a RETRYING row with invisible_until: popped under a checkpoint
+    -- that is not acked, with no retry after it (docs/data-contract.md, message_lineage).
+    SELECT l.run_id, l.message_key, l."group", l.invisible_until,
+           h.broker, h.topic, h.queue_id, c.queue_offset
+    FROM message_lineage l
+    JOIN message_hops h ON h.run_id = l.run_id AND h.message_key = l.message_key
+                       AND (h."group" = l."group" OR h."group" IS NULL)
+                       AND h.hop_kind IN ('PUBLISH', 'DELIVER', 'RETRY')
+    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+    WHERE l.final_state = 'RETRYING' AND l.invisible_until IS NOT NULL
+),
+revive_passed AS (
+    -- That checkpoint's record in the revive topic, and the revive service's committed offset on
+    -- its revive queue (group CID_RMQ_SYS_REVIVE_GROUP, consumerOffset.json). The service reads a
+    -- queue from its committed offset + 1 and commits a checkpoint's own offset once it has put
+    -- the retry (PopReviveService.mergeAndRevive): a committed offset at or past the checkpoint
+    -- with no retry record means the broker dropped the revive (a put that threw, or the topic or
+    -- group gone: docs/rocketmq-5x.md, "Revives the broker dropped").
+    SELECT a.*, rc.topic AS revive_topic, rc.queue_id AS revive_queue, rc.queue_offset AS ck_offset,
+           max_by(o."offset", o.ts) AS committed
+    FROM awaiting_revive a
+    JOIN pop_evidence e ON e.run_id = a.run_id AND e.broker = a.broker AND e.stage = 'revive'
+                       AND e.kind = 'ck' AND e."group" = a."group" AND e.topic = a.topic
+                       AND e.queue_id = a.queue_id AND e.revive_ts = a.invisible_until
+                       AND list_contains(e.offsets, a.queue_offset)
+    JOIN commitlog rc ON rc.run_id = e.run_id AND rc.broker = e.broker AND rc.phys_offset = e.phys_offset
+    JOIN consumer_offsets o ON o.run_id = rc.run_id AND o.broker = rc.broker
+                           AND o."group" = 'CID_RMQ_SYS_REVIVE_GROUP' AND o.topic = rc.topic
+                           AND o.queue_id = rc.queue_id
+    GROUP BY ALL
+    HAVING max_by(o."offset", o.ts) >= rc.queue_offset
 )
 SELECT run_id, 'DUPLICATE_CONSUME' AS kind, uniq_key AS message_key, "group",
        'consumed successfully ' || CAST(n AS VARCHAR) || ' times by ' || consumers
@@ -109,4 +144,12 @@ SELECT run_id, 'STORE_DAMAGE', NULL, NULL,
        kind || ' in ' || coalesce(broker || ':', '') || coalesce(file_name, '?') || ' at offset '
        || coalesce(CAST("offset" AS VARCHAR), '?') || ': ' || coalesce(detail, '')
 FROM store_problems
+UNION ALL
+SELECT run_id, 'REVIVE_LOST', message_key, "group",
+       'popped from ' || broker || ' ' || topic || ':' || CAST(queue_id AS VARCHAR) || '@'
+       || CAST(queue_offset AS VARCHAR) || ', invisible until '
+       || strftime(invisible_until, '%Y-%m-%dT%H:%M:%S.%g') || '; the revive service committed '
+       || revive_topic || ':' || CAST(revive_queue AS VARCHAR) || ' to ' || CAST(committed AS VARCHAR)
+       || ', past its checkpoint at ' || CAST(ck_offset AS VARCHAR) || ', and wrote no retry'
+FROM revive_passed
 ORDER BY 1, 2, 3, 4;
