@@ -21,6 +21,8 @@ MAIN_CLASS = "Driver"
 # The gRPC groups' driver (5.x only): compiled against the gRPC client's jars and the broker's.
 GRPC_SOURCE = Path(__file__).with_name("driver") / "GrpcPlanDriver.java"
 GRPC_MAIN_CLASS = "GrpcPlanDriver"
+# Compiled with each of the two: the plan's verdicts and the JSON fields of the lines they print.
+SHARED_SOURCE = Path(__file__).with_name("driver") / "PlanSupport.java"
 JAVAC_TIMEOUT_S = 300
 # Classes 5.0 moved from rocketmq-common to rocketmq-remoting; the driver is written against 4.x.
 MOVED_IN_5 = {
@@ -42,7 +44,7 @@ def source_for(version: str) -> str:
 
 
 def source_hash(version: str) -> str:
-    return hashlib.sha256(source_for(version).encode()).hexdigest()[:16]
+    return hashlib.sha256((source_for(version) + "\0" + SHARED_SOURCE.read_text()).encode()).hexdigest()[:16]
 
 
 def compile_driver(lib: Path, version: str) -> Path:
@@ -62,7 +64,8 @@ def compile_grpc_driver(lib: Path, client_lib: Path) -> str:
     ``client_lib`` (compiled on first use, beside ``lib``, under the hash of its source and jars)."""
     classpath = grpc_classpath(lib, client_lib)
     text = GRPC_SOURCE.read_text()
-    digest = hashlib.sha256((text + "\0" + client_lib.parent.name).encode()).hexdigest()[:16]
+    digest = hashlib.sha256((text + "\0" + SHARED_SOURCE.read_text() + "\0" + client_lib.parent.name)
+                            .encode()).hexdigest()[:16]
     out = _compile(GRPC_SOURCE.name, text, GRPC_MAIN_CLASS, classpath, lib.parent / f"grpc-driver-{digest}")
     return f"{out}{os.pathsep}{classpath}"
 
@@ -78,8 +81,10 @@ def _compile(name: str, text: str, main_class: str, classpath: str, out: Path) -
     source = partial / "src" / name
     source.parent.mkdir()
     source.write_text(text)
+    shared = source.parent / SHARED_SOURCE.name
+    shutil.copy(SHARED_SOURCE, shared)
     try:
-        proc = subprocess.run([javac, "-nowarn", "-d", str(partial), "-cp", classpath, str(source)],
+        proc = subprocess.run([javac, "-nowarn", "-d", str(partial), "-cp", classpath, str(source), str(shared)],
                               capture_output=True, text=True, timeout=JAVAC_TIMEOUT_S)
         if proc.returncode != 0:
             raise RetryAuditError(f"javac failed: {proc.stderr.strip()[-2000:]}", where=name)

@@ -67,9 +67,7 @@ public class Driver {
     static final Map<String, String> brokers = new LinkedHashMap<>();
     static final List<String[]> topics = new ArrayList<>();
     static final List<String[]> groups = new ArrayList<>();
-    static final Map<String, String> verdicts = new HashMap<>();
-    static final Map<String, String> lastVerdicts = new HashMap<>();
-    static final Map<String, Integer> lastN = new HashMap<>();  // GROUP\tKEY without /N: the highest N's
+    static final PlanSupport.Verdicts verdicts = new PlanSupport.Verdicts();
     static final List<String[]> msgs = new ArrayList<>();
     static final Map<String, Integer> expectCalls = new HashMap<>();
     static final Map<String, AtomicInteger> calls = new ConcurrentHashMap<>();
@@ -321,30 +319,30 @@ public class Driver {
         MessageAccessor.putProperty(msg, "UNIQ_KEY", m[7]);
         long ts = System.currentTimeMillis();
         StringBuilder sb = new StringBuilder("{\"ev\":\"send\"");
-        field(sb, "producer", p);
-        field(sb, "uniq_key", m[7]);
-        field(sb, "topic", m[3]);
-        field(sb, "delay_level", level);
-        field(sb, "send_ts", ts);
+        PlanSupport.field(sb, "producer", p);
+        PlanSupport.field(sb, "uniq_key", m[7]);
+        PlanSupport.field(sb, "topic", m[3]);
+        PlanSupport.field(sb, "delay_level", level);
+        PlanSupport.field(sb, "send_ts", ts);
         try {
             SendResult r = producer.send(msg);
             MessageQueue q = r.getMessageQueue();
-            field(sb, "status", r.getSendStatus().name());
-            field(sb, "msg_id", r.getOffsetMsgId());
-            field(sb, "client_msg_id", r.getMsgId());
-            field(sb, "broker", q.getBrokerName());
-            field(sb, "queue_id", q.getQueueId());
-            field(sb, "queue_offset", r.getQueueOffset());
+            PlanSupport.field(sb, "status", r.getSendStatus().name());
+            PlanSupport.field(sb, "msg_id", r.getOffsetMsgId());
+            PlanSupport.field(sb, "client_msg_id", r.getMsgId());
+            PlanSupport.field(sb, "broker", q.getBrokerName());
+            PlanSupport.field(sb, "queue_id", q.getQueueId());
+            PlanSupport.field(sb, "queue_offset", r.getQueueOffset());
             if (m.length > 11 && "1".equals(m[11])) {
                 try {
-                    field(sb, "recalled_id", recall(producer, m[3], r));
+                    PlanSupport.field(sb, "recalled_id", recall(producer, m[3], r));
                 } catch (Exception e) {
-                    field(sb, "recall_error", String.valueOf(e.getCause() != null ? e.getCause() : e));
+                    PlanSupport.field(sb, "recall_error", String.valueOf(e.getCause() != null ? e.getCause() : e));
                 }
             }
         } catch (Exception e) {
-            field(sb, "status", "FAILED");
-            field(sb, "error", e.toString());
+            PlanSupport.field(sb, "status", "FAILED");
+            PlanSupport.field(sb, "error", e.toString());
         }
         sb.append('}');
         emit(sb.toString());
@@ -454,38 +452,37 @@ public class Driver {
         int nth = callsByKey.computeIfAbsent(group + "\t" + key, k -> new AtomicInteger()).getAndIncrement();
         // A call the model never made (a redelivery only the real run had) repeats the model's last
         // verdict for that attempt: a poison message keeps failing.
-        String status = verdicts.getOrDefault(group + "\t" + key + "/" + nth,
-                lastVerdicts.getOrDefault(group + "\t" + key, "CONSUME_SUCCESS"));
+        String status = verdicts.of(group, key, nth, "CONSUME_SUCCESS");
         boolean refused = !"CONSUME_SUCCESS".equals(status) && refusals.contains(group + "\t" + key + "/" + nth);
         if (consumeMs > 0) {
             try { Thread.sleep(consumeMs); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
         }
         long end = System.currentTimeMillis();
         StringBuilder sb = new StringBuilder("{\"ev\":\"consume\"");
-        field(sb, "group", group);
-        field(sb, "consumer_id", consumerId);
-        field(sb, "model", model);
-        field(sb, "queue_topic", q.getTopic());
-        field(sb, "broker", q.getBrokerName());
-        field(sb, "queue_id", q.getQueueId());
-        field(sb, "queue_offset", msg.getQueueOffset());
-        field(sb, "msg_id", msg.getMsgId());
-        field(sb, "offset_msg_id", offsetMsgId(msg));
-        field(sb, "uniq_key", uniq);
-        field(sb, "topic", msg.getTopic());
-        field(sb, "reconsume_times", msg.getReconsumeTimes());
-        field(sb, "commit_log_offset", msg.getCommitLogOffset());
-        field(sb, "store_ts", msg.getStoreTimestamp());
-        field(sb, "born_ts", msg.getBornTimestamp());
-        field(sb, "origin_message_id", msg.getProperty("ORIGIN_MESSAGE_ID"));
-        field(sb, "start_ts", start);
-        field(sb, "end_ts", end);
-        field(sb, "status", status);
-        field(sb, "mode", MODES.get(group));
-        field(sb, "send_back_refused", refused ? 1 : 0);
+        PlanSupport.field(sb, "group", group);
+        PlanSupport.field(sb, "consumer_id", consumerId);
+        PlanSupport.field(sb, "model", model);
+        PlanSupport.field(sb, "queue_topic", q.getTopic());
+        PlanSupport.field(sb, "broker", q.getBrokerName());
+        PlanSupport.field(sb, "queue_id", q.getQueueId());
+        PlanSupport.field(sb, "queue_offset", msg.getQueueOffset());
+        PlanSupport.field(sb, "msg_id", msg.getMsgId());
+        PlanSupport.field(sb, "offset_msg_id", offsetMsgId(msg));
+        PlanSupport.field(sb, "uniq_key", uniq);
+        PlanSupport.field(sb, "topic", msg.getTopic());
+        PlanSupport.field(sb, "reconsume_times", msg.getReconsumeTimes());
+        PlanSupport.field(sb, "commit_log_offset", msg.getCommitLogOffset());
+        PlanSupport.field(sb, "store_ts", msg.getStoreTimestamp());
+        PlanSupport.field(sb, "born_ts", msg.getBornTimestamp());
+        PlanSupport.field(sb, "origin_message_id", msg.getProperty("ORIGIN_MESSAGE_ID"));
+        PlanSupport.field(sb, "start_ts", start);
+        PlanSupport.field(sb, "end_ts", end);
+        PlanSupport.field(sb, "status", status);
+        PlanSupport.field(sb, "mode", MODES.get(group));
+        PlanSupport.field(sb, "send_back_refused", refused ? 1 : 0);
         // A popped message's checkpoint handle (POP_CK, ExtraInfoUtil): its pop and invisible
         // times, and whether it was popped from the topic or from the group's POP retry topic.
-        field(sb, "pop_ck", msg.getProperty("POP_CK"));
+        PlanSupport.field(sb, "pop_ck", msg.getProperty("POP_CK"));
         sb.append('}');
         emit(sb.toString());
         if (refused) refuseSendBack(msg);
@@ -516,22 +513,6 @@ public class Driver {
         LAST_EVENT_MS.set(System.currentTimeMillis());
     }
 
-    static void field(StringBuilder sb, String name, Object value) {
-        sb.append(",\"").append(name).append("\":");
-        if (value == null) {
-            sb.append("null");
-        } else if (value instanceof Number) {
-            sb.append(value);
-        } else {
-            sb.append('"');
-            for (char ch : value.toString().toCharArray()) {
-                if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
-                else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
-                else sb.append(ch);
-            }
-            sb.append('"');
-        }
-    }
 
     static void readPlan(String path) throws Exception {
         try (BufferedReader r = new BufferedReader(new FileReader(path, StandardCharsets.UTF_8))) {
@@ -545,16 +526,7 @@ public class Driver {
                     case "broker": brokers.put(f[1], f[2]); break;
                     case "topic": topics.add(rest); break;
                     case "group": groups.add(rest); MODES.put(f[1], f[3]); break;
-                    case "verdict": {
-                        verdicts.put(f[1] + "\t" + f[2], f[3]);
-                        String base = f[1] + "\t" + f[2].substring(0, f[2].lastIndexOf('/'));
-                        int n = Integer.parseInt(f[2].substring(f[2].lastIndexOf('/') + 1));
-                        if (n >= lastN.getOrDefault(base, -1)) {
-                            lastN.put(base, n);
-                            lastVerdicts.put(base, f[3]);
-                        }
-                        break;
-                    }
+                    case "verdict": verdicts.add(f[1], f[2], f[3]); break;
                     case "refuse": refusals.add(f[1] + "\t" + f[2]); break;
                     case "msg": msgs.add(rest); break;
                     case "expect": expectCalls.put(f[1] + "\t" + f[2], Integer.parseInt(f[3])); break;

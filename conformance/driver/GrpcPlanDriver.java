@@ -62,9 +62,7 @@ public class GrpcPlanDriver {
     static String sideDir;
     static final Map<String, String> brokers = new LinkedHashMap<>();
     static final List<String[]> groups = new ArrayList<>();
-    static final Map<String, String> verdicts = new HashMap<>();
-    static final Map<String, String> lastVerdicts = new HashMap<>();
-    static final Map<String, Integer> lastN = new HashMap<>();
+    static final PlanSupport.Verdicts verdicts = new PlanSupport.Verdicts();
     static final Map<String, AtomicInteger> callsByKey = new ConcurrentHashMap<>();
     static final List<AutoCloseable> consumers = Collections.synchronizedList(new ArrayList<>());
     static volatile boolean stopping = false;
@@ -136,10 +134,10 @@ public class GrpcPlanDriver {
         admin.createAndUpdateSubscriptionGroupConfig(addr, sub);
         SubscriptionGroupConfig stored = admin.examineSubscriptionGroupConfig(addr, g[0]);
         StringBuilder sb = new StringBuilder("{\"ev\":\"group\"");
-        field(sb, "group", g[0]);
-        field(sb, "broker", addr);
-        field(sb, "retry_max_times", stored.getRetryMaxTimes());
-        field(sb, "group_retry_policy", String.valueOf(stored.getGroupRetryPolicy()));
+        PlanSupport.field(sb, "group", g[0]);
+        PlanSupport.field(sb, "broker", addr);
+        PlanSupport.field(sb, "retry_max_times", stored.getRetryMaxTimes());
+        PlanSupport.field(sb, "group_retry_policy", String.valueOf(stored.getGroupRetryPolicy()));
         emit(sb.append('}').toString());
     }
 
@@ -236,8 +234,7 @@ public class GrpcPlanDriver {
         String key = uniq + "/" + reconsumeTimes;
         int nth = callsByKey.computeIfAbsent(group + "\t" + key, k -> new AtomicInteger()).getAndIncrement();
         // A call the model never made repeats the model's last verdict for that attempt.
-        String status = verdicts.getOrDefault(group + "\t" + key + "/" + nth,
-                lastVerdicts.getOrDefault(group + "\t" + key, SUCCESS));
+        String status = verdicts.of(group, key, nth, SUCCESS);
         if (consumeMs > 0) {
             try { Thread.sleep(consumeMs); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
         }
@@ -248,26 +245,26 @@ public class GrpcPlanDriver {
         String handle = impl.getReceiptHandle();
         String[] parts = handle.split(" ");
         StringBuilder sb = new StringBuilder("{\"ev\":\"consume\"");
-        field(sb, "group", group);
-        field(sb, "consumer_id", consumerId);
-        field(sb, "model", "CLUSTERING");
-        field(sb, "broker", parts.length > 5 ? parts[5] : null);
-        field(sb, "queue_offset", parts.length > 7 ? Long.parseLong(parts[7]) : null);
-        field(sb, "msg_id", uniq);
-        field(sb, "offset_msg_id", null);
-        field(sb, "uniq_key", uniq);
-        field(sb, "topic", view.getTopic());
-        field(sb, "reconsume_times", reconsumeTimes);
-        field(sb, "delivery_attempt", view.getDeliveryAttempt());
-        field(sb, "commit_log_offset", Long.parseLong(parts[parts.length - 1]));
-        field(sb, "born_ts", view.getBornTimestamp());
-        field(sb, "start_ts", start);
-        field(sb, "end_ts", end);
-        field(sb, "status", status);
-        field(sb, "mode", "POP");
-        field(sb, "client", client);
-        field(sb, "send_back_refused", 0);
-        field(sb, "pop_ck", handle);
+        PlanSupport.field(sb, "group", group);
+        PlanSupport.field(sb, "consumer_id", consumerId);
+        PlanSupport.field(sb, "model", "CLUSTERING");
+        PlanSupport.field(sb, "broker", parts.length > 5 ? parts[5] : null);
+        PlanSupport.field(sb, "queue_offset", parts.length > 7 ? Long.parseLong(parts[7]) : null);
+        PlanSupport.field(sb, "msg_id", uniq);
+        PlanSupport.field(sb, "offset_msg_id", null);
+        PlanSupport.field(sb, "uniq_key", uniq);
+        PlanSupport.field(sb, "topic", view.getTopic());
+        PlanSupport.field(sb, "reconsume_times", reconsumeTimes);
+        PlanSupport.field(sb, "delivery_attempt", view.getDeliveryAttempt());
+        PlanSupport.field(sb, "commit_log_offset", Long.parseLong(parts[parts.length - 1]));
+        PlanSupport.field(sb, "born_ts", view.getBornTimestamp());
+        PlanSupport.field(sb, "start_ts", start);
+        PlanSupport.field(sb, "end_ts", end);
+        PlanSupport.field(sb, "status", status);
+        PlanSupport.field(sb, "mode", "POP");
+        PlanSupport.field(sb, "client", client);
+        PlanSupport.field(sb, "send_back_refused", 0);
+        PlanSupport.field(sb, "pop_ck", handle);
         emit(sb.append('}').toString());
         return status;
     }
@@ -278,22 +275,6 @@ public class GrpcPlanDriver {
         }
     }
 
-    static void field(StringBuilder sb, String name, Object value) {
-        sb.append(",\"").append(name).append("\":");
-        if (value == null) {
-            sb.append("null");
-        } else if (value instanceof Number) {
-            sb.append(value);
-        } else {
-            sb.append('"');
-            for (char ch : value.toString().toCharArray()) {
-                if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
-                else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
-                else sb.append(ch);
-            }
-            sb.append('"');
-        }
-    }
 
     static void readPlan(String path) throws Exception {
         try (BufferedReader r = new BufferedReader(new FileReader(path, StandardCharsets.UTF_8))) {
@@ -309,16 +290,7 @@ public class GrpcPlanDriver {
                         // Only the gRPC groups: Driver.java plays the others.
                         if (f.length > 10 && f[10].startsWith("grpc")) groups.add(Arrays.copyOfRange(f, 1, f.length));
                         break;
-                    case "verdict": {
-                        verdicts.put(f[1] + "\t" + f[2], f[3]);
-                        String base = f[1] + "\t" + f[2].substring(0, f[2].lastIndexOf('/'));
-                        int n = Integer.parseInt(f[2].substring(f[2].lastIndexOf('/') + 1));
-                        if (n >= lastN.getOrDefault(base, -1)) {
-                            lastN.put(base, n);
-                            lastVerdicts.put(base, f[3]);
-                        }
-                        break;
-                    }
+                    case "verdict": verdicts.add(f[1], f[2], f[3]); break;
                     default: break;  // Driver.java's
                 }
             }

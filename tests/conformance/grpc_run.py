@@ -105,7 +105,7 @@ def import_with_lineage(store: Path, run: Path, spark, *, broker: str = "broker-
     checkpoints = list({(e["topic"], e["queue_id"], e["start_offset"], e["pop_ts"]): e
                         for e in evidence if e["kind"] == "ck"}.values())
     acks = {(e["topic"], e["queue_id"], e["start_offset"], epoch_ms(e["pop_ts"]), o)
-            for e in evidence if e["kind"] == "ack" for o in e["offsets"]}
+            for e in evidence if e["kind"] in ("ack", "bAck") for o in e["offsets"]}
     return ImportedRun(records, pq.read_table(run / "lineage" / "message_hops").to_pylist(),
                        pq.read_table(run / "lineage" / "message_lineage").to_pylist(), evidence, checkpoints, acks)
 

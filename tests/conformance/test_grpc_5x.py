@@ -32,7 +32,10 @@ pytestmark = needs_real_rocketmq
 # store with the clients and the model; this test's own checks (receipt handles, the proxy's DLQ
 # record and ack, the retry topics' owners) run with make test-all. 5.5.1's brokers run with 5.5.0's
 # proxy and clients (conformance/jars.py PARTIAL_RELEASES).
-VERSIONS = (pytest.param("5.3.3", marks=pytest.mark.slow), pytest.param("5.5.1", marks=pytest.mark.slow))
+# The third case runs the proxy with enableBatchAck: it acks through the broker's batch ack, whose
+# record (TAGS bAck, the acked offsets in "aol") the import has decoded from the source's names.
+VERSIONS = (pytest.param("5.3.3", False, marks=pytest.mark.slow), pytest.param("5.5.1", False, marks=pytest.mark.slow),
+            pytest.param("5.3.3", True, marks=pytest.mark.slow, id="5.3.3-batch-ack"))
 TOPIC, GROUP = "GrpcTopic", "grpc-group"
 # The group's retryMaxTimes (set on the broker): the proxy's maxAttempts is one more.
 RETRY_MAX_TIMES = 2
@@ -50,8 +53,8 @@ DRIVER_TIMEOUT_MS = 100_000  # a limit: a broker that never revives, or a proxy 
 DRIVER_TIMEOUT_S = 160
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_a_grpc_consumer_through_the_5x_proxy_is_read_message_by_message(version, tmp_path, spark):
+@pytest.mark.parametrize(("version", "batch_ack"), VERSIONS)
+def test_a_grpc_consumer_through_the_5x_proxy_is_read_message_by_message(version, batch_ack, tmp_path, spark):
     """Each message's chain is its PUBLISH then one RETRY of the group per redelivery the consumer
     got (the records it was handed, in order); an acked message is CONSUMED; the never-acked one
     has one more RETRY (popped by the proxy, never handed out) and then the proxy's DLQ record,
@@ -61,7 +64,7 @@ def test_a_grpc_consumer_through_the_5x_proxy_is_read_message_by_message(version
 
     lib, proxy_lib, classpath = grpc_driver_classpath(version, tmp_path / "classes")
     with Cluster(tmp_path / "cluster", lib, [BrokerSpec("broker-a", "1s 5s 10s")]) as cluster:
-        endpoint = cluster.start_proxy(proxy_lib, PROXY_CONFIG)
+        endpoint = cluster.start_proxy(proxy_lib, {**PROXY_CONFIG, "enableBatchAck": batch_ack})
         store = cluster.procs["broker-a"].store
         events = run_driver(classpath, "GrpcDriver",
                             [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], endpoint, TOPIC, GROUP,
@@ -77,6 +80,8 @@ def test_a_grpc_consumer_through_the_5x_proxy_is_read_message_by_message(version
     assert (RETRY_TOPIC, GROUP, TOPIC, "checkpoint") in retry_topic_owners(run)
     records, hops, evidence = imported.records, imported.hops, imported.evidence
     assert evidence and {e["group"] for e in evidence} == {GROUP}
+    # Every ack is of the form the proxy was set to send: single acks, or batch acks.
+    assert {e["kind"] for e in evidence} == {"ck", "bAck" if batch_ack else "ack"}
 
     # No checkpoint or ack is a hop; no hop is a system record; the proxy's own records (its
     # heartbeat broadcast topic) are no hop of the group.
