@@ -168,6 +168,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
         with _timed(timings, "warehouse_s"):
             checks = _warehouse(runs, work / "warehouse.duckdb")
         report["checks"] = checks
+        report["revives_lost"] = _revives_lost(work / "warehouse.duckdb")
         with _timed(timings, "compare_s"):
             windows = _outage_windows(played.faults)
             report.update(compare.compare_all(work, scenario, outage_windows=windows, model_run_id=scenario.name,
@@ -267,6 +268,20 @@ def _lineage(runs: list[Path], spark) -> None:
     with spark_session(quiet=True) as session:
         for run in runs:
             run_lineage(run, session)
+
+
+def _revives_lost(db: Path) -> list[dict]:
+    """The revives the real brokers dropped (anomaly REVIVE_LOST): a disagreement with the
+    clients that is the broker's, not the audit's."""
+    from assets.warehouse import open_read_only
+
+    con = open_read_only(db)
+    try:
+        return [{"run_id": r, "message_key": k, "group": g, "detail": d} for r, k, g, d in con.execute(
+            """SELECT run_id, message_key, "group", detail FROM anomalies
+               WHERE kind = 'REVIVE_LOST' ORDER BY ALL""").fetchall()]
+    finally:
+        con.close()
 
 
 def _warehouse(runs: list[Path], db: Path) -> dict:

@@ -38,6 +38,9 @@ def format_summary(report: dict, out: Path) -> str:
     dup = report.get("duplicates")
     if dup:
         lines.append(f"  duplicate consumes: model {dup['model']}, real {dup['real']}")
+    if report.get("revives_lost"):
+        lines.append(f"  revives the brokers dropped (anomaly REVIVE_LOST): {len(report['revives_lost'])}, "
+                     f"e.g. {report['revives_lost'][0]['message_key']} ({report['revives_lost'][0]['group']})")
     for f in report.get("faults", []):
         lines.append(f"  fault at {f['at_ms'] / 1000:.1f} s: {f['kind']} {f.get('consumer') or f.get('broker')}")
     failed = [f"{run}: {name}" for run, checks in report["checks"].items()

@@ -150,6 +150,6 @@ SELECT run_id, 'REVIVE_LOST', message_key, "group",
        || CAST(queue_offset AS VARCHAR) || ', invisible until '
        || strftime(invisible_until, '%Y-%m-%dT%H:%M:%S.%g') || '; the revive service committed '
        || revive_topic || ':' || CAST(revive_queue AS VARCHAR) || ' to ' || CAST(committed AS VARCHAR)
-       || ', past its checkpoint at ' || CAST(ck_offset AS VARCHAR) || ', and wrote no retry'
+       || ' (its checkpoint is at ' || CAST(ck_offset AS VARCHAR) || ') and wrote no retry'
 FROM revive_passed
 ORDER BY 1, 2, 3, 4;

@@ -47,8 +47,10 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * topic and a PushConsumer whose listener returns FAILURE (the client then changes the message's
  * invisible duration by the retry policy the proxy gave it) or SUCCESS; all consume at once.
  * policyType is customized (policyValues: the next delays in ms, comma-separated, or "default"
- * for the broker's default table) or exponential (policyValues: initial,max,multiplier). Message i
- * of a group has keys group-i.
+ * for the broker's default table) or exponential (policyValues: initial,max,multiplier); with the
+ * prefix fifo- (fifo-exponential) the group consumes in order (consumeMessageOrderly): the proxy
+ * makes its client a FIFO consumer, which retries a failed message itself, by the policy, and at
+ * maxAttempts forwards it to the DLQ through the proxy. Message i of a group has keys group-i.
  *
  * <p>In both modes the group's retryMaxTimes (and, push, its groupRetryPolicy) is set on the
  * broker (subscriptionGroup.json) before the consumer starts: the proxy gives the client
@@ -64,6 +66,7 @@ public class GrpcDriver {
     static final long PUSH_POLL_MS = 500;  // how often the push mode looks whether its run is over
     static final int PUSH_CONSUMPTION_THREADS = 4;  // the listener returns at once; 20 by default
     static final int PUSH_ARGS_PER_GROUP = 6;
+    static final String FIFO_PREFIX = "fifo-";  // a push group's policyType fifo-<type>: a FIFO group
 
     public static void main(String[] args) {
         if (args.length > 0 && args[0].equals("push")) {
@@ -96,15 +99,17 @@ public class GrpcDriver {
         return (int) Arrays.stream(failures).filter(f -> f >= maxAttempts).count();
     }
 
-    /** Creates the topic (one queue) and the group with its retryMaxTimes and, when not null, its
-     * retry policy, on the broker (as mqadmin updateTopic / updateSubGroup do). */
+    /** Creates the topic (one queue) and the group with its retryMaxTimes, when not null its retry
+     * policy, and whether it consumes in order (a FIFO group), on the broker (as mqadmin updateTopic /
+     * updateSubGroup do). */
     static void createTopicAndGroup(DefaultMQAdminExt admin, String brokerAddr, String topic, String group,
-                                    int retryMaxTimes, GroupRetryPolicy policy) throws Exception {
+                                    int retryMaxTimes, GroupRetryPolicy policy, boolean fifo) throws Exception {
         admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 1, 1, 6));
         SubscriptionGroupConfig sub = new SubscriptionGroupConfig();
         sub.setGroupName(group);
         sub.setRetryMaxTimes(retryMaxTimes);
         if (policy != null) sub.setGroupRetryPolicy(policy);
+        sub.setConsumeMessageOrderly(fifo);
         admin.createAndUpdateSubscriptionGroupConfig(brokerAddr, sub);
         DriverSupport.waitForRoute(admin, topic);
         String stored = admin.examineSubscriptionGroupConfig(brokerAddr, group).getGroupRetryPolicy().toString();
@@ -196,7 +201,7 @@ public class GrpcDriver {
         int neverAcked = alwaysFailing(failures, retryMaxTimes + 1);
 
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
-        createTopicAndGroup(admin, brokerAddr, topic, group, retryMaxTimes, null);
+        createTopicAndGroup(admin, brokerAddr, topic, group, retryMaxTimes, null, false);
         DefaultMQProducer producer = startProducer(namesrv, group);
         sendPlan(producer, topic, "grpc", failures);
         producer.shutdown();
@@ -249,6 +254,7 @@ public class GrpcDriver {
         final String topic, group;
         final int retryMaxTimes;
         final GroupRetryPolicy policy;
+        final boolean fifo;
         final int[] failures;
         final Map<String, Integer> calls = new ConcurrentHashMap<>();
         final Set<String> succeeded = ConcurrentHashMap.newKeySet();
@@ -258,7 +264,8 @@ public class GrpcDriver {
             topic = args[at];
             group = args[at + 1];
             retryMaxTimes = Integer.parseInt(args[at + 2]);
-            policy = parsePolicy(args[at + 3], args[at + 4]);
+            fifo = args[at + 3].startsWith(FIFO_PREFIX);
+            policy = parsePolicy(args[at + 3].substring(fifo ? FIFO_PREFIX.length() : 0), args[at + 4]);
             failures = parsePlan(args[at + 5]);
         }
 
@@ -292,7 +299,7 @@ public class GrpcDriver {
         for (int at = 4; at < args.length; at += PUSH_ARGS_PER_GROUP) groups.add(new PushGroup(args, at));
 
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, "push-admin");
-        for (PushGroup g : groups) createTopicAndGroup(admin, brokerAddr, g.topic, g.group, g.retryMaxTimes, g.policy);
+        for (PushGroup g : groups) createTopicAndGroup(admin, brokerAddr, g.topic, g.group, g.retryMaxTimes, g.policy, g.fifo);
         DefaultMQProducer producer = startProducer(namesrv, "push");
         for (PushGroup g : groups) sendPlan(producer, g.topic, g.group, g.failures);
         producer.shutdown();

@@ -48,7 +48,7 @@ def test_the_revives_the_broker_dropped_are_anomalies(tmp_path, spark):
     assert details["push-service"].startswith("popped from broker-a %RETRY%push-service_PushTopic:0@")
     assert details["simple-service"].startswith("popped from broker-b %RETRY%simple-service_SimpleTopic:0@")
     for detail in details.values():
-        committed, checkpoint = map(int, re.search(r"to (\d+), past its checkpoint at (\d+)", detail).groups())
+        committed, checkpoint = map(int, re.search(r"to (\d+) \(its checkpoint is at (\d+)\)", detail).groups())
         assert committed >= checkpoint
 
 

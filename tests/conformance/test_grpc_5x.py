@@ -80,8 +80,8 @@ def test_a_grpc_consumer_through_the_5x_proxy_is_read_message_by_message(version
     assert (RETRY_TOPIC, GROUP, TOPIC, "checkpoint") in retry_topic_owners(run)
     records, hops, evidence = imported.records, imported.hops, imported.evidence
     assert evidence and {e["group"] for e in evidence} == {GROUP}
-    # Every ack is of the form the proxy was set to send: single acks, or batch acks.
-    assert {e["kind"] for e in evidence} == {"ck", "bAck" if batch_ack else "ack"}
+    # The client's acks are of the form the proxy was set to send: single acks, or batch acks.
+    assert {e["kind"] for e in evidence} == ({"ck", "ack", "bAck"} if batch_ack else {"ck", "ack"})
 
     # No checkpoint or ack is a hop; no hop is a system record; the proxy's own records (its
     # heartbeat broadcast topic) are no hop of the group.
@@ -110,6 +110,14 @@ def test_a_grpc_consumer_through_the_5x_proxy_is_read_message_by_message(version
             assert records[chain[-1]["phys_offset"]]["properties"]["UNIQ_KEY"] == uniq
             dead_lettered.append(chain[-1]["phys_offset"])
     assert [r["phys_offset"] for r in records.values() if r["topic"].startswith("%DLQ%")] == dead_lettered
+    if batch_ack:
+        # Under enableBatchAck the proxy's own ack of a pop it dead-lettered stays a single ack
+        # (ProducerProcessor.forwardMessageToDeadLetterQueue acks by itself): the single acks are
+        # of those pops, the retry records before the DLQ ones, and of nothing else.
+        singles = {(e["topic"], o) for e in evidence if e["kind"] == "ack" for o in e["offsets"]}
+        last_retries = [records[h["phys_offset"]] for h in hops if h["hop_kind"] == "RETRY"]
+        assert singles == {(r["topic"], r["queue_offset"]) for r in last_retries
+                           if r["reconsume_times"] == MAX_ATTEMPTS}, singles
 
     assert failed_blocking_checks(run, tmp_path / "warehouse.duckdb") == {}
     for keys in sorted(sent):
