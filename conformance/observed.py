@@ -12,11 +12,14 @@ from pathlib import Path
 
 from broker_core.client.pop_consumer import (
     ACKED,
+    CLIENT_GRPC_FIFO,
     CLIENT_GRPC_SIMPLE,
     GRPC_CLIENTS,
+    LOCAL_RETRY,
     POP_ACKED_AT_MAX,
     POP_DELAYED,
     POP_NOT_ACKED,
+    SENT_BACK,
 )
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
 from broker_core.errors import RetryAuditError
@@ -84,6 +87,13 @@ def outcome(model: str, status: str, mode: str | None = None, reconsume_times: i
             max_reconsume_times: int | None = None, send_back_refused: bool = False,
             client: str | None = None) -> str:
     """What happened after the listener returned, as the push consumer handles each status."""
+    if mode == POP and client == CLIENT_GRPC_FIFO:
+        # A FIFO consumer consumes a failed message again itself, and at maxAttempts (the group's
+        # retryMaxTimes + 1; reconsume_times here is the client's attempt - 1) forwards it to the
+        # DLQ: the names the model's FIFO consumers use.
+        if status == SUCCESS:
+            return ACKED
+        return SENT_BACK if reconsume_times >= (max_reconsume_times or 0) else LOCAL_RETRY
     if mode == POP and client in GRPC_CLIENTS:
         # A gRPC consumer acks a success; a SimpleConsumer's failure is no ack, a PushConsumer's
         # changes the invisible time to its retry policy's delay; the proxy, not the client, ends a

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 
 from broker_core.broker.proxy import PROXY_INVISIBLE_MS_DEFAULT, max_attempts
 from broker_core.client.pop_consumer import (
-    CLIENT_GRPC_PUSH,
     GRPC_CLIENTS,
+    GRPC_PUSH_CLIENTS,
     POP_DELAY_MS_DEFAULT,
     POP_INVISIBLE_MS_DEFAULT,
     POP_MODE,
@@ -73,7 +73,7 @@ def _retry_policy_field(g) -> str:
     """A gRPC push group's retry policy for the driver (``exponential:INITIAL_MS,MAX_MS,MULTIPLIER``
     or ``customized:MS,MS,...``, as GrpcPlanDriver sets it on the subscription group); ``-`` for a
     SimpleConsumer, whose failures wait out their invisible duration whatever the policy."""
-    if g.client != CLIENT_GRPC_PUSH:
+    if g.client not in GRPC_PUSH_CLIENTS:
         return "-"
     p = g.retry_policy
     if p.type == EXPONENTIAL:
@@ -91,12 +91,12 @@ def _pop_fields(g, source: str) -> list[str]:
     if g.mode != POP_MODE:
         return []
     if is_grpc(g):
-        if g.client == CLIENT_GRPC_PUSH and g.retry_policy.type == EXPONENTIAL \
+        if g.client in GRPC_PUSH_CLIENTS and g.retry_policy.type == EXPONENTIAL \
                 and g.retry_policy.multiplier != int(g.retry_policy.multiplier):
             raise BadInputError(f"group {g.name!r}: the broker's exponential retry policy takes a whole "
                                 f"multiplier, not {g.retry_policy.multiplier}",
                                 where=f"{source}: groups.{g.name}.retry_policy.multiplier")
-        invisible = PROXY_INVISIBLE_MS_DEFAULT if g.client == CLIENT_GRPC_PUSH else (
+        invisible = PROXY_INVISIBLE_MS_DEFAULT if g.client in GRPC_PUSH_CLIENTS else (
             g.invisible_ms or POP_INVISIBLE_MS_DEFAULT)
         return [str(invisible), "-", g.client, _retry_policy_field(g)]
     delays = g.retry_delays_ms or POP_DELAY_MS_DEFAULT
@@ -123,7 +123,7 @@ def _pop_wait_ms(g) -> int:
     policy delay (over its attempts), a SimpleConsumer's invisible time, a remoting consumer's
     invisible time or longest retry delay."""
     if is_grpc(g):
-        if g.client == CLIENT_GRPC_PUSH:
+        if g.client in GRPC_PUSH_CLIENTS:
             return max(g.retry_policy.next_attempt_delay_ms(a) for a in range(1, max_attempts(g.retry_max_times) + 1))
         return g.invisible_ms or POP_INVISIBLE_MS_DEFAULT
     return max(g.invisible_ms or POP_INVISIBLE_MS_DEFAULT, *(g.retry_delays_ms or POP_DELAY_MS_DEFAULT))

@@ -21,10 +21,17 @@ consumption: confirmed"; ``PopMessageProcessor``, ``AckMessageProcessor``,
   there), reconsume times + 1, born host = store host = this broker. No DLQ: a remoting POP
   client acks a message at its maximum.
 
+An **orderly pop** (the proxy's, for a gRPC FIFO consumer; docs/rocketmq-5x.md "FIFO consumers and
+batch acks: confirmed") hands out the records from the group's offset on and writes nothing: no
+checkpoint, no ack record (the order is kept in ``consumerOrderInfo.json``). The queue stays
+blocked for the group until each record handed out is acked; an ack commits the offset past it.
+
 The revive service decides from the acks it was given, in memory (it does not read the revive
 topic back), and pending revives do not survive a broker stop; the scenario loader refuses a
-restart or crash with POP groups. Not modelled: orderly POP, buffer merge, batch acks, the KV
-service, the v2 retry topic name, and the revive topic's own consumer offsets.
+restart or crash with POP groups. Not modelled: the remoting client's orderly POP (it never calls
+its listener), an orderly pop's invisible time running out (the queue unblocks, the records are
+handed out again), buffer merge, batch acks, the KV service, the v2 retry topic name, and the
+revive topic's own consumer offsets.
 """
 
 from __future__ import annotations
@@ -130,6 +137,8 @@ class PopService:
         self.checkpoints = 0
         self.acks = 0
         self.revived = 0
+        # (group, topic, queue id) -> the offsets an orderly pop handed out and not acked yet
+        self._orderly: dict[tuple[str, str, int], set[int]] = {}
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -156,6 +165,31 @@ class PopService:
                         broker.config.name)
         self._write_checkpoint(ck)
         return [PoppedMessage(r, ck) for r in records]
+
+    def pop_orderly(self, group: str, topic: str, queue_id: int, max_nums: int) -> list:
+        """An orderly POP_MESSAGE of one queue: up to ``max_nums`` records from the group's offset,
+        none while records it handed out before are not acked; no checkpoint, no offset move."""
+        validate_group(group)
+        validate_topic(topic)
+        assert 0 < max_nums <= POP_BATCH_MAX, f"max_nums {max_nums} outside 1..{POP_BATCH_MAX}"
+        key = (group, topic, queue_id)
+        if self._orderly.get(key):
+            return []
+        store = self.broker.store
+        start = max(self.broker.offsets.query(group, topic, queue_id), store.min_offset(topic, queue_id), 0)
+        if start >= store.max_offset(topic, queue_id):
+            return []
+        records = list(store.get_messages(topic, queue_id, start, max_nums))
+        self._orderly[key] = {r.queue_offset for r in records}
+        return records
+
+    def ack_orderly(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """ACK_MESSAGE of a record an orderly pop handed out: its offset committed past it."""
+        held = self._orderly.get((group, topic, queue_id), set())
+        assert offset in held, f"offset {offset} of {topic}:{queue_id} is not held by {group}"
+        held.discard(offset)
+        if self.broker.offsets.query(group, topic, queue_id) <= offset:
+            self.broker.offsets.commit(group, topic, queue_id, offset + 1)
 
     def ack(self, ck: Checkpoint, offset: int) -> None:
         """ACK_MESSAGE of one offset of a checkpoint."""

@@ -29,6 +29,9 @@ PROXY_INVISIBLE_MS_DEFAULT = 60_000  # ProxyConfig.defaultInvisibleTimeMills
 # ProxyConfig.grpcClientConsumerMaxLongPollingTimeoutMillis: a push consumer's receive waits this long.
 PROXY_LONG_POLLING_MS_MAX = 20_000
 DLQ_DELAY_LEVEL = -1  # the proxy's send-back asks for the DLQ outright
+# ProducerProcessor.forwardMessageToDeadLetterQueue sends maxReconsumeTimes 0 (a FIFO consumer's
+# forward); the proxy's own forward of a record at maxAttempts is modelled with the group's.
+FORWARD_MAX_RECONSUME_TIMES = 0
 
 
 def max_attempts(retry_max_times: int) -> int:

@@ -24,6 +24,14 @@ group's ``retryMaxTimes`` + 1 before the client sees it. A SimpleConsumer's fail
 message comes back after its invisible duration); a PushConsumer receives with the proxy's 60 s
 and changes a failed message's invisible time to its group retry policy's delay for that
 delivery attempt (``broker_core.client.retry_policy``). Neither acks a message at a maximum.
+
+A gRPC FIFO consumer (``client: grpc-fifo``, a push consumer of a group that consumes in order;
+docs/rocketmq-5x.md "FIFO consumers and batch acks: confirmed") is popped for in order: no
+checkpoint, the queue blocked until each record is acked. It retries a failed message itself,
+after its retry policy's delay for that attempt, with the delivery attempt counted by the client
+(a row's ``reconsume_times`` is that attempt − 1, the record's stays 0; outcome ``LOCAL_RETRY``),
+and at ``maxAttempts`` forwards it to the DLQ through the proxy (a send-back with delay level −1,
+then the ack; outcome ``SENT_BACK``).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from dataclasses import dataclass
 
 from broker_core.broker import proxy
 from broker_core.broker.pop import POP_BATCH_MAX, POP_RETRY_QUEUES, PoppedMessage
+from broker_core.broker.send_back import consumer_send_msg_back
 from broker_core.client.behavior import CONSUME_SUCCESS, Behavior, Listener
 from broker_core.client.retry_policy import RetryPolicy
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
@@ -45,12 +54,17 @@ ACKED = "ACKED"  # the listener succeeded: the client acked it
 POP_DELAYED = "POP_DELAYED"  # the listener failed: the client changed its invisible time
 POP_ACKED_AT_MAX = "POP_ACKED_AT_MAX"  # failed at the client's maximum: acked, never retried again
 POP_NOT_ACKED = "POP_NOT_ACKED"  # a gRPC SimpleConsumer's failure: no ack, revived after its invisible time
+LOCAL_RETRY = "LOCAL_RETRY"  # a gRPC FIFO consumer's failure below maxAttempts: it consumes the message again
+SENT_BACK = "SENT_BACK"  # a gRPC FIFO consumer's failure at maxAttempts: forwarded to the DLQ, then acked
 # Which client a POP group is: the remoting push consumer, or a gRPC consumer through the proxy.
 CLIENT_REMOTING = "remoting"
 CLIENT_GRPC_SIMPLE = "grpc-simple"
 CLIENT_GRPC_PUSH = "grpc-push"
-CLIENTS = (CLIENT_REMOTING, CLIENT_GRPC_SIMPLE, CLIENT_GRPC_PUSH)
-GRPC_CLIENTS = (CLIENT_GRPC_SIMPLE, CLIENT_GRPC_PUSH)
+CLIENT_GRPC_FIFO = "grpc-fifo"
+CLIENTS = (CLIENT_REMOTING, CLIENT_GRPC_SIMPLE, CLIENT_GRPC_PUSH, CLIENT_GRPC_FIFO)
+GRPC_CLIENTS = (CLIENT_GRPC_SIMPLE, CLIENT_GRPC_PUSH, CLIENT_GRPC_FIFO)
+# The push consumers: they receive with the proxy's invisible time and retry by the group's policy.
+GRPC_PUSH_CLIENTS = (CLIENT_GRPC_PUSH, CLIENT_GRPC_FIFO)
 POP_INVISIBLE_MS_DEFAULT = 60_000  # DefaultMQPushConsumer.popInvisibleTime
 POP_BATCH_NUMS_DEFAULT = 32  # DefaultMQPushConsumer.popBatchNums
 # DefaultMQPushConsumerImpl.popDelayLevel (seconds, by reconsume times; the last one repeats).
@@ -72,7 +86,7 @@ class PopSettings:
     batch_nums: int = POP_BATCH_NUMS_DEFAULT
     client: str = CLIENT_REMOTING
     retry_max_times: int = RETRY_MAX_TIMES_DEFAULT  # gRPC: the subscription group's retryMaxTimes
-    retry_policy: RetryPolicy = RetryPolicy()  # grpc-push: the group retry policy
+    retry_policy: RetryPolicy = RetryPolicy()  # grpc-push, grpc-fifo: the group retry policy
 
     def __post_init__(self) -> None:
         assert self.client in CLIENTS, f"client {self.client!r}"
@@ -93,8 +107,9 @@ class PopSettings:
 
     def delay_ms(self, reconsume_times: int) -> int:
         """The invisible time a failure asks for: the remoting client's ``popDelayLevel`` entry for
-        the reconsume times, a gRPC push consumer's retry policy for the delivery attempt."""
-        if self.client == CLIENT_GRPC_PUSH:
+        the reconsume times, a gRPC push consumer's retry policy for the delivery attempt (a FIFO
+        consumer's wait before it consumes the message again)."""
+        if self.client in GRPC_PUSH_CLIENTS:
             return self.retry_policy.next_attempt_delay_ms(reconsume_times + 1)
         return self.retry_delays_ms[min(reconsume_times, len(self.retry_delays_ms) - 1)]
 
@@ -102,7 +117,11 @@ class PopSettings:
     def idle_repoll_ms(self) -> int:
         """How long a pop that found nothing waits at most (a gRPC push consumer's receive
         long-polls for the proxy's maximum)."""
-        return proxy.PROXY_LONG_POLLING_MS_MAX if self.client == CLIENT_GRPC_PUSH else POP_IDLE_REPOLL_MS
+        return proxy.PROXY_LONG_POLLING_MS_MAX if self.client in GRPC_PUSH_CLIENTS else POP_IDLE_REPOLL_MS
+
+    @property
+    def fifo(self) -> bool:
+        return self.client == CLIENT_GRPC_FIFO
 
 
 class PopConsumer:
@@ -144,7 +163,11 @@ class PopConsumer:
         if not self.broker.running:
             self.waiting[mq] = self.sim.after(settings.idle_repoll_ms, self._pop, mq)
             return
-        popped = self.broker.pop.pop(settings.group, mq[0], mq[1], settings.batch_nums, settings.invisible_ms)
+        if settings.fifo:
+            popped = [PoppedMessage(r, None) for r in
+                      self.broker.pop.pop_orderly(settings.group, mq[0], mq[1], settings.batch_nums)]
+        else:
+            popped = self.broker.pop.pop(settings.group, mq[0], mq[1], settings.batch_nums, settings.invisible_ms)
         if not popped:
             self.waiting[mq] = self.sim.after(settings.idle_repoll_ms, self._pop, mq)
             return
@@ -162,7 +185,7 @@ class PopConsumer:
         self.busy.add(mq)
         self._consume(mq, popped, 0)
 
-    def _consume(self, mq: tuple[str, int], popped: list[PoppedMessage], index: int) -> None:
+    def _consume(self, mq: tuple[str, int], popped: list[PoppedMessage], index: int, attempt: int = 1) -> None:
         if index == len(popped):
             self.busy.discard(mq)
             self._pop(mq)
@@ -171,12 +194,16 @@ class PopConsumer:
         key = message.record.properties.get(PROP_UNIQ_KEY) or message.record.msg_id
         verdict = self.listener.consume([key])
         start = self.sim.now()
-        self.sim.after(verdict.duration_ms, self._finish, mq, popped, index, verdict.status, start)
+        self.sim.after(verdict.duration_ms, self._finish, mq, popped, index, verdict.status, start, attempt)
 
-    def _finish(self, mq, popped: list[PoppedMessage], index: int, status: str, start_ts: int) -> None:
+    def _finish(self, mq, popped: list[PoppedMessage], index: int, status: str, start_ts: int,
+                attempt: int = 1) -> None:
         message = popped[index]
         record, ck = message.record, message.checkpoint
         pop = self.broker.pop
+        if self.settings.fifo:
+            self._finish_fifo(mq, popped, index, status, start_ts, attempt)
+            return
         if not self.broker.running:
             outcome = None  # the request fails; the broker revives the message when it is back
         elif status == CONSUME_SUCCESS:
@@ -195,6 +222,27 @@ class PopConsumer:
             outcome = POP_DELAYED
         if outcome is not None:
             self.group.emit_attempt(self, message, status, outcome, start_ts, self.sim.now())
+        self._consume(mq, popped, index + 1)
+
+    def _finish_fifo(self, mq, popped: list[PoppedMessage], index: int, status: str, start_ts: int,
+                     attempt: int) -> None:
+        """A FIFO consumer's result: ack a success; consume a failure again after the policy's
+        delay; forward it to the DLQ at maxAttempts (the proxy's send-back, then its ack)."""
+        message = popped[index]
+        record, settings = message.record, self.settings
+        if status != CONSUME_SUCCESS and attempt < proxy.max_attempts(settings.retry_max_times):
+            self.group.emit_attempt(self, message, status, LOCAL_RETRY, start_ts, self.sim.now(), attempt - 1)
+            self.sim.after(settings.delay_ms(attempt - 1), self._consume, mq, popped, index, attempt + 1)
+            return
+        if status == CONSUME_SUCCESS:
+            outcome = ACKED
+        else:
+            consumer_send_msg_back(self.broker, record.phys_offset, settings.group, proxy.DLQ_DELAY_LEVEL,
+                                   origin_msg_id=record.msg_id, origin_topic=record.topic,
+                                   max_reconsume_times=proxy.FORWARD_MAX_RECONSUME_TIMES)
+            outcome = SENT_BACK
+        self.broker.pop.ack_orderly(settings.group, record.topic, record.queue_id, record.queue_offset)
+        self.group.emit_attempt(self, message, status, outcome, start_ts, self.sim.now(), attempt - 1)
         self._consume(mq, popped, index + 1)
 
 
@@ -263,14 +311,17 @@ class PopConsumerGroup:
         return self.broker.pop.unrevived(group) == 0
 
     def emit_attempt(self, consumer: PopConsumer, message: PoppedMessage, status: str, outcome: str,
-                     start_ts: int, end_ts: int) -> None:
+                     start_ts: int, end_ts: int, reconsume_times: int | None = None) -> None:
+        """One ``consume_attempts`` row; ``reconsume_times`` the client's count when it is not the
+        record's (a FIFO consumer's local attempts)."""
         record = message.record
         self.recorder.emit("consume_attempts", {
             "group": self.settings.group, "consumer_id": consumer.consumer_id, "model": "CLUSTERING",
             "queue_topic": record.topic, "queue_id": record.queue_id, "queue_offset": record.queue_offset,
             "msg_id": record.msg_id, "uniq_key": record.properties.get(PROP_UNIQ_KEY),
             "topic": self._origin(record.topic) if is_retry_topic(record.topic) else record.topic,
-            "reconsume_times": record.reconsume_times, "start_ts": start_ts, "end_ts": end_ts,
+            "reconsume_times": record.reconsume_times if reconsume_times is None else reconsume_times,
+            "start_ts": start_ts, "end_ts": end_ts,
             "status": status, "outcome": outcome, "phys_offset": record.phys_offset})
 
     def _origin(self, retry_topic: str) -> str:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from broker_core.broker.proxy import max_attempts
+from broker_core.broker.proxy import FORWARD_MAX_RECONSUME_TIMES, max_attempts
 from broker_core.export.counts import run_counts
 from broker_core.export.parquet import DEFAULT_PART, TableWriter, atomic_dir, write_rows
 from broker_core.export.schema import RUN_SOURCE_SIMULATION
@@ -204,12 +204,15 @@ def _manifest(scenario: Scenario, world: World, scenario_path, out_dir) -> dict:
 def _manifest_group(g) -> dict:
     """A group as the checks read it. A gRPC group has no client maximum of its own: the proxy
     dead-letters a record popped at reconsume times retryMaxTimes + 1 (maxAttempts), so that is
-    the maximum the manifest records for it, beside the client and the configured retryMaxTimes."""
+    the maximum the manifest records for it, beside the client and the configured retryMaxTimes.
+    A FIFO one counts its attempts itself and has the proxy forward the message with
+    maxReconsumeTimes 0: its DLQ record shows no reconsume, and 0 is its maximum."""
     doc = {"name": g.name, "subscribe": list(g.subscribe), "model": g.model, "mode": g.mode,
            "consumers": g.consumers, "max_reconsume_times": g.max_reconsume_times}
     if g.client != "remoting":
         doc.update(client=g.client, retry_max_times=g.retry_max_times,
-                   max_reconsume_times=max_attempts(g.retry_max_times))
+                   max_reconsume_times=FORWARD_MAX_RECONSUME_TIMES if g.client == "grpc-fifo"
+                   else max_attempts(g.retry_max_times))
     return doc
 
 

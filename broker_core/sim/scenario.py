@@ -15,8 +15,8 @@ The format is DESIGN.md's, plus a few fields with defaults: ``broker.cluster``,
 ``producers[].group`` (producer group), ``producers[].start`` (when it begins sending) and
 ``producers[].timer`` (5.x timer messages: a delay or a weight table ``{0s: 0.8, 5s: 0.2}``) and
 ``producers[].recall`` (the share of them recalled at once, 5.3.2+ ``recallMessage``), a POP
-group's ``client`` (``grpc-simple``/``grpc-push`` through the proxy, with ``retry_max_times`` and, for
-push, ``retry_policy``), and the
+group's ``client`` (``grpc-simple``/``grpc-push``/``grpc-fifo`` through the proxy, with
+``retry_max_times`` and, for the push consumers, ``retry_policy``), and the
 per-kind fault fields documented in ``docs/faults.md`` (``pause``, ``consumer``, ``delta``,
 ``topic``/``messages``/``rate`` for a burst). Values: durations ``1h10m``/``30s``/``5ms``/``2d``
 (largest unit first, each once), sizes ``64MiB`` or bytes, rates ``1000/s`` (also ``/ms``, ``/m``,
@@ -116,9 +116,11 @@ POP_MODE = "pop"  # a 5.x remoting POP consumer group (broker_core/client/pop_co
 POP_FAULTS = ("burst",)
 POP_RETRY_DELAYS_MAX = 32
 # Which client a POP group is (broker_core/client/pop_consumer.py): the remoting push consumer, or a
-# gRPC SimpleConsumer or PushConsumer served through the proxy (broker_core/broker/proxy.py).
-POP_CLIENTS = ("remoting", "grpc-simple", "grpc-push")
+# gRPC SimpleConsumer or PushConsumer served through the proxy (broker_core/broker/proxy.py), or a
+# gRPC FIFO PushConsumer (its group consumes in order).
+POP_CLIENTS = ("remoting", "grpc-simple", "grpc-push", "grpc-fifo")
 GRPC_PUSH = "grpc-push"
+GRPC_PUSH_CLIENTS = ("grpc-push", "grpc-fifo")  # push consumers: the proxy's 60 s, a retry policy
 RETRY_POLICY_DELAYS_MAX = 64  # a customized table's entries (the default has 18)
 _RETRY_POLICY_KEYS = {CUSTOMIZED: {"type", "delays"}, EXPONENTIAL: {"type", "initial", "max", "multiplier"}}
 _RETRY_POLICY_EXAMPLE = "expected a mapping such as {type: exponential, initial: 1s, max: 30s, multiplier: 2}"
@@ -930,7 +932,8 @@ class _Group(_Model):
         if not grpc:
             for key in ("retry_max_times", "retry_policy"):
                 if key in self.model_fields_set:
-                    raise _Problem("is a gRPC group's setting (mode: pop, client: grpc-simple or grpc-push): "
+                    raise _Problem("is a gRPC group's setting (mode: pop, client: grpc-simple, grpc-push "
+                                   "or grpc-fifo): "
                                    "the proxy reads it from the broker's subscription group", sub=(key,))
         else:
             # A gRPC client has no maximum and no delay table of its own: the proxy gives it the
@@ -938,11 +941,11 @@ class _Group(_Model):
             for key, use in (("max_reconsume_times", "retry_max_times"), ("retry_delays", "retry_policy")):
                 if key in self.model_fields_set:
                     raise _Problem(f"is a remoting client's setting; a gRPC group has {use}", sub=(key,))
-            if self.client == GRPC_PUSH and "invisible_time" in self.model_fields_set:
+            if self.client in GRPC_PUSH_CLIENTS and "invisible_time" in self.model_fields_set:
                 raise _Problem("is the proxy's 60 s for a gRPC push consumer (it asks for auto renewal)",
                                sub=("invisible_time",))
-            if self.client != GRPC_PUSH and "retry_policy" in self.model_fields_set:
-                raise _Problem("is a gRPC push consumer's setting (client: grpc-push): a SimpleConsumer's "
+            if self.client not in GRPC_PUSH_CLIENTS and "retry_policy" in self.model_fields_set:
+                raise _Problem("is a gRPC push consumer's setting (client: grpc-push or grpc-fifo): a SimpleConsumer's "
                                "failure waits out its invisible duration", sub=("retry_policy",))
         if self.mode != POP_MODE:
             return self

@@ -161,7 +161,7 @@ class World:
             extra["invisible_ms"] = g.invisible_ms
         if g.retry_delays_ms:
             extra["retry_delays_ms"] = g.retry_delays_ms
-        if g.client == "grpc-push":
+        if g.client in ("grpc-push", "grpc-fifo"):
             extra["invisible_ms"] = PROXY_INVISIBLE_MS_DEFAULT  # the client asks for auto renewal
         settings = PopSettings(group=g.name, subscribe=tuple(g.subscribe),
                                max_reconsume_times=g.max_reconsume_times, client=g.client,

@@ -6,7 +6,7 @@
 // Arguments: PLAN  PROXY_ENDPOINT. It reads from the plan (Driver.java documents it):
 //   namesrv, broker        where the admin client sets each gRPC group's subscription group
 //   group                  a gRPC group has four more fields after MAX_RECONSUME_TIMES ... TOPICS:
-//                          INVISIBLE_MS  -  CLIENT(grpc-simple|grpc-push)  POLICY, and its
+//                          INVISIBLE_MS  -  CLIENT(grpc-simple|grpc-push|grpc-fifo)  POLICY, and its
 //                          MAX_RECONSUME_TIMES field holds the group's retryMaxTimes
 //   verdict                the model's listener verdicts, keyed UNIQ_KEY/RECONSUME_TIMES/N
 //   sidedir                where it writes "grpc.ready" once its consumers run: Driver.java sends
@@ -107,7 +107,7 @@ public class GrpcPlanDriver {
         for (String[] g : groups) {
             int n = Integer.parseInt(g[3]);
             for (int i = 0; i < n; i++) {
-                if ("grpc-push".equals(g[9])) startPush(provider, config, g, i);
+                if (g[9].equals("grpc-push") || g[9].equals("grpc-fifo")) startPush(provider, config, g, i);
                 else startSimple(provider, config, g, i);
             }
         }
@@ -120,9 +120,10 @@ public class GrpcPlanDriver {
         }
     }
 
-    /** The group's retryMaxTimes (the proxy gives the client maxAttempts = retryMaxTimes + 1) and,
-     *  for a push group, its retry policy, on the broker's subscription group, which Driver.java
-     *  created (as mqadmin updateSubGroup does). */
+    /** The group's retryMaxTimes (the proxy gives the client maxAttempts = retryMaxTimes + 1),
+     *  for a push group its retry policy, and for a FIFO group consumeMessageOrderly (the proxy
+     *  then makes its push consumer a FIFO one), on the broker's subscription group, which
+     *  Driver.java created (as mqadmin updateSubGroup does). */
     static void configureGroup(DefaultMQAdminExt admin, String addr, String[] g) throws Exception {
         SubscriptionGroupConfig sub = admin.examineSubscriptionGroupConfig(addr, g[0]);
         if (sub == null) {
@@ -131,6 +132,7 @@ public class GrpcPlanDriver {
         }
         sub.setRetryMaxTimes(Integer.parseInt(g[4]));
         if (!"-".equals(g[10])) sub.setGroupRetryPolicy(parsePolicy(g[10]));
+        sub.setConsumeMessageOrderly("grpc-fifo".equals(g[9]));
         admin.createAndUpdateSubscriptionGroupConfig(addr, sub);
         SubscriptionGroupConfig stored = admin.examineSubscriptionGroupConfig(addr, g[0]);
         StringBuilder sb = new StringBuilder("{\"ev\":\"group\"");
@@ -167,17 +169,18 @@ public class GrpcPlanDriver {
     }
 
     /** A PushConsumer: the listener returns the model's verdict; a failure makes the client change
-     *  the message's invisible time to its retry policy's delay for the delivery attempt. */
+     *  the message's invisible time to its retry policy's delay for the delivery attempt (a FIFO
+     *  one consumes the message again after that delay, and forwards it to the DLQ at maxAttempts). */
     static void startPush(ClientServiceProvider provider, ClientConfiguration config, String[] g, int index)
             throws Exception {
-        final String group = g[0], consumerId = group + "-c" + index;
+        final String group = g[0], consumerId = group + "-c" + index, client = g[9];
         final long consumeMs = Long.parseLong(g[5]);
         PushConsumer c = provider.newPushConsumerBuilder()
                 .setClientConfiguration(config)
                 .setConsumerGroup(group)
                 .setConsumptionThreadCount(PUSH_CONSUMPTION_THREADS)
                 .setSubscriptionExpressions(subscriptions(g))
-                .setMessageListener(view -> SUCCESS.equals(consume(group, consumerId, "grpc-push", view, consumeMs))
+                .setMessageListener(view -> SUCCESS.equals(consume(group, consumerId, client, view, consumeMs))
                         ? ConsumeResult.SUCCESS : ConsumeResult.FAILURE)
                 .build();
         consumers.add(c);

@@ -1,7 +1,8 @@
 """The model's gRPC consumers against real 5.x ones through a real proxy, message by message:
 scenarios/conformance-grpc.yaml played by `retry-audit conformance` (a name server, two brokers, a
-proxy in cluster mode; a PushConsumer and a SimpleConsumer of rocketmq-client-java run by
-conformance/driver/GrpcPlanDriver.java, replaying the model's listener verdicts).
+proxy in cluster mode; a PushConsumer, a SimpleConsumer and a FIFO PushConsumer of
+rocketmq-client-java run by conformance/driver/GrpcPlanDriver.java, replaying the model's listener
+verdicts).
 
 The 5.3.3 case is in `make test` (about three minutes); 5.5.1 (its broker side, with 5.5.0's
 proxy and clients) is marked slow. Without java, javac and mvn the real-broker test skips; the
@@ -30,19 +31,20 @@ from orchestration.cmd_conformance import verdict_failures
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "conformance-grpc.yaml"
-PUSH, SIMPLE = "push-service", "simple-service"
+PUSH, SIMPLE, FIFO = "push-service", "simple-service", "fifo-service"
 RETRY_TOPICS = {PUSH: "%RETRY%push-service_PushTopic", SIMPLE: "%RETRY%simple-service_SimpleTopic"}
-DLQ_TOPICS = {PUSH: "%DLQ%push-service", SIMPLE: "%DLQ%simple-service"}
-MESSAGES = 50
+DLQ_TOPICS = {PUSH: "%DLQ%push-service", SIMPLE: "%DLQ%simple-service", FIFO: "%DLQ%fifo-service"}
+MESSAGES = 62
 
 
 @needs_real_rocketmq
 @pytest.mark.parametrize("version", ["5.3.3", pytest.param("5.5.1", marks=pytest.mark.slow)])
 def test_the_models_grpc_consumers_match_real_ones_through_a_proxy(version, tmp_path, spark):
     """Every message's hops (the publish, each revive into the group's POP retry topic, the retry
-    the proxy pops at maxAttempts and the DLQ record it sends instead of handing it out) and their
-    properties are the same in the model's run and the real one; the audit agrees with what the
-    real gRPC consumers were handed; a message whose every attempt failed is DLQ on both sides."""
+    the proxy pops at maxAttempts and the DLQ record it sends instead of handing it out; a FIFO
+    message's DLQ record straight after its PUBLISH) and their properties are the same in the
+    model's run and the real one; the audit agrees with what the real gRPC consumers were handed;
+    a message whose every attempt failed is DLQ on both sides."""
     out = tmp_path / "out"
     report = run_conformance(version, SCENARIO, out, spark=spark)
     assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
@@ -57,13 +59,15 @@ def test_the_models_grpc_consumers_match_real_ones_through_a_proxy(version, tmp_
     clients = pq.read_table(out / "clients" / "consume_attempts").to_pylist()
     model = pq.read_table(out / "runs" / "model" / "parquet" / "consume_attempts").to_pylist()
     # The real consumers were handed the same attempts from the same queues (the retries from the
-    # groups' POP retry topics) with the model's outcomes: acked, not acked (a SimpleConsumer),
-    # invisible time changed (a PushConsumer).
+    # groups' POP retry topics; a FIFO consumer's again from its one record) with the model's
+    # outcomes: acked, not acked (a SimpleConsumer), invisible time changed (a PushConsumer),
+    # consumed again and forwarded to the DLQ (a FIFO consumer).
     assert sorted((a["group"], a["uniq_key"], a["queue_topic"], a["reconsume_times"], a["outcome"])
                   for a in clients) == sorted(
         (a["group"], a["uniq_key"], a["queue_topic"], a["reconsume_times"], a["outcome"]) for a in model)
     assert {a["queue_topic"] for a in clients} >= set(RETRY_TOPICS.values())
-    assert {a["outcome"] for a in clients} == {"ACKED", "POP_NOT_ACKED", "POP_DELAYED"}
+    assert {a["outcome"] for a in clients} == {"ACKED", "POP_NOT_ACKED", "POP_DELAYED", "LOCAL_RETRY", "SENT_BACK"}
+    assert {a["queue_topic"] for a in clients if a["group"] == FIFO} == {"FifoTopic"}
 
     con = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
     try:
@@ -77,8 +81,8 @@ def test_the_models_grpc_consumers_match_real_ones_through_a_proxy(version, tmp_
             [real_run_id("conformance-grpc")]).fetchall()}
     finally:
         con.close()
-    # Both groups dead-letter some message, on both sides alike: maxAttempts failed deliveries each.
-    assert real_dlq == model_dlq and {g for _, g in real_dlq} == {PUSH, SIMPLE}
+    # Every group dead-letters some message, on both sides alike: maxAttempts failed deliveries each.
+    assert real_dlq == model_dlq and {g for _, g in real_dlq} == {PUSH, SIMPLE, FIFO}
     assert dlq_topics == set(DLQ_TOPICS.values())
     failed = {(a["group"], a["uniq_key"]) for a in clients if a["status"] != "CONSUME_SUCCESS"}
     ok = {(a["group"], a["uniq_key"]) for a in clients if a["status"] == "CONSUME_SUCCESS"}
@@ -88,7 +92,7 @@ def test_the_models_grpc_consumers_match_real_ones_through_a_proxy(version, tmp_
     groups = [json.loads(line) for line in (out / "side" / "grpc.out").read_text().splitlines()
               if line.startswith('{"ev":"group"')]
     assert sorted((g["group"], g["retry_max_times"]) for g in groups) == [
-        (PUSH, 2), (PUSH, 2), (SIMPLE, 1), (SIMPLE, 1)]
+        (FIFO, 2), (FIFO, 2), (PUSH, 2), (PUSH, 2), (SIMPLE, 1), (SIMPLE, 1)]
     assert all("EXPONENTIAL" in g["group_retry_policy"] for g in groups if g["group"] == PUSH)
 
 
@@ -110,6 +114,7 @@ def test_a_grpc_groups_plan_line_names_its_client_retry_max_times_and_policy(tmp
     lines = {f[1]: f[3:] for f in (line.split("\t") for line in plan.text.splitlines()) if f[0] == "group"}
     assert lines[PUSH] == ["POP", "1", "2", "1", "PushTopic", "60000", "-", "grpc-push", "exponential:1000,3000,2"]
     assert lines[SIMPLE] == ["POP", "1", "1", "1", "SimpleTopic", "5000", "-", "grpc-simple", "-"]
+    assert lines[FIFO] == ["POP", "1", "2", "1", "FifoTopic", "60000", "-", "grpc-fifo", "exponential:1000,1000,1"]
     settings = dict(line.split("\t")[1:] for line in plan.text.splitlines() if line.startswith("setting\t"))
     assert int(settings["idle_ms"]) == 2 * 5_000 + 15_000
     # Verdicts are keyed by the reconsume times, which a gRPC consumer reads as delivery attempt - 1.
@@ -130,13 +135,18 @@ def test_a_push_groups_retry_policy_is_written_as_the_broker_takes_it():
 def test_a_grpc_delivery_reads_its_queue_and_outcome_from_the_receipt_handle():
     """A gRPC consumer names the message's topic for a retry too; its receipt handle (POP_CK plus
     the commit log offset, as a real 5.3.3 proxy handed it) says the queue, and the outcome of a
-    failure is the client's: no ack (simple), a change of invisible time (push)."""
+    failure is the client's: no ack (simple), a change of invisible time (push), consumed again
+    below maxAttempts and forwarded to the DLQ at it (FIFO: the reconsume times is the client's
+    attempt - 1, the maximum the group's retryMaxTimes)."""
     call = {"group": SIMPLE, "topic": "SimpleTopic", "uniq_key": "U"}
     assert pop_queue({**call, "pop_ck": "0 1795687826944 5000 5 0 broker-b 0 0 298"}) == ("SimpleTopic", 0)
     assert pop_queue({**call, "pop_ck": "2 1795687833000 5000 6 1 broker-a 0 2 9120"}) == (RETRY_TOPICS[SIMPLE], 0)
     assert outcome("CLUSTERING", "RECONSUME_LATER", "POP", 1, 1, client="grpc-simple") == "POP_NOT_ACKED"
     assert outcome("CLUSTERING", "RECONSUME_LATER", "POP", 2, 2, client="grpc-push") == "POP_DELAYED"
     assert outcome("CLUSTERING", "CONSUME_SUCCESS", "POP", 0, 2, client="grpc-push") == "ACKED"
+    assert outcome("CLUSTERING", "RECONSUME_LATER", "POP", 1, 2, client="grpc-fifo") == "LOCAL_RETRY"
+    assert outcome("CLUSTERING", "RECONSUME_LATER", "POP", 2, 2, client="grpc-fifo") == "SENT_BACK"
+    assert outcome("CLUSTERING", "CONSUME_SUCCESS", "POP", 2, 2, client="grpc-fifo") == "ACKED"
     # The remoting POP client acks a failure at its maximum.
     assert outcome("CLUSTERING", "RECONSUME_LATER", "POP", 2, 2) == "POP_ACKED_AT_MAX"
 
