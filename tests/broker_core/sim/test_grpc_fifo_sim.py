@@ -5,6 +5,7 @@ same scenario against real brokers in scenarios/conformance-grpc.yaml."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 
 import duckdb
@@ -72,7 +73,7 @@ def test_a_fifo_consumer_retries_from_its_one_record_in_order_and_forwards_to_th
     for key, seen in calls.items():
         assert len({a["phys_offset"] for a in seen}) == 1, seen
         assert [a["reconsume_times"] for a in seen] == list(range(len(seen)))
-        for before, after in zip(seen, seen[1:]):
+        for before, after in itertools.pairwise(seen):
             delay_ms = (after["start_ts"] - before["end_ts"]).total_seconds() * 1000
             assert delay_ms == pytest.approx(min(2000, 1000 * 2 ** before["reconsume_times"]), abs=1)
         if key in dead:
