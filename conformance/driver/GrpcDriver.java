@@ -16,7 +16,10 @@ import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
 import org.apache.rocketmq.client.apis.consumer.PushConsumer;
 import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
+import org.apache.rocketmq.client.apis.message.MessageBuilder;
 import org.apache.rocketmq.client.apis.message.MessageView;
+import org.apache.rocketmq.client.apis.producer.Producer;
+import org.apache.rocketmq.client.apis.producer.SendReceipt;
 import org.apache.rocketmq.client.java.message.MessageViewImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -52,7 +55,14 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * makes its client a FIFO consumer, which retries a failed message itself, by the policy, and at
  * maxAttempts forwards it to the DLQ through the proxy. Message i of a group has keys group-i.
  *
- * <p>In both modes the group's retryMaxTimes (and, push, its groupRetryPolicy) is set on the
+ * <p><b>produce</b> — arguments: produce namesrv brokerAddr proxyEndpoint normalTopic fifoTopic
+ * delayTopic count delayMs. Creates the three topics with their message.type (NORMAL, FIFO, DELAY:
+ * the proxy checks each send against it) and sends count messages to each with a gRPC Producer
+ * through the proxy: keys topic-i, a FIFO one in message group fifo-(i % 2), a delayed one due
+ * delayMs after its send (its deliveryTimestamp). One "send" line each; it ends once every delayed
+ * message is due and DELAY_GRACE_MS more have passed, so the timer has delivered them.
+ *
+ * <p>In the consuming modes the group's retryMaxTimes (and, push, its groupRetryPolicy) is set on the
  * broker (subscriptionGroup.json) before the consumer starts: the proxy gives the client
  * maxAttempts = retryMaxTimes + 1 and the group's policy, and sends a message popped at reconsume
  * times >= maxAttempts to the DLQ instead of handing it out. A plan is a comma-separated list of
@@ -66,11 +76,14 @@ public class GrpcDriver {
     static final long PUSH_POLL_MS = 500;  // how often the push mode looks whether its run is over
     static final int PUSH_CONSUMPTION_THREADS = 4;  // the listener returns at once; 20 by default
     static final int PUSH_ARGS_PER_GROUP = 6;
-    static final String FIFO_PREFIX = "fifo-";  // a push group's policyType fifo-<type>: a FIFO group
+    static final String FIFO_PREFIX = "fifo-";
+    static final long DELAY_GRACE_MS = 4_000;  // the timer's second of precision, the put, a margin  // a push group's policyType fifo-<type>: a FIFO group
 
     public static void main(String[] args) {
         if (args.length > 0 && args[0].equals("push")) {
             DriverSupport.exitWith(() -> runPush(Arrays.copyOfRange(args, 1, args.length)));
+        } else if (args.length > 0 && args[0].equals("produce")) {
+            DriverSupport.exitWith(() -> runProduce(Arrays.copyOfRange(args, 1, args.length)));
         } else {
             DriverSupport.exitWith(() -> run(args));
         }
@@ -340,5 +353,54 @@ public class GrpcDriver {
         emit(done.append("}}").toString());
         admin.shutdown();
         return over ? 0 : 3;
+    }
+
+    static int runProduce(String[] args) throws Exception {
+        String namesrv = args[0], brokerAddr = args[1], endpoint = args[2];
+        String[] topics = {args[3], args[4], args[5]};
+        String[] types = {"NORMAL", "FIFO", "DELAY"};
+        int count = Integer.parseInt(args[6]);
+        long delayMs = Long.parseLong(args[7]);
+        DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, "produce-admin");
+        for (int t = 0; t < topics.length; t++) {
+            TopicConfig config = new TopicConfig(topics[t], 1, 1, 6);
+            config.setAttributes(Collections.singletonMap("+message.type", types[t]));
+            admin.createAndUpdateTopicConfig(brokerAddr, config);
+            DriverSupport.waitForRoute(admin, topics[t]);
+        }
+        ClientServiceProvider provider = ClientServiceProvider.loadService();
+        Producer producer = provider.newProducerBuilder()
+                .setClientConfiguration(clientConfiguration(endpoint)).setTopics(topics).build();
+        long lastDue = 0;
+        for (int t = 0; t < topics.length; t++) {
+            for (int i = 0; i < count; i++) {
+                String keys = topics[t] + "-" + i;
+                MessageBuilder builder = provider.newMessageBuilder().setTopic(topics[t]).setKeys(keys)
+                        .setTag("grpc").setBody((keys + " from a gRPC producer").getBytes("UTF-8"));
+                String messageGroup = null;
+                Long due = null;
+                if (types[t].equals("FIFO")) builder.setMessageGroup(messageGroup = "fifo-" + (i % 2));
+                long sentMs = System.currentTimeMillis();
+                if (types[t].equals("DELAY")) {
+                    builder.setDeliveryTimestamp(due = sentMs + delayMs);
+                    lastDue = Math.max(lastDue, due);
+                }
+                SendReceipt receipt = producer.send(builder.build());
+                StringBuilder line = new StringBuilder("{\"event\":\"send\"");
+                PlanSupport.field(line, "uniq_key", receipt.getMessageId().toString());
+                PlanSupport.field(line, "keys", keys);
+                PlanSupport.field(line, "topic", topics[t]);
+                PlanSupport.field(line, "message_type", types[t]);
+                PlanSupport.field(line, "message_group", messageGroup);
+                PlanSupport.field(line, "due_ms", due);
+                PlanSupport.field(line, "sent_ms", sentMs);
+                emit(line.append('}').toString());
+            }
+        }
+        producer.close();
+        Thread.sleep(Math.max(0, lastDue - System.currentTimeMillis()) + DELAY_GRACE_MS);
+        admin.shutdown();
+        emit("{\"event\":\"done\",\"sent\":" + count * topics.length + "}");
+        return 0;
     }
 }

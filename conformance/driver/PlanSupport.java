@@ -4,7 +4,8 @@ import java.util.Map;
 /**
  * What the two plan drivers (Driver.java for the remoting clients, GrpcPlanDriver.java for the gRPC
  * ones) share: the model's listener verdicts read from the plan, and the fields of the JSON lines
- * they print. Compiled with each (conformance/driver.py).
+ * they print (which the real-broker tests' drivers print too). Compiled with each
+ * (conformance/driver.py, tests/conformance/java_driver.py).
  */
 final class PlanSupport {
     private PlanSupport() {

@@ -26,10 +26,11 @@ DRIVER_SUPPORT = Path(__file__).resolve().parents[2] / "conformance" / "driver" 
 
 
 def compile_driver(source: Path, classpath: str, classes: Path) -> str:
-    """Compile ``source`` (with DriverSupport.java) into the directory ``classes``; return the
-    class path that runs it."""
+    """Compile ``source`` (with DriverSupport.java and PlanSupport.java) into the directory
+    ``classes``; return the class path that runs it."""
     proc = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath, str(source),
-                           str(DRIVER_SUPPORT)], capture_output=True, text=True)
+                           str(DRIVER_SUPPORT), str(DRIVER_SUPPORT.with_name("PlanSupport.java"))],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, f"javac {source.name}: {proc.stderr}"
     return f"{classes}:{classpath}"
 
