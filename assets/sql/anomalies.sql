@@ -84,17 +84,22 @@ hop_of_delivery AS (
       AND msg_id IN (SELECT delivered_msg_id FROM off_time)
     GROUP BY run_id, msg_id
 ),
+awaiting AS (
+    -- RETRYING rows with invisible_until: the chain ends at a record popped under a checkpoint
+    -- that is not acked, with no retry after it (docs/data-contract.md, message_lineage). Few.
+    SELECT run_id, message_key, "group", invisible_until
+    FROM message_lineage
+    WHERE final_state = 'RETRYING' AND invisible_until IS NOT NULL
+),
 awaiting_revive AS (
-    -- The chain's last record of a RETRYING row with invisible_until: popped under a checkpoint
-    -- that is not acked, with no retry after it (docs/data-contract.md, message_lineage).
-    SELECT l.run_id, l.message_key, l."group", l.invisible_until,
-           h.broker, h.topic, h.queue_id, c.queue_offset
-    FROM message_lineage l
+    -- Their consumable records; the IN list keeps the few on the build side (as dup_attempts).
+    SELECT l.*, h.broker, h.topic, h.queue_id, c.queue_offset
+    FROM awaiting l
     JOIN message_hops h ON h.run_id = l.run_id AND h.message_key = l.message_key
                        AND (h."group" = l."group" OR h."group" IS NULL)
                        AND h.hop_kind IN ('PUBLISH', 'DELIVER', 'RETRY')
     JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
-    WHERE l.final_state = 'RETRYING' AND l.invisible_until IS NOT NULL
+    WHERE h.message_key IN (SELECT message_key FROM awaiting)
 ),
 revive_passed AS (
     -- That checkpoint's record in the revive topic, and the revive service's committed offset on
