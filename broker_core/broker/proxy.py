@@ -29,9 +29,7 @@ PROXY_INVISIBLE_MS_DEFAULT = 60_000  # ProxyConfig.defaultInvisibleTimeMills
 # ProxyConfig.grpcClientConsumerMaxLongPollingTimeoutMillis: a push consumer's receive waits this long.
 PROXY_LONG_POLLING_MS_MAX = 20_000
 DLQ_DELAY_LEVEL = -1  # the proxy's send-back asks for the DLQ outright
-# ProducerProcessor.forwardMessageToDeadLetterQueue sends maxReconsumeTimes 0 (a FIFO consumer's
-# forward); the proxy's own forward of a record at maxAttempts is modelled with the group's.
-FORWARD_MAX_RECONSUME_TIMES = 0
+FORWARD_MAX_RECONSUME_TIMES = 0  # and sends maxReconsumeTimes 0 (ProducerProcessor.forwardMessageToDeadLetterQueue)
 
 
 def max_attempts(retry_max_times: int) -> int:
@@ -45,17 +43,23 @@ def goes_to_dlq(record, retry_max_times: int) -> bool:
     return record.reconsume_times >= max_attempts(retry_max_times)
 
 
-def forward_to_dlq(broker, message: PoppedMessage, group: str, retry_max_times: int) -> bool:
-    """Dead-letter a popped record as the proxy does: send-back to the DLQ, then ack its checkpoint.
+def forward(broker, record, group: str) -> bool:
+    """``ProducerProcessor.forwardMessageToDeadLetterQueue``: ``record`` sent back with delay level
+    −1 and maxReconsumeTimes 0, so the broker stores it in ``%DLQ%<group>``; whether it did. The
+    proxy forwards a record it popped at maxAttempts, and a FIFO consumer's message at its own."""
+    response = consumer_send_msg_back(broker, record.phys_offset, group, DLQ_DELAY_LEVEL,
+                                      origin_msg_id=record.msg_id, origin_topic=record.topic,
+                                      max_reconsume_times=FORWARD_MAX_RECONSUME_TIMES)
+    return response.code == codes.SUCCESS
+
+
+def forward_to_dlq(broker, message: PoppedMessage, group: str) -> bool:
+    """Dead-letter a popped record as the proxy does: forward it, then ack its checkpoint.
 
     Returns whether the DLQ record was stored; when it was not, nothing is acked and the broker
     revives the record again after its invisible time (the proxy's ack follows a successful send).
     """
-    record = message.record
-    response = consumer_send_msg_back(broker, record.phys_offset, group, DLQ_DELAY_LEVEL,
-                                      origin_msg_id=record.msg_id, origin_topic=record.topic,
-                                      max_reconsume_times=retry_max_times)
-    if response.code != codes.SUCCESS:
+    if not forward(broker, message.record, group):
         return False
-    broker.pop.ack(message.checkpoint, record.queue_offset)
+    broker.pop.ack(message.checkpoint, message.record.queue_offset)
     return True

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 
 from broker_core.broker import proxy
 from broker_core.broker.pop import POP_BATCH_MAX, POP_RETRY_QUEUES, PoppedMessage
-from broker_core.broker.send_back import consumer_send_msg_back
 from broker_core.client.behavior import CONSUME_SUCCESS, Behavior, Listener
 from broker_core.client.retry_policy import RetryPolicy
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
@@ -178,7 +177,7 @@ class PopConsumer:
             kept = []
             for message in popped:
                 if proxy.goes_to_dlq(message.record, retry_max_times):
-                    proxy.forward_to_dlq(self.broker, message, settings.group, retry_max_times)
+                    proxy.forward_to_dlq(self.broker, message, settings.group)
                 else:
                     kept.append(message)
             popped = kept
@@ -237,9 +236,7 @@ class PopConsumer:
         if status == CONSUME_SUCCESS:
             outcome = ACKED
         else:
-            consumer_send_msg_back(self.broker, record.phys_offset, settings.group, proxy.DLQ_DELAY_LEVEL,
-                                   origin_msg_id=record.msg_id, origin_topic=record.topic,
-                                   max_reconsume_times=proxy.FORWARD_MAX_RECONSUME_TIMES)
+            proxy.forward(self.broker, record, settings.group)
             outcome = SENT_BACK
         self.broker.pop.ack_orderly(settings.group, record.topic, record.queue_id, record.queue_offset)
         self.group.emit_attempt(self, message, status, outcome, start_ts, self.sim.now(), attempt - 1)

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from broker_core.broker.proxy import FORWARD_MAX_RECONSUME_TIMES, max_attempts
+from broker_core.client.pop_consumer import CLIENT_GRPC_FIFO
 from broker_core.export.counts import run_counts
 from broker_core.export.parquet import DEFAULT_PART, TableWriter, atomic_dir, write_rows
 from broker_core.export.schema import RUN_SOURCE_SIMULATION
@@ -211,7 +212,7 @@ def _manifest_group(g) -> dict:
            "consumers": g.consumers, "max_reconsume_times": g.max_reconsume_times}
     if g.client != "remoting":
         doc.update(client=g.client, retry_max_times=g.retry_max_times,
-                   max_reconsume_times=FORWARD_MAX_RECONSUME_TIMES if g.client == "grpc-fifo"
+                   max_reconsume_times=FORWARD_MAX_RECONSUME_TIMES if g.client == CLIENT_GRPC_FIFO
                    else max_attempts(g.retry_max_times))
     return doc
 

@@ -47,6 +47,8 @@ from pydantic import (
 from broker_core import names
 from broker_core.broker.pop import POP_INVISIBLE_MS_MAX, POP_INVISIBLE_MS_MIN, POP_RETRY_DELAY_MS_MAX
 from broker_core.broker.semantics import semantics_for
+from broker_core.client.pop_consumer import CLIENTS as POP_CLIENTS
+from broker_core.client.pop_consumer import GRPC_PUSH_CLIENTS
 from broker_core.client.retry_policy import (
     CUSTOMIZED,
     EXPONENTIAL,
@@ -115,12 +117,6 @@ POP_MODE = "pop"  # a 5.x remoting POP consumer group (broker_core/client/pop_co
 # faults or put failures for POP clients.
 POP_FAULTS = ("burst",)
 POP_RETRY_DELAYS_MAX = 32
-# Which client a POP group is (broker_core/client/pop_consumer.py): the remoting push consumer, or a
-# gRPC SimpleConsumer or PushConsumer served through the proxy (broker_core/broker/proxy.py), or a
-# gRPC FIFO PushConsumer (its group consumes in order).
-POP_CLIENTS = ("remoting", "grpc-simple", "grpc-push", "grpc-fifo")
-GRPC_PUSH = "grpc-push"
-GRPC_PUSH_CLIENTS = ("grpc-push", "grpc-fifo")  # push consumers: the proxy's 60 s, a retry policy
 RETRY_POLICY_DELAYS_MAX = 64  # a customized table's entries (the default has 18)
 _RETRY_POLICY_KEYS = {CUSTOMIZED: {"type", "delays"}, EXPONENTIAL: {"type", "initial", "max", "multiplier"}}
 _RETRY_POLICY_EXAMPLE = "expected a mapping such as {type: exponential, initial: 1s, max: 30s, multiplier: 2}"

@@ -154,14 +154,14 @@ class World:
     def _pop_group(self, g):
         """A 5.x POP group (the scenario loader allows one only under the 5.x rules)."""
         from broker_core.broker.proxy import PROXY_INVISIBLE_MS_DEFAULT
-        from broker_core.client.pop_consumer import PopConsumerGroup, PopSettings
+        from broker_core.client.pop_consumer import GRPC_PUSH_CLIENTS, PopConsumerGroup, PopSettings
 
         extra = {}
         if g.invisible_ms is not None:
             extra["invisible_ms"] = g.invisible_ms
         if g.retry_delays_ms:
             extra["retry_delays_ms"] = g.retry_delays_ms
-        if g.client in ("grpc-push", "grpc-fifo"):
+        if g.client in GRPC_PUSH_CLIENTS:
             extra["invisible_ms"] = PROXY_INVISIBLE_MS_DEFAULT  # the client asks for auto renewal
         settings = PopSettings(group=g.name, subscribe=tuple(g.subscribe),
                                max_reconsume_times=g.max_reconsume_times, client=g.client,

@@ -53,7 +53,7 @@ def test_the_dlq_record_has_the_properties_the_real_proxy_left(make_broker):
     popped, pt = _retry_popped(broker, sim)
     retry = popped.record
     assert retry.reconsume_times == 1
-    assert proxy.forward_to_dlq(broker, popped, GROUP, retry_max_times=0)
+    assert proxy.forward_to_dlq(broker, popped, GROUP)
     (dlq,) = _records(broker, dlq_topic(GROUP))
     assert dlq.reconsume_times == retry.reconsume_times + 1 == 2
     assert dlq.properties["RETRY_TOPIC"] == pop_retry_topic(GROUP, TOPIC) == retry.topic
@@ -76,7 +76,7 @@ def test_the_proxy_acks_the_dead_lettered_records_checkpoint_after_the_dlq_recor
     broker, sim, _ = make_broker(semantics="5.x")
     popped, _ = _retry_popped(broker, sim)
     ck = popped.checkpoint
-    assert proxy.forward_to_dlq(broker, popped, GROUP, retry_max_times=0)
+    assert proxy.forward_to_dlq(broker, popped, GROUP)
     (dlq,) = _records(broker, dlq_topic(GROUP))
     ack = _records(broker, WHEEL)[-1]
     assert ack.properties["TAGS"] == "ack" and ack.phys_offset > dlq.phys_offset
