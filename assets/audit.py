@@ -11,8 +11,10 @@ from importlib import resources
 
 import duckdb
 
+from assets.checks import fill_sql
+
 # Audit tables, in build order (a later table may read an earlier one); one SQL file each.
-AUDIT_TABLES = ("dlq_messages", "delay_accuracy", "retry_funnel", "delivery_accounting",
+AUDIT_TABLES = ("dlq_messages", "delay_periods", "delay_accuracy", "retry_funnel", "delivery_accounting",
                 "group_health", "anomalies")
 # A delayed message delivered later than this after its due time is listed as LATE_DELIVERY. The
 # schedule service polls each level every 100 ms, so seconds of lateness mean it was stalled
@@ -26,8 +28,10 @@ SQL_VARIABLES: dict[str, int] = {
 
 
 def sql_text(table: str) -> str:
-    """The SQL that builds one audit table (packaged beside this module)."""
-    return resources.files("assets").joinpath("sql", f"{table}.sql").read_text(encoding="utf-8")
+    """The SQL that builds one audit table (packaged beside this module), with the fragments it
+    shares with the checks filled in (``assets.checks.fill_sql``)."""
+    text = resources.files("assets").joinpath("sql", f"{table}.sql").read_text(encoding="utf-8")
+    return fill_sql(text, f"assets/sql/{table}.sql")
 
 
 def set_sql_variables(con: duckdb.DuckDBPyConnection) -> None:
@@ -36,7 +40,7 @@ def set_sql_variables(con: duckdb.DuckDBPyConnection) -> None:
 
 
 # Temporary tables the audit SQL shares (built first, dropped after; not in the warehouse).
-STAGING_TABLES = ("consume_acks",)
+STAGING_TABLES = ("consume_acks", "schedule_dwells")
 
 
 def build_audit_tables(con: duckdb.DuckDBPyConnection) -> None:

@@ -33,7 +33,8 @@ from broker_core.constants import (
     SYSTEM_TOPIC_PREFIX,
     TIMER_TOPIC,
 )
-from broker_core.export.schema import RUN_SOURCE_IMPORT
+from broker_core.client.behavior import DLQ_REQUESTED
+from broker_core.export.schema import RUN_SOURCE_IMPORT, RUN_SOURCE_SIMULATION
 from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX
 
 # Offending rows kept as evidence in a check's metadata (the count is always complete).
@@ -93,6 +94,8 @@ SQL_VALUES: dict[str, str] = {
     "offset_msg_id_regex": _sql_quotable(OFFSET_MSG_ID_REGEX),
     "branch_grammar_regex": _sql_quotable(BRANCH_GRAMMAR_REGEX),
     "run_source_import": f"'{_sql_quotable(RUN_SOURCE_IMPORT)}'",
+    "run_source_simulation": f"'{_sql_quotable(RUN_SOURCE_SIMULATION)}'",
+    "dlq_requested_status": _sql_quotable(DLQ_REQUESTED),
     "timer_topic": _sql_quotable(TIMER_TOPIC),
     "prop_timer_out_ms": _sql_quotable(PROP_TIMER_OUT_MS),
     "prop_first_pop_time": _sql_quotable(PROP_FIRST_POP_TIME),
@@ -140,6 +143,12 @@ def sql_fragment(name: str) -> str:
     """The shared SQL fragment ``assets/sql/checks/shared/<name>.sql``, filled, without its
     leading comment lines (what it is for) and its final newline."""
     return _fragment(name, "assets.checks.sql_fragment", 0)
+
+
+def fill_sql(text: str, where: str) -> str:
+    """``text`` (read from ``where``) with its {{placeholders}} filled: what the audit tables' SQL
+    shares with the checks (``SQL_VALUES``, then shared fragments)."""
+    return _fill(text, where)
 
 
 def check_sql(name: str) -> str:

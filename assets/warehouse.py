@@ -440,6 +440,8 @@ TABLE_DESCRIPTIONS = {
     "retry_topics": "The owner (group, origin topic) of every %RETRY% topic an imported store knows.",
     "inner_messages": "The messages inside an imported store's 5.x inner-batch records, one row each, "
                       "with the UNIQ_KEY and queue offset the consumer saw.",
+    "schedule_units": "One row per unit of a SCHEDULE_TOPIC_XXXX consume queue: the record it names and its "
+                      "due time (the unit's tags code).",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
     "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
     "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",
@@ -453,6 +455,9 @@ TABLE_DESCRIPTIONS = {
     "delivery_accounting": "Per run and group, the OpenChaos queue checker's fields: enqueue_invoke, "
                            "enqueue_success, dequeue_success, lost, duplicated, at_least_once, exactly_once.",
     "group_health": "Per run and group: messages, consumed, DLQ, retrying, retry rate, end-to-end p50/p99.",
-    "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, STORE_DAMAGE, REVIVE_LOST.",
+    "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, DLQ_UNEXPLAINED, "
+                 "STORE_DAMAGE, REVIVE_LOST.",
+    "delay_periods": "Per run, broker and delay level: each period the broker gave the level one delay, read "
+                     "from the schedule queues (a restart with another messageDelayLevel starts a new one).",
 }
 assert set(TABLE_DESCRIPTIONS) == set(WAREHOUSE_TABLES), "every warehouse table needs a description"

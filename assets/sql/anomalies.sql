@@ -3,8 +3,12 @@
 --                      when broadcasting): at-least-once delivery showing, e.g. after a crash
 --   LOST               a SEND_OK message with no commit-log record; the detail says whether a
 --                      broker_crash under async flush after the send explains it
---   EARLY_DELIVERY     the schedule service delivered before the due time (never allowed)
+--   EARLY_DELIVERY     delivered before the due time (never allowed): the rows of
+--                      no_delivery_before_due_time (the shared fragment early_deliveries)
 --   LATE_DELIVERY      delivered more than late_delivery_ms_threshold after the due time
+--                      (schedule_deliveries; for an import, schedule_dwells)
+--   DLQ_UNEXPLAINED    a DLQ record no way of a real broker or client explains: the rows of
+--                      dlq_only_after_max_retries (the shared fragment dlq_explained)
 --   STORE_DAMAGE       damage found while reading an imported store
 --   REVIVE_LOST        5.x POP: the revive service passed the checkpoint of a record a group
 --                      popped and never acked, and wrote no retry of it: the message is stuck
@@ -74,7 +78,7 @@ lost AS (
 ),
 off_time AS (
     SELECT * FROM schedule_deliveries
-    WHERE lateness_ms < 0 OR lateness_ms > getvariable('late_delivery_ms_threshold')
+    WHERE lateness_ms > getvariable('late_delivery_ms_threshold')
 ),
 hop_of_delivery AS (
     -- Only the hops of the deliveries listed: grouping every hop by msgId costs far more.
@@ -136,14 +140,28 @@ SELECT run_id, 'LOST', message_key, "group",
        END
 FROM lost
 UNION ALL
-SELECT s.run_id,
-       CASE WHEN s.lateness_ms < 0 THEN 'EARLY_DELIVERY' ELSE 'LATE_DELIVERY' END,
+SELECT s.run_id, 'LATE_DELIVERY',
        coalesce(h.message_key, s.uniq_key), h."group",
        'level ' || CAST(s.delay_level AS VARCHAR) || ' to ' || coalesce(s.real_topic, '?')
        || ', lateness ' || CAST(s.lateness_ms AS VARCHAR) || ' ms (delivered msgId '
        || coalesce(s.delivered_msg_id, '?') || ')'
 FROM off_time s
 LEFT JOIN hop_of_delivery h ON h.run_id = s.run_id AND h.msg_id = s.delivered_msg_id
+UNION ALL
+SELECT run_id, 'LATE_DELIVERY', message_key, "group",
+       'level ' || CAST(delay_level AS VARCHAR) || ', lateness ' || CAST(lateness_ms AS VARCHAR)
+       || ' ms (SCHEDULE msgId ' || coalesce(msg_id, '?') || '; ' || measured_from || ')'
+FROM schedule_dwells
+WHERE lateness_ms > getvariable('late_delivery_ms_threshold')
+UNION ALL
+SELECT run_id, 'EARLY_DELIVERY', message_key, "group", detail
+FROM ({{early_deliveries}}) e
+UNION ALL
+SELECT run_id, 'DLQ_UNEXPLAINED', message_key, "group",
+       'in the DLQ after ' || CAST(reconsumes AS VARCHAR) || ' reconsumes; the maximum is '
+       || CAST(max_times AS VARCHAR) || ', and ' || unexplained_because
+FROM ({{dlq_explained}}) d
+WHERE dlq_reason IS NULL
 UNION ALL
 SELECT run_id, 'STORE_DAMAGE', NULL, NULL,
        kind || ' in ' || coalesce(broker || ':', '') || coalesce(file_name, '?') || ' at offset '

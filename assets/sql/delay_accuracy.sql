@@ -3,11 +3,10 @@
 -- which the broker must never make.
 --
 -- A simulation records every delivery (schedule_deliveries). An imported store does not, so its
--- lateness is measured from the commit log: a SCHEDULE hop's dwell (the time until the record
--- re-put from it was stored) minus its level's delay; the broker computes the due time from the
--- SCHEDULE record's store time the same way. The level's delay comes from delay_levels; a store
--- does not record its broker's messageDelayLevel, so there the delay is estimated as the level's
--- shortest dwell, and lateness is relative to the fastest delivery. measured_from says which.
+-- deliveries are measured from the commit log and the schedule queues (schedule_dwells: each
+-- SCHEDULE hop's delivery against its record's own due time); measured_from says which. A level
+-- whose delays changed (a broker restarted with another messageDelayLevel) has each delivery
+-- judged by its own period's delay; delay_periods lists the periods.
 CREATE OR REPLACE TABLE delay_accuracy AS
 WITH recorded AS (
     SELECT run_id, delay_level,
@@ -15,21 +14,9 @@ WITH recorded AS (
            lateness_ms, put_attempts
     FROM schedule_deliveries
 ),
-scheduled_hops AS (
-    SELECT h.run_id, h.delay_level, h.dwell_ms, l.delay_ms,
-           min(h.dwell_ms) OVER (PARTITION BY h.run_id, h.delay_level) AS shortest_dwell_ms
-    FROM message_hops h
-    LEFT JOIN delay_levels l ON l.run_id = h.run_id AND l.delay_level = h.delay_level
-    WHERE h.hop_kind = 'SCHEDULE' AND h.dwell_ms IS NOT NULL
-      AND h.run_id NOT IN (SELECT DISTINCT run_id FROM schedule_deliveries)
-),
 from_commitlog AS (
-    SELECT run_id, delay_level, coalesce(delay_ms, shortest_dwell_ms) AS expected_ms,
-           dwell_ms - coalesce(delay_ms, shortest_dwell_ms) AS lateness_ms,
-           CAST(NULL AS INTEGER) AS put_attempts,
-           CASE WHEN delay_ms IS NULL THEN 'commitlog, delay estimated as the shortest dwell'
-                ELSE 'commitlog' END AS measured_from
-    FROM scheduled_hops
+    SELECT run_id, delay_level, expected_ms, lateness_ms, CAST(NULL AS INTEGER) AS put_attempts, measured_from
+    FROM schedule_dwells
 ),
 deliveries AS (
     SELECT *, 'schedule_deliveries' AS measured_from FROM recorded

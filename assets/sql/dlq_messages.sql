@@ -4,6 +4,9 @@
 -- DLQ record carries the POP retry topic %RETRY%<group>_<topic> as RETRY_TOPIC and that retry
 -- record's msgId as ORIGIN_MESSAGE_ID (it sends back the retry record): when retry_topics knows the
 -- topic's origin, the origin topic and msgId are the lineage's (the topic and its published record).
+-- dlq_reason says how the record got there (MAX_RECONSUME_TIMES, CLIENT_SEND_AT_MAX,
+-- CONSUMER_REQUESTED; NULL when nothing explains it, which dlq_only_after_max_retries reports),
+-- with the maximum it was judged against (the shared fragment dlq_explained has the rules).
 CREATE OR REPLACE TABLE dlq_messages AS
 WITH dlq_hops AS (
     SELECT run_id, message_key, "group", broker, phys_offset
@@ -28,6 +31,10 @@ pop_origins AS (
     FROM retry_topics
     WHERE origin_topic IS NOT NULL
     GROUP BY run_id, broker, retry_topic, "group"
+),
+explained AS (
+    SELECT run_id, "group", broker, phys_offset, dlq_reason, max_times
+    FROM ({{dlq_explained}}) e
 ),
 failures AS (
     -- The last delivery that did not end in CONSUME_SUCCESS, per group and message (of the DLQ
@@ -59,6 +66,8 @@ SELECT h.run_id,
        l.retries,
        c.reconsume_times,
        c.max_reconsume_times,
+       e.dlq_reason,
+       e.max_times AS dlq_max_reconsume_times,
        c.tags,
        c.keys,
        c.body_size,
@@ -83,6 +92,8 @@ LEFT JOIN dlq_chains l
        ON l.run_id = h.run_id AND l.message_key = h.message_key AND l."group" = h."group"
 LEFT JOIN pop_origins p
        ON p.run_id = c.run_id AND p.broker = c.broker AND p.retry_topic = c.retry_topic AND p."group" = h."group"
+LEFT JOIN explained e
+       ON e.run_id = h.run_id AND e."group" = h."group" AND e.broker = h.broker AND e.phys_offset = h.phys_offset
 LEFT JOIN failures f
        ON f.run_id = h.run_id AND f."group" = h."group" AND f.uniq_key = c.uniq_key
 ORDER BY h.run_id, h."group", c.store_ts, c.broker, c.phys_offset;

@@ -17,6 +17,9 @@ CONSUME_SUCCESS = "CONSUME_SUCCESS"
 RECONSUME_LATER = "RECONSUME_LATER"
 EXCEPTION = "EXCEPTION"  # the listener threw: RocketMQ treats it as RECONSUME_LATER
 RETURN_NULL = "RETURN_NULL"  # the listener returned null: also RECONSUME_LATER
+# The listener returned RECONSUME_LATER with context.setDelayLevelWhenNextConsume(-1): the client's
+# send-back asks for the DLQ outright.
+DLQ_REQUESTED = "DLQ_REQUESTED"
 
 # A hanging listener runs this many consume timeouts (plus its normal consume time): long enough
 # that a cleanExpiredMsg pass (every consume timeout) finds it expired whatever its start phase,

@@ -257,6 +257,19 @@ INNER_MESSAGES = pa.schema([
     ("properties", pa.map_(pa.string(), pa.string())),  # the message's own, in stored order
 ])
 
+# One row per unit of a SCHEDULE_TOPIC_XXXX consume queue (queue id = delay level - 1) naming a
+# record of the valid log, for simulations and imports alike: the unit's tags code is the record's
+# deliver time, so due_ts - the record's store time is the delay its level had when it was stored
+# (a broker restarted with another messageDelayLevel keeps each record's own).
+SCHEDULE_UNITS = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("delay_level", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("phys_offset", pa.int64()),
+    ("due_ts", TS),
+])
+
 # Tables a run directory's parquet/ holds, by name.
 RAW_TABLES: dict[str, pa.Schema] = {
     "commitlog": COMMITLOG,
@@ -271,6 +284,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "pop_evidence": POP_EVIDENCE,
     "retry_topics": RETRY_TOPICS,
     "inner_messages": INNER_MESSAGES,
+    "schedule_units": SCHEDULE_UNITS,
 }
 LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_hops": MESSAGE_HOPS,

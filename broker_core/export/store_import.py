@@ -247,6 +247,15 @@ def commitlog_rows(store_dir: Path, run_id: str, broker: str) -> Iterator[dict]:
         yield dict(zip(COMMITLOG_COLUMNS, values, strict=True))
 
 
+def write_schedule_units(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str) -> int:
+    """The ``schedule_units`` table of a store: every unit of its schedule queues that names a
+    record of the valid log, with the deliver time its tags code holds. Call after the scan."""
+    writer = TableWriter(parquet, "schedule_units", part=part)
+    for level, unit in reader.schedule_units():
+        writer.write_values((run_id, broker, level, unit.queue_offset, unit.phys_offset, unit.tags_code))
+    return writer.close()
+
+
 def delay_levels_list(delays: dict[int, int]) -> list[int | None] | None:
     """``runs.delay_levels_ms`` from {level: delay ms}: element k-1 for level k, null where unknown."""
     if not delays:
@@ -385,6 +394,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
             for level, offset in sorted(reader.delay_offsets().items()):
                 writer.write({"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset})
             rows_by_table["delay_offsets"] = writer.close()
+
+            rows_by_table["schedule_units"] = write_schedule_units(reader, parquet, part, run_id, broker)
 
             # The offsets are as of their last persist: consumerOffset.json's modification time, or
             # the newest file's in config/consumerOffsets/ (RocksDB) is that moment.

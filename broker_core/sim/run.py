@@ -147,7 +147,7 @@ def _rare_full_collections() -> Iterator[None]:
 def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) -> dict[str, int]:
     """commitlog, delay_offsets, store_problems and the 5.x POP tables, read from the store as
     import-store reads them, and the (empty) inner_messages."""
-    from broker_core.export.store_import import commitlog_values
+    from broker_core.export.store_import import commitlog_values, write_schedule_units
     from broker_core.store.reader import StoreReader
 
     run_id = scenario.name
@@ -161,6 +161,7 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
     out["delay_offsets"] = write_rows(parquet_dir, "delay_offsets", [
         {"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset}
         for level, offset in sorted(reader.delay_offsets().items())])
+    out["schedule_units"] = write_schedule_units(reader, parquet_dir, DEFAULT_PART, run_id, broker)
     pop_problems = []
     if any(g.mode == POP_MODE for g in scenario.groups):
         # A POP group's checkpoints and acks and the owner of every retry topic, decoded from the

@@ -731,6 +731,23 @@ class StoreReader:
                                                     phys, size, tags)
                     pos += len(chunk)
 
+    def schedule_units(self) -> Iterator[tuple[int, CqUnit]]:
+        """(delay level, unit) for every unit of the ``SCHEDULE_TOPIC_XXXX`` consume queues that
+        names a record of the valid log: its tags code is that record's deliver time, the time the
+        schedule service may deliver it at the earliest (the record's store time plus the delay its
+        broker's ``messageDelayLevel`` gave the level when it was stored).
+
+        Units below the log's first offset (retention) or past its valid end are left out.
+        Call after a complete scan of :meth:`entries`.
+        """
+        end = self.valid_end if self.valid_end is not None and not self.live else _OFFSET_MAX
+        for topic, queue_id, files in self.consume_queues():
+            if topic != SCHEDULE_TOPIC or queue_id < 0:
+                continue
+            for _path, _pos, unit in self.cq_units(files):
+                if self.first_offset <= unit.phys_offset and unit.phys_offset + unit.size <= end:
+                    yield queue_id + 1, unit
+
     def schedule_delays(self) -> dict[int, int]:
         """The delay in ms of each delay level whose schedule queue the store holds, read from
         the store itself: a ``SCHEDULE_TOPIC_XXXX`` consume-queue unit's tags code is its record's

@@ -45,17 +45,21 @@ COLUMNS: dict[str, dict[str, str]] = {
     },
     c.DLQ_AFTER_MAX_RETRIES: {
         "message_hops": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hop_kind VARCHAR, '
-                        'broker VARCHAR, phys_offset BIGINT',
+                        'broker VARCHAR, phys_offset BIGINT, hop_index INTEGER, reconsume_times INTEGER',
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, reconsume_times INTEGER, "
-                     "max_reconsume_times INTEGER, properties MAP(VARCHAR, VARCHAR)",
+                     "max_reconsume_times INTEGER, properties MAP(VARCHAR, VARCHAR), uniq_key VARCHAR",
         "run_groups": 'run_id VARCHAR, "group" VARCHAR, max_reconsume_times INTEGER, mode VARCHAR',
+        "runs": "run_id VARCHAR, source VARCHAR",
+        "consume_attempts": 'run_id VARCHAR, "group" VARCHAR, uniq_key VARCHAR, status VARCHAR',
+        "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, truncated BOOLEAN',
     },
     c.NO_EARLY_DELIVERY: {
         "schedule_deliveries": "run_id VARCHAR, uniq_key VARCHAR, delay_level INTEGER, lateness_ms BIGINT, "
                                "delivered_msg_id VARCHAR, delivered_ts TIMESTAMPTZ, due_ts TIMESTAMPTZ",
         "message_hops": "run_id VARCHAR, message_key VARCHAR, hop_kind VARCHAR, broker VARCHAR, phys_offset BIGINT, "
                         'msg_id VARCHAR, delay_level INTEGER, "group" VARCHAR, hop_index INTEGER, topic VARCHAR, '
-                        "store_ts TIMESTAMPTZ",
+                        "store_ts TIMESTAMPTZ, reconsume_times INTEGER",
+        "schedule_units": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, due_ts TIMESTAMPTZ",
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, store_ts TIMESTAMPTZ, "
                      "properties MAP(VARCHAR, VARCHAR), topic VARCHAR, queue_id INTEGER, queue_offset BIGINT",
         "retry_topics": 'run_id VARCHAR, broker VARCHAR, retry_topic VARCHAR, "group" VARCHAR, origin_topic VARCHAR',
@@ -413,71 +417,125 @@ def test_loss_without_a_manifest_counts_as_async_and_names_what_is_missing():
 # --- dlq_only_after_max_retries ------------------------------------------------------------------
 
 def dlq(key: str, *, group="g", reconsume_times: int, max_reconsume_times: int | None = -1,
-        properties: dict | None = None, retries: int = 0, run: str = RUN) -> dict[str, list[tuple]]:
-    """A message's DLQ record (after ``retries`` RETRY hops) with its counts and properties."""
+        properties: dict | None = None, retries: int = 0, run: str = RUN,
+        delivered: bool = True) -> dict[str, list[tuple]]:
+    """A message's chain: its PUBLISH, ``retries`` RETRY hops (reconsume times 1, 2, ...) and its
+    DLQ record with its counts and properties. ``delivered`` False leaves out every delivery the
+    DLQ record could have been sent back from (the PUBLISH and the retries)."""
     offset = next(_offsets)
-    hops = [(run, key, group, "RETRY", "broker-a", offset + 1 + i) for i in range(retries)]
-    hops.append((run, key, group, "DLQ", "broker-a", offset))
+    hops = []
+    if delivered:
+        hops.append((run, key, None, "PUBLISH", "broker-a", offset + 1, 0, 0))
+        hops += [(run, key, group, "RETRY", "broker-a", offset + 2 + i, 1 + i, 1 + i) for i in range(retries)]
+    hops.append((run, key, group, "DLQ", "broker-a", offset, retries + 1, reconsume_times))
     return {"message_hops": hops,
-            "commitlog": [(run, "broker-a", offset, reconsume_times, max_reconsume_times, properties or {})]}
+            "commitlog": [(run, "broker-a", offset, reconsume_times, max_reconsume_times, properties or {}, key)]}
 
 
 def groups(*rows) -> dict[str, list[tuple]]:
     return {"run_groups": [(RUN, *row) for row in rows]}
 
 
+SIMULATION = {"runs": [(RUN, "simulation")]}
+
+
+def requested(key: str, group: str = "g") -> dict[str, list[tuple]]:
+    """A simulated delivery of ``key`` that the listener answered with DLQ_REQUESTED."""
+    return {"consume_attempts": [(RUN, group, key, "DLQ_REQUESTED")]}
+
+
 def test_dlq_passes_at_the_maximum():
     """A DLQ record whose reconsume count reached its maximum, read from each place it may be."""
     tables = merged(
+        SIMULATION,
         groups(("g", -1, "CONCURRENTLY"), ("small", 2, "CONCURRENTLY")),
         # The default maximum, the group's configured one, the record's own.
         dlq("default", reconsume_times=RETRY_MAX_TIMES_DEFAULT + 1, retries=RETRY_MAX_TIMES_DEFAULT),
         dlq("configured", group="small", reconsume_times=3, retries=2),
         dlq("own", reconsume_times=4, max_reconsume_times=3),
         # A client's send to %RETRY%: the count is the RECONSUME_TIME property.
-        dlq("client-send", group="small", reconsume_times=1, properties={"RECONSUME_TIME": "2"}),
+        dlq("client-send", group="small", reconsume_times=2, properties={"RECONSUME_TIME": "2"}),
     )
     assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == []
 
 
-def test_dlq_before_the_default_maximum_is_reported():
-    """-1 configured means 16 when consuming concurrently."""
-    tables = merged(groups(("g", -1, "CONCURRENTLY")), dlq("early", reconsume_times=5, retries=4))
+def test_dlq_a_consumer_asked_for_is_explained():
+    """A send-back before the maximum (delay level -1): in a simulation the listener's
+    DLQ_REQUESTED says so; in an imported store the delivery it was sent back from is enough
+    (the store cannot tell -1 from a client with a lower maximum of its own)."""
+    sim = merged(SIMULATION, groups(("g", 3, "CONCURRENTLY")),
+                 dlq("first", reconsume_times=1), requested("first"),
+                 dlq("second", reconsume_times=2, retries=1), requested("second"))
+    assert violations(c.DLQ_AFTER_MAX_RETRIES, sim) == []
+    imported = merged(dlq("first", reconsume_times=1), dlq("at-max", reconsume_times=4, retries=3))
+    assert violations(c.DLQ_AFTER_MAX_RETRIES, imported) == []
+
+
+def test_dlq_before_the_maximum_that_nobody_asked_for_is_reported():
+    """A simulation knows every listener verdict: a send-back before the maximum needs one."""
+    tables = merged(SIMULATION, groups(("g", -1, "CONCURRENTLY")), dlq("early", reconsume_times=5, retries=4),
+                    requested("early", group="other"))
     assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == [
-        (RUN, "early", "g", f"in the DLQ after 4 reconsumes (4 retry hops); the maximum is {RETRY_MAX_TIMES_DEFAULT}"),
+        (RUN, "early", "g", f"in the DLQ after 4 reconsumes (4 retry hops); the maximum is {RETRY_MAX_TIMES_DEFAULT}, "
+                            "and no delivery the listener answered with DLQ_REQUESTED"),
     ]
 
 
 def test_dlq_of_an_orderly_group_with_the_default_maximum_is_reported():
     """-1 configured means unlimited when consuming orderly: no count reaches it."""
-    tables = merged(groups(("g", -1, "orderly")), dlq("o1", reconsume_times=17, retries=16))
+    tables = merged(SIMULATION, groups(("g", -1, "orderly")), dlq("o1", reconsume_times=17, retries=16))
     assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == [
-        (RUN, "o1", "g", f"in the DLQ after 16 reconsumes (16 retry hops); the maximum is {ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED}"),
+        (RUN, "o1", "g", f"in the DLQ after 16 reconsumes (16 retry hops); the maximum is "
+                         f"{ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED}, and no delivery the listener answered with "
+                         "DLQ_REQUESTED"),
     ]
 
 
-def test_dlq_before_the_records_own_maximum_is_reported():
+def test_dlq_of_a_client_send_below_its_maximum_is_reported():
+    """A client's own send to %RETRY% (RECONSUME_TIME equal to the binary count) is diverted only at
+    its maximum: below it nothing explains the DLQ, in a store or a simulation."""
+    tables = merged(dlq("m1", reconsume_times=2, max_reconsume_times=5, properties={"RECONSUME_TIME": "2"},
+                        retries=1))
+    assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == [
+        (RUN, "m1", "g", "in the DLQ after 2 reconsumes (1 retry hops); the maximum is 5, "
+                         "and a client's send to %RETRY% below its maximum"),
+    ]
+
+
+def test_dlq_before_the_records_own_maximum_with_no_delivery_is_reported():
     """The record's MAX_RECONSUME_TIMES wins over the group's configuration; a stale, smaller
-    RECONSUME_TIME does not lower the count."""
+    RECONSUME_TIME does not lower the count; with no delivery at count - 1 no send-back explains it."""
     tables = merged(groups(("g", 1, "CONCURRENTLY")),
                     dlq("m1", reconsume_times=3, max_reconsume_times=5, properties={"RECONSUME_TIME": "1"}))
     assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == [
-        (RUN, "m1", "g", "in the DLQ after 2 reconsumes (0 retry hops); the maximum is 5"),
+        (RUN, "m1", "g", "in the DLQ after 2 reconsumes (0 retry hops); the maximum is 5, "
+                         "and no delivery at reconsume 2 in its chain that a send-back could come from"),
     ]
+
+
+def test_dlq_whose_deliveries_retention_removed_is_not_reported():
+    """A truncated chain lost the delivery it was sent back from with the deleted files."""
+    tables = merged(dlq("gone", reconsume_times=3, max_reconsume_times=5, delivered=False),
+                    {"message_lineage": [(RUN, "gone", "g", True)]})
+    assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == []
+    tables["message_lineage"] = [(RUN, "gone", "g", False)]
+    assert len(violations(c.DLQ_AFTER_MAX_RETRIES, tables)) == 1
 
 
 def test_dlq_without_a_configuration_is_judged_by_the_groups_other_records():
     """An imported store: the maximum the group's records carry, else the largest count among its DLQ records."""
     tables = merged(
-        dlq("carried-max", reconsume_times=3, max_reconsume_times=None),
-        {"message_hops": [(RUN, "other", "g", "RETRY", "broker-b", 1)],
-         "commitlog": [(RUN, "broker-b", 1, 1, 4, {})]},
-        dlq("full", group="import", reconsume_times=7, max_reconsume_times=None),
-        dlq("short", group="import", reconsume_times=3, max_reconsume_times=None),
+        dlq("carried-max", reconsume_times=3, max_reconsume_times=None, delivered=False),
+        {"message_hops": [(RUN, "other", "g", "RETRY", "broker-b", 1, 1, 1)],
+         "commitlog": [(RUN, "broker-b", 1, 1, 4, {}, "other")]},
+        dlq("full", group="import", reconsume_times=7, max_reconsume_times=None, delivered=False),
+        dlq("short", group="import", reconsume_times=3, max_reconsume_times=None, delivered=False),
     )
     assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == [
-        (RUN, "carried-max", "g", "in the DLQ after 2 reconsumes (0 retry hops); the maximum is 4"),
-        (RUN, "short", "import", "in the DLQ after 2 reconsumes (0 retry hops); the maximum is 6"),
+        (RUN, "carried-max", "g", "in the DLQ after 2 reconsumes (0 retry hops); the maximum is 4, "
+                                  "and no delivery at reconsume 2 in its chain that a send-back could come from"),
+        (RUN, "short", "import", "in the DLQ after 2 reconsumes (0 retry hops); the maximum is 6, "
+                                 "and no delivery at reconsume 2 in its chain that a send-back could come from"),
     ]
 
 
@@ -502,6 +560,41 @@ def test_an_early_delivery_is_reported_by_either_measure():
         (RUN, "early", None, "level 3 delivered 5 ms before its due time (msgId M1)"),
         (RUN, "no-id", None, "level 3 delivered 1 ms before its due time (msgId ?)"),
     ]
+
+
+def store_hop(key, kind, offset, at, *, group="g", level=3, reconsume=1):
+    """A message_hops row of an imported store (no schedule_deliveries) at ``at`` seconds."""
+    return (RUN, key, kind, "b", offset, f"M{offset}", level, group, offset, "T", ts(at), reconsume)
+
+
+def test_a_store_delivery_at_or_after_its_schedule_records_due_time_passes():
+    """An import: each re-put record against the due time of its SCHEDULE record's queue unit; a
+    copy a restart put again after the first delivery is not early; no unit, no judgement."""
+    tables = {"message_hops": [store_hop("on-time", "SCHEDULE", 1, 0), store_hop("on-time", "RETRY", 2, 10),
+                               store_hop("copy", "SCHEDULE", 3, 0), store_hop("copy", "RETRY", 4, 10),
+                               store_hop("copy", "RETRY", 5, 12),
+                               store_hop("no-unit", "SCHEDULE", 6, 0), store_hop("no-unit", "RETRY", 7, 1),
+                               store_hop("shared", "SCHEDULE", 8, 0, group=None, reconsume=0),
+                               store_hop("shared", "DELIVER", 9, 10, group=None, reconsume=0)],
+              "schedule_units": [(RUN, "b", 1, ts(10)), (RUN, "b", 3, ts(10)), (RUN, "b", 8, ts(10))]}
+    assert violations(c.NO_EARLY_DELIVERY, tables) == []
+
+
+def test_a_store_delivery_before_its_schedule_records_due_time_is_reported():
+    """A RETRY or DELIVER stored before the unit's due time of every SCHEDULE record it can come from."""
+    tables = {"message_hops": [store_hop("early", "SCHEDULE", 1, 0), store_hop("early", "RETRY", 2, 9.5),
+                               store_hop("shared", "SCHEDULE", 8, 0, group=None, reconsume=0),
+                               store_hop("shared", "DELIVER", 9, 4, group=None, reconsume=0)],
+              "schedule_units": [(RUN, "b", 1, ts(10)), (RUN, "b", 8, ts(10))]}
+    assert violations(c.NO_EARLY_DELIVERY, tables) == [
+        (RUN, "early", "g", "level 3 delivered 500 ms before its SCHEDULE record's due time in the schedule "
+                            "queue (msgId M2)"),
+        (RUN, "shared", None, "level 3 delivered 6000 ms before its SCHEDULE record's due time in the schedule "
+                              "queue (msgId M9)"),
+    ]
+    # A simulated run is judged by its schedule_deliveries instead (each delivery once).
+    tables["schedule_deliveries"] = [delivery("other", 0)]
+    assert violations(c.NO_EARLY_DELIVERY, tables) == []
 
 
 def test_a_timer_delivered_at_or_after_its_due_time_passes():

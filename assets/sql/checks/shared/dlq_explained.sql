@@ -1,0 +1,104 @@
+-- One row per record in a %DLQ%<group> topic with the way a real broker or client put it there
+-- (dlq_reason), or NULL when none explains it (dlq_only_after_max_retries reports those; the
+-- dlq_messages table shows the reason). A SELECT, used as a subquery.
+--
+-- The reconsume count: on the send-back path (the broker's consumerSendMsgBack, the 5.x revive)
+-- the DLQ record carries the failed delivery's count + 1; on a client's send to %RETRY%
+-- (handleRetryAndDLQ: an orderly consumer past its local retries, a client's fallback send) the
+-- count travels in the RECONSUME_TIME property and the binary field equals it. Send-backs copy
+-- every property, so a RECONSUME_TIME from an earlier client send may ride along stale; it is
+-- never larger than the true count, so the larger of the two readings is the count.
+-- The maximum is, in order: the record's MAX_RECONSUME_TIMES property; the group's configuration
+-- in the run manifest (-1 = the default when consuming concurrently, unlimited when orderly); the
+-- largest MAX_RECONSUME_TIMES the group's other records carry; and for an imported store with
+-- none of these, the largest count any of the group's DLQ records shows.
+--
+-- The reasons:
+--   MAX_RECONSUME_TIMES  the broker's send-back or the 5.x revive at the maximum
+--   CLIENT_SEND_AT_MAX   a client's own send to %RETRY% at its maximum, diverted by the broker
+--                        (an orderly consumer after its local retries; the record carries both
+--                        RECONSUME_TIME and the client's MAX_RECONSUME_TIMES)
+--   CONSUMER_REQUESTED   a send-back before the maximum: a delay level < 0 (a push consumer's
+--                        setDelayLevelWhenNextConsume(-1), the 5.x proxy's forward) or a client of
+--                        the group whose own maximum is lower (the send-back header carries it;
+--                        4.9.4 stores neither). Its evidence: the chain holds the delivery it was
+--                        sent back from (a record of the message at count - 1 before it), or
+--                        retention removed it (truncated); in a simulation also a delivery of the
+--                        message the listener answered with DLQ_REQUESTED.
+WITH dlq_records AS (
+    SELECT h.run_id, h.message_key, h."group", h.broker, h.phys_offset, h.hop_index,
+           c.reconsume_times, c.max_reconsume_times, c.uniq_key,
+           TRY_CAST(c.properties['RECONSUME_TIME'] AS INTEGER) AS client_count,
+           greatest(c.reconsume_times - 1, coalesce(TRY_CAST(c.properties['RECONSUME_TIME'] AS INTEGER), 0))
+               AS reconsumes
+    FROM message_hops h
+    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+    WHERE h.hop_kind = 'DLQ'
+),
+configured AS (
+    SELECT run_id, "group",
+           CASE WHEN max_reconsume_times >= 0 THEN max_reconsume_times
+                WHEN lower(mode) = 'orderly' THEN {{orderly_max_reconsume_times}}
+                ELSE {{retry_max_times_default}} END AS max_times
+    FROM run_groups
+),
+carried AS (
+    SELECT h.run_id, h."group", max(c.max_reconsume_times) AS max_times
+    FROM message_hops h
+    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+    WHERE h."group" IS NOT NULL AND c.max_reconsume_times >= 0
+    GROUP BY h.run_id, h."group"
+),
+observed AS (
+    SELECT run_id, "group", max(reconsumes) AS max_times
+    FROM dlq_records
+    GROUP BY run_id, "group"
+),
+simulated AS (
+    SELECT DISTINCT run_id FROM runs WHERE source = {{run_source_simulation}}
+),
+requested AS (
+    SELECT DISTINCT a.run_id, a."group", a.uniq_key
+    FROM consume_attempts a
+    SEMI JOIN dlq_records d ON d.run_id = a.run_id AND d."group" = a."group" AND d.uniq_key = a.uniq_key
+    WHERE a.status = '{{dlq_requested_status}}'
+),
+judged AS (
+    SELECT d.*,
+           coalesce(CASE WHEN d.max_reconsume_times >= 0 THEN d.max_reconsume_times END,
+                    cf.max_times, ca.max_times, o.max_times) AS max_times,
+           d.client_count IS NOT NULL AND d.client_count = d.reconsume_times AS client_send,
+           (SELECT count(*) FROM message_hops r
+             WHERE r.run_id = d.run_id AND r.message_key = d.message_key AND r."group" = d."group"
+               AND r.hop_kind = 'RETRY') AS retries,
+           EXISTS (SELECT 1 FROM message_hops p
+                   WHERE p.run_id = d.run_id AND p.message_key = d.message_key
+                     AND (p."group" = d."group" OR p."group" IS NULL) AND p.hop_index < d.hop_index
+                     AND p.hop_kind IN ('PUBLISH', 'DELIVER', 'RETRY')
+                     AND p.reconsume_times = d.reconsume_times - 1) AS sent_back_from_chain,
+           coalesce((SELECT bool_or(l.truncated) FROM message_lineage l
+                     WHERE l.run_id = d.run_id AND l.message_key = d.message_key AND l."group" = d."group"),
+                    false) AS truncated,
+           d.run_id IN (SELECT run_id FROM simulated) AS simulation,
+           EXISTS (SELECT 1 FROM requested q
+                   WHERE q.run_id = d.run_id AND q."group" = d."group" AND q.uniq_key = d.uniq_key) AS requested
+    FROM dlq_records d
+    LEFT JOIN configured cf ON cf.run_id = d.run_id AND cf."group" = d."group"
+    LEFT JOIN carried ca ON ca.run_id = d.run_id AND ca."group" = d."group"
+    LEFT JOIN observed o ON o.run_id = d.run_id AND o."group" = d."group"
+)
+SELECT run_id, message_key, "group", broker, phys_offset, reconsumes, max_times, retries, client_send,
+       CASE
+           WHEN reconsumes >= max_times AND client_send THEN 'CLIENT_SEND_AT_MAX'
+           WHEN reconsumes >= max_times THEN 'MAX_RECONSUME_TIMES'
+           WHEN NOT client_send AND (sent_back_from_chain OR truncated) AND (requested OR NOT simulation)
+               THEN 'CONSUMER_REQUESTED'
+       END AS dlq_reason,
+       CASE
+           WHEN client_send THEN 'a client''s send to %RETRY% below its maximum'
+           WHEN NOT (sent_back_from_chain OR truncated)
+               THEN 'no delivery at reconsume ' || CAST(reconsume_times - 1 AS VARCHAR)
+                    || ' in its chain that a send-back could come from'
+           ELSE 'no delivery the listener answered with {{dlq_requested_status}}'
+       END AS unexplained_because
+FROM judged
