@@ -24,6 +24,7 @@ from importlib import resources
 
 import duckdb
 
+from broker_core.client.behavior import DLQ_REQUESTED
 from broker_core.constants import (
     ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED,
     PROP_FIRST_POP_TIME,
@@ -33,7 +34,6 @@ from broker_core.constants import (
     SYSTEM_TOPIC_PREFIX,
     TIMER_TOPIC,
 )
-from broker_core.client.behavior import DLQ_REQUESTED
 from broker_core.export.schema import RUN_SOURCE_IMPORT, RUN_SOURCE_SIMULATION
 from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX
 
@@ -158,28 +158,58 @@ def check_sql(name: str) -> str:
     return _fill(_sql_file(relative), f"assets/sql/checks/{relative}")
 
 
+def evidence_sql(name: str) -> str:
+    """What the check ``name`` judges, per run: ``assets/sql/checks/evidence/<name>.sql``, a query
+    returning ``run_id, judged`` (how many things it looked at), filled as the checks are."""
+    relative = f"evidence/{name}.sql"
+    return _fill(_sql_file(relative), f"assets/sql/checks/{relative}")
+
+
 @dataclass(frozen=True)
 class Check:
-    """One check: a name, the asset it judges, what it means, how bad a failure is, and its SQL."""
+    """One check: a name, the asset it judges, what it means, how bad a failure is, its SQL, and
+    what it judges (``evidence``: run_id, judged) with the words for a run that has none of it."""
 
     name: str
     asset: str
     description: str
     severity: str
     sql: str
+    no_evidence: str = "nothing to judge"
+
+    @property
+    def evidence(self) -> str:
+        return evidence_sql(self.name)
+
+
+NOT_APPLICABLE = "not applicable"
 
 
 @dataclass(frozen=True)
 class CheckOutcome:
-    """A check's verdict with its evidence: how many rows offend and the first few of them."""
+    """A check's verdict with its evidence: how many rows offend and the first few of them, and
+    how many things it judged. A check that judged nothing is not applicable: it did not pass."""
 
     check: Check
     violations: int
     examples: tuple[dict, ...]
+    judged: int = 0
 
     @property
     def passed(self) -> bool:
+        """Nothing offends (also true of a check that is not applicable: it blocks nothing)."""
         return self.violations == 0
+
+    @property
+    def applicable(self) -> bool:
+        return self.judged > 0 or self.violations > 0
+
+    @property
+    def verdict(self) -> str:
+        """``passed``, ``failed``, or ``not applicable: <what the run lacks>``."""
+        if not self.passed:
+            return "failed"
+        return "passed" if self.applicable else f"{NOT_APPLICABLE}: {self.check.no_evidence}"
 
     @property
     def blocking(self) -> bool:
@@ -188,6 +218,8 @@ class CheckOutcome:
     def metadata(self) -> dict:
         keys = [e["message_key"] for e in self.examples if e.get("message_key")]
         return {
+            "verdict": self.verdict,
+            "judged": self.judged,
             "violations": self.violations,
             "first_offending_keys": ", ".join(keys) if keys else "(none)",
             "evidence": [f"{e.get('group') or '-'} {e.get('message_key') or '-'}: {e['detail']}"
@@ -200,31 +232,39 @@ INVARIANTS: tuple[Check, ...] = (
           "Every (message, group) chain reads real -> (SCHEDULE -> RETRY)* -> DLQ?, a delayed publish "
           "starting SCHEDULE -> DELIVER, with hop_index 0..n-1; where retention deleted a chain's "
           "first hops (runs.first_offset > 0) it may start later, and truncated says so.",
-          ERROR, check_sql(HOP_GRAMMAR)),
+          ERROR, check_sql(HOP_GRAMMAR), no_evidence="no message chain"),
     Check(NO_UNEXPLAINED_LOSS, "lineage/message_lineage",
           "Every SEND_OK message has a commit-log record, unless a broker_crash under async flush "
-          "after its send explains the loss.", ERROR, check_sql(NO_UNEXPLAINED_LOSS)),
+          "after its send explains the loss.", ERROR, check_sql(NO_UNEXPLAINED_LOSS),
+          no_evidence="no producer record of what was sent (an imported store holds only what was stored)"),
     Check(DLQ_AFTER_MAX_RETRIES, "lineage/message_lineage",
-          "A message reaches %DLQ%<group> only after the group's maximum reconsume times.",
-          ERROR, check_sql(DLQ_AFTER_MAX_RETRIES)),
+          "Every record in %DLQ%<group> is explained: the maximum reconsume times reached (the send-back, "
+          "the revive, a client's own send at its maximum), or a send-back before it that a consumer "
+          "asked for (delay level < 0, a lower maximum of its own client); dlq_messages.dlq_reason says which.",
+          ERROR, check_sql(DLQ_AFTER_MAX_RETRIES), no_evidence="no DLQ record"),
     Check(NO_EARLY_DELIVERY, "lineage/message_hops",
           "No delayed message leaves SCHEDULE_TOPIC_XXXX before its due time (lateness_ms >= 0), no "
           "timer message is put to its real topic before its TIMER_OUT_MS, and no POP retry is written "
           "before the revive time of its group's checkpoints of the record before it.",
-          ERROR, check_sql(NO_EARLY_DELIVERY)),
+          ERROR, check_sql(NO_EARLY_DELIVERY),
+          no_evidence="no schedule, timer or POP revive evidence (no delayed record with a due time)"),
     Check(ORIGIN_STABLE, "lineage/message_hops",
-          "ORIGIN_MESSAGE_ID and RETRY_TOPIC never change along a chain.", ERROR, check_sql(ORIGIN_STABLE)),
+          "ORIGIN_MESSAGE_ID and RETRY_TOPIC never change along a chain.", ERROR, check_sql(ORIGIN_STABLE),
+          no_evidence="no retry or DLQ record"),
     Check(LINEAGE_MATCHES_COMMITLOG, "lineage/message_hops",
           "Every commit-log record is in exactly one hop row, every hop row is a commit-log record, "
-          "and each lineage row's hop count matches its hops.", ERROR, check_sql(LINEAGE_MATCHES_COMMITLOG)),
+          "and each lineage row's hop count matches its hops.", ERROR, check_sql(LINEAGE_MATCHES_COMMITLOG),
+          no_evidence="no commit-log record"),
 )
 
 DRIFTS: tuple[Check, ...] = (
     Check(DUPLICATE_RATE, "audit/delivery_accounting",
           f"At most {DUPLICATE_RATE_MAX:.0%} of a group's messages are consumed more than once.",
-          WARN, check_sql(DUPLICATE_RATE)),
+          WARN, check_sql(DUPLICATE_RATE),
+          no_evidence="no consume evidence (an imported store cannot tell a duplicate consume)"),
     Check(LATENESS_P99, "audit/delay_accuracy",
-          f"Every delay level's p99 lateness is at most {LATENESS_P99_MS_MAX} ms.", WARN, check_sql(LATENESS_P99)),
+          f"Every delay level's p99 lateness is at most {LATENESS_P99_MS_MAX} ms.", WARN, check_sql(LATENESS_P99),
+          no_evidence="no delayed delivery with a known due time"),
 )
 
 ALL_CHECKS: tuple[Check, ...] = INVARIANTS + DRIFTS
@@ -237,17 +277,19 @@ def run_check(con: duckdb.DuckDBPyConnection, check: Check, run_id: str | None =
     query = (f"SELECT run_id, message_key, \"group\", detail, count(*) OVER () AS violations "
              f"FROM ({check.sql}) AS v WHERE ?::VARCHAR IS NULL OR run_id = ?::VARCHAR "
              f"ORDER BY run_id, {_EVIDENCE_ORDER} LIMIT {EVIDENCE_ROWS_MAX}")
-    return _outcome(check, con.execute(query, [run_id, run_id]).fetchall())
+    judged = con.execute(f"SELECT coalesce(sum(judged), 0) FROM ({check.evidence}) AS e "
+                         f"WHERE ?::VARCHAR IS NULL OR run_id = ?::VARCHAR", [run_id, run_id]).fetchone()[0]
+    return _outcome(check, con.execute(query, [run_id, run_id]).fetchall(), int(judged))
 
 
 # The order evidence rows are listed in, within a run.
 _EVIDENCE_ORDER = 'message_key NULLS LAST, "group" NULLS FIRST, detail'
 
 
-def _outcome(check: Check, rows: list[tuple]) -> CheckOutcome:
+def _outcome(check: Check, rows: list[tuple], judged: int) -> CheckOutcome:
     """A verdict from its first rows (run_id, message_key, group, detail, violations)."""
     examples = tuple({"run_id": r[0], "message_key": r[1], "group": r[2], "detail": r[3]} for r in rows)
-    return CheckOutcome(check, rows[0][4] if rows else 0, examples)
+    return CheckOutcome(check, rows[0][4] if rows else 0, examples, judged)
 
 
 def run_checks(con: duckdb.DuckDBPyConnection, checks: Iterable[Check] = ALL_CHECKS,
@@ -274,8 +316,10 @@ def run_checks_per_run(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str],
         by_run: dict[str, list] = {}
         for row in con.execute(query).fetchall():
             by_run.setdefault(row[0], []).append(row)
+        judged = dict(con.execute(f"SELECT run_id, sum(judged) FROM ({check.evidence}) AS e GROUP BY run_id")
+                      .fetchall())
         for run_id in run_ids:
-            verdicts[run_id].append(_outcome(check, by_run.get(run_id, [])))
+            verdicts[run_id].append(_outcome(check, by_run.get(run_id, []), int(judged.get(run_id) or 0)))
     return verdicts
 
 

@@ -148,7 +148,7 @@ CHECK_VERDICTS_FILE = "checks.json"
 
 def write_check_verdicts(run_dir: Path, outcomes: list[CheckOutcome]) -> None:
     doc = [{"check": o.check.name, "severity": o.check.severity, "passed": o.passed,
-            "violations": o.violations} for o in outcomes]
+            "verdict": o.verdict, "judged": o.judged, "violations": o.violations} for o in outcomes]
     tmp = run_dir / f".{CHECK_VERDICTS_FILE}.tmp"
     tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     tmp.replace(run_dir / CHECK_VERDICTS_FILE)
@@ -183,7 +183,9 @@ def check_result(outcome: CheckOutcome) -> dg.AssetCheckResult:
         check_name=outcome.check.name, asset_key=_asset_key(outcome.check),
         passed=outcome.passed,
         severity=dg.AssetCheckSeverity.ERROR if outcome.blocking else dg.AssetCheckSeverity.WARN,
-        metadata={"violations": meta["violations"],
+        # A check with nothing to judge in the run blocks nothing and says so, instead of "passed".
+        description=None if outcome.applicable else outcome.verdict,
+        metadata={"verdict": meta["verdict"], "judged": meta["judged"], "violations": meta["violations"],
                   "first_offending_keys": meta["first_offending_keys"],
                   "evidence": dg.MetadataValue.md("\n".join(f"- {line}" for line in meta["evidence"])
                                                   or "(none)")})

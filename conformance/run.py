@@ -296,7 +296,7 @@ def _warehouse(runs: list[Path], db: Path) -> dict:
         con.close()
     out = {}
     for run_id, outcomes in verdicts.items():
-        out[run_id] = {o.check.name: {"passed": o.passed, "blocking": o.blocking, "violations": o.violations,
+        out[run_id] = {o.check.name: {"passed": o.passed, "verdict": o.verdict, "blocking": o.blocking, "violations": o.violations,
                                       "first": None if o.passed else o.metadata()["evidence"][0]}
                        for o in outcomes}
     return out

@@ -102,8 +102,10 @@ def warehouse(args) -> int:
     print("checks:")
     for run_id, o in outcomes:
         # Padded before it is painted: colour codes must not count towards the column's width.
-        verdict = term.verdict(o.passed, term.pad("passed" if o.passed else f"FAILED ({o.check.severity})", 16))
-        first = "" if o.passed else f"  {o.violations:,} violation(s); first: {o.metadata()['evidence'][0]}"
+        word = ("passed" if o.applicable else "n/a") if o.passed else f"FAILED ({o.check.severity})"
+        verdict = term.verdict(o.passed, term.pad(word, 16))
+        first = (f"  {o.violations:,} violation(s); first: {o.metadata()['evidence'][0]}" if not o.passed
+                 else "" if o.applicable else f"  ({o.verdict})")
         print(f"  {term.pad(run_id, 16)} {verdict} {o.check.name}{first}")
     failed = sorted({f"{run_id}: {o.check.name}" for run_id, o in outcomes if o.blocking and not o.passed})
     if failed:

@@ -172,26 +172,28 @@ def _build(tmp_path, change):
 
 
 def test_delay_accuracy_of_an_import_is_measured_from_the_commit_log(tmp_path):
-    """Without recorded deliveries, lateness is a SCHEDULE hop's dwell minus its level's delay."""
+    """Without recorded deliveries and schedule-queue units, lateness is a SCHEDULE hop's dwell
+    minus its level's delay in the broker's table."""
     def no_deliveries(tables):
         tables["schedule_deliveries"].clear()
         tables["message_hops"][2]["dwell_ms"] += 40  # UB's SCHEDULE hop left 40 ms late
     with _build(tmp_path, no_deliveries) as con:
         rows = con.execute("SELECT delay_level, expected_delay_ms, lateness_max_ms, measured_from "
                            "FROM delay_accuracy ORDER BY 1").fetchall()
-    assert rows == [(2, 5_000, 0, "commitlog"), (3, 10_000, 40, "commitlog")]
+    table = "commitlog, due time from the broker's delay table"
+    assert rows == [(2, 5_000, 0, table), (3, 10_000, 40, table)]
 
 
-def test_delay_accuracy_without_a_level_table_estimates_the_delay(tmp_path):
-    """A store does not record its delay levels: the shortest dwell stands in for the delay."""
+def test_delay_accuracy_without_a_due_time_measures_nothing(tmp_path):
+    """No schedule-queue unit and no level table: no expected delay is known, and none is guessed
+    from the deliveries it would judge (the lateness drift is then not applicable)."""
     def imported(tables):
         tables["schedule_deliveries"].clear()
         tables["run.json"] = None
     with _build(tmp_path, imported) as con:
         rows = con.execute("SELECT delay_level, expected_delay_ms, lateness_max_ms, measured_from "
                            "FROM delay_accuracy ORDER BY 1").fetchall()
-    estimated = "commitlog, delay estimated as the shortest dwell"
-    assert rows == [(2, 5_000, 0, estimated), (3, 10_000, 0, estimated)]
+    assert rows == []
 
 
 def test_store_damage_and_late_delivery_are_anomalies(tmp_path):

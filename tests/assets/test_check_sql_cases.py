@@ -452,7 +452,7 @@ def test_dlq_passes_at_the_maximum():
         # The default maximum, the group's configured one, the record's own.
         dlq("default", reconsume_times=RETRY_MAX_TIMES_DEFAULT + 1, retries=RETRY_MAX_TIMES_DEFAULT),
         dlq("configured", group="small", reconsume_times=3, retries=2),
-        dlq("own", reconsume_times=4, max_reconsume_times=3),
+        dlq("own", reconsume_times=4, max_reconsume_times=3, retries=3),
         # A client's send to %RETRY%: the count is the RECONSUME_TIME property.
         dlq("client-send", group="small", reconsume_times=2, properties={"RECONSUME_TIME": "2"}),
     )
@@ -513,6 +513,17 @@ def test_dlq_before_the_records_own_maximum_with_no_delivery_is_reported():
     ]
 
 
+def test_dlq_at_the_maximum_with_no_delivery_to_send_back_is_reported():
+    """The maximum is reached only by a send-back of a delivery: a DLQ record whose chain holds no
+    record at its count - 1 came from no delivery of that chain."""
+    tables = merged(groups(("g", 2, "CONCURRENTLY")), dlq("orphan", reconsume_times=3, delivered=False),
+                    dlq("ok", reconsume_times=3, retries=2))
+    assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == [
+        (RUN, "orphan", "g", "in the DLQ after 2 reconsumes (0 retry hops); the maximum is 2, "
+                             "and no delivery at reconsume 2 in its chain that a send-back could come from"),
+    ]
+
+
 def test_dlq_whose_deliveries_retention_removed_is_not_reported():
     """A truncated chain lost the delivery it was sent back from with the deleted files."""
     tables = merged(dlq("gone", reconsume_times=3, max_reconsume_times=5, delivered=False),
@@ -528,7 +539,7 @@ def test_dlq_without_a_configuration_is_judged_by_the_groups_other_records():
         dlq("carried-max", reconsume_times=3, max_reconsume_times=None, delivered=False),
         {"message_hops": [(RUN, "other", "g", "RETRY", "broker-b", 1, 1, 1)],
          "commitlog": [(RUN, "broker-b", 1, 1, 4, {}, "other")]},
-        dlq("full", group="import", reconsume_times=7, max_reconsume_times=None, delivered=False),
+        dlq("full", group="import", reconsume_times=7, max_reconsume_times=None, retries=6),
         dlq("short", group="import", reconsume_times=3, max_reconsume_times=None, delivered=False),
     )
     assert violations(c.DLQ_AFTER_MAX_RETRIES, tables) == [

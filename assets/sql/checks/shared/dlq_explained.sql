@@ -13,7 +13,9 @@
 -- largest MAX_RECONSUME_TIMES the group's other records carry; and for an imported store with
 -- none of these, the largest count any of the group's DLQ records shows.
 --
--- The reasons:
+-- A send-back copies the delivered record, so its DLQ record needs that delivery in its chain (a
+-- record of the message at count - 1 before it, on any broker), unless retention removed it
+-- (truncated). The reasons:
 --   MAX_RECONSUME_TIMES  the broker's send-back or the 5.x revive at the maximum
 --   CLIENT_SEND_AT_MAX   a client's own send to %RETRY% at its maximum, diverted by the broker
 --                        (an orderly consumer after its local retries; the record carries both
@@ -21,10 +23,8 @@
 --   CONSUMER_REQUESTED   a send-back before the maximum: a delay level < 0 (a push consumer's
 --                        setDelayLevelWhenNextConsume(-1), the 5.x proxy's forward) or a client of
 --                        the group whose own maximum is lower (the send-back header carries it;
---                        4.9.4 stores neither). Its evidence: the chain holds the delivery it was
---                        sent back from (a record of the message at count - 1 before it), or
---                        retention removed it (truncated); in a simulation also a delivery of the
---                        message the listener answered with DLQ_REQUESTED.
+--                        4.9.4 stores neither); in a simulation, a delivery of the message the
+--                        listener answered with DLQ_REQUESTED.
 WITH dlq_records AS (
     SELECT h.run_id, h.message_key, h."group", h.broker, h.phys_offset, h.hop_index,
            c.reconsume_times, c.max_reconsume_times, c.uniq_key,
@@ -89,10 +89,10 @@ judged AS (
 )
 SELECT run_id, message_key, "group", broker, phys_offset, reconsumes, max_times, retries, client_send,
        CASE
-           WHEN reconsumes >= max_times AND client_send THEN 'CLIENT_SEND_AT_MAX'
+           WHEN client_send THEN CASE WHEN reconsumes >= max_times THEN 'CLIENT_SEND_AT_MAX' END
+           WHEN NOT (sent_back_from_chain OR truncated) THEN NULL
            WHEN reconsumes >= max_times THEN 'MAX_RECONSUME_TIMES'
-           WHEN NOT client_send AND (sent_back_from_chain OR truncated) AND (requested OR NOT simulation)
-               THEN 'CONSUMER_REQUESTED'
+           WHEN requested OR NOT simulation THEN 'CONSUMER_REQUESTED'
        END AS dlq_reason,
        CASE
            WHEN client_send THEN 'a client''s send to %RETRY% below its maximum'

@@ -1,0 +1,25 @@
+-- The deliveries no_delivery_before_due_time judges: a simulation's schedule deliveries; a store's
+-- SCHEDULE records with a schedule-queue unit (their due time); timer deliveries (TIMER_OUT_MS);
+-- POP retries of a retry topic retry_topics knows the origin of.
+SELECT run_id, sum(n) AS judged
+FROM (
+    SELECT run_id, count(*) AS n FROM schedule_deliveries GROUP BY run_id
+    UNION ALL
+    SELECT u.run_id, count(*) FROM schedule_units u
+    SEMI JOIN message_hops h ON h.run_id = u.run_id AND h.broker = u.broker AND h.phys_offset = u.phys_offset
+    WHERE u.run_id NOT IN (SELECT run_id FROM schedule_deliveries)
+    GROUP BY u.run_id
+    UNION ALL
+    SELECT h.run_id, count(*) FROM message_hops h
+    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+    WHERE h.hop_kind = 'DELIVER' AND coalesce(h.delay_level, 0) = 0
+      AND c.properties['{{prop_timer_out_ms}}'] IS NOT NULL
+    GROUP BY h.run_id
+    UNION ALL
+    SELECT h.run_id, count(*) FROM message_hops h
+    SEMI JOIN retry_topics r ON r.run_id = h.run_id AND r.broker = h.broker AND r.retry_topic = h.topic
+                            AND r.origin_topic IS NOT NULL
+    WHERE h.hop_kind = 'RETRY'
+    GROUP BY h.run_id
+) AS evidence
+GROUP BY run_id
