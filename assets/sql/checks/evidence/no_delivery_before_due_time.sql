@@ -1,5 +1,5 @@
 -- The deliveries no_delivery_before_due_time judges: a simulation's schedule deliveries; a store's
--- SCHEDULE records with a schedule-queue unit (their due time); timer deliveries (TIMER_OUT_MS);
+-- SCHEDULE records with a schedule-queue unit (their due time); timer deliveries;
 -- POP retries of a retry topic retry_topics knows the origin of.
 SELECT run_id, sum(n) AS judged
 FROM (
@@ -10,11 +10,10 @@ FROM (
     WHERE u.run_id NOT IN (SELECT run_id FROM schedule_deliveries)
     GROUP BY u.run_id
     UNION ALL
-    SELECT h.run_id, count(*) FROM message_hops h
-    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
-    WHERE h.hop_kind = 'DELIVER' AND coalesce(h.delay_level, 0) = 0
-      AND c.properties['{{prop_timer_out_ms}}'] IS NOT NULL
-    GROUP BY h.run_id
+    -- a timer's DELIVER is the only DELIVER without a delay level
+    SELECT run_id, count(*) FROM message_hops
+    WHERE hop_kind = 'DELIVER' AND coalesce(delay_level, 0) = 0
+    GROUP BY run_id
     UNION ALL
     SELECT h.run_id, count(*) FROM message_hops h
     SEMI JOIN retry_topics r ON r.run_id = h.run_id AND r.broker = h.broker AND r.retry_topic = h.topic
