@@ -192,6 +192,11 @@ class GroupSpec:
     retry_policy: RetryPolicy = RetryPolicy()  # grpc-push groups: the group retry policy
 
 
+def consumer_id(group: str, index: int) -> str:
+    """The client id of consumer ``index`` of ``group`` (stable: faults name consumers by index)."""
+    return f"{group}-c{index}"
+
+
 @dataclass(frozen=True)
 class ProducerSpec:
     topic: str
