@@ -24,6 +24,7 @@ from importlib import resources
 
 import duckdb
 
+from assets.audit import LATENESS_P99_MS_MAX  # the lateness thresholds' owner
 from broker_core.constants import (
     ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED,
     PROP_FIRST_POP_TIME,
@@ -41,8 +42,6 @@ EVIDENCE_ROWS_MAX = 10
 # Drift thresholds (WARN). At-least-once delivery duplicates a little around crashes and
 # rebalances; more than 1 % of messages consumed twice points at a consumer that cannot commit.
 DUPLICATE_RATE_MAX = 0.01
-# The schedule service polls every level every 100 ms; a p99 lateness above 1 s is a stalled level.
-LATENESS_P99_MS_MAX = 1_000
 
 ERROR = "ERROR"
 WARN = "WARN"
