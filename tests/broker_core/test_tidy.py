@@ -105,3 +105,17 @@ def test_no_large_tracked_files_outside_test_data():
         if size > TRACKED_FILE_BYTES_MAX:
             offenders.append(f"{name}: {size:,} bytes")
     assert offenders == [], "large tracked files:\n" + "\n".join(offenders)
+
+
+def test_constants_have_one_owner():
+    """A name broker_core/constants.py defines is not defined again in another module."""
+    assignment = re.compile(r"^([A-Z][A-Z0-9_]*)\s*(?::[^=]+)?=", re.M)
+    owned = set(assignment.findall((ROOT / "constants.py").read_text()))
+    offenders = []
+    for package in ("broker_core", "assets", "orchestration"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            if path == ROOT / "constants.py":
+                continue
+            offenders.extend(f"{path.relative_to(REPO).as_posix()}: {name}"
+                             for name in assignment.findall(path.read_text()) if name in owned)
+    assert offenders == [], "defined again outside constants.py:\n" + "\n".join(offenders)
