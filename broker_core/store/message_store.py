@@ -453,70 +453,28 @@ class MessageStore:
 
     def put_message(self, msg: MessageInner) -> PutResult:
         """Store one message (§4.2 delay rewrite included) and dispatch it to its consume queue."""
-        topic = msg.topic
-        queue_id = msg.queue_id
-        if not self._running:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, topic, queue_id,
-                             detail="the store is not running")
-        if topic not in self._valid_topics:
-            self._admit_topic(topic, queue_id)
-        body = msg.body
-        if len(body) > self._max_body:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
-                             detail=f"body of {len(body)} bytes exceeds {self.config.max_message_size}")
-        props = msg.properties
-        props_string = msg.properties_string
-        if props_string is not None and len(props_string) > PROPERTIES_LENGTH_BYTES_MAX:
-            # DefaultMessageStore.checkMessage counts chars of the string it was handed.
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
-                             detail=f"properties string of {len(props_string)} chars is too long")
-        sys_flag = msg.sys_flag
+        refused = self._refuse_put(msg)
+        if refused is not None:
+            return refused
+        topic, queue_id = msg.topic, msg.queue_id
+        props, props_string = msg.properties, msg.properties_string
         # A prepared (0x4) or rolled-back (0xC) transaction message is not dispatched: the two
         # transaction types with bit 0x4 set (_NO_DISPATCH).
-        dispatch = not sys_flag & SYSFLAG_TRANSACTION_PREPARED
+        dispatch = not msg.sys_flag & SYSFLAG_TRANSACTION_PREPARED
         level = msg.delay_level
         if level is None:
             text = props.get(PROP_DELAY)
-            if text is None:
-                level = 0
-            else:
-                level = java_parse_int(text)
-                if level is None:
-                    return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
-                                     detail=f"DELAY {text!r} is not an int")
-        schedule_level = 0
+            level = 0 if text is None else java_parse_int(text)
+            if level is None:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id, detail=f"DELAY {text!r} is not an int")
         if self.config.timer_wheel and dispatch and topic != TIMER_TOPIC and has_timer_input(props):
-            # HookUtils.handleScheduleMessage @5.3.3: a delay level clears the timer; otherwise a
-            # timer not yet due sends the message into the wheel's topic.
-            java_map = (props if isinstance(props, JavaHashMap)
-                        else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
-            if level > 0:
-                drop_timer_input(java_map)
-                props = java_map
-            elif java_map.get(PROP_TIMER_OUT_MS) is None:
-                timer = timer_rewrite(java_map, topic, queue_id, self.clock(),
-                                      precision_ms=self.config.timer_precision_ms,
-                                      max_delay_ms=self.config.timer_max_delay_ms)
-                if timer.refused is not None:
-                    return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id, detail=timer.refused)
-                if timer.out_ms is not None:
-                    props = java_map
-                    props_string = java_map.to_properties_string(
-                        trailing_separator=self.config.properties_trailing_separator)
-                    topic, queue_id = timer.topic, timer.queue_id
-                    if topic not in self._valid_topics:
-                        self._admit_topic(topic, queue_id)
+            hooked = self._timer_hook(props, props_string, topic, queue_id, level)
+            if isinstance(hooked, PutResult):
+                return hooked
+            props, props_string, topic, queue_id = hooked
+        schedule_level = 0
         if level > 0 and dispatch:
-            clamped = None
-            if level > self.max_delay_level:
-                level = clamped = self.max_delay_level
-            java_map = (props if isinstance(props, JavaHashMap)
-                        else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
-            props_string = delay_rewrite_map(java_map, topic, queue_id, clamped,
-                                             trailing_separator=self.config.properties_trailing_separator)
-            topic = SCHEDULE_TOPIC
-            queue_id = level - 1
-            schedule_level = level
+            props_string, topic, queue_id, schedule_level = self._schedule_hook(props, topic, queue_id, level)
         elif props_string is None:
             props_string = properties_to_string(props,
                                                 trailing_separator=self.config.properties_trailing_separator)
@@ -525,6 +483,85 @@ class MessageStore:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, topic, queue_id,
                              detail=f"properties of {len(props_bytes)} bytes exceed "
                                     f"{PROPERTIES_LENGTH_BYTES_MAX}")
+        appended = self._append_record(msg, topic, queue_id, props_bytes, dispatch)
+        if isinstance(appended, PutResult):
+            return appended
+        cq, phys, size, queue_offset, store_ts, store_host = appended
+        if dispatch:
+            if schedule_level:
+                tags = deliver_timestamp(self.delay_levels, schedule_level, store_ts)
+            elif topic == SCHEDULE_TOPIC:
+                tags = record_tags_code(topic, string_to_properties(props_string), store_ts,
+                                        self.delay_levels)
+            else:
+                tags = tags_code(props.get(PROP_TAGS))
+            self._dispatch_put(cq, phys, size, tags, queue_offset)
+            self._last_dispatch_ts = store_ts
+        if self._sync:
+            self.flush()
+        return _stored_result((_PUT_OK, topic, queue_id, phys, queue_offset, store_ts, size, "", store_host))
+
+    def _refuse_put(self, msg: MessageInner) -> PutResult | None:
+        """Why the store refuses a message before anything is rewritten (checkMessage), or None."""
+        topic = msg.topic
+        queue_id = msg.queue_id
+        if not self._running:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, topic, queue_id,
+                             detail="the store is not running")
+        if topic not in self._valid_topics:
+            self._admit_topic(topic, queue_id)
+        if len(msg.body) > self._max_body:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
+                             detail=f"body of {len(msg.body)} bytes exceeds {self.config.max_message_size}")
+        props_string = msg.properties_string
+        if props_string is not None and len(props_string) > PROPERTIES_LENGTH_BYTES_MAX:
+            # DefaultMessageStore.checkMessage counts chars of the string it was handed.
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
+                             detail=f"properties string of {len(props_string)} chars is too long")
+        return None
+
+    def _timer_hook(self, props, props_string: str | None, topic: str, queue_id: int,
+                    level: int) -> tuple | PutResult:
+        """HookUtils.handleScheduleMessage @5.3.3: a delay level clears the timer; otherwise a
+        timer not yet due sends the message into the wheel's topic. Returns the message's
+        (properties, properties string, topic, queue id) after the hook, or why it was refused."""
+        java_map = (props if isinstance(props, JavaHashMap)
+                    else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
+        if level > 0:
+            drop_timer_input(java_map)
+            return java_map, props_string, topic, queue_id
+        if java_map.get(PROP_TIMER_OUT_MS) is not None:
+            return props, props_string, topic, queue_id
+        timer = timer_rewrite(java_map, topic, queue_id, self.clock(),
+                              precision_ms=self.config.timer_precision_ms,
+                              max_delay_ms=self.config.timer_max_delay_ms)
+        if timer.refused is not None:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id, detail=timer.refused)
+        if timer.out_ms is None:
+            return props, props_string, topic, queue_id
+        props_string = java_map.to_properties_string(trailing_separator=self.config.properties_trailing_separator)
+        if timer.topic not in self._valid_topics:
+            self._admit_topic(timer.topic, timer.queue_id)
+        return java_map, props_string, timer.topic, timer.queue_id
+
+    def _schedule_hook(self, props, topic: str, queue_id: int, level: int) -> tuple[str, str, int, int]:
+        """The §4.2 rewrite of a delayed message into SCHEDULE_TOPIC_XXXX (a level past the table's
+        last is clamped to it). Returns (properties string, topic, queue id, delay level)."""
+        clamped = None
+        if level > self.max_delay_level:
+            level = clamped = self.max_delay_level
+        java_map = (props if isinstance(props, JavaHashMap)
+                    else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
+        props_string = delay_rewrite_map(java_map, topic, queue_id, clamped,
+                                         trailing_separator=self.config.properties_trailing_separator)
+        return props_string, SCHEDULE_TOPIC, level - 1, level
+
+    def _append_record(self, msg: MessageInner, topic: str, queue_id: int, props_bytes: bytes,
+                       dispatch: bool) -> tuple | PutResult:
+        """Encode the record and append it to the commit log, with its queue offset when it is
+        dispatched. Returns (consume queue, physical offset, size, queue offset, store time,
+        store host), or why it cannot be stored."""
+        body = msg.body
         topic_field = self._topic_fields.get(topic) or self._fields.topic_field(topic)
         store_host = msg.store_host
         if not store_host:
@@ -535,7 +572,7 @@ class MessageStore:
                           or self._fields.hosts(msg.born_host, store_host))
         born_field, store_field, v6_bits, header, fixed_size = host_parts
         # The broker sets the V6 bits from the address types before encoding (§1.9).
-        sys_flag = (sys_flag & _NOT_V6_BITS) | v6_bits
+        sys_flag = (msg.sys_flag & _NOT_V6_BITS) | v6_bits
         size = fixed_size + len(body) + len(topic_field) + len(props_bytes)
         if size > self._record_bytes_max:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
@@ -585,30 +622,24 @@ class MessageStore:
             written_at = log_files.append(record)
             assert written_at == phys, f"record reserved at {phys} but written at {written_at}"
         self._last_store_ts = store_ts
-        if dispatch:
-            if schedule_level:
-                tags = deliver_timestamp(self.delay_levels, schedule_level, store_ts)
-            elif topic == SCHEDULE_TOPIC:
-                tags = record_tags_code(topic, string_to_properties(props_string), store_ts,
-                                        self.delay_levels)
-            else:
-                tags = tags_code(props.get(PROP_TAGS))
-            cq_files = cq.files
-            cq_tail = cq_files.tail
-            slot = queue_offset * CQ_UNIT_SIZE_BYTES
-            slot_end = slot + CQ_UNIT_SIZE_BYTES
-            if (cq_tail is not None and slot == cq_files.wrote_offset
-                    and slot_end <= cq_files.tail_end and end > cq.max_physic_offset):
-                # ConsumeQueue.put's common case inline: the next slot of the open buffer.
-                cq_tail += pack_cq_unit(phys, size, tags)
-                cq_files.wrote_offset = slot_end
-                cq.max_physic_offset = end
-            else:
-                cq.put(phys, size, tags, queue_offset)
-            self._last_dispatch_ts = store_ts
-        if self._sync:
-            self.flush()
-        return _stored_result((_PUT_OK, topic, queue_id, phys, queue_offset, store_ts, size, "", store_host))
+        return cq, phys, size, queue_offset, store_ts, store_host
+
+    @staticmethod
+    def _dispatch_put(cq: ConsumeQueue, phys: int, size: int, tags: int, queue_offset: int) -> None:
+        """Write the record's unit into its consume queue."""
+        cq_files = cq.files
+        cq_tail = cq_files.tail
+        slot = queue_offset * CQ_UNIT_SIZE_BYTES
+        slot_end = slot + CQ_UNIT_SIZE_BYTES
+        end = phys + size
+        if (cq_tail is not None and slot == cq_files.wrote_offset
+                and slot_end <= cq_files.tail_end and end > cq.max_physic_offset):
+            # ConsumeQueue.put's common case inline: the next slot of the open buffer.
+            cq_tail += pack_cq_unit(phys, size, tags)
+            cq_files.wrote_offset = slot_end
+            cq.max_physic_offset = end
+        else:
+            cq.put(phys, size, tags, queue_offset)
 
     def put_messages(self, batch: MessageBatchInner) -> BatchPutResult:
         """Store a batch send (4.9.4 ``asyncPutMessages``): its messages end to end in one file.
