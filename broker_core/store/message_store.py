@@ -657,16 +657,67 @@ class MessageStore:
                                   detail="the store is not running")
         if topic not in self._valid_topics:
             self._admit_topic(topic, queue_id)
+        checked = self._check_batch(batch)
+        if isinstance(checked, BatchPutResult):
+            return checked
+        batch_bytes, messages = checked
+        store_host = batch.store_host or self._store_host
+        born_field, store_field, v6_bits, header, fixed_size = self._fields.hosts(batch.born_host, store_host)
+        topic_field = self._fields.topic_field(topic)
+        store_ts = self.clock()
+        laid_out = self._batch_records(batch, messages, batch_bytes, fixed_size + len(topic_field), store_ts)
+        if isinstance(laid_out, BatchPutResult):
+            return laid_out
+        records, total = laid_out
+        key, cq = self._queue_route(topic, queue_id)
+        commit_log = self.commit_log
+        first_phys, first_queue_offset = commit_log.reserve(total, key, True, len(records))
+        phys = first_phys
+        queue_offset = first_queue_offset
+        parts = []
+        units = []
+        pack = header.pack
+        sys_flag = (batch.sys_flag & _NOT_V6_BITS) | v6_bits
+        born_ts = batch.born_ts
+        reconsume_times = batch.reconsume_times
+        props_len = _PROPS_LEN.pack
+        # As put_message: codec's layout packed inline, held to codec.encode_record by a test.
+        try:
+            for size, flag, body, props_length, own, separator, tags in records:
+                parts += (pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
+                               queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_field,
+                               store_ts, store_field, reconsume_times, 0, len(body)),
+                          body, topic_field, props_len(props_length), own, separator, batch_bytes)
+                units.append((phys, size, tags))
+                phys += size
+                queue_offset += 1
+        except struct.error as exc:
+            commit_log.unreserve(key, first_queue_offset)
+            raise BadInputError(f"a batch field is out of its Java type's range: {exc}",
+                                where=f"topic {topic}") from None
+        written_at = commit_log.files.append(b"".join(parts))
+        assert written_at == first_phys, f"batch reserved at {first_phys} but written at {written_at}"
+        self._last_store_ts = store_ts
+        cq.put_run(units, first_queue_offset)
+        self._last_dispatch_ts = store_ts
+        if self._sync:
+            self.flush()
+        return BatchPutResult(_PUT_OK, topic, queue_id, tuple(u[0] for u in units), first_queue_offset,
+                              store_ts, total, "", store_host)
+
+    def _check_batch(self, batch: MessageBatchInner) -> tuple[bytes, list] | BatchPutResult:
+        """The batch's own checks: its size, no transaction, no delay, its properties' length,
+        a body that decodes to at least one message. Returns (the batch's properties as bytes,
+        the messages), or why the batch is refused."""
 
         def refused(status: PutStatus, detail: str) -> BatchPutResult:
-            return BatchPutResult(status, topic, queue_id, detail=detail)
+            return BatchPutResult(status, batch.topic, batch.queue_id, detail=detail)
 
         wire = batch.body
         if len(wire) > self._max_body:
             return refused(PutStatus.MESSAGE_ILLEGAL,
                            f"batch body of {len(wire)} bytes exceeds {self.config.max_message_size}")
-        sys_flag = batch.sys_flag
-        if sys_flag & SYSFLAG_TRANSACTION_MASK:
+        if batch.sys_flag & SYSFLAG_TRANSACTION_MASK:
             return refused(PutStatus.MESSAGE_ILLEGAL, "a batch cannot be part of a transaction")
         props = batch.properties
         delay = props.get(PROP_DELAY)
@@ -680,25 +731,30 @@ class MessageStore:
         if batch_props is None:
             batch_props = properties_to_string(props)
         batch_bytes = batch_props.encode("utf-8")
-        batch_length = len(batch_bytes)
-        if batch_length > PROPERTIES_LENGTH_BYTES_MAX:
+        if len(batch_bytes) > PROPERTIES_LENGTH_BYTES_MAX:
             return refused(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                           f"batch properties of {batch_length} bytes exceed {PROPERTIES_LENGTH_BYTES_MAX}")
+                           f"batch properties of {len(batch_bytes)} bytes exceed {PROPERTIES_LENGTH_BYTES_MAX}")
         try:
             messages = codec.decode_batch_body(wire)
         except BadInputError as exc:
             return refused(PutStatus.MESSAGE_ILLEGAL, str(exc))
         if not messages:
             return refused(PutStatus.MESSAGE_ILLEGAL, "the batch holds no message")
+        return batch_bytes, messages
 
-        store_host = batch.store_host or self._store_host
-        born_field, store_field, v6_bits, header, fixed_size = self._fields.hosts(batch.born_host, store_host)
-        sys_flag = (sys_flag & _NOT_V6_BITS) | v6_bits
-        topic_field = self._fields.topic_field(topic)
-        fixed = fixed_size + len(topic_field)
+    def _batch_records(self, batch: MessageBatchInner, messages: list, batch_bytes: bytes, fixed: int,
+                       store_ts: int) -> tuple[list[tuple], int] | BatchPutResult:
+        """Each message's record: (size, flag, body, properties length, own properties, separator,
+        tags code), and the batch's total size; or why a message is refused (``fixed`` is a
+        record's size without its body and properties)."""
+        topic = batch.topic
+
+        def refused(status: PutStatus, detail: str) -> BatchPutResult:
+            return BatchPutResult(status, topic, batch.queue_id, detail=detail)
+
+        batch_length = len(batch_bytes)
         batch_tags = _last_tags(batch_bytes)
         schedule = topic == SCHEDULE_TOPIC
-        store_ts = self.clock()
         # Each message's stored properties: its own, a separator when both are non-empty and its
         # own lack a trailing one, then the batch's (MessageExtBatchEncoder.encode,
         # needAppendLastPropertySeparator). The batch's TAGS, coming last, win in the map a
@@ -727,41 +783,7 @@ class MessageStore:
         if total > self._record_bytes_max:
             return refused(PutStatus.MESSAGE_ILLEGAL,
                            f"batch of {len(records)} records, {total} bytes, cannot fit a commit-log file")
-
-        key, cq = self._queue_route(topic, queue_id)
-        commit_log = self.commit_log
-        first_phys, first_queue_offset = commit_log.reserve(total, key, True, len(records))
-        phys = first_phys
-        queue_offset = first_queue_offset
-        parts = []
-        units = []
-        pack = header.pack
-        born_ts = batch.born_ts
-        reconsume_times = batch.reconsume_times
-        props_len = _PROPS_LEN.pack
-        # As put_message: codec's layout packed inline, held to codec.encode_record by a test.
-        try:
-            for size, flag, body, props_length, own, separator, tags in records:
-                parts += (pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
-                               queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_field,
-                               store_ts, store_field, reconsume_times, 0, len(body)),
-                          body, topic_field, props_len(props_length), own, separator, batch_bytes)
-                units.append((phys, size, tags))
-                phys += size
-                queue_offset += 1
-        except struct.error as exc:
-            commit_log.unreserve(key, first_queue_offset)
-            raise BadInputError(f"a batch field is out of its Java type's range: {exc}",
-                                where=f"topic {topic}") from None
-        written_at = commit_log.files.append(b"".join(parts))
-        assert written_at == first_phys, f"batch reserved at {first_phys} but written at {written_at}"
-        self._last_store_ts = store_ts
-        cq.put_run(units, first_queue_offset)
-        self._last_dispatch_ts = store_ts
-        if self._sync:
-            self.flush()
-        return BatchPutResult(_PUT_OK, topic, queue_id, tuple(u[0] for u in units), first_queue_offset,
-                              store_ts, total, "", store_host)
+        return records, total
 
     # --- reads --------------------------------------------------------------------------------
 
