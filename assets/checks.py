@@ -42,8 +42,13 @@ EVIDENCE_ROWS_MAX = 10
 # Drift thresholds (WARN). At-least-once delivery duplicates a little around crashes and
 # rebalances; more than 1 % of messages consumed twice points at a consumer that cannot commit.
 DUPLICATE_RATE_MAX = 0.01
-# The schedule service polls every level every 100 ms; a p99 lateness above 1 s is a stalled level.
+# The lateness thresholds (lateness = delivered - due), both here and both inserted into the SQL as
+# {{name}}. The schedule service polls each level every 100 ms, so seconds of lateness mean it was
+# stalled (a crash, put failures, a busy store): a level whose p99 lateness passes 1 s fails the
+# delay_lateness_p99_below_max drift, and a delayed message delivered more than 5 s late is listed
+# as LATE_DELIVERY in anomalies (and counted in delay_accuracy.late_count).
 LATENESS_P99_MS_MAX = 1_000
+LATE_DELIVERY_MS_THRESHOLD = 5_000
 
 ERROR = "ERROR"
 WARN = "WARN"
@@ -88,6 +93,7 @@ SQL_VALUES: dict[str, str] = {
     "duplicate_rate_max": str(DUPLICATE_RATE_MAX),
     "duplicate_rate_max_percent": f"{DUPLICATE_RATE_MAX * 100:g}",
     "lateness_p99_ms_max": str(LATENESS_P99_MS_MAX),
+    "late_delivery_ms_threshold": str(LATE_DELIVERY_MS_THRESHOLD),
     "crash_fault_kinds": _sql_list(CRASH_FAULT_KINDS),
     "loss_fault_kinds": _sql_list(LOSS_FAULT_KINDS),
     "msg_id_offset_hex_chars": str(MSG_ID_OFFSET_HEX_CHARS),

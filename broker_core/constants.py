@@ -1,4 +1,12 @@
-"""Every default and limit of the broker model, with the RocketMQ source it mirrors.
+"""RocketMQ's defaults and limits that the broker model shares across modules, with the source
+each mirrors, and the simulation's global bounds.
+
+Not every limit lives here. A value that one module alone uses is named in that module, beside the
+code that applies it, with its unit and its reason or RocketMQ source in the same style: the flush
+service's intervals (``broker/flush.py``), a client's defaults (``client/*.py``), a scenario
+field's range (``sim/scenario.py``), a reader's window sizes (``store/reader.py``), the audit's
+thresholds (``assets/audit.py``, ``assets/checks.py``). A name defined here is defined nowhere
+else (``tests/broker_core/test_tidy.py``).
 
 Units and qualifiers go last in a name (``delay_ms_max``). Section numbers (§) are those of
 ``docs/rocketmq-references.md``, which names the RocketMQ class each value comes from.

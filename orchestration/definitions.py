@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.audit import audit_assets
+from assets.audit_asset import audit_assets
 from assets.raw import raw_assets
 from orchestration.partitions import data_home, discover_runs, run_partitions, scenarios_dir
 from orchestration.resources import default_resources

@@ -34,10 +34,10 @@ import duckdb
 
 from assets import checks as working_checks
 from assets.warehouse import run_views
+from broker_core.export.schema import HOP_KINDS
 
 # The tables the damage touches become real tables (the run's views cannot be updated).
 DAMAGED_TABLES = ("message_hops", "commitlog", "message_lineage")
-HOP_KINDS = ("PUBLISH", "SCHEDULE", "DELIVER", "RETRY", "DLQ")
 NULLABLE = (("message_hops", "phys_offset"), ("commitlog", "phys_offset"), ("message_hops", "run_id"),
             ("message_hops", "message_key"), ("message_lineage", "message_key"),
             ("message_hops", "hop_index"), ("message_hops", "store_ts"))

@@ -78,7 +78,7 @@ lost AS (
 ),
 off_time AS (
     SELECT * FROM schedule_deliveries
-    WHERE lateness_ms > getvariable('late_delivery_ms_threshold')
+    WHERE lateness_ms > {{late_delivery_ms_threshold}}
 ),
 hop_of_delivery AS (
     -- Only the hops of the deliveries listed: grouping every hop by msgId costs far more.
@@ -152,7 +152,7 @@ SELECT run_id, 'LATE_DELIVERY', message_key, "group",
        'level ' || CAST(delay_level AS VARCHAR) || ', lateness ' || CAST(lateness_ms AS VARCHAR)
        || ' ms (SCHEDULE msgId ' || coalesce(msg_id, '?') || '; ' || measured_from || ')'
 FROM schedule_dwells
-WHERE lateness_ms > getvariable('late_delivery_ms_threshold')
+WHERE lateness_ms > {{late_delivery_ms_threshold}}
 UNION ALL
 SELECT run_id, 'EARLY_DELIVERY', message_key, "group", detail
 FROM ({{early_deliveries}}) e

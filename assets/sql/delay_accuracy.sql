@@ -32,7 +32,7 @@ SELECT run_id,
        max(lateness_ms) AS lateness_max_ms,
        min(lateness_ms) AS lateness_min_ms,
        count(*) FILTER (WHERE lateness_ms < 0) AS early_count,
-       count(*) FILTER (WHERE lateness_ms > getvariable('late_delivery_ms_threshold')) AS late_count,
+       count(*) FILTER (WHERE lateness_ms > {{late_delivery_ms_threshold}}) AS late_count,
        CAST(coalesce(sum(put_attempts - 1) FILTER (WHERE put_attempts > 1), 0) AS BIGINT) AS put_retries,
        any_value(measured_from) AS measured_from
 FROM deliveries

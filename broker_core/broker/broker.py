@@ -20,6 +20,7 @@ from broker_core.broker.flush import FlushService
 from broker_core.broker.groups import GroupTable
 from broker_core.broker.offsets import ConsumerOffsets
 from broker_core.broker.pop import PopService
+from broker_core.broker.recall import recall_message
 from broker_core.broker.schedule import ScheduleService
 from broker_core.broker.semantics import RandomSource, Semantics, semantics_for
 from broker_core.broker.send import SendRequest, SendResponse, send_message
@@ -289,8 +290,6 @@ class Broker:
     def recall_message(self, topic: str, handle, *, producer_group: str, born_host: str) -> SendResponse:
         """RECALL_MESSAGE (5.3.2+): write a recall record for the timer message of ``handle``
         (broker_core/broker/recall.py); raises when the broker is down."""
-        from broker_core.broker.recall import recall_message
-
         self._require_running()
         return recall_message(self, topic, handle, producer_group=producer_group, born_host=born_host)
 

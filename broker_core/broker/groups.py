@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_core.constants import SYSTEM_GROUP_PREFIX  # always auto-created
 from broker_core.store.config_files import (
     DataVersion,
     SubscriptionGroupConfig,
@@ -16,7 +17,6 @@ from broker_core.store.config_files import (
     save_subscription_groups,
 )
 
-SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX: always auto-created
 # Groups every 4.9.4 broker knows from its constructor; the last four may consume broadcast.
 BUILTIN_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                   "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")

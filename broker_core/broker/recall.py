@@ -1,8 +1,8 @@
 """Recalling a 5.x timer message before it is due (``RecallMessageProcessor`` @5.3.3).
 
 A send that put a message into the timer wheel answers with a recall handle
-(``SendMessageProcessor.attachRecallHandle``): the real topic, the broker's name, the message's
-``TIMER_OUT_MS`` + 1 ("consider of floor") and its UNIQ_KEY. ``recallMessage(topic, handle)``
+(``SendMessageProcessor.attachRecallHandle``; ``broker_core.broker.send`` builds it): the real
+topic, the broker's name, the message's ``TIMER_OUT_MS`` + 1 ("consider of floor") and its UNIQ_KEY. ``recallMessage(topic, handle)``
 makes the broker write a **recall record**: body ``"0"``, TAGS ``_RECALL_TAG_``, the recalled
 message's UNIQ_KEY, ``TIMER_DEL_UNIQKEY`` (``Semantics.timer_delete_key``), ``TIMER_DELIVER_MS`` =
 the handle's time, ``BORN_TIMESTAMP`` (now), an empty ``TRACE_CONTEXT`` and ``PGROUP``, in a
@@ -16,46 +16,18 @@ message (docs/rocketmq-5x.md, "Record forms: confirmed"); the broker refuses a r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from broker_core.broker import codes
-from broker_core.broker.send import SendResponse
+from broker_core.broker.send import RecallHandle, SendResponse
 from broker_core.constants import (
     PROP_BORN_TIMESTAMP,
     PROP_TIMER_DEL_UNIQKEY,
     PROP_TIMER_DELIVER_MS,
-    PROP_TIMER_OUT_MS,
     PROP_TRACE_CONTEXT,
     RECALL_BODY,
     RECALL_TAG,
-    RETRY_GROUP_TOPIC_PREFIX,
     TIMER_MAX_DELAY_MS,
-    TIMER_TOPIC,
 )
-from broker_core.message import PROP_PGROUP, PROP_REAL_TOPIC, PROP_TAGS, PROP_UNIQ_KEY, JavaHashMap
-
-
-@dataclass(frozen=True)
-class RecallHandle:
-    """``RecallMessageHandle.HandleV1`` (the model keeps its fields, not its base64 text)."""
-
-    topic: str
-    broker_name: str
-    timestamp_ms: int
-    uniq_key: str
-
-
-def recall_handle(broker, phys_offset: int) -> RecallHandle | None:
-    """The handle a send of the record at ``phys_offset`` answers with: only a message the timer
-    hook put into the wheel (``TIMER_OUT_MS`` and a ``REAL_TOPIC`` that is not a retry topic)."""
-    record = broker.store.look_message_by_offset(phys_offset)
-    if record is None or record.topic != TIMER_TOPIC:
-        return None
-    out_ms, real_topic = record.properties.get(PROP_TIMER_OUT_MS), record.properties.get(PROP_REAL_TOPIC)
-    uniq_key = record.properties.get(PROP_UNIQ_KEY)
-    if out_ms is None or real_topic is None or real_topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or not uniq_key:
-        return None
-    return RecallHandle(real_topic, broker.config.name, int(out_ms) + 1, uniq_key)
+from broker_core.message import PROP_PGROUP, PROP_TAGS, PROP_UNIQ_KEY, JavaHashMap
 
 
 def recall_message(broker, topic: str, handle: RecallHandle, *, producer_group: str,

@@ -17,12 +17,19 @@ from broker_core.constants import (
     DLQ_QUEUES,
     PERM_READ,
     PERM_WRITE,
+    PROP_TIMER_OUT_MS,
+    RETRY_GROUP_TOPIC_PREFIX,
     SYSFLAG_MULTI_TAGS,
     TIMER_TOPIC,
     TOPIC_QUEUES_DEFAULT,
 )
 from broker_core.errors import InvalidNameError
-from broker_core.message import broker_receive_properties, java_ordered_properties_string
+from broker_core.message import (
+    PROP_REAL_TOPIC,
+    PROP_UNIQ_KEY,
+    broker_receive_properties,
+    java_ordered_properties_string,
+)
 from broker_core.names import dlq_topic, group_of, is_not_allowed_send_topic, is_retry_topic, validate_topic
 
 TOPIC_FILTER_MULTI_TAG = "MULTI_TAG"
@@ -48,6 +55,30 @@ class SendRequest:
     default_topic_queue_nums: int = TOPIC_QUEUES_DEFAULT
 
 
+@dataclass(frozen=True)
+class RecallHandle:
+    """``RecallMessageHandle.HandleV1`` (the model keeps its fields, not its base64 text)."""
+
+    topic: str
+    broker_name: str
+    timestamp_ms: int
+    uniq_key: str
+
+
+def recall_handle(broker, phys_offset: int) -> RecallHandle | None:
+    """The handle a send of the record at ``phys_offset`` answers with
+    (``SendMessageProcessor.attachRecallHandle``): only a message the timer hook put into the
+    wheel (``TIMER_OUT_MS`` and a ``REAL_TOPIC`` that is not a retry topic)."""
+    record = broker.store.look_message_by_offset(phys_offset)
+    if record is None or record.topic != TIMER_TOPIC:
+        return None
+    out_ms, real_topic = record.properties.get(PROP_TIMER_OUT_MS), record.properties.get(PROP_REAL_TOPIC)
+    uniq_key = record.properties.get(PROP_UNIQ_KEY)
+    if out_ms is None or real_topic is None or real_topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or not uniq_key:
+        return None
+    return RecallHandle(real_topic, broker.config.name, int(out_ms) + 1, uniq_key)
+
+
 @dataclass
 class SendResponse:
     """The broker's answer; msg_id and the offsets are set only when the record was stored."""
@@ -59,7 +90,7 @@ class SendResponse:
     queue_offset: int | None = None
     phys_offset: int | None = None
     topic: str | None = None
-    recall_handle: object | None = None  # a 5.x timer message's (broker_core/broker/recall.py)
+    recall_handle: RecallHandle | None = None  # a 5.x timer message's (broker_core/broker/recall.py)
 
     @property
     def ok(self) -> bool:
@@ -139,7 +170,6 @@ def send_message(broker, req: SendRequest) -> SendResponse:
         return SendResponse(code, remark)
     handle = None
     if result.topic == TIMER_TOPIC:
-        from broker_core.broker.recall import recall_handle
         handle = recall_handle(broker, result.phys_offset)
     return SendResponse(code, remark, msg_id=result.msg_id, queue_id=result.queue_id,
                         queue_offset=result.queue_offset, phys_offset=result.phys_offset,

@@ -19,9 +19,10 @@ Every acceptance rule is the reference's: a slice's records are checked with vec
 to ``decode_record``'s (sizes, lengths, CRC, UTF-8, torn tails), and at the first record that
 fails one, or wherever the walk meets anything but a v1/v2 record that fits (a BLANK, zeros, a
 foreign magic, a torn tail), the reference's own decode and classification run for that one
-position. :class:`ColumnarStoreReader` subclasses the reference reader and replaces only its
-per-file walk, so file listing, recovery windows, gaps, consume queues, config files and the
-checkpoint are the reference's code, and ``tests/broker_core/export/test_columnar.py`` holds the
+position. :class:`ColumnarStoreReader` subclasses the reference reader and hands its scan loop
+(``StoreReader._scan_buffer``) only a faster way through runs of plain records, so the loop itself,
+file listing, recovery windows, gaps, consume queues, config files and the checkpoint are the
+reference's code, and ``tests/broker_core/export/test_columnar.py`` holds the
 two decoders to the same rows and the same problems.
 
 Memory: one slice (at most :data:`SLICE_RECORDS` records and :data:`SLICE_BYTES` of the file) is
@@ -30,7 +31,6 @@ decoded at a time, and mapped pages already read are handed back as the referenc
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 from array import array
 from collections.abc import Callable, Iterator
@@ -42,16 +42,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from broker_core import codec
-from broker_core.codec import Blank, decode_record, parse_int_property
+from broker_core.codec import parse_int_property
 from broker_core.constants import (
-    BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
     TOPIC_LENGTH_V1_BYTES_MAX,
 )
-from broker_core.errors import CorruptRecordError
 from broker_core.export.parquet import COMPRESSION, DEFAULT_PART, ROW_GROUP_ROWS
 from broker_core.export.schema import COMMITLOG
 from broker_core.message import (
@@ -72,21 +70,18 @@ from broker_core.message import (
     create_message_id,
 )
 from broker_core.store.reader import (
-    _KEPT_NOTE,
     _SIZE_MAGIC,
     CQ_PRE_BLANK_UNIT_SIZE,
     HOST_ROLES,
     INT_PROPERTIES,
     PROGRESS_EVERY_RECORDS,
     READ_CHUNK_BYTES,
-    RELEASE_MAPPED_EVERY_BYTES,
     WARNING,
     CommitLogFile,
     LogEntry,
     Problem,
     ScanProgress,
     StoreReader,
-    _release_pages,
     host_port_problem,
     int_property_problem,
     property_crc_problem,
@@ -162,68 +157,28 @@ class ColumnarStoreReader(StoreReader):
 
     def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int, lenient: bool,
                      start: int = 0):
-        pos = start
-        released = 0
-        rel = self._rel(cf.path)
-        hosts = _HostNames()
-        while pos < limit:
-            if pos - released >= RELEASE_MAPPED_EVERY_BYTES:
-                released = _release_pages(buf, released, pos)
-            starts, walked_to = _walk(buf, pos, limit)
-            if starts:
-                raw = _read_slice(buf, limit, np.frombuffer(starts, dtype=np.int64), self.check_crc)
-                if raw.count:
-                    yield self._emit(cf, rel, raw, hosts, progress, index)
-                if raw.count == len(starts):
-                    pos = walked_to
-                    continue
-                pos = starts[raw.count]
-            # The record at pos is not a plain v1/v2 record that passes every check: the
-            # reference's decode and classification decide what it is.
-            try:
-                item = decode_record(buf, pos, check_crc=self.check_crc, limit=limit)
-            except CorruptRecordError as exc:
-                problem = self._classify(cf, buf, pos, limit, exc)
-                if not lenient:
-                    self._scan_problems.append(problem)
-                    return "damage", cf.start + pos
-                self._scan_problems.append(dataclasses.replace(problem, reason=problem.reason + _KEPT_NOTE))
-                if problem.kind == "crc-mismatch":
-                    pos += _SIZE_MAGIC.unpack_from(buf, pos)[0]
-                    continue
-                return "skip", cf.start + pos
-            if item is None:
-                total, magic = _SIZE_MAGIC.unpack_from(buf, pos) if limit - pos >= 8 else (0, 0)
-                if (total, magic) != (0, 0) and magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2,
-                                                              BLANK_MAGIC_CODE):
-                    reason = f"illegal magic code {magic:#010x} (TOTALSIZE {total})"
-                    if lenient:
-                        self._scan_problems.append(Problem(rel, cf.start + pos, "bad-magic",
-                                                           reason + _KEPT_NOTE))
-                        return "skip", cf.start + pos
-                    self._scan_problems.append(Problem(rel, cf.start + pos, "bad-magic",
-                                                       reason + ": the data ends here"))
-                    return "damage", cf.start + pos
-                self._check_zero_tail(cf, buf, pos, limit)
-                if lenient:
-                    self._scan_problems.append(Problem(
-                        rel, cf.start + pos, "no-end-of-file-record",
-                        "the file's data ends without an END_OF_FILE record; the next file is read",
-                        WARNING))
-                    return "skip", cf.start + pos
-                return "end", cf.start + pos
-            if isinstance(item, Blank):
-                if pos + item.size != self.file_size:
-                    self._scan_problems.append(Problem(
-                        rel, cf.start + pos, "blank-size",
-                        f"END_OF_FILE record says {item.size} bytes, {self.file_size - pos} remain",
-                        WARNING))
-                self.blank_count += 1
-                yield LogEntry(cf.name, cf.start + pos, item.size, None)
-                return "blank", cf.start + self.file_size
-            raise AssertionError(f"{rel}@{cf.start + pos}: decode_record accepts a record the "
-                                 "columnar checks refused")
-        return ("skip" if lenient else "end"), cf.start + pos
+        self._hosts = _HostNames()  # per file, as the message-id prefixes are
+        return (yield from super()._scan_buffer(cf, buf, limit, progress, index, lenient, start))
+
+    def _fast_records(self, cf: CommitLogFile, rel: str, buf, pos: int, limit: int, progress, index: int):
+        """Walk a slice of records from ``pos`` and emit those that pass every vector check.
+
+        Stops at the first record that fails one, or wherever the walk meets anything but a v1/v2
+        record that fits: the reference's decode and classification decide what is there.
+        """
+        starts, walked_to = _walk(buf, pos, limit)
+        if not starts:
+            return pos, False
+        raw = _read_slice(buf, limit, np.frombuffer(starts, dtype=np.int64), self.check_crc)
+        if raw.count:
+            yield self._emit(cf, rel, raw, self._hosts, progress, index)
+        if raw.count == len(starts):
+            return walked_to, True
+        return starts[raw.count], False
+
+    def _record_entry(self, cf: CommitLogFile, rel: str, buf, pos: int, item) -> LogEntry:
+        raise AssertionError(f"{rel}@{cf.start + pos}: decode_record accepts a record the "
+                             "columnar checks refused")
 
     def _check_zero_tail(self, cf: CommitLogFile, buf, pos: int, limit: int) -> None:
         """The reference's check, run only when numpy finds a non-zero byte after the data.

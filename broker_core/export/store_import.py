@@ -310,13 +310,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     decoders' classes are, with ``live``): a :class:`ColumnarStoreReader` whose files are decoded
     elsewhere, e.g. by Spark tasks (``assets.spark_import``); the tables are the same.
     """
-    if decoder not in DECODERS:
-        raise BadInputError(f"unknown decoder {decoder!r}", hint=f"use one of {', '.join(DECODERS)}")
-    if role not in ROLES:
-        raise BadInputError(f"unknown role {role!r}", where="--role", hint=f"use one of {', '.join(ROLES)}")
-    if role == ROLE_SLAVE and broker is None:
-        raise BadInputError("a slave's store is imported as a side of its master's broker", where="--role slave",
-                            hint="pass --broker with the brokerName master and slave share")
+    _check_arguments(decoder, role, broker)
     started = wall_clock() if wall_clock is not None else None
     store_dir = Path(store_dir)
     out_dir = Path(out_dir)
@@ -333,7 +327,6 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     if strict and reader.errors:
         raise _strict_error(reader.errors)
 
-    rows_by_table: dict[str, int] = {}
     merged: MergeResult | None = None
     with run_lock(out_dir):
         # The other side of a replicated broker, kept to merge with (None: nothing to merge with).
@@ -343,121 +336,39 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         plan = plan_import(state, reader, store_root, replicated)
         resume, full_reason = plan.resume, plan.reason
         kept = kept_parts(out_dir, run_id, broker) if adding else []
-        tail = Tail(*(state.tail.last_record, state.tail.blank)) if resume is not None else Tail()
         # What was read from each commit-log file (the earlier imports' files left, then this one's).
-        files: dict[str, FileStats] = dict(plan.files)
+        book = _CommitlogBook(Tail(*(state.tail.last_record, state.tail.blank)) if resume is not None else Tail(),
+                              dict(plan.files))
         with atomic_dir(out_dir) as tmp:
             link_parts(out_dir, kept, tmp)
             parquet = side_dir(tmp, broker, role) if earlier is not None else tmp / PARQUET_DIR_NAME
             if resume is not None:
                 carry_commitlog(out_dir / PARQUET_DIR_NAME, parquet, broker, plan.drop_before)
             commitlog_part = increment_part_name(broker, resume.offset) if resume is not None else part
-            if isinstance(reader, ColumnarStoreReader):
-                columnar = CommitlogWriter(parquet, part=commitlog_part)
-                for batch in reader.entries(progress, resume):
-                    if not isinstance(batch, RecordColumns):
-                        tail.blank_at(batch.phys_offset, batch.size)
-                        files.setdefault(batch.file_name, FileStats()).blanks += 1
-                        continue
-                    counts = pc.value_counts(batch.columns["topic"]).to_pylist()
-                    store_ts = batch.columns["store_ts"]
-                    files.setdefault(batch.file_name, FileStats()).add(
-                        batch.num_rows, store_ts[0].value, store_ts[-1].value,
-                        {c["values"]: c["counts"] for c in counts},
-                        pc.unique(batch.columns["store_host"]).to_pylist())
-                    tail.record(batch.columns["phys_offset"][-1].as_py(), batch.columns["total_size"][-1].as_py())
-                    columnar.write(batch.table(run_id, broker))
-                added = columnar.close()
-                commitlog_path = columnar.path
-            else:
-                commitlog = TableWriter(parquet, "commitlog", part=commitlog_part)
-                for entry in reader.entries(progress, resume):
-                    if entry.record is None:
-                        tail.blank_at(entry.phys_offset, entry.size)
-                        files.setdefault(entry.file_name, FileStats()).blanks += 1
-                        continue
-                    values = record_to_values(entry.record, run_id, broker, entry.file_name)
-                    files.setdefault(entry.file_name, FileStats()).add(
-                        1, entry.record.store_ts, entry.record.store_ts, {values[_TOPIC]: 1},
-                        (values[_STORE_HOST],))
-                    tail.record(entry.phys_offset, entry.size)
-                    commitlog.write_values(values)
-                added = commitlog.close()
-                commitlog_path = commitlog.path
+            write_commitlog = _write_columnar if isinstance(reader, ColumnarStoreReader) else _write_decoded
+            added, commitlog_path = write_commitlog(reader, parquet, commitlog_part, run_id, broker,
+                                                    progress, resume, book)
             if resume is not None and not added:
                 commitlog_path.unlink()  # nothing new: no empty file per import
-            rows_by_table["commitlog"] = reader.record_count if resume is not None else added
+            rows_by_table = {"commitlog": reader.record_count if resume is not None else added}
             if strict and reader.errors:
                 raise _strict_error(reader.errors)
-
-            writer = TableWriter(parquet, "delay_offsets", part=part)
-            for level, offset in sorted(reader.delay_offsets().items()):
-                writer.write({"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset})
-            rows_by_table["delay_offsets"] = writer.close()
-
-            rows_by_table["schedule_units"] = write_schedule_units(reader, parquet, part, run_id, broker)
-
-            # The offsets are as of their last persist: consumerOffset.json's modification time, or
-            # the newest file's in config/consumerOffsets/ (RocksDB) is that moment.
-            offsets_ts = reader.consumer_offsets_ts_ms()
-            writer = TableWriter(parquet, "consumer_offsets", part=part)
-            for key, queues in sorted(reader.consumer_offsets().items()):
-                topic, group = split_topic_group(key)
-                for queue_id, offset in sorted(queues.items()):
-                    writer.write({"run_id": run_id, "broker": broker, "group": group, "topic": topic,
-                                  "queue_id": queue_id, "offset": offset, "ts": offsets_ts,
-                                  "event": OFFSET_EVENT_RESTORE})
-            rows_by_table["consumer_offsets"] = writer.close()
-
-            # 5.x POP checkpoints and acks, and who owns each %RETRY% topic (pop_import).
-            pop_rows, owner_rows, body_problems = write_pop_tables(reader, parquet, part, run_id, broker,
-                                                                   records_by_topic(files))
-            rows_by_table["pop_evidence"], rows_by_table["retry_topics"] = pop_rows, owner_rows
-
-            # 5.x inner batches: the messages the consumer's client unwraps from each one.
-            rows_by_table["inner_messages"], inner_problems = write_inner_messages(reader, parquet, part, run_id,
-                                                                                   broker)
-            body_problems += inner_problems
-
-            writer = TableWriter(parquet, "store_problems", part=part)
-            for p in reader.problems + body_problems:
-                writer.write({"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset,
-                              "kind": p.kind, "detail": p.reason, "severity": p.severity})
-            rows_by_table["store_problems"] = writer.close()
-
+            store_rows, body_problems = _write_store_tables(reader, parquet, part, run_id, broker, book.files)
+            rows_by_table.update(store_rows)
             wall = (wall_clock() - started) if wall_clock is not None else None
-            writer = TableWriter(parquet, "runs", part=part)
-            writer.write({"run_id": run_id, "scenario": None, "seed": None,
-                          "sim_start_ts": reader.first_store_ts, "sim_end_ts": reader.last_store_ts,
-                          "wall_seconds": wall, "messages_produced": None,
-                          "records_written": reader.record_count, "version": _version(),
-                          "source": RUN_SOURCE_IMPORT, "first_offset": reader.first_offset,
-                          "broker": broker,
-                          "msg_id_hosts": sorted(msg_id_host(h) for h in store_hosts(files)),
-                          "delay_levels_ms": delay_levels_list(reader.schedule_delays())})
-            rows_by_table["runs"] = writer.close()
-
+            rows_by_table["runs"] = _write_runs_row(reader, parquet, part, run_id, broker, wall, book.files)
             for table in RAW_TABLES:
                 if table not in rows_by_table:
                     rows_by_table[table] = TableWriter(parquet, table, part=part).close()
             if earlier is not None:
-                # A master imported in increments is merged from one commitlog file.
-                logs = [src for src, rel in earlier.items() if rel.parent.name == "commitlog"]
-                if len(logs) > 1:
-                    compact(logs, side_dir(tmp, broker, other_role(role)), broker)
-                    earlier = {src: rel for src, rel in earlier.items() if src not in logs}
-                link_side(earlier, side_dir(tmp, broker, other_role(role)))
-                merged = merge_sides(tmp, broker, tmp / PARQUET_DIR_NAME)
-                merge_errors = [p for p in merged.problems if p.severity == "error"]
-                if strict and merge_errors:
-                    raise _strict_error(merge_errors)
+                merged = _merge_sides(tmp, broker, role, earlier, strict)
             brokers = brokers_of(tmp)
             new_state = None
             if reader.resume_point is not None and not replicated:
-                prints = fingerprints(reader, tail.spans())
+                prints = fingerprints(reader, book.tail.spans())
                 if prints is not None:
                     new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
-                                            reader.resume_point, tail, prints, files)
+                                            reader.resume_point, book.tail, prints, book.files)
                     save_state(tmp, new_state)
 
     return ImportSummary(
@@ -465,7 +376,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         commitlog_files=len(reader.files), commitlog_file_size_bytes=reader.file_size,
         records=reader.record_count, blanks=reader.blank_count, valid_end=reader.valid_end or 0,
         first_offset=reader.first_offset,
-        records_by_topic=records_by_topic(files),
+        records_by_topic=records_by_topic(book.files),
         problems=reader.problems + body_problems + (merged.problems if merged is not None else []),
         rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
         wall_seconds=wall, checkpoint=reader.checkpoint,
@@ -479,3 +390,134 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         next_file=reader.resume_point.file_name if new_state is not None else None,
         next_offset=reader.resume_point.offset if new_state is not None else None,
         store_items_5x=store_items_5x(store_root))
+
+
+def _check_arguments(decoder: str, role: str, broker: str | None) -> None:
+    if decoder not in DECODERS:
+        raise BadInputError(f"unknown decoder {decoder!r}", hint=f"use one of {', '.join(DECODERS)}")
+    if role not in ROLES:
+        raise BadInputError(f"unknown role {role!r}", where="--role", hint=f"use one of {', '.join(ROLES)}")
+    if role == ROLE_SLAVE and broker is None:
+        raise BadInputError("a slave's store is imported as a side of its master's broker", where="--role slave",
+                            hint="pass --broker with the brokerName master and slave share")
+
+
+@dataclass
+class _CommitlogBook:
+    """The bookkeeping both decoders share: what was read from each commit-log file, and the
+    spans just before where the scan stopped (the next import checks them before it continues)."""
+
+    tail: Tail
+    files: dict[str, FileStats]
+
+    def blank(self, file_name: str, phys_offset: int, size: int) -> None:
+        self.tail.blank_at(phys_offset, size)
+        self.files.setdefault(file_name, FileStats()).blanks += 1
+
+    def records(self, file_name: str, count: int, first_store_ts: int, last_store_ts: int,
+                by_topic: dict[str, int], hosts, last: tuple[int, int]) -> None:
+        """``count`` consecutive records of one file; ``last`` is the last one's (offset, size)."""
+        self.files.setdefault(file_name, FileStats()).add(count, first_store_ts, last_store_ts, by_topic, hosts)
+        self.tail.record(*last)
+
+
+def _write_columnar(reader: ColumnarStoreReader, parquet: Path, part: str, run_id: str, broker: str,
+                    progress, resume, book: _CommitlogBook) -> tuple[int, Path]:
+    """The ``commitlog`` rows, a slice of Arrow columns at a time; return (rows, file written)."""
+    writer = CommitlogWriter(parquet, part=part)
+    for batch in reader.entries(progress, resume):
+        if not isinstance(batch, RecordColumns):
+            book.blank(batch.file_name, batch.phys_offset, batch.size)
+            continue
+        columns = batch.columns
+        counts = pc.value_counts(columns["topic"]).to_pylist()
+        book.records(batch.file_name, batch.num_rows, columns["store_ts"][0].value, columns["store_ts"][-1].value,
+                     {c["values"]: c["counts"] for c in counts}, pc.unique(columns["store_host"]).to_pylist(),
+                     (columns["phys_offset"][-1].as_py(), columns["total_size"][-1].as_py()))
+        writer.write(batch.table(run_id, broker))
+    return writer.close(), writer.path
+
+
+def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
+                   progress, resume, book: _CommitlogBook) -> tuple[int, Path]:
+    """The ``commitlog`` rows, one decoded record at a time; return (rows, file written)."""
+    writer = TableWriter(parquet, "commitlog", part=part)
+    for entry in reader.entries(progress, resume):
+        if entry.record is None:
+            book.blank(entry.file_name, entry.phys_offset, entry.size)
+            continue
+        values = record_to_values(entry.record, run_id, broker, entry.file_name)
+        book.records(entry.file_name, 1, entry.record.store_ts, entry.record.store_ts, {values[_TOPIC]: 1},
+                     (values[_STORE_HOST],), (entry.phys_offset, entry.size))
+        writer.write_values(values)
+    return writer.close(), writer.path
+
+
+def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
+                        files: dict[str, FileStats]) -> tuple[dict[str, int], list[Problem]]:
+    """The tables read from the store beside the commit log; return (rows by table, problems
+    found in record bodies)."""
+    rows_by_table = {}
+    writer = TableWriter(parquet, "delay_offsets", part=part)
+    for level, offset in sorted(reader.delay_offsets().items()):
+        writer.write({"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset})
+    rows_by_table["delay_offsets"] = writer.close()
+
+    rows_by_table["schedule_units"] = write_schedule_units(reader, parquet, part, run_id, broker)
+
+    # The offsets are as of their last persist: consumerOffset.json's modification time, or
+    # the newest file's in config/consumerOffsets/ (RocksDB) is that moment.
+    offsets_ts = reader.consumer_offsets_ts_ms()
+    writer = TableWriter(parquet, "consumer_offsets", part=part)
+    for key, queues in sorted(reader.consumer_offsets().items()):
+        topic, group = split_topic_group(key)
+        for queue_id, offset in sorted(queues.items()):
+            writer.write({"run_id": run_id, "broker": broker, "group": group, "topic": topic,
+                          "queue_id": queue_id, "offset": offset, "ts": offsets_ts,
+                          "event": OFFSET_EVENT_RESTORE})
+    rows_by_table["consumer_offsets"] = writer.close()
+
+    # 5.x POP checkpoints and acks, and who owns each %RETRY% topic (pop_import).
+    pop_rows, owner_rows, body_problems = write_pop_tables(reader, parquet, part, run_id, broker,
+                                                           records_by_topic(files))
+    rows_by_table["pop_evidence"], rows_by_table["retry_topics"] = pop_rows, owner_rows
+
+    # 5.x inner batches: the messages the consumer's client unwraps from each one.
+    rows_by_table["inner_messages"], inner_problems = write_inner_messages(reader, parquet, part, run_id, broker)
+    body_problems += inner_problems
+
+    writer = TableWriter(parquet, "store_problems", part=part)
+    for p in reader.problems + body_problems:
+        writer.write({"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset,
+                      "kind": p.kind, "detail": p.reason, "severity": p.severity})
+    rows_by_table["store_problems"] = writer.close()
+    return rows_by_table, body_problems
+
+
+def _write_runs_row(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
+                    wall: float | None, files: dict[str, FileStats]) -> int:
+    writer = TableWriter(parquet, "runs", part=part)
+    writer.write({"run_id": run_id, "scenario": None, "seed": None,
+                  "sim_start_ts": reader.first_store_ts, "sim_end_ts": reader.last_store_ts,
+                  "wall_seconds": wall, "messages_produced": None,
+                  "records_written": reader.record_count, "version": _version(),
+                  "source": RUN_SOURCE_IMPORT, "first_offset": reader.first_offset,
+                  "broker": broker,
+                  "msg_id_hosts": sorted(msg_id_host(h) for h in store_hosts(files)),
+                  "delay_levels_ms": delay_levels_list(reader.schedule_delays())})
+    return writer.close()
+
+
+def _merge_sides(tmp: Path, broker: str, role: str, earlier: dict, strict: bool) -> MergeResult:
+    """Merge this side of a replicated broker with the other side imported earlier."""
+    # A master imported in increments is merged from one commitlog file.
+    logs = [src for src, rel in earlier.items() if rel.parent.name == "commitlog"]
+    if len(logs) > 1:
+        compact(logs, side_dir(tmp, broker, other_role(role)), broker)
+        earlier = {src: rel for src, rel in earlier.items() if src not in logs}
+    link_side(earlier, side_dir(tmp, broker, other_role(role)))
+    merged = merge_sides(tmp, broker, tmp / PARQUET_DIR_NAME)
+    merge_errors = [p for p in merged.problems if p.severity == "error"]
+    if strict and merge_errors:
+        raise _strict_error(merge_errors)
+    return merged

@@ -7,7 +7,7 @@ a crashed broker comes back), so the warehouse can line anomalies up with their 
 
 from __future__ import annotations
 
-from broker_core.sim.scenario import FaultSpec
+from broker_core.sim.scenario import FaultSpec, consumer_id
 
 # A knob a component does not have yet reads as off.
 KNOB_OFF_PROBABILITY = 0.0
@@ -121,14 +121,12 @@ class FaultInjector:
         return self.world.groups[f.group]
 
     def _consumer_crash(self, f: FaultSpec) -> None:
-        from broker_core.sim.world import consumer_id
         cid = consumer_id(f.group, f.consumer)
         self._group(f).crash_consumer(cid)
         self.record(f.kind, cid, "kill -9: in-flight messages lost with the process, "
                                  "offsets since the last persist redelivered")
 
     def _consumer_restart(self, f: FaultSpec) -> None:
-        from broker_core.sim.world import consumer_id
         cid = consumer_id(f.group, f.consumer)
         self._group(f).restart_consumer(cid)
         self.record(f.kind, cid, "restarted")

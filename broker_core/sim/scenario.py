@@ -3,8 +3,9 @@
 The YAML is composed into nodes (not loaded straight into dicts) so that every value keeps its
 source mark: the nodes become plain values plus a map from each key path to its line, pydantic
 models (strict types, unknown keys forbidden) validate the values, and the first mistake becomes a
-:class:`ScenarioError` naming the key path, the offending value, the file and the line. Every field
-but the names has a default. PyYAML's safe loader and pydantic are the only non-standard imports of
+:class:`ScenarioError` naming the key path, the offending value, the file and the line. Each field
+is declared once, on the result dataclass, with its YAML key and type; the models are built from
+those declarations. Every field but the names has a default. PyYAML's safe loader and pydantic are the only non-standard imports of
 the broker model outside export/: scenario files are inputs, and checking them precisely is worth
 the dependencies. The unit parsers (durations, sizes, rates; delay levels in delay_levels.py) are
 called by the models' validators.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,6 +43,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    create_model,
     model_validator,
 )
 
@@ -143,169 +146,6 @@ _FAULT_KEYS = {
 }
 
 
-# --- the result ----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class BrokerSpec:
-    name: str = "broker-a"
-    cluster: str = "DefaultCluster"
-    store_host: str = "10.0.0.1:10911"
-    message_delay_level: str = MESSAGE_DELAY_LEVEL_DEFAULT
-    delay_levels_ms: tuple[int, ...] = ()
-    commitlog_file_size_bytes: int = SCENARIO_COMMITLOG_FILE_SIZE_DEFAULT
-    cq_units_per_file: int = CQ_UNITS_PER_FILE_DEFAULT
-    flush: str = "async"
-    semantics: str = "4.9"
-    timer_roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT_DEFAULT
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    name: str
-    queues: int = 4
-
-
-@dataclass(frozen=True)
-class BehaviorSpec:
-    consume_time_ms: int = 5
-    fail_probability: float = 0.0
-    exception_probability: float = 0.0
-    return_null_probability: float = 0.0
-    hang_probability: float = 0.0
-    poison_fraction: float = 0.0
-
-
-@dataclass(frozen=True)
-class GroupSpec:
-    name: str
-    subscribe: tuple[str, ...]
-    model: str = "clustering"
-    mode: str = "concurrently"
-    consumers: int = 1
-    max_reconsume_times: int = -1
-    consume_timeout_ms: int = CONSUME_TIMEOUT_MS_DEFAULT
-    behavior: BehaviorSpec = field(default_factory=BehaviorSpec)
-    invisible_ms: int | None = None  # POP groups: popInvisibleTime (None: the client's default)
-    retry_delays_ms: tuple[int, ...] = ()  # POP groups: popDelayLevel (empty: the client's default)
-    client: str = "remoting"  # POP groups: the remoting client, or grpc-simple / grpc-push through the proxy
-    retry_max_times: int = RETRY_MAX_TIMES_DEFAULT  # gRPC groups: the subscription group's retryMaxTimes
-    retry_policy: RetryPolicy = RetryPolicy()  # grpc-push groups: the group retry policy
-
-
-@dataclass(frozen=True)
-class ProducerSpec:
-    topic: str
-    messages: int = 1000
-    rate_per_s: float = 1000.0
-    body_size: int = 256
-    tags: tuple[str, ...] = ()
-    delay_weights: tuple[tuple[int, float], ...] = ((0, 1.0),)  # (level, weight); 0 = not delayed
-    timer_weights: tuple[tuple[int, float], ...] = ((0, 1.0),)  # (timer ms, weight); 0 = no timer
-    recall_fraction: float = 0.0  # the share of its timer messages recalled as soon as sent (5.x)
-    send: str = "sync"
-    producer_group: str = "DEFAULT_PRODUCER"
-    start_ms: int = 0
-
-
-@dataclass(frozen=True)
-class FaultSpec:
-    kind: str
-    at_ms: int  # start (instant faults: the moment; windows: from)
-    until_ms: int | None = None  # end of a window; None for instant faults
-    group: str | None = None
-    consumer: int = 0
-    probability: float = 1.0
-    delta_ms: int = 0
-    pause_ms: int = FAULT_PAUSE_MS_DEFAULT
-    topic: str | None = None
-    messages: int = 0
-    rate_per_s: float = 1000.0
-    line: int = 0  # where the fault was declared, for messages about it
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    seed: int = 42
-    horizon_ms: int = HORIZON_MS_DEFAULT
-    broker: BrokerSpec = field(default_factory=BrokerSpec)
-    topics: tuple[TopicSpec, ...] = ()
-    groups: tuple[GroupSpec, ...] = ()
-    producers: tuple[ProducerSpec, ...] = ()
-    faults: tuple[FaultSpec, ...] = ()
-    source: str = "<string>"
-    scaled_messages: int | None = None  # set by with_messages: the run is not the file as written
-
-    @property
-    def messages_total(self) -> int:
-        """Messages the producers and bursts will try to send."""
-        return (sum(p.messages for p in self.producers)
-                + sum(f.messages for f in self.faults if f.kind == "burst"))
-
-    def topic(self, name: str) -> TopicSpec:
-        return next(t for t in self.topics if t.name == name)
-
-    def with_seed(self, seed: int) -> Scenario:
-        """The same scenario with another seed (the CLI's --seed)."""
-        if not 0 <= seed <= SEED_MAX:
-            raise ScenarioError(f"seed {seed} is outside 0..{SEED_MAX}", where="--seed")
-        return _replace(self, seed=seed)
-
-    def with_name(self, name: str) -> Scenario:
-        """The same scenario under another run id (a set of runs of one scenario needs one each)."""
-        if not SCENARIO_NAME_PATTERN.fullmatch(name) or len(name) > SCENARIO_NAME_LENGTH_MAX:
-            raise ScenarioError(f"run name {name!r} must match [A-Za-z0-9_-]+ "
-                                f"(at most {SCENARIO_NAME_LENGTH_MAX} characters)", where="--name")
-        return _replace(self, name=name)
-
-    def with_semantics(self, semantics: str) -> Scenario:
-        """The same scenario under another broker rule set ("4.9", "5.x"): a conformance run
-        plays the model with the rules of the release it runs against."""
-        if semantics not in SEMANTICS:
-            raise ScenarioError(f"broker semantics {semantics!r} is not one of {', '.join(SEMANTICS)}",
-                                where="broker.semantics")
-        if not semantics_for(semantics).timer_wheel():
-            for i, p in enumerate(self.producers):
-                if any(ms > 0 and w > 0 for ms, w in p.timer_weights):
-                    raise ScenarioError(f"producers[{i}].timer: RocketMQ {semantics} has no timer messages",
-                                        where=f"{self.source}: broker.semantics")
-        if not semantics_for(semantics).pop_consumption():
-            for i, g in enumerate(self.groups):
-                if g.mode == POP_MODE:
-                    raise ScenarioError(f"groups[{i}].mode: RocketMQ {semantics} has no POP consumption",
-                                        where=f"{self.source}: broker.semantics")
-        unmodelled = semantics_for(semantics).unmodelled_faults()
-        for i, f in enumerate(self.faults):
-            if f.kind in unmodelled:
-                raise ScenarioError(f"faults[{i}].kind: {f.kind!r} is not modelled under broker semantics "
-                                    f"{semantics!r}: {unmodelled[f.kind]}", where=f"{self.source}:{f.line}")
-        return _replace(self, broker=_replace(self.broker, semantics=semantics))
-
-    def with_messages(self, total: int) -> Scenario:
-        """The scale knob (the CLI's --messages): the producers send ``total`` messages in all.
-
-        Each producer keeps its share of the scenario's messages (the remainder goes to the first
-        ones), its rate, topic and everything else; bursts in ``faults`` are left as they are.
-        """
-        if not self.producers:
-            raise ScenarioError("the scenario has no producers to scale", where="--messages")
-        if not 0 <= total <= SIM_MESSAGES_MAX:
-            raise ScenarioError(f"{total} messages is outside 0..{SIM_MESSAGES_MAX}", where="--messages")
-        weights = [p.messages for p in self.producers]
-        if sum(weights) == 0:
-            weights = [1] * len(weights)
-        shares = [total * w // sum(weights) for w in weights]
-        for i in range(total - sum(shares)):
-            shares[i % len(shares)] += 1
-        return _replace(self, scaled_messages=total,
-                        producers=tuple(_replace(p, messages=n)
-                                        for p, n in zip(self.producers, shares, strict=True)))
-
-
-def _replace(obj: Any, **changes: Any) -> Any:
-    return dataclasses.replace(obj, **changes)
-
-
 # --- value parsers (public: faults and tests use them) ------------------------------------------
 
 def parse_duration_ms(text: str, *, signed: bool = False) -> int:
@@ -404,7 +244,7 @@ def load_scenario_text(text: str, *, source: str = "<string>") -> Scenario:
                                                         "horizon": _horizon(data)})
     except ValidationError as exc:
         raise _error(exc, data, lines) from None
-    return _to_dataclasses(model, lines)
+    return _spec_of(Scenario, model, (), lines)
 
 
 def _horizon(data: Any) -> int:
@@ -808,43 +648,142 @@ class _Model(BaseModel):
         return data
 
 
-class _Broker(_Model):
-    name: Annotated[str, AfterValidator(_check_broker_name)] = BrokerSpec.name
-    cluster: Str = BrokerSpec.cluster
-    store_host: Annotated[str, AfterValidator(_check_host)] = BrokerSpec.store_host
-    message_delay_level: Annotated[str, AfterValidator(_check_levels)] = MESSAGE_DELAY_LEVEL_DEFAULT
-    commitlog_file_size: _size(COMMITLOG_FILE_SIZE_BYTES_MIN,
-                               COMMITLOG_FILE_SIZE_BYTES_MAX) = SCENARIO_COMMITLOG_FILE_SIZE_DEFAULT
-    cq_units_per_file: _int_in(CQ_UNITS_PER_FILE_MIN, CQ_UNITS_PER_FILE_MAX) = CQ_UNITS_PER_FILE_DEFAULT
-    flush: _one_of(FLUSH_MODES) = "async"
-    semantics: _one_of(SEMANTICS) = "4.9"
+# --- the result, and how each field is read -----------------------------------------------------
+#
+# Each field of a spec is declared once, on the spec: its metadata names the YAML key it is read
+# from (the field's own name unless said), the type that validates it (strict types and ranges,
+# above) and, where the file's value is not yet the field's, how it becomes one. The pydantic
+# model of each section is built from those declarations (_model_of) and the specs from a
+# validated model (_spec_of); a section's rules across fields sit in its model's base class.
+
+_YAML = "scenario_yaml"  # the dataclass metadata key of a field read from the scenario file
+_SPEC_DEFAULT = object()  # "the model's default is the spec field's own"
+
+
+@dataclass(frozen=True)
+class _Key:
+    """A spec field read from one YAML key."""
+
+    annotation: Any
+    key: str | None = None  # None: the field's own name
+    default: Any = _SPEC_DEFAULT  # the default when the key is left out (None where "not given" matters)
+    to: Callable[[Any], Any] | None = None  # the validated value -> the field's value
+
+    def model_fields(self, f: dataclasses.Field) -> tuple[tuple[str, Any, Any], ...]:
+        default = _default_of(f) if self.default is _SPEC_DEFAULT else self.default
+        return ((self.key or f.name, self.annotation, default),)
+
+    def value(self, f: dataclasses.Field, model: BaseModel, at: Path_, lines: _Lines | None) -> Any:
+        value = getattr(model, self.key or f.name)
+        return value if self.to is None else self.to(value)
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """A spec field computed from the validated section (and where it stands in the file)."""
+
+    read: Callable[[Any, Path_, _Lines | None], Any]
+    keys: tuple[tuple[str, Any, Any], ...] = ()  # the model fields (key, type, default) it reads
+
+    def model_fields(self, f: dataclasses.Field) -> tuple[tuple[str, Any, Any], ...]:
+        return self.keys
+
+    def value(self, f: dataclasses.Field, model: BaseModel, at: Path_, lines: _Lines | None) -> Any:
+        return self.read(model, at, lines)
+
+
+def _key(annotation: Any, **how: Any) -> dict:
+    return {_YAML: _Key(annotation, **how)}
+
+
+def _derived(read: Callable[[Any, Path_, _Lines | None], Any], *keys: tuple[str, Any, Any]) -> dict:
+    return {_YAML: _Derived(read, keys)}
+
+
+def _default_of(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return ...  # required
+
+
+def _model_of(spec: type, rules: type[_Model], name: str) -> type[_Model]:
+    """The pydantic model of a spec's section: its fields' keys in the spec's order, on ``rules``."""
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(spec):
+        how = f.metadata.get(_YAML)
+        if how is not None:
+            for key, annotation, default in how.model_fields(f):
+                fields[key] = (annotation, default)
+    return create_model(name, __base__=rules, __module__=__name__, **fields)
+
+
+def _spec_of(spec: type, model: BaseModel, at: Path_ = (), lines: _Lines | None = None) -> Any:
+    """The spec a validated section gives (``at`` is its key path in the file)."""
+    return spec(**{f.name: f.metadata[_YAML].value(f, model, at, lines)
+                   for f in dataclasses.fields(spec) if _YAML in f.metadata})
+
+
+def _parsed_levels(model: BaseModel, at: Path_, lines: _Lines | None) -> tuple[int, ...]:
+    return parse_delay_levels(model.message_delay_level)
+
+
+@dataclass(frozen=True)
+class BrokerSpec:
+    name: str = field(default="broker-a", metadata=_key(Annotated[str, AfterValidator(_check_broker_name)]))
+    cluster: str = field(default="DefaultCluster", metadata=_key(Str))
+    store_host: str = field(default="10.0.0.1:10911", metadata=_key(Annotated[str, AfterValidator(_check_host)]))
+    message_delay_level: str = field(default=MESSAGE_DELAY_LEVEL_DEFAULT,
+                                     metadata=_key(Annotated[str, AfterValidator(_check_levels)]))
+    delay_levels_ms: tuple[int, ...] = field(default=(), metadata=_derived(_parsed_levels))
+    commitlog_file_size_bytes: int = field(
+        default=SCENARIO_COMMITLOG_FILE_SIZE_DEFAULT,
+        metadata=_key(_size(COMMITLOG_FILE_SIZE_BYTES_MIN, COMMITLOG_FILE_SIZE_BYTES_MAX), key="commitlog_file_size"))
+    cq_units_per_file: int = field(default=CQ_UNITS_PER_FILE_DEFAULT,
+                                   metadata=_key(_int_in(CQ_UNITS_PER_FILE_MIN, CQ_UNITS_PER_FILE_MAX)))
+    flush: str = field(default="async", metadata=_key(_one_of(FLUSH_MODES)))
+    semantics: str = field(default="4.9", metadata=_key(_one_of(SEMANTICS)))
     # timerRollWindowSlot (5.x): a timer this many seconds or more ahead rolls through the wheel.
-    timer_roll_window_slot: _int_in(TIMER_ROLL_WINDOW_SLOT_MIN,
-                                    TIMER_ROLL_WINDOW_SLOT_MAX) = TIMER_ROLL_WINDOW_SLOT_DEFAULT
+    timer_roll_window_slot: int = field(
+        default=TIMER_ROLL_WINDOW_SLOT_DEFAULT,
+        metadata=_key(_int_in(TIMER_ROLL_WINDOW_SLOT_MIN, TIMER_ROLL_WINDOW_SLOT_MAX)))
 
 
-class _Topic(_Model):
-    name: TopicName
-    queues: _int_in(1, QUEUES_PER_TOPIC_MAX) = 4
+_Broker = _model_of(BrokerSpec, _Model, "_Broker")
 
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str = field(metadata=_key(TopicName))
+    queues: int = field(default=4, metadata=_key(_int_in(1, QUEUES_PER_TOPIC_MAX)))
+
+
+_Topic = _model_of(TopicSpec, _Model, "_Topic")
 
 _OUTCOMES = ("fail_probability", "exception_probability", "return_null_probability", "hang_probability")
 
 
-class _Behavior(_Model):
-    consume_time: _duration(0, CONSUME_TIME_MS_MAX) = BehaviorSpec.consume_time_ms
-    fail_probability: Probability = 0.0
-    exception_probability: Probability = 0.0
-    return_null_probability: Probability = 0.0
-    hang_probability: Probability = 0.0
-    poison_fraction: Probability = 0.0
+@dataclass(frozen=True)
+class BehaviorSpec:
+    consume_time_ms: int = field(default=5, metadata=_key(_duration(0, CONSUME_TIME_MS_MAX), key="consume_time"))
+    fail_probability: float = field(default=0.0, metadata=_key(Probability))
+    exception_probability: float = field(default=0.0, metadata=_key(Probability))
+    return_null_probability: float = field(default=0.0, metadata=_key(Probability))
+    hang_probability: float = field(default=0.0, metadata=_key(Probability))
+    poison_fraction: float = field(default=0.0, metadata=_key(Probability))
 
+
+class _BehaviorRules(_Model):
     @model_validator(mode="after")
-    def _outcomes_fit(self) -> _Behavior:
+    def _outcomes_fit(self) -> _BehaviorRules:
         total = sum(getattr(self, p) for p in _OUTCOMES)
         if total > 1.0 + 1e-9:
             raise _Problem(f"fail, exception, return_null and hang probabilities add up to {total:g}; at most 1")
         return self
+
+
+_Behavior = _model_of(BehaviorSpec, _BehaviorRules, "_Behavior")
 
 
 def _check_multiplier(v: Any) -> float:
@@ -898,23 +837,37 @@ class _RetryPolicy(_Model):
         return RetryPolicy(CUSTOMIZED, delays_ms=tuple(self.delays)) if self.delays else RetryPolicy()
 
 
-class _Group(_Model):
-    name: GroupName
-    subscribe: Annotated[list[Str], _list(TOPICS_MAX)]
-    model: _one_of(MODELS) = "clustering"
-    mode: _one_of(MODES) = "concurrently"
-    consumers: _int_in(0, CONSUMERS_PER_GROUP_MAX) = 1
-    max_reconsume_times: _int_in(-1, MAX_RECONSUME_TIMES_MAX) = -1
-    consume_timeout: _duration(1, CONSUME_TIMEOUT_MS_MAX) = CONSUME_TIMEOUT_MS_DEFAULT
-    behavior: _Behavior = _Behavior()
-    invisible_time: _duration(POP_INVISIBLE_MS_MIN, POP_INVISIBLE_MS_MAX) = None
-    retry_delays: Annotated[list[_duration(1, POP_RETRY_DELAY_MS_MAX)], _list(POP_RETRY_DELAYS_MAX)] = []
-    client: _one_of(POP_CLIENTS) = "remoting"
-    retry_max_times: _int_in(0, MAX_RECONSUME_TIMES_MAX) = RETRY_MAX_TIMES_DEFAULT
-    retry_policy: _RetryPolicy = None
+@dataclass(frozen=True)
+class GroupSpec:
+    name: str = field(metadata=_key(GroupName))
+    subscribe: tuple[str, ...] = field(metadata=_key(Annotated[list[Str], _list(TOPICS_MAX)], to=tuple))
+    model: str = field(default="clustering", metadata=_key(_one_of(MODELS)))
+    mode: str = field(default="concurrently", metadata=_key(_one_of(MODES)))
+    consumers: int = field(default=1, metadata=_key(_int_in(0, CONSUMERS_PER_GROUP_MAX)))
+    max_reconsume_times: int = field(default=-1, metadata=_key(_int_in(-1, MAX_RECONSUME_TIMES_MAX)))
+    consume_timeout_ms: int = field(default=CONSUME_TIMEOUT_MS_DEFAULT,
+                                    metadata=_key(_duration(1, CONSUME_TIMEOUT_MS_MAX), key="consume_timeout"))
+    behavior: BehaviorSpec = field(default_factory=BehaviorSpec, metadata=_key(
+        _Behavior, default=_Behavior(), to=lambda b: _spec_of(BehaviorSpec, b)))
+    # POP groups: popInvisibleTime (None: the client's default)
+    invisible_ms: int | None = field(default=None, metadata=_key(
+        _duration(POP_INVISIBLE_MS_MIN, POP_INVISIBLE_MS_MAX), key="invisible_time"))
+    # POP groups: popDelayLevel (empty: the client's default)
+    retry_delays_ms: tuple[int, ...] = field(default=(), metadata=_key(
+        Annotated[list[_duration(1, POP_RETRY_DELAY_MS_MAX)], _list(POP_RETRY_DELAYS_MAX)], key="retry_delays",
+        to=tuple))
+    # POP groups: the remoting client, or grpc-simple / grpc-push through the proxy
+    client: str = field(default="remoting", metadata=_key(_one_of(POP_CLIENTS)))
+    # gRPC groups: the subscription group's retryMaxTimes
+    retry_max_times: int = field(default=RETRY_MAX_TIMES_DEFAULT, metadata=_key(_int_in(0, MAX_RECONSUME_TIMES_MAX)))
+    # grpc-push groups: the group retry policy
+    retry_policy: RetryPolicy = field(default=RetryPolicy(), metadata=_key(
+        _RetryPolicy, default=None, to=lambda p: p.to_policy() if p is not None else RetryPolicy()))
 
+
+class _GroupRules(_Model):
     @model_validator(mode="after")
-    def _subscriptions(self) -> _Group:
+    def _subscriptions(self) -> _GroupRules:
         if not self.subscribe:
             raise _Problem("needs at least one topic", sub=("subscribe",))
         for j, t in enumerate(self.subscribe):
@@ -953,6 +906,15 @@ class _Group(_Model):
         return self
 
 
+
+_Group = _model_of(GroupSpec, _GroupRules, "_Group")
+
+
+def consumer_id(group: str, index: int) -> str:
+    """The client id of consumer ``index`` of ``group`` (stable: faults name consumers by index)."""
+    return f"{group}-c{index}"
+
+
 def _check_tag(v: Any) -> str:
     v = _check_str(v)
     if not v or len(v) > TAG_LENGTH_MAX or "||" in v or v == "*":
@@ -960,40 +922,66 @@ def _check_tag(v: Any) -> str:
     return v
 
 
-class _Producer(_Model):
-    topic: Str
-    messages: _int_in(0, SIM_MESSAGES_MAX) = 1000
-    rate: Rate = 1000.0
+@dataclass(frozen=True)
+class ProducerSpec:
+    topic: str = field(metadata=_key(Str))
+    messages: int = field(default=1000, metadata=_key(_int_in(0, SIM_MESSAGES_MAX)))
+    rate_per_s: float = field(default=1000.0, metadata=_key(Rate, key="rate"))
     # RocketMQ's client refuses an empty body ("the message body length is zero").
-    body_size: _size(1, BODY_SIZE_BYTES_MAX) = 256
-    tags: Annotated[list[Annotated[str, AfterValidator(_check_tag)]], _list(TAGS_PER_PRODUCER_MAX)] = []
-    delay_level: Annotated[Any, BeforeValidator(_check_delay)] = ((0, 1.0),)
-    # 5.x timer messages (setDelayTimeMs): a delay or a weight table of delays, 0s for none.
-    timer: Annotated[Any, BeforeValidator(_check_timer)] = ((0, 1.0),)
+    body_size: int = field(default=256, metadata=_key(_size(1, BODY_SIZE_BYTES_MAX)))
+    tags: tuple[str, ...] = field(default=(), metadata=_key(
+        Annotated[list[Annotated[str, AfterValidator(_check_tag)]], _list(TAGS_PER_PRODUCER_MAX)], to=tuple))
+    # (level, weight); 0 = not delayed
+    delay_weights: tuple[tuple[int, float], ...] = field(default=((0, 1.0),), metadata=_key(
+        Annotated[Any, BeforeValidator(_check_delay)], key="delay_level"))
+    # 5.x timer messages (setDelayTimeMs): (timer ms, weight); 0 = no timer. In the file a delay or
+    # a weight table of delays, 0s for none.
+    timer_weights: tuple[tuple[int, float], ...] = field(default=((0, 1.0),), metadata=_key(
+        Annotated[Any, BeforeValidator(_check_timer)], key="timer"))
     # 5.x recallMessage: the share of its timer messages the producer recalls as soon as sent.
-    recall: Probability = 0.0
-    send: _one_of(SEND_MODES) = "sync"
-    group: GroupName = "DEFAULT_PRODUCER"
-    start: _duration(0, HORIZON_MS_MAX) = 0
+    recall_fraction: float = field(default=0.0, metadata=_key(Probability, key="recall"))
+    send: str = field(default="sync", metadata=_key(_one_of(SEND_MODES)))
+    producer_group: str = field(default="DEFAULT_PRODUCER", metadata=_key(GroupName, key="group"))
+    start_ms: int = field(default=0, metadata=_key(_duration(0, HORIZON_MS_MAX), key="start"))
 
+
+_Producer = _model_of(ProducerSpec, _Model, "_Producer")
 
 _FAULT_EXAMPLE = "expected a mapping such as {at: 30m, kind: broker_crash}"
 
 
-class _Fault(_Model):
-    kind: _one_of(FAULT_KINDS)
-    at: _duration(0, None) = None
-    from_: _duration(0, None) = Field(default=None, alias="from")
-    to: _duration(0, HORIZON_MS_MAX) = None
-    group: Str = None
-    consumer: _int_in(-SEED_MAX, SEED_MAX) = None  # range: the group's consumers (see _references)
-    probability: Probability = 1.0
-    delta: _duration(-HORIZON_MS_MAX, HORIZON_MS_MAX, signed=True) = 0
-    pause: _duration(0, HORIZON_MS_MAX) = FAULT_PAUSE_MS_DEFAULT
-    topic: Str = None
-    messages: _int_in(0, BURST_MESSAGES_MAX) = None
-    rate: Rate = 1000.0
+def _burst_messages(f: BaseModel) -> int:
+    if f.messages is not None:
+        return f.messages
+    return 1000 if f.kind == "burst" else 0
 
+
+@dataclass(frozen=True)
+class FaultSpec:
+    kind: str = field(metadata=_key(_one_of(FAULT_KINDS)))
+    # start (instant faults: the moment, ``at``; windows: ``from``)
+    at_ms: int = field(metadata=_derived(
+        lambda f, at, lines: f.at if f.kind in INSTANT_FAULTS else f.from_,
+        ("at", _duration(0, None), None), ("from_", _duration(0, None), Field(default=None, alias="from"))))
+    # end of a window (``to``); None for instant faults
+    until_ms: int | None = field(default=None, metadata=_derived(
+        lambda f, at, lines: None if f.kind in INSTANT_FAULTS else f.to, ("to", _duration(0, HORIZON_MS_MAX), None)))
+    group: str | None = field(default=None, metadata=_key(Str))
+    # the range is the group's consumers (see _references)
+    consumer: int = field(default=0, metadata=_key(_int_in(-SEED_MAX, SEED_MAX), default=None, to=lambda c: c or 0))
+    probability: float = field(default=1.0, metadata=_key(Probability))
+    delta_ms: int = field(default=0, metadata=_key(_duration(-HORIZON_MS_MAX, HORIZON_MS_MAX, signed=True),
+                                                    key="delta"))
+    pause_ms: int = field(default=FAULT_PAUSE_MS_DEFAULT, metadata=_key(_duration(0, HORIZON_MS_MAX), key="pause"))
+    topic: str | None = field(default=None, metadata=_key(Str))
+    messages: int = field(default=0, metadata=_derived(
+        lambda f, at, lines: _burst_messages(f), ("messages", _int_in(0, BURST_MESSAGES_MAX), None)))
+    rate_per_s: float = field(default=1000.0, metadata=_key(Rate, key="rate"))
+    # where the fault was declared, for messages about it
+    line: int = field(default=0, metadata=_derived(lambda f, at, lines: lines.of(at)))
+
+
+class _FaultRules(_Model):
     @model_validator(mode="before")
     @classmethod
     def _keys(cls, data: Any) -> Any:
@@ -1019,27 +1007,114 @@ class _Fault(_Model):
         return data
 
     @model_validator(mode="after")
-    def _window(self) -> _Fault:
+    def _window(self) -> _FaultRules:
         if self.from_ is not None and self.to is not None and self.to <= self.from_:
             raise _Problem("must be after from", _RAW, sub=("to",))
         return self
 
 
+_Fault = _model_of(FaultSpec, _FaultRules, "_Fault")
+
 _RAW = object()  # "show the value as written in the file" (filled in from the plain data)
 
 
-class _Scenario(_Model):
-    name: Annotated[str, AfterValidator(_check_scenario_name)]
-    seed: _int_in(0, SEED_MAX) = 42
-    horizon: _duration(1, HORIZON_MS_MAX) = HORIZON_MS_DEFAULT
-    broker: _Broker = _Broker()
-    topics: Annotated[list[_Topic], _list(TOPICS_MAX)] = []
-    groups: Annotated[list[_Group], _list(GROUPS_MAX)] = []
-    producers: Annotated[list[_Producer], _list(PRODUCERS_MAX)] = []
-    faults: Annotated[list[_Fault], _list(FAULTS_MAX)] = []
+def _sections(spec: type, key: str) -> Callable[[Any, Path_, _Lines | None], tuple]:
+    """How a list of sections (topics, groups, ...) becomes a tuple of their specs."""
+    return lambda model, at, lines: tuple(_spec_of(spec, item, (*at, key, i), lines)
+                                          for i, item in enumerate(getattr(model, key)))
 
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str = field(metadata=_key(Annotated[str, AfterValidator(_check_scenario_name)]))
+    seed: int = field(default=42, metadata=_key(_int_in(0, SEED_MAX)))
+    horizon_ms: int = field(default=HORIZON_MS_DEFAULT, metadata=_key(_duration(1, HORIZON_MS_MAX), key="horizon"))
+    broker: BrokerSpec = field(default_factory=BrokerSpec, metadata=_derived(
+        lambda s, at, lines: _spec_of(BrokerSpec, s.broker, (*at, "broker"), lines), ("broker", _Broker, _Broker())))
+    topics: tuple[TopicSpec, ...] = field(default=(), metadata=_derived(
+        _sections(TopicSpec, "topics"), ("topics", Annotated[list[_Topic], _list(TOPICS_MAX)], [])))
+    groups: tuple[GroupSpec, ...] = field(default=(), metadata=_derived(
+        _sections(GroupSpec, "groups"), ("groups", Annotated[list[_Group], _list(GROUPS_MAX)], [])))
+    producers: tuple[ProducerSpec, ...] = field(default=(), metadata=_derived(
+        _sections(ProducerSpec, "producers"), ("producers", Annotated[list[_Producer], _list(PRODUCERS_MAX)], [])))
+    faults: tuple[FaultSpec, ...] = field(default=(), metadata=_derived(
+        _sections(FaultSpec, "faults"), ("faults", Annotated[list[_Fault], _list(FAULTS_MAX)], [])))
+    source: str = field(default="<string>", metadata=_derived(lambda s, at, lines: lines.source))
+    scaled_messages: int | None = None  # set by with_messages: the run is not the file as written
+
+    @property
+    def messages_total(self) -> int:
+        """Messages the producers and bursts will try to send."""
+        return (sum(p.messages for p in self.producers)
+                + sum(f.messages for f in self.faults if f.kind == "burst"))
+
+    def topic(self, name: str) -> TopicSpec:
+        return next(t for t in self.topics if t.name == name)
+
+    def with_seed(self, seed: int) -> Scenario:
+        """The same scenario with another seed (the CLI's --seed)."""
+        if not 0 <= seed <= SEED_MAX:
+            raise ScenarioError(f"seed {seed} is outside 0..{SEED_MAX}", where="--seed")
+        return _replace(self, seed=seed)
+
+    def with_name(self, name: str) -> Scenario:
+        """The same scenario under another run id (a set of runs of one scenario needs one each)."""
+        if not SCENARIO_NAME_PATTERN.fullmatch(name) or len(name) > SCENARIO_NAME_LENGTH_MAX:
+            raise ScenarioError(f"run name {name!r} must match [A-Za-z0-9_-]+ "
+                                f"(at most {SCENARIO_NAME_LENGTH_MAX} characters)", where="--name")
+        return _replace(self, name=name)
+
+    def with_semantics(self, semantics: str) -> Scenario:
+        """The same scenario under another broker rule set ("4.9", "5.x"): a conformance run
+        plays the model with the rules of the release it runs against."""
+        if semantics not in SEMANTICS:
+            raise ScenarioError(f"broker semantics {semantics!r} is not one of {', '.join(SEMANTICS)}",
+                                where="broker.semantics")
+        if not semantics_for(semantics).timer_wheel():
+            for i, p in enumerate(self.producers):
+                if any(ms > 0 and w > 0 for ms, w in p.timer_weights):
+                    raise ScenarioError(f"producers[{i}].timer: RocketMQ {semantics} has no timer messages",
+                                        where=f"{self.source}: broker.semantics")
+        if not semantics_for(semantics).pop_consumption():
+            for i, g in enumerate(self.groups):
+                if g.mode == POP_MODE:
+                    raise ScenarioError(f"groups[{i}].mode: RocketMQ {semantics} has no POP consumption",
+                                        where=f"{self.source}: broker.semantics")
+        unmodelled = semantics_for(semantics).unmodelled_faults()
+        for i, f in enumerate(self.faults):
+            if f.kind in unmodelled:
+                raise ScenarioError(f"faults[{i}].kind: {f.kind!r} is not modelled under broker semantics "
+                                    f"{semantics!r}: {unmodelled[f.kind]}", where=f"{self.source}:{f.line}")
+        return _replace(self, broker=_replace(self.broker, semantics=semantics))
+
+    def with_messages(self, total: int) -> Scenario:
+        """The scale knob (the CLI's --messages): the producers send ``total`` messages in all.
+
+        Each producer keeps its share of the scenario's messages (the remainder goes to the first
+        ones), its rate, topic and everything else; bursts in ``faults`` are left as they are.
+        """
+        if not self.producers:
+            raise ScenarioError("the scenario has no producers to scale", where="--messages")
+        if not 0 <= total <= SIM_MESSAGES_MAX:
+            raise ScenarioError(f"{total} messages is outside 0..{SIM_MESSAGES_MAX}", where="--messages")
+        weights = [p.messages for p in self.producers]
+        if sum(weights) == 0:
+            weights = [1] * len(weights)
+        shares = [total * w // sum(weights) for w in weights]
+        for i in range(total - sum(shares)):
+            shares[i % len(shares)] += 1
+        return _replace(self, scaled_messages=total,
+                        producers=tuple(_replace(p, messages=n)
+                                        for p, n in zip(self.producers, shares, strict=True)))
+
+
+def _replace(obj: Any, **changes: Any) -> Any:
+    return dataclasses.replace(obj, **changes)
+
+
+class _ScenarioRules(_Model):
     @model_validator(mode="after")
-    def _references(self) -> _Scenario:
+    def _references(self) -> _ScenarioRules:
         """What one section says about another: names declared once, references to declared
         names, consumers the group has, messages in all."""
         topics: set[str] = set()
@@ -1108,10 +1183,8 @@ class _Scenario(_Model):
         return self
 
 
-def _burst_messages(f: _Fault) -> int:
-    if f.messages is not None:
-        return f.messages
-    return 1000 if f.kind == "burst" else 0
+
+_Scenario = _model_of(Scenario, _ScenarioRules, "_Scenario")
 
 
 # What pydantic's own error types say, in the words the rest of the loader uses. A type error
@@ -1172,41 +1245,6 @@ def _model_at(path: Path_) -> type[BaseModel]:
         inner = getattr(annotation, "__args__", None)
         model = inner[0] if inner and isinstance(inner[0], type) else annotation
     return model
-
-
-def _to_dataclasses(s: _Scenario, lines: _Lines) -> Scenario:
-    b = s.broker
-    broker = BrokerSpec(name=b.name, cluster=b.cluster, store_host=b.store_host,
-                        message_delay_level=b.message_delay_level,
-                        delay_levels_ms=parse_delay_levels(b.message_delay_level),
-                        commitlog_file_size_bytes=b.commitlog_file_size,
-                        cq_units_per_file=b.cq_units_per_file, flush=b.flush, semantics=b.semantics,
-                        timer_roll_window_slot=b.timer_roll_window_slot)
-    groups = tuple(GroupSpec(
-        name=g.name, subscribe=tuple(g.subscribe), model=g.model, mode=g.mode, consumers=g.consumers,
-        max_reconsume_times=g.max_reconsume_times, consume_timeout_ms=g.consume_timeout,
-        invisible_ms=g.invisible_time, retry_delays_ms=tuple(g.retry_delays), client=g.client,
-        retry_max_times=g.retry_max_times,
-        retry_policy=g.retry_policy.to_policy() if g.retry_policy is not None else RetryPolicy(),
-        behavior=BehaviorSpec(consume_time_ms=g.behavior.consume_time,
-                              **{p: getattr(g.behavior, p) for p in (*_OUTCOMES, "poison_fraction")}))
-        for g in s.groups)
-    producers = tuple(ProducerSpec(
-        topic=p.topic, messages=p.messages, rate_per_s=p.rate, body_size=p.body_size, tags=tuple(p.tags),
-        delay_weights=p.delay_level, timer_weights=p.timer, recall_fraction=p.recall, send=p.send,
-        producer_group=p.group, start_ms=p.start)
-        for p in s.producers)
-    faults = []
-    for i, f in enumerate(s.faults):
-        faults.append(FaultSpec(
-            kind=f.kind, at_ms=f.at if f.kind in INSTANT_FAULTS else f.from_,
-            until_ms=None if f.kind in INSTANT_FAULTS else f.to, group=f.group,
-            consumer=f.consumer or 0, probability=f.probability, delta_ms=f.delta, pause_ms=f.pause,
-            topic=f.topic, messages=_burst_messages(f), rate_per_s=f.rate,
-            line=lines.of(("faults", i))))
-    return Scenario(name=s.name, seed=s.seed, horizon_ms=s.horizon, broker=broker,
-                    topics=tuple(TopicSpec(t.name, t.queues) for t in s.topics), groups=groups,
-                    producers=producers, faults=tuple(faults), source=lines.source)
 
 
 _HOST4 = re.compile(r"(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3}):(\d{1,5})")

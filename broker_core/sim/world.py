@@ -14,10 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_core.broker.broker import Broker, BrokerConfig
+from broker_core.broker.proxy import PROXY_INVISIBLE_MS_DEFAULT
+from broker_core.client.behavior import Behavior
+from broker_core.client.consumer_group import ConsumerGroup, ConsumerSettings
+from broker_core.client.pop_consumer import GRPC_PUSH_CLIENTS, PopConsumerGroup, PopSettings
+from broker_core.client.producer import Producer
 from broker_core.clock import Simulator
 from broker_core.constants import PROP_TIMER_DELAY_MS
+from broker_core.message import UniqKeyGenerator
 from broker_core.rng import Streams
-from broker_core.sim.scenario import POP_MODE, ProducerSpec, Scenario
+from broker_core.sim.faults import FaultInjector
+from broker_core.sim.scenario import POP_MODE, ProducerSpec, Scenario, consumer_id
 
 # 2026-01-01T00:00:00Z: every run starts at the same simulated instant, so runs are reproducible.
 SIM_EPOCH_MS = 1_767_225_600_000
@@ -92,11 +100,6 @@ class World:
 
     def __init__(self, scenario: Scenario, store_root: str | Path, recorder, *,
                  progress: Progress | None = None):
-        from broker_core.broker.broker import Broker, BrokerConfig
-        from broker_core.client.producer import Producer
-        from broker_core.message import UniqKeyGenerator
-        from broker_core.sim.faults import FaultInjector
-
         self.scenario = scenario
         self.recorder = recorder
         self.progress = progress
@@ -135,8 +138,6 @@ class World:
             self.sim.at(self.start_ms + PROGRESS_INTERVAL_MS, self._report)
 
     def _build_groups(self) -> None:
-        from broker_core.client.consumer_group import ConsumerGroup, ConsumerSettings
-
         for g in self.scenario.groups:
             self.broker.subscription_group(g.name)
             if g.mode == POP_MODE:
@@ -153,9 +154,6 @@ class World:
 
     def _pop_group(self, g):
         """A 5.x POP group (the scenario loader allows one only under the 5.x rules)."""
-        from broker_core.broker.proxy import PROXY_INVISIBLE_MS_DEFAULT
-        from broker_core.client.pop_consumer import GRPC_PUSH_CLIENTS, PopConsumerGroup, PopSettings
-
         extra = {}
         if g.invisible_ms is not None:
             extra["invisible_ms"] = g.invisible_ms
@@ -186,9 +184,6 @@ class World:
 
     def add_burst(self, topic: str, messages: int, rate_per_s: float) -> None:
         """A burst fault: an extra producer sending ``messages`` to ``topic`` from now on."""
-        from broker_core.client.producer import Producer
-        from broker_core.message import UniqKeyGenerator
-
         index = len(self.drivers)
         spec = ProducerSpec(topic=topic, messages=messages, rate_per_s=rate_per_s,
                             start_ms=self.sim.now() - self.start_ms)
@@ -278,15 +273,8 @@ class World:
             self.broker.shutdown()
 
 
-def consumer_id(group: str, index: int) -> str:
-    """The client id of consumer ``index`` of ``group`` (stable: faults name consumers by index)."""
-    return f"{group}-c{index}"
-
-
 def _behavior(spec):
     """The listener behaviour of a scenario group's ``behavior`` settings."""
-    from broker_core.client.behavior import Behavior
-
     return Behavior(consume_time_ms=spec.consume_time_ms, fail_probability=spec.fail_probability,
                     exception_probability=spec.exception_probability,
                     return_null_probability=spec.return_null_probability,

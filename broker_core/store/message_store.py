@@ -453,70 +453,28 @@ class MessageStore:
 
     def put_message(self, msg: MessageInner) -> PutResult:
         """Store one message (§4.2 delay rewrite included) and dispatch it to its consume queue."""
-        topic = msg.topic
-        queue_id = msg.queue_id
-        if not self._running:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, topic, queue_id,
-                             detail="the store is not running")
-        if topic not in self._valid_topics:
-            self._admit_topic(topic, queue_id)
-        body = msg.body
-        if len(body) > self._max_body:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
-                             detail=f"body of {len(body)} bytes exceeds {self.config.max_message_size}")
-        props = msg.properties
-        props_string = msg.properties_string
-        if props_string is not None and len(props_string) > PROPERTIES_LENGTH_BYTES_MAX:
-            # DefaultMessageStore.checkMessage counts chars of the string it was handed.
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
-                             detail=f"properties string of {len(props_string)} chars is too long")
-        sys_flag = msg.sys_flag
+        refused = self._refuse_put(msg)
+        if refused is not None:
+            return refused
+        topic, queue_id = msg.topic, msg.queue_id
+        props, props_string = msg.properties, msg.properties_string
         # A prepared (0x4) or rolled-back (0xC) transaction message is not dispatched: the two
         # transaction types with bit 0x4 set (_NO_DISPATCH).
-        dispatch = not sys_flag & SYSFLAG_TRANSACTION_PREPARED
+        dispatch = not msg.sys_flag & SYSFLAG_TRANSACTION_PREPARED
         level = msg.delay_level
         if level is None:
             text = props.get(PROP_DELAY)
-            if text is None:
-                level = 0
-            else:
-                level = java_parse_int(text)
-                if level is None:
-                    return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
-                                     detail=f"DELAY {text!r} is not an int")
-        schedule_level = 0
+            level = 0 if text is None else java_parse_int(text)
+            if level is None:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id, detail=f"DELAY {text!r} is not an int")
         if self.config.timer_wheel and dispatch and topic != TIMER_TOPIC and has_timer_input(props):
-            # HookUtils.handleScheduleMessage @5.3.3: a delay level clears the timer; otherwise a
-            # timer not yet due sends the message into the wheel's topic.
-            java_map = (props if isinstance(props, JavaHashMap)
-                        else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
-            if level > 0:
-                drop_timer_input(java_map)
-                props = java_map
-            elif java_map.get(PROP_TIMER_OUT_MS) is None:
-                timer = timer_rewrite(java_map, topic, queue_id, self.clock(),
-                                      precision_ms=self.config.timer_precision_ms,
-                                      max_delay_ms=self.config.timer_max_delay_ms)
-                if timer.refused is not None:
-                    return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id, detail=timer.refused)
-                if timer.out_ms is not None:
-                    props = java_map
-                    props_string = java_map.to_properties_string(
-                        trailing_separator=self.config.properties_trailing_separator)
-                    topic, queue_id = timer.topic, timer.queue_id
-                    if topic not in self._valid_topics:
-                        self._admit_topic(topic, queue_id)
+            hooked = self._timer_hook(props, props_string, topic, queue_id, level)
+            if isinstance(hooked, PutResult):
+                return hooked
+            props, props_string, topic, queue_id = hooked
+        schedule_level = 0
         if level > 0 and dispatch:
-            clamped = None
-            if level > self.max_delay_level:
-                level = clamped = self.max_delay_level
-            java_map = (props if isinstance(props, JavaHashMap)
-                        else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
-            props_string = delay_rewrite_map(java_map, topic, queue_id, clamped,
-                                             trailing_separator=self.config.properties_trailing_separator)
-            topic = SCHEDULE_TOPIC
-            queue_id = level - 1
-            schedule_level = level
+            props_string, topic, queue_id, schedule_level = self._schedule_hook(props, topic, queue_id, level)
         elif props_string is None:
             props_string = properties_to_string(props,
                                                 trailing_separator=self.config.properties_trailing_separator)
@@ -525,6 +483,85 @@ class MessageStore:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, topic, queue_id,
                              detail=f"properties of {len(props_bytes)} bytes exceed "
                                     f"{PROPERTIES_LENGTH_BYTES_MAX}")
+        appended = self._append_record(msg, topic, queue_id, props_bytes, dispatch)
+        if isinstance(appended, PutResult):
+            return appended
+        cq, phys, size, queue_offset, store_ts, store_host = appended
+        if dispatch:
+            if schedule_level:
+                tags = deliver_timestamp(self.delay_levels, schedule_level, store_ts)
+            elif topic == SCHEDULE_TOPIC:
+                tags = record_tags_code(topic, string_to_properties(props_string), store_ts,
+                                        self.delay_levels)
+            else:
+                tags = tags_code(props.get(PROP_TAGS))
+            self._dispatch_put(cq, phys, size, tags, queue_offset)
+            self._last_dispatch_ts = store_ts
+        if self._sync:
+            self.flush()
+        return _stored_result((_PUT_OK, topic, queue_id, phys, queue_offset, store_ts, size, "", store_host))
+
+    def _refuse_put(self, msg: MessageInner) -> PutResult | None:
+        """Why the store refuses a message before anything is rewritten (checkMessage), or None."""
+        topic = msg.topic
+        queue_id = msg.queue_id
+        if not self._running:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, topic, queue_id,
+                             detail="the store is not running")
+        if topic not in self._valid_topics:
+            self._admit_topic(topic, queue_id)
+        if len(msg.body) > self._max_body:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
+                             detail=f"body of {len(msg.body)} bytes exceeds {self.config.max_message_size}")
+        props_string = msg.properties_string
+        if props_string is not None and len(props_string) > PROPERTIES_LENGTH_BYTES_MAX:
+            # DefaultMessageStore.checkMessage counts chars of the string it was handed.
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
+                             detail=f"properties string of {len(props_string)} chars is too long")
+        return None
+
+    def _timer_hook(self, props, props_string: str | None, topic: str, queue_id: int,
+                    level: int) -> tuple | PutResult:
+        """HookUtils.handleScheduleMessage @5.3.3: a delay level clears the timer; otherwise a
+        timer not yet due sends the message into the wheel's topic. Returns the message's
+        (properties, properties string, topic, queue id) after the hook, or why it was refused."""
+        java_map = (props if isinstance(props, JavaHashMap)
+                    else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
+        if level > 0:
+            drop_timer_input(java_map)
+            return java_map, props_string, topic, queue_id
+        if java_map.get(PROP_TIMER_OUT_MS) is not None:
+            return props, props_string, topic, queue_id
+        timer = timer_rewrite(java_map, topic, queue_id, self.clock(),
+                              precision_ms=self.config.timer_precision_ms,
+                              max_delay_ms=self.config.timer_max_delay_ms)
+        if timer.refused is not None:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id, detail=timer.refused)
+        if timer.out_ms is None:
+            return props, props_string, topic, queue_id
+        props_string = java_map.to_properties_string(trailing_separator=self.config.properties_trailing_separator)
+        if timer.topic not in self._valid_topics:
+            self._admit_topic(timer.topic, timer.queue_id)
+        return java_map, props_string, timer.topic, timer.queue_id
+
+    def _schedule_hook(self, props, topic: str, queue_id: int, level: int) -> tuple[str, str, int, int]:
+        """The §4.2 rewrite of a delayed message into SCHEDULE_TOPIC_XXXX (a level past the table's
+        last is clamped to it). Returns (properties string, topic, queue id, delay level)."""
+        clamped = None
+        if level > self.max_delay_level:
+            level = clamped = self.max_delay_level
+        java_map = (props if isinstance(props, JavaHashMap)
+                    else JavaHashMap.from_items(props.items(), self.config.properties_map_capacity))
+        props_string = delay_rewrite_map(java_map, topic, queue_id, clamped,
+                                         trailing_separator=self.config.properties_trailing_separator)
+        return props_string, SCHEDULE_TOPIC, level - 1, level
+
+    def _append_record(self, msg: MessageInner, topic: str, queue_id: int, props_bytes: bytes,
+                       dispatch: bool) -> tuple | PutResult:
+        """Encode the record and append it to the commit log, with its queue offset when it is
+        dispatched. Returns (consume queue, physical offset, size, queue offset, store time,
+        store host), or why it cannot be stored."""
+        body = msg.body
         topic_field = self._topic_fields.get(topic) or self._fields.topic_field(topic)
         store_host = msg.store_host
         if not store_host:
@@ -535,7 +572,7 @@ class MessageStore:
                           or self._fields.hosts(msg.born_host, store_host))
         born_field, store_field, v6_bits, header, fixed_size = host_parts
         # The broker sets the V6 bits from the address types before encoding (§1.9).
-        sys_flag = (sys_flag & _NOT_V6_BITS) | v6_bits
+        sys_flag = (msg.sys_flag & _NOT_V6_BITS) | v6_bits
         size = fixed_size + len(body) + len(topic_field) + len(props_bytes)
         if size > self._record_bytes_max:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, topic, queue_id,
@@ -585,30 +622,24 @@ class MessageStore:
             written_at = log_files.append(record)
             assert written_at == phys, f"record reserved at {phys} but written at {written_at}"
         self._last_store_ts = store_ts
-        if dispatch:
-            if schedule_level:
-                tags = deliver_timestamp(self.delay_levels, schedule_level, store_ts)
-            elif topic == SCHEDULE_TOPIC:
-                tags = record_tags_code(topic, string_to_properties(props_string), store_ts,
-                                        self.delay_levels)
-            else:
-                tags = tags_code(props.get(PROP_TAGS))
-            cq_files = cq.files
-            cq_tail = cq_files.tail
-            slot = queue_offset * CQ_UNIT_SIZE_BYTES
-            slot_end = slot + CQ_UNIT_SIZE_BYTES
-            if (cq_tail is not None and slot == cq_files.wrote_offset
-                    and slot_end <= cq_files.tail_end and end > cq.max_physic_offset):
-                # ConsumeQueue.put's common case inline: the next slot of the open buffer.
-                cq_tail += pack_cq_unit(phys, size, tags)
-                cq_files.wrote_offset = slot_end
-                cq.max_physic_offset = end
-            else:
-                cq.put(phys, size, tags, queue_offset)
-            self._last_dispatch_ts = store_ts
-        if self._sync:
-            self.flush()
-        return _stored_result((_PUT_OK, topic, queue_id, phys, queue_offset, store_ts, size, "", store_host))
+        return cq, phys, size, queue_offset, store_ts, store_host
+
+    @staticmethod
+    def _dispatch_put(cq: ConsumeQueue, phys: int, size: int, tags: int, queue_offset: int) -> None:
+        """Write the record's unit into its consume queue."""
+        cq_files = cq.files
+        cq_tail = cq_files.tail
+        slot = queue_offset * CQ_UNIT_SIZE_BYTES
+        slot_end = slot + CQ_UNIT_SIZE_BYTES
+        end = phys + size
+        if (cq_tail is not None and slot == cq_files.wrote_offset
+                and slot_end <= cq_files.tail_end and end > cq.max_physic_offset):
+            # ConsumeQueue.put's common case inline: the next slot of the open buffer.
+            cq_tail += pack_cq_unit(phys, size, tags)
+            cq_files.wrote_offset = slot_end
+            cq.max_physic_offset = end
+        else:
+            cq.put(phys, size, tags, queue_offset)
 
     def put_messages(self, batch: MessageBatchInner) -> BatchPutResult:
         """Store a batch send (4.9.4 ``asyncPutMessages``): its messages end to end in one file.
@@ -626,16 +657,67 @@ class MessageStore:
                                   detail="the store is not running")
         if topic not in self._valid_topics:
             self._admit_topic(topic, queue_id)
+        checked = self._check_batch(batch)
+        if isinstance(checked, BatchPutResult):
+            return checked
+        batch_bytes, messages = checked
+        store_host = batch.store_host or self._store_host
+        born_field, store_field, v6_bits, header, fixed_size = self._fields.hosts(batch.born_host, store_host)
+        topic_field = self._fields.topic_field(topic)
+        store_ts = self.clock()
+        laid_out = self._batch_records(batch, messages, batch_bytes, fixed_size + len(topic_field), store_ts)
+        if isinstance(laid_out, BatchPutResult):
+            return laid_out
+        records, total = laid_out
+        key, cq = self._queue_route(topic, queue_id)
+        commit_log = self.commit_log
+        first_phys, first_queue_offset = commit_log.reserve(total, key, True, len(records))
+        phys = first_phys
+        queue_offset = first_queue_offset
+        parts = []
+        units = []
+        pack = header.pack
+        sys_flag = (batch.sys_flag & _NOT_V6_BITS) | v6_bits
+        born_ts = batch.born_ts
+        reconsume_times = batch.reconsume_times
+        props_len = _PROPS_LEN.pack
+        # As put_message: codec's layout packed inline, held to codec.encode_record by a test.
+        try:
+            for size, flag, body, props_length, own, separator, tags in records:
+                parts += (pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
+                               queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_field,
+                               store_ts, store_field, reconsume_times, 0, len(body)),
+                          body, topic_field, props_len(props_length), own, separator, batch_bytes)
+                units.append((phys, size, tags))
+                phys += size
+                queue_offset += 1
+        except struct.error as exc:
+            commit_log.unreserve(key, first_queue_offset)
+            raise BadInputError(f"a batch field is out of its Java type's range: {exc}",
+                                where=f"topic {topic}") from None
+        written_at = commit_log.files.append(b"".join(parts))
+        assert written_at == first_phys, f"batch reserved at {first_phys} but written at {written_at}"
+        self._last_store_ts = store_ts
+        cq.put_run(units, first_queue_offset)
+        self._last_dispatch_ts = store_ts
+        if self._sync:
+            self.flush()
+        return BatchPutResult(_PUT_OK, topic, queue_id, tuple(u[0] for u in units), first_queue_offset,
+                              store_ts, total, "", store_host)
+
+    def _check_batch(self, batch: MessageBatchInner) -> tuple[bytes, list] | BatchPutResult:
+        """The batch's own checks: its size, no transaction, no delay, its properties' length,
+        a body that decodes to at least one message. Returns (the batch's properties as bytes,
+        the messages), or why the batch is refused."""
 
         def refused(status: PutStatus, detail: str) -> BatchPutResult:
-            return BatchPutResult(status, topic, queue_id, detail=detail)
+            return BatchPutResult(status, batch.topic, batch.queue_id, detail=detail)
 
         wire = batch.body
         if len(wire) > self._max_body:
             return refused(PutStatus.MESSAGE_ILLEGAL,
                            f"batch body of {len(wire)} bytes exceeds {self.config.max_message_size}")
-        sys_flag = batch.sys_flag
-        if sys_flag & SYSFLAG_TRANSACTION_MASK:
+        if batch.sys_flag & SYSFLAG_TRANSACTION_MASK:
             return refused(PutStatus.MESSAGE_ILLEGAL, "a batch cannot be part of a transaction")
         props = batch.properties
         delay = props.get(PROP_DELAY)
@@ -649,25 +731,30 @@ class MessageStore:
         if batch_props is None:
             batch_props = properties_to_string(props)
         batch_bytes = batch_props.encode("utf-8")
-        batch_length = len(batch_bytes)
-        if batch_length > PROPERTIES_LENGTH_BYTES_MAX:
+        if len(batch_bytes) > PROPERTIES_LENGTH_BYTES_MAX:
             return refused(PutStatus.PROPERTIES_SIZE_EXCEEDED,
-                           f"batch properties of {batch_length} bytes exceed {PROPERTIES_LENGTH_BYTES_MAX}")
+                           f"batch properties of {len(batch_bytes)} bytes exceed {PROPERTIES_LENGTH_BYTES_MAX}")
         try:
             messages = codec.decode_batch_body(wire)
         except BadInputError as exc:
             return refused(PutStatus.MESSAGE_ILLEGAL, str(exc))
         if not messages:
             return refused(PutStatus.MESSAGE_ILLEGAL, "the batch holds no message")
+        return batch_bytes, messages
 
-        store_host = batch.store_host or self._store_host
-        born_field, store_field, v6_bits, header, fixed_size = self._fields.hosts(batch.born_host, store_host)
-        sys_flag = (sys_flag & _NOT_V6_BITS) | v6_bits
-        topic_field = self._fields.topic_field(topic)
-        fixed = fixed_size + len(topic_field)
+    def _batch_records(self, batch: MessageBatchInner, messages: list, batch_bytes: bytes, fixed: int,
+                       store_ts: int) -> tuple[list[tuple], int] | BatchPutResult:
+        """Each message's record: (size, flag, body, properties length, own properties, separator,
+        tags code), and the batch's total size; or why a message is refused (``fixed`` is a
+        record's size without its body and properties)."""
+        topic = batch.topic
+
+        def refused(status: PutStatus, detail: str) -> BatchPutResult:
+            return BatchPutResult(status, topic, batch.queue_id, detail=detail)
+
+        batch_length = len(batch_bytes)
         batch_tags = _last_tags(batch_bytes)
         schedule = topic == SCHEDULE_TOPIC
-        store_ts = self.clock()
         # Each message's stored properties: its own, a separator when both are non-empty and its
         # own lack a trailing one, then the batch's (MessageExtBatchEncoder.encode,
         # needAppendLastPropertySeparator). The batch's TAGS, coming last, win in the map a
@@ -696,41 +783,7 @@ class MessageStore:
         if total > self._record_bytes_max:
             return refused(PutStatus.MESSAGE_ILLEGAL,
                            f"batch of {len(records)} records, {total} bytes, cannot fit a commit-log file")
-
-        key, cq = self._queue_route(topic, queue_id)
-        commit_log = self.commit_log
-        first_phys, first_queue_offset = commit_log.reserve(total, key, True, len(records))
-        phys = first_phys
-        queue_offset = first_queue_offset
-        parts = []
-        units = []
-        pack = header.pack
-        born_ts = batch.born_ts
-        reconsume_times = batch.reconsume_times
-        props_len = _PROPS_LEN.pack
-        # As put_message: codec's layout packed inline, held to codec.encode_record by a test.
-        try:
-            for size, flag, body, props_length, own, separator, tags in records:
-                parts += (pack(size, MESSAGE_MAGIC_CODE_V1, (crc32(body) & 0x7FFFFFFF) if body else 0,
-                               queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_field,
-                               store_ts, store_field, reconsume_times, 0, len(body)),
-                          body, topic_field, props_len(props_length), own, separator, batch_bytes)
-                units.append((phys, size, tags))
-                phys += size
-                queue_offset += 1
-        except struct.error as exc:
-            commit_log.unreserve(key, first_queue_offset)
-            raise BadInputError(f"a batch field is out of its Java type's range: {exc}",
-                                where=f"topic {topic}") from None
-        written_at = commit_log.files.append(b"".join(parts))
-        assert written_at == first_phys, f"batch reserved at {first_phys} but written at {written_at}"
-        self._last_store_ts = store_ts
-        cq.put_run(units, first_queue_offset)
-        self._last_dispatch_ts = store_ts
-        if self._sync:
-            self.flush()
-        return BatchPutResult(_PUT_OK, topic, queue_id, tuple(u[0] for u in units), first_queue_offset,
-                              store_ts, total, "", store_host)
+        return records, total
 
     # --- reads --------------------------------------------------------------------------------
 

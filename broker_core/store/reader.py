@@ -489,12 +489,21 @@ class StoreReader:
 
     def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int, lenient: bool,
                      start: int = 0):
+        """Yield one mapped file's entries from ``start``; return (outcome, physical end of valid data).
+
+        The one commit-log scan loop: :meth:`_fast_records` may take a run of plain records first
+        (the columnar decoder does), and wherever it stops, ``decode_record`` and the
+        classification below decide what lies there.
+        """
         pos = start
         released = 0
         rel = self._rel(cf.path)
         while pos < limit:
             if pos - released >= RELEASE_MAPPED_EVERY_BYTES:
                 released = _release_pages(buf, released, pos)
+            pos, took_every_record = yield from self._fast_records(cf, rel, buf, pos, limit, progress, index)
+            if took_every_record:
+                continue
             try:
                 item = decode_record(buf, pos, check_crc=self.check_crc, limit=limit)
             except CorruptRecordError as exc:
@@ -536,27 +545,37 @@ class StoreReader:
                 self.blank_count += 1
                 yield LogEntry(cf.name, cf.start + pos, item.size, None)
                 return "blank", cf.start + self.file_size
-            phys = cf.start + pos
-            if item.phys_offset != phys:
-                self._scan_problems.append(Problem(
-                    rel, phys, "phys-offset-mismatch",
-                    f"record stores PHYSICALOFFSET {item.phys_offset} but sits at {phys}", WARNING))
-            self._scan_problems.extend(record_value_problems(rel, phys, item))
-            # A 5.x enabledAppendPropCRC tail is checked after the values (the columnar order too).
-            crc_values = property_crc_values(buf, pos, pos + item.total_size)
-            if crc_values is not None and crc_values[0] != crc_values[1]:
-                self._scan_problems.append(property_crc_problem(rel, phys, *crc_values))
-            self.record_count += 1
-            if self.first_store_ts is None:
-                self.first_store_ts = item.store_ts
-            self.last_store_ts = item.store_ts
-            yield LogEntry(cf.name, phys, item.total_size, item)
+            yield self._record_entry(cf, rel, buf, pos, item)
             pos += item.total_size
             if progress is not None and self.record_count % PROGRESS_EVERY_RECORDS == 0:
                 progress(ScanProgress(cf.name, index, len(self.files), self.record_count))
         # A file full of records with no BLANK: checkMessageAndReturnSize underflows and the
         # recovery stops here, as at zeros.
         return ("skip" if lenient else "end"), cf.start + pos
+
+    def _fast_records(self, cf: CommitLogFile, rel: str, buf, pos: int, limit: int, progress, index: int):
+        """Yield what a faster decoder takes from ``pos`` on; return (where it stopped, whether it
+        took every record it walked over). The reference takes none: every record is decoded."""
+        yield from ()
+        return pos, False
+
+    def _record_entry(self, cf: CommitLogFile, rel: str, buf, pos: int, item: Record) -> LogEntry:
+        """Note a decoded record's problems, count it, and make its entry."""
+        phys = cf.start + pos
+        if item.phys_offset != phys:
+            self._scan_problems.append(Problem(
+                rel, phys, "phys-offset-mismatch",
+                f"record stores PHYSICALOFFSET {item.phys_offset} but sits at {phys}", WARNING))
+        self._scan_problems.extend(record_value_problems(rel, phys, item))
+        # A 5.x enabledAppendPropCRC tail is checked after the values (the columnar order too).
+        crc_values = property_crc_values(buf, pos, pos + item.total_size)
+        if crc_values is not None and crc_values[0] != crc_values[1]:
+            self._scan_problems.append(property_crc_problem(rel, phys, *crc_values))
+        self.record_count += 1
+        if self.first_store_ts is None:
+            self.first_store_ts = item.store_ts
+        self.last_store_ts = item.store_ts
+        return LogEntry(cf.name, phys, item.total_size, item)
 
     def _classify(self, cf: CommitLogFile, buf, pos: int, limit: int,
                   exc: CorruptRecordError) -> Problem:

@@ -22,15 +22,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker_core import codec
-from broker_core.constants import (
-    RECOVER_NORMAL_FILES_FROM_END,
-    SYSFLAG_TRANSACTION_MASK,
-    SYSFLAG_TRANSACTION_PREPARED,
-    SYSFLAG_TRANSACTION_ROLLBACK,
-)
+from broker_core.constants import RECOVER_NORMAL_FILES_FROM_END
 from broker_core.errors import CorruptRecordError
 from broker_core.store.checkpoint import StoreCheckpoint
-from broker_core.store.commit_log import COMMIT_LOG_DIR_NAME, CommitLog
+
+# The commit log owns the kinds its own half of check() reports; they are named here too, beside
+# the queue kinds, for whoever reads a whole check_store() report.
+from broker_core.store.commit_log import CORRUPT_RECORD as CORRUPT_RECORD
+from broker_core.store.commit_log import DATA_ENDS_EARLY as DATA_ENDS_EARLY
+from broker_core.store.commit_log import CommitLog
 from broker_core.store.consume_queue import CONSUME_QUEUE_DIR_NAME, PRE_BLANK_UNIT_SIZE, ConsumeQueue
 from broker_core.store.problem import Problem
 
@@ -157,51 +157,19 @@ def rebuild_consume_queues(commit_log: CommitLog, queues: dict, dispatch) -> int
 
 # --- check(): the post-mortem ------------------------------------------------------------------
 
-# Problem kinds (stable strings: reports and tests match on them).
-CORRUPT_RECORD = "corrupt_record"
-DATA_ENDS_EARLY = "data_ends_early"
+# Problem kinds (stable strings: reports and tests match on them); the commit log owns its own.
 CQ_UNIT_DANGLING = "cq_unit_dangling"
 CQ_UNIT_MISMATCH = "cq_unit_mismatch"
 CQ_MISSING_UNITS = "cq_missing_units"
 CQ_UNITS_PER_QUEUE_REPORTED_MAX = 20  # past this many bad units in one queue, only a count is added
 
 
-def _file_of(commit_log: CommitLog, offset: int) -> str:
-    mapped = commit_log.files.find_file(offset)
-    name = mapped.path.name if mapped is not None else "?"
-    return f"{COMMIT_LOG_DIR_NAME}/{name}"
-
-
 def check_store(commit_log: CommitLog, queues: list[ConsumeQueue]) -> list[Problem]:
     """Every finding, in commit-log order and then queue by queue."""
-    problems: list[Problem] = []
-    records: dict[int, tuple[str, int, int, int]] = {}
-    next_offset: dict[tuple[str, int], int] = {}
-    end = commit_log.min_offset
-    if commit_log.files.files:
-        for step in commit_log.scan(commit_log.min_offset, check_crc=True):
-            if step.record is None:
-                end = step.phys_offset
-                if step.error is not None:
-                    problems.append(Problem(_file_of(commit_log, step.phys_offset), step.phys_offset,
-                                            CORRUPT_RECORD, step.error.message))
-                break
-            if isinstance(step.record, codec.Blank):
-                continue
-            rec = step.record
-            if rec.sys_flag & SYSFLAG_TRANSACTION_MASK in (SYSFLAG_TRANSACTION_PREPARED,
-                                                           SYSFLAG_TRANSACTION_ROLLBACK):
-                continue
-            records[step.phys_offset] = (rec.topic, rec.queue_id, rec.queue_offset, rec.total_size)
-            key = (rec.topic, rec.queue_id)
-            next_offset[key] = max(next_offset.get(key, 0), rec.queue_offset + 1)
-    if end < commit_log.max_offset:
-        problems.append(Problem(
-            _file_of(commit_log, end), end, DATA_ENDS_EARLY,
-            f"valid records end at {end} but the write position is {commit_log.max_offset} "
-            f"({commit_log.max_offset - end} bytes unreadable)"))
+    found = commit_log.check_records()
+    problems = list(found.problems)
     for cq in sorted(queues, key=lambda q: (q.topic, q.queue_id)):
-        problems.extend(_check_queue(cq, records, next_offset.get((cq.topic, cq.queue_id), 0),
+        problems.extend(_check_queue(cq, found.records, found.next_offset.get((cq.topic, cq.queue_id), 0),
                                      commit_log.min_offset))
     return problems
 

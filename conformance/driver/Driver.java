@@ -32,12 +32,10 @@
 // Output lines (stdout): {"ev":"send",...}, {"ev":"consume",...}, {"ev":"phase",...}, {"ev":"done",...}.
 import java.io.BufferedReader;
 import java.io.FileReader;
-import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.*;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyContext;
@@ -59,15 +57,11 @@ import org.apache.rocketmq.common.subscription.SubscriptionGroupConfig;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 public class Driver {
-    static final PrintStream OUT = new PrintStream(System.out, true);
-    static final Object OUT_LOCK = new Object();
-    static final AtomicLong LAST_EVENT_MS = new AtomicLong(System.currentTimeMillis());
-
     static String namesrv;
     static final Map<String, String> brokers = new LinkedHashMap<>();
     static final List<String[]> topics = new ArrayList<>();
     static final List<String[]> groups = new ArrayList<>();
-    static final PlanSupport.Verdicts verdicts = new PlanSupport.Verdicts();
+    static PlanSupport.Verdicts verdicts = new PlanSupport.Verdicts();
     static final List<String[]> msgs = new ArrayList<>();
     static final Map<String, Integer> expectCalls = new HashMap<>();
     static final Map<String, AtomicInteger> calls = new ConcurrentHashMap<>();
@@ -177,7 +171,7 @@ public class Driver {
         String reason = "timeout";
         while (System.currentTimeMillis() - t0 < timeoutMs) {
             Thread.sleep(200);
-            long lastCall = Math.max(LAST_EVENT_MS.get(), lastSideCallMs());
+            long lastCall = Math.max(PlanSupport.LAST_EMIT_MS.get(), lastSideCallMs());
             if (System.currentTimeMillis() - lastCall > idleMs) {
                 reason = allDone() ? "complete" : "idle";
                 break;
@@ -186,7 +180,7 @@ public class Driver {
         for (DefaultMQPushConsumer c : consumers) c.shutdown();
         for (DefaultMQProducer p : producers.values()) p.shutdown();
         admin.shutdown();
-        emit("{\"ev\":\"done\",\"reason\":\"" + reason + "\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
+        PlanSupport.emit("{\"ev\":\"done\",\"reason\":\"" + reason + "\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
     }
 
     // One consumer in a process of its own: runs until SIGTERM (a clean shutdown that persists its
@@ -200,9 +194,9 @@ public class Driver {
         final Object stop = new Object();
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             c.shutdown();
-            emit("{\"ev\":\"phase\",\"name\":\"stopped\",\"elapsed_ms\":0}");
+            PlanSupport.emit("{\"ev\":\"phase\",\"name\":\"stopped\",\"elapsed_ms\":0}");
         }));
-        emit("{\"ev\":\"phase\",\"name\":\"started\",\"elapsed_ms\":0}");
+        PlanSupport.emit("{\"ev\":\"phase\",\"name\":\"started\",\"elapsed_ms\":0}");
         synchronized (stop) {
             while (true) stop.wait();
         }
@@ -303,7 +297,7 @@ public class Driver {
     }
 
     static void phase(String name, long t0) {
-        emit("{\"ev\":\"phase\",\"name\":\"" + name + "\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
+        PlanSupport.emit("{\"ev\":\"phase\",\"name\":\"" + name + "\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
     }
 
     static void send(DefaultMQProducer producer, int p, String[] m) {
@@ -345,7 +339,7 @@ public class Driver {
             PlanSupport.field(sb, "error", e.toString());
         }
         sb.append('}');
-        emit(sb.toString());
+        PlanSupport.emit(sb.toString());
     }
 
     // producer.recallMessage(topic, sendResult.getRecallHandle()) (5.3.2+ clients; by reflection, so
@@ -484,7 +478,7 @@ public class Driver {
         // times, and whether it was popped from the topic or from the group's POP retry topic.
         PlanSupport.field(sb, "pop_ck", msg.getProperty("POP_CK"));
         sb.append('}');
-        emit(sb.toString());
+        PlanSupport.emit(sb.toString());
         if (refused) refuseSendBack(msg);
         calls.computeIfAbsent(group + "\t" + uniq, k -> new AtomicInteger()).incrementAndGet();
         return status;
@@ -506,36 +500,19 @@ public class Driver {
         }
     }
 
-    static void emit(String line) {
-        synchronized (OUT_LOCK) {
-            OUT.println(line);
-        }
-        LAST_EVENT_MS.set(System.currentTimeMillis());
-    }
-
-
     static void readPlan(String path) throws Exception {
-        try (BufferedReader r = new BufferedReader(new FileReader(path, StandardCharsets.UTF_8))) {
-            String line;
-            while ((line = r.readLine()) != null) {
-                if (line.isEmpty() || line.startsWith("#")) continue;
-                String[] f = line.split("\t", -1);
-                String[] rest = Arrays.copyOfRange(f, 1, f.length);
-                switch (f[0]) {
-                    case "namesrv": namesrv = f[1]; break;
-                    case "broker": brokers.put(f[1], f[2]); break;
-                    case "topic": topics.add(rest); break;
-                    case "group": groups.add(rest); MODES.put(f[1], f[3]); break;
-                    case "verdict": verdicts.add(f[1], f[2], f[3]); break;
-                    case "refuse": refusals.add(f[1] + "\t" + f[2]); break;
-                    case "msg": msgs.add(rest); break;
-                    case "expect": expectCalls.put(f[1] + "\t" + f[2], Integer.parseInt(f[3])); break;
-                    case "setting": settings.put(f[1], Long.parseLong(f[2])); break;
-                    case "side": sides.add(f[1] + "\t" + f[2]); break;
-                    case "sidedir": sideDir = f[1]; break;
-                    default: throw new IllegalArgumentException("plan line of unknown kind: " + line);
-                }
-            }
-        }
+        PlanSupport.Plan plan = PlanSupport.readPlan(path);
+        namesrv = plan.namesrv;
+        sideDir = plan.sideDir;
+        brokers.putAll(plan.brokers);
+        topics.addAll(plan.topics);
+        groups.addAll(plan.groups);
+        for (String[] g : plan.groups) MODES.put(g[0], g[2]);
+        verdicts = plan.verdicts;
+        refusals.addAll(plan.refusals);
+        msgs.addAll(plan.msgs);
+        expectCalls.putAll(plan.expectCalls);
+        settings.putAll(plan.settings);
+        sides.addAll(plan.sides);
     }
 }

@@ -15,10 +15,7 @@
 // Every other line is Driver.java's. It runs until SIGTERM (a clean shutdown of its consumers).
 // Output lines (stdout): {"ev":"group",...}, {"ev":"consume",...} (Driver.java's columns; the
 // delivery's receipt handle as pop_ck), {"ev":"phase",...}.
-import java.io.BufferedReader;
 import java.io.File;
-import java.io.FileReader;
-import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.time.Duration;
@@ -49,7 +46,6 @@ import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfi
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 public class GrpcPlanDriver {
-    static final PrintStream OUT = new PrintStream(System.out, true);
     static final String SUCCESS = "CONSUME_SUCCESS";
     // A receive's batch: the model's POP batch (DefaultMQPushConsumer.popBatchNums, 32).
     static final int SIMPLE_BATCH = 32;
@@ -62,7 +58,7 @@ public class GrpcPlanDriver {
     static String sideDir;
     static final Map<String, String> brokers = new LinkedHashMap<>();
     static final List<String[]> groups = new ArrayList<>();
-    static final PlanSupport.Verdicts verdicts = new PlanSupport.Verdicts();
+    static PlanSupport.Verdicts verdicts = new PlanSupport.Verdicts();
     static final Map<String, AtomicInteger> callsByKey = new ConcurrentHashMap<>();
     static final List<AutoCloseable> consumers = Collections.synchronizedList(new ArrayList<>());
     static volatile boolean stopping = false;
@@ -99,7 +95,7 @@ public class GrpcPlanDriver {
                     }
                 }
             }
-            emit("{\"ev\":\"phase\",\"name\":\"stopped\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
+            PlanSupport.emit("{\"ev\":\"phase\",\"name\":\"stopped\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
         }));
         ClientServiceProvider provider = ClientServiceProvider.loadService();
         ClientConfiguration config = ClientConfiguration.newBuilder()
@@ -113,7 +109,7 @@ public class GrpcPlanDriver {
         }
         // Driver.java sends nothing until the consumers run: the model's run from the start.
         Files.write(new File(sideDir, "grpc.ready").toPath(), new byte[0]);
-        emit("{\"ev\":\"phase\",\"name\":\"grpc_consumers\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
+        PlanSupport.emit("{\"ev\":\"phase\",\"name\":\"grpc_consumers\",\"elapsed_ms\":" + (System.currentTimeMillis() - t0) + "}");
         final Object forever = new Object();
         synchronized (forever) {
             while (true) forever.wait();
@@ -140,24 +136,33 @@ public class GrpcPlanDriver {
         PlanSupport.field(sb, "broker", addr);
         PlanSupport.field(sb, "retry_max_times", stored.getRetryMaxTimes());
         PlanSupport.field(sb, "group_retry_policy", String.valueOf(stored.getGroupRetryPolicy()));
-        emit(sb.append('}').toString());
+        PlanSupport.emit(sb.append('}').toString());
     }
 
     /** ``exponential:INITIAL_MS,MAX_MS,MULTIPLIER`` or ``customized:MS,MS,...`` (conformance/plan.py). */
     static GroupRetryPolicy parsePolicy(String spec) {
-        String type = spec.substring(0, spec.indexOf(':'));
-        String[] values = spec.substring(spec.indexOf(':') + 1).split(",");
+        int colon = spec.indexOf(':');
+        if (colon < 0) throw new IllegalArgumentException("retry policy: " + spec);
+        return parsePolicy(spec.substring(0, colon), spec.substring(colon + 1));
+    }
+
+    /** The group retry policy of a type (``exponential``, ``customized``) and its values:
+     * INITIAL_MS,MAX_MS,MULTIPLIER, or MS,MS,... (``default``: the delay-level table). The one
+     * parser of a policy, tests/conformance/GrpcDriver.java's too. */
+    static GroupRetryPolicy parsePolicy(String type, String values) {
         GroupRetryPolicy policy = new GroupRetryPolicy();
         if (type.equals("exponential")) {
+            long[] v = Arrays.stream(values.split(",")).mapToLong(Long::parseLong).toArray();
             policy.setType(GroupRetryPolicyType.EXPONENTIAL);
-            policy.setExponentialRetryPolicy(new ExponentialRetryPolicy(Long.parseLong(values[0]),
-                    Long.parseLong(values[1]), Long.parseLong(values[2])));
+            policy.setExponentialRetryPolicy(new ExponentialRetryPolicy(v[0], v[1], v[2]));
         } else if (type.equals("customized")) {
             policy.setType(GroupRetryPolicyType.CUSTOMIZED);
-            policy.setCustomizedRetryPolicy(new CustomizedRetryPolicy(
-                    Arrays.stream(values).mapToLong(Long::parseLong).toArray()));
+            if (!values.equals("default")) {
+                policy.setCustomizedRetryPolicy(new CustomizedRetryPolicy(
+                        Arrays.stream(values.split(",")).mapToLong(Long::parseLong).toArray()));
+            }
         } else {
-            throw new IllegalArgumentException("retry policy: " + spec);
+            throw new IllegalArgumentException("retry policy type: " + type);
         }
         return policy;
     }
@@ -268,36 +273,18 @@ public class GrpcPlanDriver {
         PlanSupport.field(sb, "client", client);
         PlanSupport.field(sb, "send_back_refused", 0);
         PlanSupport.field(sb, "pop_ck", handle);
-        emit(sb.append('}').toString());
+        PlanSupport.emit(sb.append('}').toString());
         return status;
     }
 
-    static void emit(String line) {
-        synchronized (OUT) {
-            OUT.println(line);
-        }
-    }
-
-
     static void readPlan(String path) throws Exception {
-        try (BufferedReader r = new BufferedReader(new FileReader(path, StandardCharsets.UTF_8))) {
-            String line;
-            while ((line = r.readLine()) != null) {
-                if (line.isEmpty() || line.startsWith("#")) continue;
-                String[] f = line.split("\t", -1);
-                switch (f[0]) {
-                    case "namesrv": namesrv = f[1]; break;
-                    case "broker": brokers.put(f[1], f[2]); break;
-                    case "sidedir": sideDir = f[1]; break;
-                    case "group":
-                        // Only the gRPC groups: Driver.java plays the others.
-                        if (f.length > 10 && f[10].startsWith("grpc")) groups.add(Arrays.copyOfRange(f, 1, f.length));
-                        break;
-                    case "verdict": verdicts.add(f[1], f[2], f[3]); break;
-                    default: break;  // Driver.java's
-                }
-            }
-        }
+        PlanSupport.Plan plan = PlanSupport.readPlan(path);
+        namesrv = plan.namesrv;
+        sideDir = plan.sideDir;
+        brokers.putAll(plan.brokers);
+        // Only the gRPC groups: Driver.java plays the others.
+        for (String[] g : plan.groups) if (g.length > 9 && g[9].startsWith("grpc")) groups.add(g);
+        verdicts = plan.verdicts;
         if (sideDir == null) throw new IllegalArgumentException("the plan names no sidedir");
     }
 }

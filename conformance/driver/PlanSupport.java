@@ -1,14 +1,81 @@
+import java.io.BufferedReader;
+import java.io.FileReader;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * What the two plan drivers (Driver.java for the remoting clients, GrpcPlanDriver.java for the gRPC
- * ones) share: the model's listener verdicts read from the plan, and the fields of the JSON lines
- * they print (which the real-broker tests' drivers print too). Compiled with each
+ * ones) share: the plan, read once, with the model's listener verdicts; and what every driver
+ * shares, the real-broker tests' too: printing a JSON line and its fields. Compiled with each
  * (conformance/driver.py, tests/conformance/java_driver.py).
  */
 final class PlanSupport {
+    /** When the last JSON line was printed: a driver ends once nothing happened for a while. */
+    static final AtomicLong LAST_EMIT_MS = new AtomicLong(System.currentTimeMillis());
+
     private PlanSupport() {
+    }
+
+    /** Prints one JSON line, whole and flushed, whichever client thread calls. */
+    static void emit(String line) {
+        synchronized (System.out) {
+            System.out.println(line);
+            System.out.flush();
+        }
+        LAST_EMIT_MS.set(System.currentTimeMillis());
+    }
+
+    /** A plan file's lines by kind (Driver.java documents them); a line's fields after its kind. */
+    static final class Plan {
+        String namesrv;
+        String sideDir;
+        final Map<String, String> brokers = new LinkedHashMap<>();
+        final List<String[]> topics = new ArrayList<>();
+        final List<String[]> groups = new ArrayList<>();
+        final Verdicts verdicts = new Verdicts();
+        final Set<String> refusals = new HashSet<>();
+        final List<String[]> msgs = new ArrayList<>();
+        final Map<String, Integer> expectCalls = new HashMap<>();
+        final Map<String, Long> settings = new HashMap<>();
+        final Set<String> sides = new HashSet<>();
+    }
+
+    /** Reads a plan (tab-separated, written by conformance/plan.py); a line of an unknown kind is
+     * an error. */
+    static Plan readPlan(String path) throws IOException {
+        Plan plan = new Plan();
+        try (BufferedReader r = new BufferedReader(new FileReader(path, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = r.readLine()) != null) {
+                if (line.isEmpty() || line.startsWith("#")) continue;
+                String[] f = line.split("\t", -1);
+                String[] rest = Arrays.copyOfRange(f, 1, f.length);
+                switch (f[0]) {
+                    case "namesrv": plan.namesrv = f[1]; break;
+                    case "broker": plan.brokers.put(f[1], f[2]); break;
+                    case "topic": plan.topics.add(rest); break;
+                    case "group": plan.groups.add(rest); break;
+                    case "verdict": plan.verdicts.add(f[1], f[2], f[3]); break;
+                    case "refuse": plan.refusals.add(f[1] + "\t" + f[2]); break;
+                    case "msg": plan.msgs.add(rest); break;
+                    case "expect": plan.expectCalls.put(f[1] + "\t" + f[2], Integer.parseInt(f[3])); break;
+                    case "setting": plan.settings.put(f[1], Long.parseLong(f[2])); break;
+                    case "side": plan.sides.add(f[1] + "\t" + f[2]); break;
+                    case "sidedir": plan.sideDir = f[1]; break;
+                    default: throw new IllegalArgumentException("plan line of unknown kind: " + line);
+                }
+            }
+        }
+        return plan;
     }
 
     /**

@@ -1,10 +1,15 @@
 """broker_core takes time, chance and settings as parameters (no wall clock, no global randomness,
-no environment) and imports only the standard library, with two named exceptions by path."""
+no environment) and imports only the standard library, with two named exceptions by path; and the
+repository tracks no large files but the RocketMQ stores the tests read."""
 
 import ast
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "broker_core"
 BANNED = re.compile(
@@ -76,3 +81,41 @@ def test_broker_core_reads_no_environment():
     pattern = re.compile(r"\bos\.(environ|getenv|putenv|unsetenv)\b|^\s*from\s+os\s+import\s+.*\b(environ|getenv)\b", re.M)
     offenders = [p.relative_to(ROOT).as_posix() for p in sorted(ROOT.rglob("*.py")) if pattern.search(p.read_text())]
     assert offenders == []
+
+
+REPO = ROOT.parent
+TRACKED_FILE_BYTES_MAX = 1024 * 1024  # a recording or a dump does not belong in the history
+# Real RocketMQ stores are test inputs; their commit-log files are the size the broker wrote.
+LARGE_FILES_ALLOWED_UNDER = "tests/data/"
+
+
+def test_no_large_tracked_files_outside_test_data():
+    """No file git tracks is larger than 1 MiB, except the RocketMQ stores under tests/data/."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=False)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    offenders = []
+    for name in listed.stdout.decode().split("\0"):
+        path = REPO / name
+        if not name or name.startswith(LARGE_FILES_ALLOWED_UNDER) or not path.is_file():
+            continue
+        size = path.stat().st_size
+        if size > TRACKED_FILE_BYTES_MAX:
+            offenders.append(f"{name}: {size:,} bytes")
+    assert offenders == [], "large tracked files:\n" + "\n".join(offenders)
+
+
+def test_constants_have_one_owner():
+    """A name broker_core/constants.py defines is not defined again in another module."""
+    assignment = re.compile(r"^([A-Z][A-Z0-9_]*)\s*(?::[^=]+)?=", re.M)
+    owned = set(assignment.findall((ROOT / "constants.py").read_text()))
+    offenders = []
+    for package in ("broker_core", "assets", "orchestration"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            if path == ROOT / "constants.py":
+                continue
+            offenders.extend(f"{path.relative_to(REPO).as_posix()}: {name}"
+                             for name in assignment.findall(path.read_text()) if name in owned)
+    assert offenders == [], "defined again outside constants.py:\n" + "\n".join(offenders)

@@ -1,7 +1,7 @@
 """What the real-broker gRPC tests share: the gRPC driver's class path, its receipt handles, and
 the imported run (records, hops, lineage, POP checkpoints and acks) they compare it with.
 
-The driver is ``conformance/driver/GrpcDriver.java`` (a SimpleConsumer mode and a PushConsumer
+The driver is ``tests/conformance/GrpcDriver.java`` (a SimpleConsumer mode and a PushConsumer
 mode) run through a 5.x proxy; the comparison reads the run the audit built from the broker's store.
 """
 
@@ -15,7 +15,9 @@ from java_driver import compile_driver
 
 from broker_core.constants import PROP_FIRST_POP_TIME
 
-GRPC_DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "GrpcDriver.java"
+GRPC_DRIVER = Path(__file__).resolve().with_name("GrpcDriver.java")
+# The product's gRPC driver, compiled with it: it owns the group retry policy's parser.
+GRPC_PLAN_DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "GrpcPlanDriver.java"
 
 
 def grpc_driver_classpath(version: str, classes: Path) -> tuple[Path, Path, str]:
@@ -25,7 +27,8 @@ def grpc_driver_classpath(version: str, classes: Path) -> tuple[Path, Path, str]
 
     lib, proxy_lib, client_lib = resolve(version), resolve_proxy(version), resolve_grpc_client()
     # The gRPC client first: the broker's jars carry an unshaded rocketmq-proto it must not see.
-    return lib, proxy_lib, compile_driver(GRPC_DRIVER, f"{client_lib / '*'}:{lib / '*'}", classes)
+    return lib, proxy_lib, compile_driver(GRPC_DRIVER, f"{client_lib / '*'}:{lib / '*'}", classes,
+                                             also=(GRPC_PLAN_DRIVER,))
 
 
 @dataclass(frozen=True)

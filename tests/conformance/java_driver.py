@@ -21,15 +21,17 @@ needs_real_rocketmq = pytest.mark.skipif(
 
 # Bounded memory and a quick start: the drivers run for seconds beside brokers on a 2-core machine.
 DRIVER_JVM_FLAGS = ("-Xmx128m", "-XX:TieredStopAtLevel=1")
-# What the drivers share (running to an exit code, printing, the admin client), compiled with each.
-DRIVER_SUPPORT = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "DriverSupport.java"
+# What the drivers share (running to an exit code, the admin client), compiled with each; and what
+# they share with the product's drivers (printing a JSON line, the plan), from the package.
+DRIVER_SUPPORT = Path(__file__).resolve().with_name("DriverSupport.java")
+PLAN_SUPPORT = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "PlanSupport.java"
 
 
-def compile_driver(source: Path, classpath: str, classes: Path) -> str:
-    """Compile ``source`` (with DriverSupport.java and PlanSupport.java) into the directory
-    ``classes``; return the class path that runs it."""
+def compile_driver(source: Path, classpath: str, classes: Path, *, also: tuple[Path, ...] = ()) -> str:
+    """Compile ``source`` (with DriverSupport.java, PlanSupport.java and the sources ``also``
+    names) into the directory ``classes``; return the class path that runs it."""
     proc = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath, str(source),
-                           str(DRIVER_SUPPORT), str(DRIVER_SUPPORT.with_name("PlanSupport.java"))],
+                           str(DRIVER_SUPPORT), str(PLAN_SUPPORT), *map(str, also)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, f"javac {source.name}: {proc.stderr}"
     return f"{classes}:{classpath}"

@@ -27,7 +27,7 @@ from broker_core.constants import (
 pytestmark = needs_real_rocketmq
 
 VERSION = "5.3.3"
-DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "PopDriver.java"
+DRIVER = Path(__file__).resolve().with_name("PopDriver.java")
 TOPIC, GROUP = "PopTopic", "pop-group"
 # A group of 120 characters (the longest a group may be, ROCKETMQ_5X.md): its v1 retry topic
 # %RETRY%<group>_PopTopic is 136 bytes, over 127, so the broker writes its records with the v2 magic.

@@ -20,7 +20,7 @@ pytestmark = needs_real_rocketmq
 pytest.importorskip("rocksdict")
 
 VERSION = "5.3.3"
-DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "TimerDriver.java"
+DRIVER = Path(__file__).resolve().with_name("TimerDriver.java")
 TOPIC, GROUP = "TimerTopic", "timer-group"
 # kind:value per send (TimerDriver): a 2 s timer, a plain send and a deliver time already past.
 PLAN = ("sec:2", "plain:0", "at:-1000")

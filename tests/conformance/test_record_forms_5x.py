@@ -33,7 +33,7 @@ pytestmark = needs_real_rocketmq
 # client (conformance/jars.py PARTIAL_RELEASES), so its groups are limited as 5.5.0's.
 GROUP_CHARS = {"5.3.3": 200, "5.5.0": 120, "5.5.1": 120}
 VERSIONS = ("5.3.3", pytest.param("5.5.0", marks=pytest.mark.slow), pytest.param("5.5.1", marks=pytest.mark.slow))
-DRIVER = Path(__file__).resolve().parents[2] / "conformance" / "driver" / "RecordFormsDriver.java"
+DRIVER = Path(__file__).resolve().with_name("RecordFormsDriver.java")
 TOPIC, BATCH_TOPIC = "FormsTopic", "BatchTopic"
 GROUP_PREFIX = "forms-long-group-"
 TOPIC_V1_BYTES_MAX = 127  # a topic longer than this needs the v2 magic (2-byte length)

@@ -89,10 +89,6 @@ public class GrpcDriver {
         }
     }
 
-    static void emit(String line) {
-        DriverSupport.emit(line);
-    }
-
     static long dlqRecords(DefaultMQAdminExt admin, String group) {
         try {
             TopicStatsTable stats = admin.examineTopicStats("%DLQ%" + group);
@@ -126,27 +122,8 @@ public class GrpcDriver {
         admin.createAndUpdateSubscriptionGroupConfig(brokerAddr, sub);
         DriverSupport.waitForRoute(admin, topic);
         String stored = admin.examineSubscriptionGroupConfig(brokerAddr, group).getGroupRetryPolicy().toString();
-        emit("{\"event\":\"group\",\"group\":\"" + group + "\",\"topic\":\"" + topic + "\",\"retry_max_times\":"
+        PlanSupport.emit("{\"event\":\"group\",\"group\":\"" + group + "\",\"topic\":\"" + topic + "\",\"retry_max_times\":"
                 + retryMaxTimes + ",\"group_retry_policy\":\"" + stored.replace("\"", "'") + "\"}");
-    }
-
-    /** The group retry policy named by a push group's policyType and policyValues. */
-    static GroupRetryPolicy parsePolicy(String type, String values) {
-        GroupRetryPolicy policy = new GroupRetryPolicy();
-        if (type.equals("exponential")) {
-            long[] v = Arrays.stream(values.split(",")).mapToLong(Long::parseLong).toArray();
-            policy.setType(GroupRetryPolicyType.EXPONENTIAL);
-            policy.setExponentialRetryPolicy(new ExponentialRetryPolicy(v[0], v[1], v[2]));
-        } else if (type.equals("customized")) {
-            policy.setType(GroupRetryPolicyType.CUSTOMIZED);
-            if (!values.equals("default")) {
-                policy.setCustomizedRetryPolicy(new CustomizedRetryPolicy(
-                        Arrays.stream(values.split(",")).mapToLong(Long::parseLong).toArray()));
-            }
-        } else {
-            throw new IllegalArgumentException("policy type: " + type);
-        }
-        return policy;
     }
 
     /** Sends message i of the plan with keys prefix-i; one "send" line each. */
@@ -158,7 +135,7 @@ public class GrpcDriver {
             long sentMs = System.currentTimeMillis();
             SendResult result = producer.send(msg);
             if (result.getSendStatus() != SendStatus.SEND_OK) throw new IllegalStateException("send " + keys + ": " + result);
-            emit("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"" + keys
+            PlanSupport.emit("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"" + keys
                     + "\",\"topic\":\"" + topic + "\",\"failures\":" + failures[i] + ",\"sent_ms\":" + sentMs
                     + ",\"queue_id\":" + result.getMessageQueue().getQueueId()
                     + ",\"queue_offset\":" + result.getQueueOffset() + "}");
@@ -246,7 +223,7 @@ public class GrpcDriver {
                 String keys = view.getKeys().iterator().next();
                 int call = calls.merge(keys, 1, Integer::sum);
                 boolean fail = call <= failures[planIndex(keys)];
-                emit(deliveryLine(group, view, keys, call, now, fail ? "NOT_ACKED" : "ACKED"));
+                PlanSupport.emit(deliveryLine(group, view, keys, call, now, fail ? "NOT_ACKED" : "ACKED"));
                 if (!fail) {
                     consumer.ack(view);
                     ended.put(keys, "acked");
@@ -257,7 +234,7 @@ public class GrpcDriver {
         Thread.sleep(ACK_GRACE_MS);
         consumer.close();
         admin.shutdown();
-        emit("{\"event\":\"done\",\"acked\":" + ended.size() + ",\"dlq_records\":" + dlq
+        PlanSupport.emit("{\"event\":\"done\",\"acked\":" + ended.size() + ",\"dlq_records\":" + dlq
                 + ",\"expected_acked\":" + (failures.length - neverAcked) + ",\"expected_dlq\":" + neverAcked + "}");
         return ended.size() == failures.length - neverAcked && dlq >= neverAcked ? 0 : 3;
     }
@@ -278,7 +255,7 @@ public class GrpcDriver {
             group = args[at + 1];
             retryMaxTimes = Integer.parseInt(args[at + 2]);
             fifo = args[at + 3].startsWith(FIFO_PREFIX);
-            policy = parsePolicy(args[at + 3].substring(fifo ? FIFO_PREFIX.length() : 0), args[at + 4]);
+            policy = GrpcPlanDriver.parsePolicy(args[at + 3].substring(fifo ? FIFO_PREFIX.length() : 0), args[at + 4]);
             failures = parsePlan(args[at + 5]);
         }
 
@@ -295,7 +272,7 @@ public class GrpcDriver {
             String keys = view.getKeys().iterator().next();
             int call = calls.merge(keys, 1, Integer::sum);
             boolean fail = call <= failures[planIndex(keys)];
-            emit(deliveryLine(group, view, keys, call, now, fail ? "FAILURE" : "SUCCESS"));
+            PlanSupport.emit(deliveryLine(group, view, keys, call, now, fail ? "FAILURE" : "SUCCESS"));
             if (fail) return ConsumeResult.FAILURE;
             succeeded.add(keys);
             return ConsumeResult.SUCCESS;
@@ -341,7 +318,7 @@ public class GrpcDriver {
             Method getter = g.consumer.getClass().getMethod("getPushConsumerSettings");
             getter.setAccessible(true);
             String settings = String.valueOf(getter.invoke(g.consumer));
-            emit("{\"event\":\"settings\",\"group\":\"" + g.group + "\",\"settings\":\"" + settings.replace("\"", "'") + "\"}");
+            PlanSupport.emit("{\"event\":\"settings\",\"group\":\"" + g.group + "\",\"settings\":\"" + settings.replace("\"", "'") + "\"}");
             g.consumer.close();
         }
         StringBuilder done = new StringBuilder("{\"event\":\"done\",\"over\":").append(over).append(",\"groups\":{");
@@ -350,7 +327,7 @@ public class GrpcDriver {
             done.append('"').append(g.group).append("\":{\"succeeded\":").append(g.succeeded.size())
                     .append(",\"dlq_records\":").append(dlqRecords(admin, g.group)).append('}');
         }
-        emit(done.append("}}").toString());
+        PlanSupport.emit(done.append("}}").toString());
         admin.shutdown();
         return over ? 0 : 3;
     }
@@ -394,13 +371,13 @@ public class GrpcDriver {
                 PlanSupport.field(line, "message_group", messageGroup);
                 PlanSupport.field(line, "due_ms", due);
                 PlanSupport.field(line, "sent_ms", sentMs);
-                emit(line.append('}').toString());
+                PlanSupport.emit(line.append('}').toString());
             }
         }
         producer.close();
         Thread.sleep(Math.max(0, lastDue - System.currentTimeMillis()) + DELAY_GRACE_MS);
         admin.shutdown();
-        emit("{\"event\":\"done\",\"sent\":" + count * topics.length + "}");
+        PlanSupport.emit("{\"event\":\"done\",\"sent\":" + count * topics.length + "}");
         return 0;
     }
 }

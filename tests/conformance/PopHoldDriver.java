@@ -43,7 +43,7 @@ public class PopHoldDriver {
         consumer.subscribe(topic, "*");
         consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             MessageExt m = msgs.get(0);
-            DriverSupport.emit("{\"event\":\"consume\",\"keys\":\"" + m.getKeys() + "\",\"uniq_key\":\"" + m.getMsgId()
+            PlanSupport.emit("{\"event\":\"consume\",\"keys\":\"" + m.getKeys() + "\",\"uniq_key\":\"" + m.getMsgId()
                 + "\",\"queue_offset\":" + m.getQueueOffset() + ",\"pop_ck\":\""
                 + m.getProperty(MessageConst.PROPERTY_POP_CK) + "\",\"seen_ms\":" + System.currentTimeMillis() + "}");
             if ("held".equals(m.getKeys())) {
@@ -66,13 +66,13 @@ public class PopHoldDriver {
             Message msg = new Message(topic, "pop", key.getBytes("UTF-8"));
             msg.setKeys(key);
             SendResult result = producer.send(msg);
-            DriverSupport.emit("{\"event\":\"send\",\"keys\":\"" + key + "\",\"uniq_key\":\"" + result.getMsgId()
+            PlanSupport.emit("{\"event\":\"send\",\"keys\":\"" + key + "\",\"uniq_key\":\"" + result.getMsgId()
                 + "\",\"queue_offset\":" + result.getQueueOffset() + "}");
             if ("acked".equals(key) && !acked.await(timeoutMs, TimeUnit.MILLISECONDS)) return 3;
         }
         if (!held.await(timeoutMs, TimeUnit.MILLISECONDS)) return 3;
         Thread.sleep(ACK_GRACE_MS);
-        DriverSupport.emit("{\"event\":\"done\"}");
+        PlanSupport.emit("{\"event\":\"done\"}");
         System.out.flush();
         // No shutdown: a consumer's shutdown would wait for the held listener.
         Runtime.getRuntime().halt(0);

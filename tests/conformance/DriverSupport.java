@@ -5,9 +5,10 @@ import org.apache.rocketmq.common.message.MessageRequestMode;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
- * What the real-broker tests' 5.x drivers share: running a driver to a JVM exit code, printing
- * its JSON lines, and the admin client that creates their topics (a POP group's too) and waits
- * for the name server to route them. Compiled with each driver (tests/conformance/java_driver.py).
+ * What the real-broker tests' 5.x drivers share: running a driver to a JVM exit code, and the
+ * admin client that creates their topics (a POP group's too) and waits for the name server to
+ * route them. Compiled with each driver (tests/conformance/java_driver.py); they print their JSON
+ * lines with PlanSupport.emit, as the product's drivers do.
  */
 public final class DriverSupport {
     static final long ROUTE_WAIT_MS = 30_000;  // a limit: a broker that never registers fails the run
@@ -26,14 +27,6 @@ public final class DriverSupport {
             e.printStackTrace();
         }
         System.exit(code);
-    }
-
-    /** Prints one JSON line, whole, whichever client thread calls. */
-    static void emit(String line) {
-        synchronized (System.out) {
-            System.out.println(line);
-            System.out.flush();
-        }
     }
 
     /** A started admin client of the name server. */

@@ -61,7 +61,7 @@ public class TimerDriver {
                 line.append(",\"store_ts\":").append(m.getStoreTimestamp());
                 line.append(",\"seen_ms\":").append(now);
                 line.append(",\"keys\":\"").append(m.getKeys()).append("\"}");
-                DriverSupport.emit(line.toString());
+                PlanSupport.emit(line.toString());
                 pending.remove(m.getMsgId());
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
@@ -92,7 +92,7 @@ public class TimerDriver {
                 throw new IllegalStateException("send " + i + ": " + result);
             }
             pending.put(result.getMsgId(), Boolean.TRUE);
-            DriverSupport.emit("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"timer-" + i
+            PlanSupport.emit("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"timer-" + i
                     + "\",\"kind\":\"" + kind + "\",\"value\":" + value + ",\"sent_ms\":" + sentMs + ",\"acked_ms\":" + ackedMs
                     + ",\"broker\":\"" + result.getMessageQueue().getBrokerName() + "\"}");
         }
@@ -104,7 +104,7 @@ public class TimerDriver {
         Thread.sleep(lingerMs);
         producer.shutdown();
         consumer.shutdown();
-        DriverSupport.emit("{\"event\":\"done\",\"pending\":" + pending.size() + "}");
+        PlanSupport.emit("{\"event\":\"done\",\"pending\":" + pending.size() + "}");
         return pending.isEmpty() ? 0 : 3;
     }
 }

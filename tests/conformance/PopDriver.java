@@ -56,15 +56,11 @@ public class PopDriver {
         if (result.getSendStatus() != SendStatus.SEND_OK) {
             throw new IllegalStateException("send " + i + ": " + result);
         }
-        emit("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"pop-" + i
+        PlanSupport.emit("{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"pop-" + i
                 + "\",\"failures\":" + failures + ",\"sent_ms\":" + sentMs
                 + ",\"queue_id\":" + result.getMessageQueue().getQueueId()
                 + ",\"queue_offset\":" + result.getQueueOffset()
                 + ",\"broker\":\"" + result.getMessageQueue().getBrokerName() + "\"}");
-    }
-
-    static void emit(String line) {
-        DriverSupport.emit(line);
     }
 
     static int run(String[] args) throws Exception {
@@ -77,7 +73,7 @@ public class PopDriver {
         int inFlightDelaySec = Integer.parseInt(args[9]);
 
         DriverSupport.createPopTopic(namesrv, brokerAddr, topic, 2, group);
-        emit("{\"event\":\"pop_mode\",\"topic\":\"" + topic + "\",\"group\":\"" + group + "\"}");
+        PlanSupport.emit("{\"event\":\"pop_mode\",\"topic\":\"" + topic + "\",\"group\":\"" + group + "\"}");
 
         int[] failures = new int[plan.length];
         for (int i = 0; i < plan.length; i++) failures[i] = Integer.parseInt(plan[i]);
@@ -127,7 +123,7 @@ public class PopDriver {
             line.append(",\"retry_topic\":\"").append(String.valueOf(m.getProperty(MessageConst.PROPERTY_RETRY_TOPIC))).append('"');
             line.append(",\"seen_ms\":").append(now);
             line.append(",\"status\":\"").append(status).append("\"}");
-            emit(line.toString());
+            PlanSupport.emit(line.toString());
             if (!fail) {
                 ended.put(keys, "acked");
                 endedAt.put(keys, now);
@@ -191,7 +187,7 @@ public class PopDriver {
             done.append('"').append(e.getKey()).append("\":\"").append(e.getValue()).append('"');
         }
         done.append("},\"expected\":").append(plan.length).append('}');
-        emit(done.toString());
+        PlanSupport.emit(done.toString());
         return ended.size() == plan.length ? 0 : 3;
     }
 }

@@ -43,10 +43,6 @@ public class RecordFormsDriver {
         DriverSupport.exitWith(() -> run(args));
     }
 
-    static void emit(String line) {
-        DriverSupport.emit(line);
-    }
-
     static String sendLine(String keys, String kind, SendResult result, long sentMs) {
         return "{\"event\":\"send\",\"uniq_key\":\"" + result.getMsgId() + "\",\"keys\":\"" + keys
                 + "\",\"kind\":\"" + kind + "\",\"topic\":\"" + result.getMessageQueue().getTopic()
@@ -92,7 +88,7 @@ public class RecordFormsDriver {
                 String keys = String.valueOf(m.getKeys());
                 boolean fail = keys.startsWith("retry-") && failedOnce.putIfAbsent(keys, Boolean.TRUE) == null;
                 later |= fail;
-                emit("{\"event\":\"consume\",\"uniq_key\":\"" + m.getMsgId() + "\",\"keys\":\"" + keys
+                PlanSupport.emit("{\"event\":\"consume\",\"uniq_key\":\"" + m.getMsgId() + "\",\"keys\":\"" + keys
                         + "\",\"topic\":\"" + m.getTopic() + "\",\"queue_id\":" + m.getQueueId()
                         + ",\"queue_offset\":" + m.getQueueOffset() + ",\"commit_log_offset\":" + m.getCommitLogOffset()
                         + ",\"sys_flag\":" + m.getSysFlag() + ",\"reconsume_times\":" + m.getReconsumeTimes()
@@ -118,7 +114,7 @@ public class RecordFormsDriver {
             long sentMs = System.currentTimeMillis();
             SendResult result = check(producer.send(msg), keys);
             pending.put(keys, Boolean.TRUE);
-            emit(sendLine(keys, "plain", result, sentMs));
+            PlanSupport.emit(sendLine(keys, "plain", result, sentMs));
         }
 
         List<Message> batch = new ArrayList<>();
@@ -131,7 +127,7 @@ public class RecordFormsDriver {
         long batchSentMs = System.currentTimeMillis();
         SendResult batchResult = check(producer.send(batch), "batch");
         // An inner batch's SendResult carries the batch's own UNIQ_KEY (the broker's batchUniqId).
-        emit("{\"event\":\"batch_send\",\"uniq_key\":\"" + batchResult.getMsgId() + "\",\"keys_prefix\":\"batch-\""
+        PlanSupport.emit("{\"event\":\"batch_send\",\"uniq_key\":\"" + batchResult.getMsgId() + "\",\"keys_prefix\":\"batch-\""
                 + ",\"size\":" + batchSize + ",\"queue_id\":" + batchResult.getMessageQueue().getQueueId()
                 + ",\"queue_offset\":" + batchResult.getQueueOffset()
                 + ",\"offset_msg_id\":\"" + batchResult.getOffsetMsgId() + "\",\"sent_ms\":" + batchSentMs + "}");
@@ -142,18 +138,18 @@ public class RecordFormsDriver {
         long timerSentMs = System.currentTimeMillis();
         SendResult timerResult = check(producer.send(timer), "timer-0");
         pending.put("timer-0", Boolean.TRUE);
-        emit(sendLine("timer-0", "timer", timerResult, timerSentMs));
+        PlanSupport.emit(sendLine("timer-0", "timer", timerResult, timerSentMs));
 
         Message doomed = new Message(topic, "forms", "recall-0 body".getBytes("UTF-8"));
         doomed.setKeys("recall-0");
         doomed.setDelayTimeSec(recallDelaySec);
         long doomedSentMs = System.currentTimeMillis();
         SendResult doomedResult = check(producer.send(doomed), "recall-0");
-        emit(sendLine("recall-0", "timer", doomedResult, doomedSentMs));
+        PlanSupport.emit(sendLine("recall-0", "timer", doomedResult, doomedSentMs));
         String handle = doomedResult.getRecallHandle();
         if (handle == null) throw new IllegalStateException("the broker gave recall-0 no recall handle");
         String recalledId = producer.recallMessage(topic, handle);
-        emit("{\"event\":\"recall\",\"keys\":\"recall-0\",\"uniq_key\":\"" + doomedResult.getMsgId()
+        PlanSupport.emit("{\"event\":\"recall\",\"keys\":\"recall-0\",\"uniq_key\":\"" + doomedResult.getMsgId()
                 + "\",\"recalled_id\":\"" + recalledId + "\",\"handle\":\"" + handle + "\",\"recall_ms\":"
                 + System.currentTimeMillis() + "}");
 
@@ -167,7 +163,7 @@ public class RecordFormsDriver {
         Thread.sleep(1000);
         producer.shutdown();
         consumer.shutdown();
-        emit("{\"event\":\"done\",\"pending\":" + pending.size() + "}");
+        PlanSupport.emit("{\"event\":\"done\",\"pending\":" + pending.size() + "}");
         return pending.isEmpty() ? 0 : 3;
     }
 
