@@ -361,14 +361,14 @@ def test_a_simulation_fails_each_drift_on_its_own_evidence(story_warehouse_path)
     """Duplicate consumes and late deliveries in a simulated run's own records fail the drifts,
     with DUPLICATE_CONSUME and LATE_DELIVERY anomalies."""
     con = writable(story_warehouse_path)
-    run, group = con.execute("""SELECT run_id, "group" FROM consume_attempts WHERE status = 'CONSUME_SUCCESS'
-                                GROUP BY ALL ORDER BY count(*) DESC LIMIT 1""").fetchone()
+    run, level = con.execute("SELECT run_id, delay_level FROM schedule_deliveries "
+                             "GROUP BY ALL ORDER BY count(*) DESC, 1, 2 LIMIT 1").fetchone()
+    group = con.execute("""SELECT "group" FROM consume_attempts WHERE run_id = ? AND status = 'CONSUME_SUCCESS'
+                           GROUP BY ALL ORDER BY count(*) DESC, 1 LIMIT 1""", [run]).fetchone()[0]
     # Every successful consume of the group done twice: every message a duplicate.
     con.execute("""INSERT INTO consume_attempts SELECT * FROM consume_attempts
                    WHERE run_id = ? AND "group" = ? AND status = 'CONSUME_SUCCESS' AND outcome = 'ACKED'""",
                 [run, group])
-    level = con.execute("SELECT delay_level FROM schedule_deliveries WHERE run_id = ? "
-                        "GROUP BY ALL ORDER BY count(*) DESC LIMIT 1", [run]).fetchone()[0]
     con.execute("UPDATE schedule_deliveries SET lateness_ms = lateness_ms + 9000 WHERE run_id = ? AND delay_level = ?",
                 [run, level])
     build_audit_tables(con)
