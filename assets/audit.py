@@ -1,5 +1,5 @@
-"""The audit tables: the SQL in ``assets/sql/<table>.sql``, run in ``AUDIT_TABLES`` order, and
-the ``audit/<table>`` Dagster assets.
+"""The audit tables: the SQL in ``assets/sql/<table>.sql``, run in ``AUDIT_TABLES`` order (no
+Dagster here: the CLI builds them too; the ``audit/<table>`` assets are ``assets.audit_assets``).
 
 ``build_audit_tables(con)`` runs on a connection that already holds a run's (or many runs')
 contract tables; ``assets.warehouse.build_warehouse`` loads them and writes the warehouse file.
@@ -46,74 +46,3 @@ def build_audit_tables(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(sql_text(table))
     for table in STAGING_TABLES:
         con.execute(f"DROP TABLE temp.{table}")  # our own names: plain identifiers
-
-
-def audit_assets(partitions_def) -> list:
-    """The ``audit/<table>`` assets: one DuckDB build step for the whole warehouse, per run partition.
-
-    Materializing a run's partition rebuilds the warehouse from every run directory that has its
-    lineage (so runs stay side by side) and swaps the file in; the drift checks (WARN) judge the
-    partition's run.
-    """
-    import dagster as dg
-
-    from assets.checks import DRIFTS, run_checks
-    from assets.raw import LINEAGE_KEYS, RAW_RUN_KEY, check_result, check_spec, failed_blocking_checks
-    from assets.warehouse import (
-        TABLE_DESCRIPTIONS,
-        WAREHOUSE_TABLES,
-        build_warehouse,
-        open_read_only,
-        run_id_of,
-        table_counts,
-    )
-
-    keys = {t: dg.AssetKey(["audit", t]) for t in WAREHOUSE_TABLES}
-    specs = [dg.AssetSpec(keys[t], deps=[RAW_RUN_KEY, *LINEAGE_KEYS.values()], group_name="audit",
-                          kinds={"duckdb"}, description=TABLE_DESCRIPTIONS[t]) for t in WAREHOUSE_TABLES]
-    check_specs = [check_spec(c) for c in DRIFTS]
-
-    @dg.multi_asset(specs=specs, check_specs=check_specs, partitions_def=partitions_def, name="audit",
-                    required_resource_keys={"home", "warehouse"})
-    def audit(context):
-        home, warehouse = context.resources.home, context.resources.warehouse
-        run_dir = home.run_dir(context.partition_key)
-        run_id = run_id_of(run_dir)
-        run_dirs = []
-        for d in home.lineage_run_dirs():
-            failed = failed_blocking_checks(d)
-            if failed:
-                context.log.warning(f"left out of the warehouse: {d.name} failed {', '.join(failed)}")
-            else:
-                run_dirs.append(d)
-        summary = build_warehouse(run_dirs, warehouse.path, progress=context.log.info)
-        con = open_read_only(warehouse.path)
-        try:
-            counts = table_counts(con, run_id)
-            outcomes = run_checks(con, DRIFTS, run_id)
-            plots = _plots(con, run_id, context.log)
-        finally:
-            con.close()
-        for table, key in keys.items():
-            meta = {"dagster/row_count": counts[table], "rows_all_runs": summary.rows[table],
-                    "runs_in_warehouse": len(summary.run_ids),
-                    "warehouse": dg.MetadataValue.path(str(summary.db_path))}
-            if table in plots:
-                meta["plot"] = dg.MetadataValue.md(plots[table])
-            yield dg.MaterializeResult(asset_key=key, metadata=meta)
-        for outcome in outcomes:
-            yield check_result(outcome)
-
-    return [audit]
-
-
-def _plots(con, run_id: str, log) -> dict[str, str]:
-    """Markdown images for the tables that have a plot; a plot that fails is logged, not fatal."""
-    try:
-        from assets.plots import lateness_plot, retry_funnel_plot
-
-        return {"retry_funnel": retry_funnel_plot(con, run_id).markdown(),
-                "delay_accuracy": lateness_plot(con, run_id).markdown()}
-    except Exception as exc:  # noqa: BLE001 - pictures are a courtesy; the tables are the product
-        log.warning(f"plots skipped: {type(exc).__name__}: {exc}")
-        return {}
