@@ -23,16 +23,16 @@ from assets.progress import LOG_PROGRESS_INTERVAL_S, Throttle
 from assets.resources import DataHome, SparkResource
 from assets.run_source import IMPORTED, SCENARIO, STORE, RunSource
 from assets.warehouse import parquet_files, run_id_of, run_views
-from broker_core.export.schema import LINEAGE_TABLES, RAW_TABLES
+from broker_core.export.schema import FINAL_STATES, HOP_KINDS, LINEAGE_TABLES, RAW_TABLES
 
 RAW_RUN_KEY = dg.AssetKey(["raw", "run"])
 LINEAGE_KEYS = {name: dg.AssetKey(["lineage", name]) for name in LINEAGE_TABLES}
 LINEAGE_DESCRIPTIONS = {
-    "message_hops": "One row per commit-log record in a message's journey (PUBLISH, SCHEDULE, DELIVER, "
-                    "RETRY, DLQ), ordered per message and group, with the dwell time to the next hop.",
+    "message_hops": f"One row per commit-log record in a message's journey ({', '.join(HOP_KINDS)}), "
+                    "ordered per message and group, with the dwell time to the next hop.",
     "message_lineage": "One row per (message, consumer group): the path through the topics, retries, "
-                       "origin topic and message id, and the final state (CONSUMED, DLQ, RETRYING, "
-                       "IN_FLIGHT, UNCONSUMED, RECALLED, LOST; IN_FLIGHT with invisible_until).",
+                       f"origin topic and message id, and the final state ({', '.join(FINAL_STATES)}; "
+                       "IN_FLIGHT with invisible_until).",
 }
 
 
