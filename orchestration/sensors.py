@@ -6,8 +6,9 @@ dynamic partition for each scenario, store or imported run that appeared
 (``assets.run_source.discover_runs``), and deletes the partitions whose run went: a store linked
 under ``var/stores/`` shows up in the UI by itself, without "Reload definitions".
 
-``stores_grown`` (off until turned on) watches every store partition (``<data home>/stores/<name>/``, a directory or a symlink to a
-broker's store root, and the conformance stores). On each tick it walks the store's commit log
+``stores_grown`` (off until turned on) watches every store partition
+(``<data home>/stores/<name>/``, a directory or a symlink to a broker's store root, and the
+conformance stores). On each tick it walks the store's commit log
 from where it last looked (:func:`broker_core.store.log_end.log_end`, record headers only) and,
 when the records reach further than then (or retention deleted files, or the store was never
 imported), asks for one run of ``store_pipeline`` for that partition: ``raw/run`` with
@@ -30,16 +31,16 @@ from broker_core.export.increments import load_state
 from broker_core.store.log_end import LogEnd, log_end
 from orchestration.partitions import partition_changes
 
+RUNS_SENSOR_NAME = "runs_on_disk"
+# How soon a run added on disk becomes a partition: each look lists a few directories and reads
+# the `source` column of each run directory's `runs` table.
+RUNS_SENSOR_INTERVAL_S = 10
 STORE_JOB_NAME = "store_pipeline"
 SENSOR_NAME = "stores_grown"
 # How often the daemon evaluates the sensor: a watch, not a stream; each look reads only the
 # record headers written since the last one.
 SENSOR_INTERVAL_S = 30
 RAW_RUN_OP = "raw__run"
-RUNS_SENSOR_NAME = "runs_on_disk"
-# How soon a run added on disk becomes a partition: each look lists a few directories and reads
-# the `source` column of each run directory's `runs` table.
-RUNS_SENSOR_INTERVAL_S = 10
 TAG_STORE = "retry-audit/store"
 TAG_LOG_END = "retry-audit/log_end"
 _ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
