@@ -1,8 +1,8 @@
-"""The audit tables: the SQL in ``assets/sql/<table>.sql``, run in ``AUDIT_TABLES`` order.
+"""The audit tables: the SQL in ``assets/sql/<table>.sql``, run in ``AUDIT_TABLES`` order (no
+Dagster here: the CLI builds them too; the ``audit/<table>`` assets are ``assets.audit_assets``).
 
 ``build_audit_tables(con)`` runs on a connection that already holds a run's (or many runs')
 contract tables; ``assets.warehouse.build_warehouse`` loads them and writes the warehouse file.
-The ``audit/<table>`` Dagster assets that do so live in ``assets.audit_asset``.
 """
 
 from __future__ import annotations

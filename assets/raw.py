@@ -7,7 +7,8 @@ Spark step (``assets.lineage.run_lineage``), guarded by the blocking invariant c
 lineage stops the warehouse from being built on it.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: Dagster reads raw/run's `config: RawRunConfig`
+# parameter from its annotation as written, and takes a string there for a type it cannot resolve.
 
 import json
 import time
@@ -15,21 +16,23 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow.parquet as pq
+from pydantic import Field
 
 from assets.checks import ERROR, INVARIANTS, Check, CheckOutcome, run_checks
 from assets.progress import LOG_PROGRESS_INTERVAL_S, Throttle
+from assets.resources import DataHome, SparkResource
 from assets.run_source import IMPORTED, SCENARIO, STORE, RunSource
 from assets.warehouse import parquet_files, run_id_of, run_views
-from broker_core.export.schema import LINEAGE_TABLES, RAW_TABLES
+from broker_core.export.schema import FINAL_STATES, HOP_KINDS, LINEAGE_TABLES, RAW_TABLES
 
 RAW_RUN_KEY = dg.AssetKey(["raw", "run"])
 LINEAGE_KEYS = {name: dg.AssetKey(["lineage", name]) for name in LINEAGE_TABLES}
 LINEAGE_DESCRIPTIONS = {
-    "message_hops": "One row per commit-log record in a message's journey (PUBLISH, SCHEDULE, DELIVER, "
-                    "RETRY, DLQ), ordered per message and group, with the dwell time to the next hop.",
+    "message_hops": f"One row per commit-log record in a message's journey ({', '.join(HOP_KINDS)}), "
+                    "ordered per message and group, with the dwell time to the next hop.",
     "message_lineage": "One row per (message, consumer group): the path through the topics, retries, "
-                       "origin topic and message id, and the final state (CONSUMED, DLQ, RETRYING, "
-                       "IN_FLIGHT, UNCONSUMED, RECALLED, LOST; IN_FLIGHT with invisible_until).",
+                       f"origin topic and message id, and the final state ({', '.join(FINAL_STATES)}; "
+                       "IN_FLIGHT with invisible_until).",
 }
 
 
@@ -51,10 +54,11 @@ def _sim_progress(log):
     return report
 
 
-# ``raw/run``'s config: ``live`` says a broker is writing the store partition, so the record at
-# the end of its log may be in flight (the store sensor sets it on the runs it launches).
-RAW_RUN_CONFIG = {"live": dg.Field(bool, default_value=False,
-                                   description="a broker is writing the store: an in-flight tail is not damage")}
+class RawRunConfig(dg.Config):
+    """``raw/run``'s settings (the launchpad shows them; the store sensor sets ``live`` on its runs)."""
+
+    # A broker is writing the store partition, so the record at the end of its log may be in flight.
+    live: bool = Field(default=False, description="a broker is writing the store: an in-flight tail is not damage")
 
 
 def materialize_run(source: RunSource, run_dir: Path, log=None, live: bool = False) -> dict:
@@ -97,13 +101,11 @@ def raw_assets(partitions_def: dg.PartitionsDefinition) -> list:
     @dg.asset(key=RAW_RUN_KEY, partitions_def=partitions_def, group_name="raw", kinds={"parquet"},
               description="A run's Parquet tables (commitlog, consume_attempts, schedule_deliveries, "
                           "consumer_offsets, faults, runs, produced, ...): the scenario simulated on the "
-                          "broker model, or the RocketMQ store imported, into <data home>/runs/<run>/.",
-              required_resource_keys={"home"}, config_schema=RAW_RUN_CONFIG)
-    def raw_run(context) -> dg.MaterializeResult:
-        home = context.resources.home
+                          "broker model, or the RocketMQ store imported, into <data home>/runs/<run>/.")
+    def raw_run(context: dg.AssetExecutionContext, config: RawRunConfig, home: DataHome) -> dg.MaterializeResult:
         name = context.partition_key
         run_dir = home.run_dir(name)
-        meta = materialize_run(home.source(name), run_dir, context.log, live=context.op_execution_context.op_config["live"])
+        meta = materialize_run(home.source(name), run_dir, context.log, live=config.live)
         rows = table_rows(run_dir, RAW_TABLES)
         meta.update({f"rows_{t}": n for t, n in rows.items()})
         meta["dagster/row_count"] = rows["commitlog"]
@@ -113,12 +115,10 @@ def raw_assets(partitions_def: dg.PartitionsDefinition) -> list:
     @dg.multi_asset(
         specs=[dg.AssetSpec(key, deps=[RAW_RUN_KEY], group_name="lineage", kinds={"spark", "parquet"},
                             description=LINEAGE_DESCRIPTIONS[name]) for name, key in LINEAGE_KEYS.items()],
-        check_specs=[check_spec(c) for c in INVARIANTS], partitions_def=partitions_def, name="lineage",
-        required_resource_keys={"home", "spark"})
-    def lineage(context):
+        check_specs=[check_spec(c) for c in INVARIANTS], partitions_def=partitions_def, name="lineage")
+    def lineage(context: dg.AssetExecutionContext, home: DataHome, spark: SparkResource):
         from assets.lineage import run_lineage
 
-        home, spark = context.resources.home, context.resources.spark
         run_dir = home.run_dir(context.partition_key)
         started = time.perf_counter()
         counts = run_lineage(run_dir, spark.session(), progress=context.log.info)

@@ -39,20 +39,25 @@ def _environment(home: Path) -> None:
 
 
 def materialize_partition(partition: str, home: Path, scenarios: Path | None = None):
-    """Materialize every asset of one run partition; return (result, defs)."""
+    """Materialize every asset of one run partition; return (result, defs).
+
+    The instance's run partitions are brought up to date with the disk first (what the
+    ``runs_on_disk`` sensor does in the UI), so the partition exists however new its run is."""
     import dagster as dg
 
     from broker_core.errors import BadInputError
     from orchestration.definitions import build_definitions
+    from orchestration.partitions import sync_run_partitions
 
     defs = build_definitions(home, scenarios)
-    partitions = defs.resolve_asset_graph().get(dg.AssetKey(["raw", "run"])).partitions_def
-    keys = partitions.get_partition_keys()
-    if partition not in keys:
+    sources = defs.resources["home"].sources()
+    if partition not in sources:
         raise BadInputError(f"no run named {partition!r}", where=str(home),
-                            hint="runs: " + (", ".join(keys) if keys else "(none: add scenarios/*.yaml)"))
+                            hint="runs: " + (", ".join(sources) if sources else "(none: add scenarios/*.yaml)"))
+    instance = dg.DagsterInstance.get()
+    sync_run_partitions(instance, sources)
     result = dg.materialize(list(defs.assets), partition_key=partition, resources=defs.resources,
-                            instance=dg.DagsterInstance.get(), raise_on_error=False,
+                            instance=instance, raise_on_error=False,
                             run_config={"loggers": {"console": {"config": {"log_level": DEMO_LOG_LEVEL}}}})
     return result, defs
 

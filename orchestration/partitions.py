@@ -1,16 +1,12 @@
-"""One partition per run, found on disk: scenario files, stores to import, and imported runs.
+"""One partition per run found on disk, kept in the Dagster instance as dynamic partitions.
 
-A partition key is a run name. The runs are whatever the disk holds when the definitions are
-built, so a new scenario file or a new import appears after a reload (``dagster dev`` reloads the
-code location from the UI) without a code change:
-
-* ``<scenarios>/<name>.yaml``: a scenario; materializing ``raw/run`` simulates it;
-* ``<data home>/stores/<name>/``: a RocketMQ store directory; ``raw/run`` imports it;
-* ``<data home>/runs/<name>/`` whose ``runs`` table says source ``import``: a store imported with
-  ``retry-audit import-store``; ``raw/run`` takes it as it is;
-* ``<data home>/conformance/<version>/stores/<broker>/``: a real broker's store written by
-  ``make conformance``; partition ``conformance-<version, dots as underscores>-<broker>``, imported
-  like any store.
+A partition key is a run name: a scenario file, a store under ``<data home>/stores/`` (or one a
+conformance run wrote), or a run imported with ``retry-audit import-store``
+(``assets.run_source.discover_runs`` says which). The partitions are dynamic: the
+``runs_on_disk`` sensor (``orchestration.sensors``) adds the runs that appear on disk and removes
+the ones that went, so a new store or scenario shows up in the UI by itself, with no "Reload
+definitions" and no code change. ``make ui`` and ``make demo`` bring the instance up to date
+before they start (:func:`sync_run_partitions`).
 
 The data home is ``RETRY_AUDIT_HOME`` (default ``./var``, made absolute); nothing here reads the
 environment at import time.
@@ -19,25 +15,19 @@ environment at import time.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from assets.run_source import IMPORTED, SCENARIO, STORE, RunSource
+from assets.run_source import RunSource
 
 HOME_ENV = "RETRY_AUDIT_HOME"
 HOME_DEFAULT = "var"
 SCENARIOS_ENV = "RETRY_AUDIT_SCENARIOS"
-RUNS_DIR = "runs"
-STORES_DIR = "stores"
-CONFORMANCE_DIR = "conformance"
 WAREHOUSE_FILE = "warehouse.duckdb"
 DAGSTER_HOME_DIR = "dagster_home"
-SOURCE_IMPORT = "import"
-# Partition keys are run ids and directory names: the same safe alphabet as scenario names.
-RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# The dynamic partitions' name in the Dagster instance (the UI shows it as the partition set).
+RUN_PARTITIONS_NAME = "runs"
+
 
 def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
@@ -58,46 +48,25 @@ def scenarios_dir(env: Mapping[str, str] | None = None) -> Path:
     return local if local.is_dir() else project_root() / "scenarios"
 
 
-def run_source_of(run_dir: Path) -> str | None:
-    """The ``source`` column of a run directory's ``runs`` table (None when unreadable)."""
-    table_dir = run_dir / "parquet" / "runs"
-    for f in sorted(table_dir.glob("*.parquet")) if table_dir.is_dir() else []:
-        try:
-            values = pq.read_table(f, columns=["source"]).column(0).to_pylist()
-        except (OSError, KeyError, ValueError):
-            return None
-        if values:
-            return values[0]
-    return None
-
-
-def discover_runs(home: Path, scenarios: Path) -> dict[str, RunSource]:
-    """Every run the disk offers, by name; a scenario wins over a store or import of the same name."""
-    found: dict[str, RunSource] = {}
-    runs = home / RUNS_DIR
-    if runs.is_dir():
-        for run_dir in sorted(runs.iterdir()):
-            if (run_dir.is_dir() and RUN_NAME_PATTERN.fullmatch(run_dir.name)
-                    and run_source_of(run_dir) == SOURCE_IMPORT):
-                found[run_dir.name] = RunSource(run_dir.name, IMPORTED, run_dir)
-    stores = home / STORES_DIR
-    if stores.is_dir():
-        for store in sorted(stores.iterdir()):
-            if store.is_dir() and RUN_NAME_PATTERN.fullmatch(store.name) and (store / "commitlog").is_dir():
-                found[store.name] = RunSource(store.name, STORE, store)
-    for store in sorted((home / CONFORMANCE_DIR).glob(f"*/{STORES_DIR}/*")):
-        name = f"{CONFORMANCE_DIR}-{store.parent.parent.name.replace('.', '_')}-{store.name}"
-        if (store / "commitlog").is_dir() and RUN_NAME_PATTERN.fullmatch(name):
-            found[name] = RunSource(name, STORE, store)
-    if scenarios.is_dir():
-        for scenario in sorted(scenarios.glob("*.yaml")):
-            if RUN_NAME_PATTERN.fullmatch(scenario.stem):
-                found[scenario.stem] = RunSource(scenario.stem, SCENARIO, scenario)
-    return dict(sorted(found.items()))
-
-
-def run_partitions(sources: Mapping[str, RunSource]):
-    """A static partitions definition with one key per run (rebuilt from disk on every reload)."""
+def run_partitions():
+    """The run partitions: dynamic, their keys held by the Dagster instance, not by the code."""
     import dagster as dg
 
-    return dg.StaticPartitionsDefinition(list(sources))
+    return dg.DynamicPartitionsDefinition(name=RUN_PARTITIONS_NAME)
+
+
+def partition_changes(found: Iterable[str], current: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(keys to add, keys to delete) so that the partitions are the runs found: new runs in name
+    order, gone ones in the order the instance holds them."""
+    found, have = set(found), set(current)
+    return sorted(found - have), [key for key in current if key not in found]
+
+
+def sync_run_partitions(instance, sources: Mapping[str, RunSource]) -> tuple[list[str], list[str]]:
+    """Make the instance's run partitions the runs found on disk; return (added, deleted)."""
+    added, deleted = partition_changes(sources, instance.get_dynamic_partitions(RUN_PARTITIONS_NAME))
+    if added:
+        instance.add_dynamic_partitions(RUN_PARTITIONS_NAME, added)
+    for key in deleted:
+        instance.delete_dynamic_partition(RUN_PARTITIONS_NAME, key)
+    return added, deleted

@@ -1,8 +1,14 @@
-"""The ``stores_grown`` sensor: a store that has grown is imported again, then its lineage and the
-warehouse are rebuilt.
+"""The sensors: ``runs_on_disk`` keeps the run partitions equal to the runs on disk, and
+``stores_grown`` imports a store that has grown again, then rebuilds its lineage and the warehouse.
 
-It watches every store partition (``<data home>/stores/<name>/``, a directory or a symlink to a
-broker's store root, and the conformance stores). On each tick it walks the store's commit log
+``runs_on_disk`` (on by default) looks at the disk every ``RUNS_SENSOR_INTERVAL_S`` and adds a
+dynamic partition for each scenario, store or imported run that appeared
+(``assets.run_source.discover_runs``), and deletes the partitions whose run went: a store linked
+under ``var/stores/`` shows up in the UI by itself, without "Reload definitions".
+
+``stores_grown`` (off until turned on) watches every store partition
+(``<data home>/stores/<name>/``, a directory or a symlink to a broker's store root, and the
+conformance stores). On each tick it walks the store's commit log
 from where it last looked (:func:`broker_core.store.log_end.log_end`, record headers only) and,
 when the records reach further than then (or retention deleted files, or the store was never
 imported), asks for one run of ``store_pipeline`` for that partition: ``raw/run`` with
@@ -19,10 +25,16 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.resources import DataHome
 from assets.run_source import STORE, RunSource
 from broker_core.export.increments import load_state
 from broker_core.store.log_end import LogEnd, log_end
+from orchestration.partitions import partition_changes
 
+RUNS_SENSOR_NAME = "runs_on_disk"
+# How soon a run added on disk becomes a partition: each look lists a few directories and reads
+# the `source` column of each run directory's `runs` table.
+RUNS_SENSOR_INTERVAL_S = 10
 STORE_JOB_NAME = "store_pipeline"
 SENSOR_NAME = "stores_grown"
 # How often the daemon evaluates the sensor: a watch, not a stream; each look reads only the
@@ -82,18 +94,42 @@ def cursor_entry(end: LogEnd) -> dict:
     return {"file": end.file_name, "position": end.position, "offset": end.offset, "first_file": end.first_file}
 
 
-def stores_sensor(partitions_def: dg.PartitionsDefinition):
+def partition_requests(partitions_def: dg.DynamicPartitionsDefinition, add: list[str],
+                       delete: list[str]) -> list:
+    """The requests that add and delete run partitions (the daemon applies them before any run request)."""
+    return ([partitions_def.build_add_request(add)] if add else []) + \
+           ([partitions_def.build_delete_request(delete)] if delete else [])
+
+
+def runs_sensor(partitions_def: dg.DynamicPartitionsDefinition):
+    @dg.sensor(name=RUNS_SENSOR_NAME, minimum_interval_seconds=RUNS_SENSOR_INTERVAL_S,
+               default_status=dg.DefaultSensorStatus.RUNNING,
+               description="Keeps the run partitions equal to the runs on disk: a scenario file, a store "
+                           "under <data home>/stores/ (or a conformance run's) or an imported run becomes a "
+                           "partition when it appears, and stops being one when it goes.")
+    def runs_on_disk(context: dg.SensorEvaluationContext, home: DataHome):
+        add, delete = partition_changes(home.sources(), context.instance.get_dynamic_partitions(partitions_def.name))
+        if not add and not delete:
+            return dg.SkipReason("the partitions are the runs on disk")
+        if add:
+            context.log.info(f"new runs: {', '.join(add)}")
+        if delete:
+            context.log.info(f"runs gone from disk: {', '.join(delete)}")
+        return dg.SensorResult(dynamic_partitions_requests=partition_requests(partitions_def, add, delete))
+
+    return runs_on_disk
+
+
+def stores_sensor(partitions_def: dg.DynamicPartitionsDefinition):
     @dg.sensor(name=SENSOR_NAME, job_name=STORE_JOB_NAME, minimum_interval_seconds=SENSOR_INTERVAL_S,
-               default_status=dg.DefaultSensorStatus.STOPPED, required_resource_keys={"home"},
+               default_status=dg.DefaultSensorStatus.STOPPED,
                description="Imports a store partition again when its commit log has grown (the cursor "
                            "holds, per store, the offset its log reached), then rebuilds its lineage and "
                            "the warehouse. Turn it on to keep the audit of a running broker current.")
-    def stores_grown(context: dg.SensorEvaluationContext):
-        home = context.resources.home
+    def stores_grown(context: dg.SensorEvaluationContext, home: DataHome):
         cursor = json.loads(context.cursor) if context.cursor else {}
         requests = []
-        partitions = set(partitions_def.get_partition_keys())
-        sources = {n: s for n, s in home.sources().items() if n in partitions}  # new ones after a reload
+        sources = home.sources()
         for name, (end, why) in grown_stores(sources, home.runs_dir, cursor).items():
             active = context.instance.get_run_records(
                 dg.RunsFilter(job_name=STORE_JOB_NAME, tags={"dagster/partition": name}, statuses=_ACTIVE),
@@ -105,9 +141,15 @@ def stores_sensor(partitions_def: dg.PartitionsDefinition):
             requests.append(dg.RunRequest(
                 run_key=f"{name}@{end.first_file}:{end.offset}", partition_key=name,
                 run_config={"ops": {RAW_RUN_OP: {"config": {"live": True}}}},
-                tags={TAG_STORE: str(home.source(name).path), TAG_LOG_END: str(end.offset)}))
+                tags={TAG_STORE: str(sources[name].path), TAG_LOG_END: str(end.offset)}))
             context.log.info(f"{name}: {why}")
         context.update_cursor(json.dumps(cursor, sort_keys=True))
-        return requests or dg.SkipReason("no store has grown since the last look")
+        if not requests:
+            return dg.SkipReason("no store has grown since the last look")
+        # A store linked since runs_on_disk last looked gets its partition with its first run.
+        have = set(context.instance.get_dynamic_partitions(partitions_def.name))
+        new = sorted({r.partition_key for r in requests} - have)
+        return dg.SensorResult(run_requests=requests,
+                               dynamic_partitions_requests=partition_requests(partitions_def, new, []))
 
     return stores_grown

@@ -2,7 +2,9 @@
 
 Runs ``dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000`` in place of this process (so Ctrl-C
 and SIGTERM reach it directly), with ``DAGSTER_HOME`` at ``<data home>/dagster_home`` (absolute,
-with telemetry and the intro modal off) so runs and check results persist across restarts.
+with telemetry and the intro modal off) so runs and check results persist across restarts. The
+instance's run partitions are brought up to date with the disk before the UI starts; while it runs,
+the ``runs_on_disk`` sensor keeps them so.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from orchestration.partitions import HOME_ENV, data_home, project_root
+from orchestration.partitions import HOME_ENV, data_home, project_root, scenarios_dir, sync_run_partitions
 from orchestration.resources import dagster_home
 
 UI_HOST = "127.0.0.1"  # never listen on a public interface by default
@@ -34,6 +36,16 @@ def ui_environment(home: Path) -> dict[str, str]:
     return env
 
 
+def sync_partitions(home: Path, dagster_home_dir: Path) -> None:
+    """The run partitions of the instance at ``dagster_home_dir``, made the runs on disk now."""
+    import dagster as dg
+
+    from assets.run_source import discover_runs
+
+    with dg.DagsterInstance.from_config(str(dagster_home_dir)) as instance:
+        sync_run_partitions(instance, discover_runs(home, scenarios_dir()))
+
+
 def main() -> int:
     home = data_home()
     root = project_root()
@@ -41,7 +53,8 @@ def main() -> int:
     command = ui_command(root / "workspace.yaml", port)
     env = ui_environment(home)
     print(f"Dagster UI on http://{UI_HOST}:{port}  (DAGSTER_HOME={env['DAGSTER_HOME']})", flush=True)
-    os.chdir(root)
+    os.chdir(root)  # where the code location runs, so the scenarios found here are its own
+    sync_partitions(home, Path(env["DAGSTER_HOME"]))
     os.execve(command[0], command, env)
     return 0  # not reached: execve replaced this process
 

@@ -49,3 +49,56 @@ def test_every_cited_section_is_in_the_references_page():
     missing = {n: sorted(where) for n, where in cited.items() if n not in sections}
     assert missing == {}
     assert len(cited) > 30, "the scan found too few citations to be reading the code"
+
+
+def _code_spans(text: str) -> list[str]:
+    """The text of every fenced code block and every inline `code` span of a Markdown file."""
+    fenced = re.findall(r"^```[a-z]*\n(.*?)^```", text, re.M | re.S)
+    prose = re.sub(r"^```[a-z]*\n.*?^```", "", text, flags=re.M | re.S)
+    return fenced + re.findall(r"`([^`\n]+)`", prose)
+
+
+def _cli_subcommands() -> dict[str, set[str]]:
+    """Each subcommand of the retry-audit parser, with the long options it accepts."""
+    import argparse
+
+    from orchestration.cli import build_parser
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name: {s for action in p._actions for s in action.option_strings if s.startswith("--")}
+            for name, p in sub.choices.items()}
+
+
+def test_the_readme_shows_exactly_the_commands_the_cli_has():
+    """Every `retry-audit <command>` the README shows is a subcommand of the CLI, with options the
+    subcommand accepts, and every subcommand of the CLI is shown in the README."""
+    commands = _cli_subcommands()
+    shown: dict[str, set[str]] = {}
+    for span in _code_spans((ROOT / "README.md").read_text()):
+        for line in span.splitlines():
+            line = line.split(" # ")[0]  # a comment after the command is prose
+            for match in re.finditer(r"(?:^|[\s(])retry-audit\s+([a-z][a-z-]*)(.*)", line):
+                shown.setdefault(match[1], set()).update(re.findall(r"(--[a-z][a-z-]*)", match[2]))
+    assert set(shown) - set(commands) == set(), "the README shows commands the CLI does not have"
+    assert set(commands) - set(shown) == set(), "CLI commands the README does not show"
+    unknown = {name: sorted(options - commands[name]) for name, options in shown.items()
+               if options - commands[name]}
+    assert unknown == {}, "options the README shows that the command does not accept"
+
+
+def test_every_make_target_the_readme_shows_is_in_the_makefile():
+    """Every `make <target>` the README shows is a target of the Makefile."""
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), re.M))
+    shown = {m for span in _code_spans((ROOT / "README.md").read_text())
+             for m in re.findall(r"(?:^|\s)make ([a-z][a-z-]*)", span, re.M)}
+    assert shown and shown - targets == set()
+
+
+def test_the_readme_names_every_hop_kind():
+    """The README's message_hops row names every hop kind the lineage writes, and no other."""
+    from broker_core.export.schema import HOP_KINDS
+
+    row = next(line for line in _section((ROOT / "README.md").read_text(), "## The warehouse").splitlines()
+               if line.startswith("| `message_hops`"))
+    listed = re.search(r"hop kind \(([A-Z, ]+)\)", row)[1].split(", ")
+    assert sorted(listed) == sorted(HOP_KINDS)

@@ -8,8 +8,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.run_source import discover_runs
 from orchestration.definitions import build_definitions
-from orchestration.partitions import discover_runs, scenarios_dir
+from orchestration.partitions import RUN_PARTITIONS_NAME, scenarios_dir, sync_run_partitions
 
 GRAPH_GOLDEN = Path(__file__).parent / "asset_graph.txt"
 STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
@@ -55,7 +56,9 @@ def test_partitions_come_from_scenarios_stores_and_imports(tmp_path):
     assert {n: s.kind for n, s in found.items()} == {"alpha": "scenario", "broker-b": "store"}
     defs = build_definitions(home, scenarios)
     partitions = defs.resolve_asset_graph().get(dg.AssetKey(["raw", "run"])).partitions_def
-    assert partitions.get_partition_keys() == ["alpha", "broker-b"]
+    instance = dg.DagsterInstance.ephemeral()
+    sync_run_partitions(instance, defs.resources["home"].sources())
+    assert partitions.get_partition_keys(dynamic_partitions_store=instance) == ["alpha", "broker-b"]
 
 
 def test_an_imported_run_is_a_partition(tmp_path):
@@ -96,22 +99,23 @@ def test_a_conformance_runs_real_stores_are_partitions(tmp_path):
 
 
 LAZY_PROBE = """
-import orchestration.partitions as partitions
+import assets.run_source as run_source
 scanned = []
-real = partitions.discover_runs
-partitions.discover_runs = lambda home, scenarios: scanned.append(str(home)) or real(home, scenarios)
+real = run_source.discover_runs
+run_source.discover_runs = lambda home, scenarios: scanned.append(str(home)) or real(home, scenarios)
 import dagster as dg
 import orchestration.definitions as module
 assert scanned == [], f"importing the definitions scanned {scanned}"
 defs = module.defs()  # what Dagster's loader does with a @dg.definitions function
 partitions_def = defs.resolve_asset_graph().get(dg.AssetKey(["raw", "run"])).partitions_def
-print(scanned, "broker-z" in partitions_def.get_partition_keys())
+print(scanned, defs.resources["home"].path, type(partitions_def).__name__, partitions_def.name)
 """
 
 
-def test_importing_the_definitions_scans_nothing_until_dagster_loads_them(tmp_path):
+def test_the_definitions_read_the_environment_when_dagster_loads_them_and_never_scan_the_disk(tmp_path):
     """Importing orchestration.definitions reads neither the disk nor RETRY_AUDIT_HOME; Dagster's
-    loader builds the definitions, from the environment of that moment."""
+    loader builds the definitions from the environment of that moment, and they hold no run names
+    (the partitions are dynamic: the instance holds them)."""
     import subprocess
     import sys
 
@@ -121,4 +125,4 @@ def test_importing_the_definitions_scans_nothing_until_dagster_loads_them(tmp_pa
     done = subprocess.run([sys.executable, "-c", LAZY_PROBE], cwd=Path(__file__).parents[2], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == [f"['{home}']", "True"]
+    assert done.stdout.split() == ["[]", str(home), "DynamicPartitionsDefinition", RUN_PARTITIONS_NAME]

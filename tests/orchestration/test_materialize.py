@@ -17,16 +17,23 @@ from assets.warehouse import open_read_only
 from broker_core.export.parquet import write_rows
 from broker_core.export.schema import SCHEDULE_DELIVERIES
 from orchestration.definitions import build_definitions
-from orchestration.partitions import scenarios_dir
+from orchestration.partitions import scenarios_dir, sync_run_partitions
 
 STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
 TINY_SCENARIO = Path(__file__).parents[1] / "golden" / "tiny.yaml"
 
 
+def instance_with_runs(defs: dg.Definitions) -> dg.DagsterInstance:
+    """A fresh instance whose run partitions are the runs on disk (what the runs_on_disk sensor keeps)."""
+    instance = dg.DagsterInstance.ephemeral()
+    sync_run_partitions(instance, defs.resources["home"].sources())
+    return instance
+
+
 def materialize(home: Path, scenarios: Path, partition: str):
     defs = build_definitions(home, scenarios)
     return dg.materialize(list(defs.assets), partition_key=partition, resources=defs.resources,
-                          raise_on_error=False)
+                          instance=instance_with_runs(defs), raise_on_error=False)
 
 
 def test_small_scenario_materializes_with_every_check_passing(tmp_path):
@@ -61,7 +68,8 @@ def test_a_lineage_materialized_after_the_warehouse_shows_through_it(tmp_path):
     assert len(lineage) == 1
     hops_dir = home / "runs" / "tiny" / "lineage" / "message_hops"
     before = sorted(hops_dir.glob("*.parquet"))
-    assert dg.materialize(lineage, partition_key="tiny", resources=defs.resources).success
+    assert dg.materialize(lineage, partition_key="tiny", resources=defs.resources,
+                          instance=instance_with_runs(defs)).success
     assert sorted(hops_dir.glob("*.parquet")) != before, "the lineage was meant to write new part files"
     with open_read_only(home / "warehouse.duckdb") as con:
         hops = con.execute("SELECT count(*) FROM message_hops WHERE run_id = 'tiny'").fetchone()[0]
@@ -76,7 +84,8 @@ def test_a_blocking_check_stops_the_warehouse(tmp_path):
     shutil.copytree(STORE_FIXTURE, home / "stores" / "broken")
     defs = build_definitions(home, tmp_path / "no-scenarios")
     raw = [a for a in defs.assets if dg.AssetKey(["raw", "run"]) in a.keys]
-    assert dg.materialize(raw, partition_key="broken", resources=defs.resources).success
+    instance = instance_with_runs(defs)
+    assert dg.materialize(raw, partition_key="broken", resources=defs.resources, instance=instance).success
     early = {"run_id": "broken", "delay_level": 3, "schedule_queue_offset": 0, "schedule_msg_id": "S",
              "delivered_msg_id": "D", "real_topic": "OrderTopic", "scheduled_store_ts": 0, "due_ts": 10_000,
              "delivered_ts": 9_000, "lateness_ms": -1_000, "put_attempts": 1, "uniq_key": "EARLY"}
@@ -84,7 +93,8 @@ def test_a_blocking_check_stops_the_warehouse(tmp_path):
     write_rows(home / "runs" / "broken" / "parquet", "schedule_deliveries", [early], SCHEDULE_DELIVERIES)
     shutil.rmtree(home / "stores")  # the run is now an imported run, taken as it is
     rest = [a for a in build_definitions(home, tmp_path / "no-scenarios").assets]
-    result = dg.materialize(rest, partition_key="broken", resources=defs.resources, raise_on_error=False)
+    result = dg.materialize(rest, partition_key="broken", resources=defs.resources, instance=instance,
+                            raise_on_error=False)
     assert not result.success
     failed = [e for e in result.get_asset_check_evaluations() if not e.passed]
     assert [e.check_name for e in failed] == [NO_EARLY_DELIVERY]

@@ -1,5 +1,6 @@
-"""The stores_grown sensor: a run request for a store partition only when its commit log grew, a
-cursor that advances with it, and a launched run that imports only the new records."""
+"""The sensors: runs_on_disk keeps the run partitions equal to the runs on disk; stores_grown asks
+for a run of a store partition only when its commit log grew, with a cursor that advances with
+it, and the launched run imports only the new records."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import duckdb
 from broker_core.export.store_import import import_store
 from broker_core.store.log_end import log_end
 from orchestration.definitions import build_definitions
-from orchestration.sensors import SENSOR_NAME, STORE_JOB_NAME
+from orchestration.partitions import RUN_PARTITIONS_NAME
+from orchestration.resources import dagster_home
+from orchestration.sensors import RUNS_SENSOR_NAME, SENSOR_NAME, STORE_JOB_NAME
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "broker_core" / "export"))
 from growing_store import GrowingStore  # noqa: E402
@@ -23,11 +26,75 @@ STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "s
 TINY_SCENARIO = Path(__file__).parents[1] / "golden" / "tiny.yaml"
 
 
-def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None):
-    sensor = defs.resolve_sensor_def(SENSOR_NAME)
-    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=defs.resources,
-                                 definitions=defs) as context:
-        return sensor.evaluate_tick(context)
+def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None, name: str = SENSOR_NAME):
+    """One evaluation of a sensor; its partition requests are applied to the instance, as the
+    sensor daemon applies them (before it launches the tick's runs)."""
+    sensor = defs.resolve_sensor_def(name)
+    # The ref too, as the daemon gives it: a run request's partition is checked through it.
+    with dg.build_sensor_context(instance=instance, instance_ref=instance.get_ref(), cursor=cursor,
+                                 resources=defs.resources, definitions=defs) as context:
+        tick = sensor.evaluate_tick(context)
+    for request in tick.dynamic_partitions_requests or []:
+        if isinstance(request, dg.AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        else:
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(request.partitions_def_name, key)
+    return tick
+
+
+def _instance(home: Path) -> dg.DagsterInstance:
+    """A real instance in <home>/dagster_home, as `make ui` uses (a run request's partition is checked
+    through the instance's ref, which an ephemeral instance does not have)."""
+    return dg.DagsterInstance.from_config(str(dagster_home(home)))
+
+
+def _partitions(instance: dg.DagsterInstance) -> list[str]:
+    return list(instance.get_dynamic_partitions(RUN_PARTITIONS_NAME))
+
+
+def test_runs_on_disk_adds_the_runs_that_appear_and_deletes_the_ones_that_go(tmp_path):
+    """A store linked under stores/, a scenario file and an imported run become partitions at the
+    next tick, with no new definitions; a run removed from disk stops being one; a tick with
+    nothing new changes nothing."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    shutil.copy(TINY_SCENARIO, scenarios / "tiny.yaml")
+    home = tmp_path / "home"
+    defs = build_definitions(home, scenarios)
+    instance = _instance(home)
+
+    first = _tick(defs, instance, None, RUNS_SENSOR_NAME)
+    assert _partitions(instance) == ["tiny"] and not first.run_requests
+    quiet = _tick(defs, instance, None, RUNS_SENSOR_NAME)
+    assert quiet.skip_message and not quiet.dynamic_partitions_requests
+
+    GrowingStore(home / "stores" / "broker-a").grow(5)
+    import_store(STORE_FIXTURE, home / "runs" / "prod-b", name="prod-b")
+    _tick(defs, instance, None, RUNS_SENSOR_NAME)
+    assert _partitions(instance) == ["tiny", "broker-a", "prod-b"]
+
+    (scenarios / "tiny.yaml").unlink()
+    _tick(defs, instance, None, RUNS_SENSOR_NAME)
+    assert _partitions(instance) == ["broker-a", "prod-b"]
+
+
+def test_runs_on_disk_is_on_by_default_and_stores_grown_is_off():
+    """The partitions follow the disk without anyone turning a sensor on; imports wait to be asked for."""
+    defs = build_definitions()
+    assert defs.resolve_sensor_def(RUNS_SENSOR_NAME).default_status == dg.DefaultSensorStatus.RUNNING
+    assert defs.resolve_sensor_def(SENSOR_NAME).default_status == dg.DefaultSensorStatus.STOPPED
+
+
+def test_a_store_linked_between_two_looks_of_runs_on_disk_gets_its_partition_with_its_first_run(tmp_path):
+    """stores_grown adds the partition of a store runs_on_disk has not seen yet, with the run it asks for."""
+    home = tmp_path / "home"
+    GrowingStore(home / "stores" / "broker-a").grow(5)
+    defs = build_definitions(home, tmp_path / "no-scenarios")
+    instance = _instance(home)
+    tick = _tick(defs, instance, None)
+    assert [r.partition_key for r in tick.run_requests] == ["broker-a"]
+    assert _partitions(instance) == ["broker-a"]
 
 
 def test_a_run_is_asked_for_only_when_a_store_grew_and_the_cursor_follows_the_log(tmp_path):
@@ -43,7 +110,7 @@ def test_a_run_is_asked_for_only_when_a_store_grew_and_the_cursor_follows_the_lo
     # broker-b was imported into its run before: unchanged since, it is not imported again.
     import_store(b.root, home / "runs" / "broker-b", name="broker-b")
     defs = build_definitions(home, scenarios)
-    instance = dg.DagsterInstance.ephemeral()
+    instance = _instance(home)
 
     first = _tick(defs, instance, None)
     assert [(r.partition_key, r.run_config) for r in first.run_requests] == \
@@ -91,7 +158,7 @@ def test_the_launched_run_imports_only_what_the_store_gained(tmp_path):
     scenarios = tmp_path / "scenarios"
     scenarios.mkdir()
     defs = build_definitions(home, scenarios)
-    instance = dg.DagsterInstance.ephemeral()
+    instance = _instance(home)
     job = defs.resolve_job_def(STORE_JOB_NAME)
 
     def launch(tick):
@@ -125,7 +192,7 @@ def test_retention_of_the_oldest_file_asks_for_a_run(tmp_path):
     scenarios = tmp_path / "scenarios"
     scenarios.mkdir()
     defs = build_definitions(home, scenarios)
-    instance = dg.DagsterInstance.ephemeral()
+    instance = _instance(home)
     first = _tick(defs, instance, None)
     assert _tick(defs, instance, first.cursor).run_requests == []
     oldest = sorted((store.root / "commitlog").iterdir())[0]

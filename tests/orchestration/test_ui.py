@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,13 +12,20 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from orchestration.ui import UI_HOST, ui_command, ui_environment
 
 UI_TEST_PORT = 3917  # away from the default 3000, which a developer's own UI may hold
 UI_START_S_MAX = 240  # measured 7-9 s on an idle machine; generous for a busy shared one
+# The runs_on_disk sensor looks every 10 s; the daemon's own loop and a busy machine add to that.
+NEW_PARTITION_S_MAX = 120
+STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
 ASSET_NODES_QUERY = json.dumps({"query": "{ assetNodes { assetKey { path } } }"}).encode()
 SENSORS_QUERY = json.dumps({"query": "{ repositoriesOrError { ... on RepositoryConnection { nodes { "
                                      "sensors { name sensorState { status } } } } } }"}).encode()
+PARTITION_KEYS_QUERY = json.dumps({"query": '{ assetNodeOrError(assetKey: {path: ["raw", "run"]}) '
+                                            "{ ... on AssetNode { partitionKeys } } }"}).encode()
 
 
 def test_dagster_home_is_absolute_with_telemetry_and_nux_off(tmp_path):
@@ -35,29 +43,35 @@ def test_command_serves_the_workspace_on_localhost(tmp_path):
     assert command[-7:] == ["dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", "3000"]
 
 
-def _asset_paths() -> list[str] | None:
-    req = urllib.request.Request(f"http://{UI_HOST}:{UI_TEST_PORT}/graphql", data=ASSET_NODES_QUERY,
+def _graphql(body: bytes, timeout_s: float = 30):
+    req = urllib.request.Request(f"http://{UI_HOST}:{UI_TEST_PORT}/graphql", data=body,
                                  headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        return json.load(resp)
+
+
+def _asset_paths() -> list[str] | None:
     try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            nodes = json.load(resp).get("data", {}).get("assetNodes")
+        nodes = _graphql(ASSET_NODES_QUERY, timeout_s=5).get("data", {}).get("assetNodes")
     except OSError:
         return None
     return sorted("/".join(n["assetKey"]["path"]) for n in nodes) if nodes else None
 
 
 def _sensors() -> dict[str, str]:
-    req = urllib.request.Request(f"http://{UI_HOST}:{UI_TEST_PORT}/graphql", data=SENSORS_QUERY,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        repos = json.load(resp)["data"]["repositoriesOrError"]["nodes"]
+    repos = _graphql(SENSORS_QUERY)["data"]["repositoriesOrError"]["nodes"]
     return {s["name"]: s["sensorState"]["status"] for r in repos for s in r["sensors"]}
 
 
-def test_ui_serves_every_asset(tmp_path):
-    """The UI started by `python -m orchestration.ui` lists raw, lineage and audit assets, and the
-    stores_grown sensor (off until turned on)."""
-    env = dict(os.environ, RETRY_AUDIT_HOME=str(tmp_path / "home"), RETRY_AUDIT_UI_PORT=str(UI_TEST_PORT))
+def _partition_keys() -> list[str]:
+    return _graphql(PARTITION_KEYS_QUERY)["data"]["assetNodeOrError"]["partitionKeys"]
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
+    """`python -m orchestration.ui` on a fresh data home: (the data home, the answer it gave at start)."""
+    home = tmp_path_factory.mktemp("ui") / "home"
+    env = dict(os.environ, RETRY_AUDIT_HOME=str(home), RETRY_AUDIT_UI_PORT=str(UI_TEST_PORT))
     # Its own session, so the whole process group (webserver, daemon, code server) stops together.
     proc = subprocess.Popen([sys.executable, "-m", "orchestration.ui"], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -69,10 +83,32 @@ def test_ui_serves_every_asset(tmp_path):
             paths = _asset_paths()
             if paths is None:
                 time.sleep(1)
-        sensors = _sensors() if paths is not None else {}
+        assert paths is not None, "the UI did not answer"
+        yield home, paths
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
-    assert paths is not None, "the UI did not answer"
+
+
+def test_ui_serves_every_asset(ui):
+    """The UI started by `python -m orchestration.ui` lists raw, lineage and audit assets, the
+    scenarios as partitions from the start, and its sensors: runs_on_disk on, stores_grown off
+    until turned on."""
+    _home, paths = ui
     assert {"raw/run", "lineage/message_hops", "audit/dlq_messages"} <= set(paths)
-    assert sensors == {"stores_grown": "STOPPED"}
+    assert {"default", "small"} <= set(_partition_keys())
+    assert _sensors() == {"runs_on_disk": "RUNNING", "stores_grown": "STOPPED"}
+
+
+def test_a_store_put_under_stores_appears_as_a_partition_without_a_reload(ui):
+    """A RocketMQ store copied under <data home>/stores/ while the UI runs becomes a partition of
+    raw/run by itself (the runs_on_disk sensor, run by the UI's daemon): no "Reload definitions"."""
+    home, _paths = ui
+    assert "broker-new" not in _partition_keys()
+    shutil.copytree(STORE_FIXTURE, home / "stores" / "broker-new")
+    deadline = time.monotonic() + NEW_PARTITION_S_MAX
+    keys = _partition_keys()
+    while "broker-new" not in keys and time.monotonic() < deadline:
+        time.sleep(2)
+        keys = _partition_keys()
+    assert "broker-new" in keys, f"not a partition after {NEW_PARTITION_S_MAX} s: {keys}"

@@ -1,15 +1,18 @@
-"""The ``audit/<table>`` Dagster assets: the warehouse built from every run's lineage, with the
-drift checks and the plots as metadata.
+"""The ``audit/<table>`` Dagster assets: one DuckDB build of the whole warehouse per run partition,
+with the drift checks and the plots as metadata.
 
-The tables themselves are ``assets.audit``'s SQL, run by ``assets.warehouse.build_warehouse``.
+The tables' SQL is ``assets.audit`` (plain DuckDB, which the CLI runs too); this module is the
+Dagster step around ``assets.warehouse.build_warehouse``.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: Dagster checks the `context` parameter's
+# annotation as written, and a string there is an error.
 
 import dagster as dg
 
 from assets.checks import DRIFTS, run_checks
 from assets.raw import LINEAGE_KEYS, RAW_RUN_KEY, check_result, check_spec, failed_blocking_checks
+from assets.resources import DataHome, WarehouseResource
 from assets.warehouse import (
     TABLE_DESCRIPTIONS,
     WAREHOUSE_TABLES,
@@ -20,7 +23,7 @@ from assets.warehouse import (
 )
 
 
-def audit_assets(partitions_def) -> list:
+def audit_assets(partitions_def: dg.PartitionsDefinition) -> list:
     """The ``audit/<table>`` assets: one DuckDB build step for the whole warehouse, per run partition.
 
     Materializing a run's partition rebuilds the warehouse from every run directory that has its
@@ -32,10 +35,8 @@ def audit_assets(partitions_def) -> list:
                           kinds={"duckdb"}, description=TABLE_DESCRIPTIONS[t]) for t in WAREHOUSE_TABLES]
     check_specs = [check_spec(c) for c in DRIFTS]
 
-    @dg.multi_asset(specs=specs, check_specs=check_specs, partitions_def=partitions_def, name="audit",
-                    required_resource_keys={"home", "warehouse"})
-    def audit(context):
-        home, warehouse = context.resources.home, context.resources.warehouse
+    @dg.multi_asset(specs=specs, check_specs=check_specs, partitions_def=partitions_def, name="audit")
+    def audit(context: dg.AssetExecutionContext, home: DataHome, warehouse: WarehouseResource):
         run_dir = home.run_dir(context.partition_key)
         run_id = run_id_of(run_dir)
         run_dirs = []
