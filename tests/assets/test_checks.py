@@ -524,3 +524,26 @@ def test_an_origin_is_forgiven_only_below_the_first_offset(tmp_path):
     result = outcomes(tmp_path / "inside", inside)[c.ORIGIN_STABLE]
     assert [e["message_key"] for e in result.examples] == ["UB"]
     assert "0A00000100002A9F00000000000000A0 is neither the UNIQ_KEY" in result.examples[0]["detail"]
+
+
+def test_a_check_with_nothing_to_judge_is_not_applicable_not_passed(tmp_path):
+    """The tiny run has no producer log once it is taken away: nothing_lost_unexplained judged
+    nothing, blocks nothing, and says what the run lacks, in its metadata, checks.json's fields and
+    the Dagster result's description; a check that judged something says passed."""
+    from assets.raw import check_result
+
+    def imported(tables):
+        tables["produced"].clear()
+    with run_views(write_tiny_run(tmp_path / "run", imported)) as con:
+        found = {o.check.name: o for o in c.run_checks(con, c.INVARIANTS, RUN)}
+    lost = found[c.NO_UNEXPLAINED_LOSS]
+    assert lost.passed and not lost.applicable and lost.judged == 0
+    assert lost.verdict == ("not applicable: no producer record of what was sent "
+                            "(an imported store holds only what was stored)")
+    assert lost.metadata()["verdict"] == lost.verdict
+    result = check_result(lost)
+    assert result.passed and result.description == lost.verdict
+    assert result.metadata["verdict"].value == lost.verdict
+    grammar = found[c.HOP_GRAMMAR]
+    assert grammar.applicable and grammar.verdict == "passed" and grammar.judged > 0
+    assert check_result(grammar).description is None
