@@ -107,8 +107,7 @@ class PushConsumer:
             f"group {s.group}: dlq_probability needs a concurrent clustering consumer"
         self.listener = Listener(group.behavior,
                                  group.streams.stream(f"consumer.{consumer_id}.behavior"),
-                                 s.consume_timeout_ms,
-                                 group.streams.stream(f"consumer.{consumer_id}.dlq") if dlq else None)
+                                 s.consume_timeout_ms, group.streams.stream(f"consumer.{consumer_id}.dlq"))
         if self.clustering:
             self.offset_store = RemoteBrokerOffsetStore(self.broker, s.group)
         else:
