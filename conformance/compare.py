@@ -4,8 +4,9 @@
 the clients observed (queue topic and reconsume times, in order, duplicates of one record counted
 once) must equal the consumable hops the audit rebuilt from the real stores (the records in the
 real topic and in ``%RETRY%group``), the final state must agree (a success seen means CONSUMED;
-``max + 1`` failures mean DLQ after ``max`` retries; for a gRPC group the proxy pops one retry more,
-which no client is handed, and dead-letters it) and every delayed or retried hop must have
+``max + 1`` failures mean DLQ after ``max`` retries, a listener's DLQ request (``DLQ_REQUESTED``)
+the DLQ after the retries before it; for a gRPC group the proxy pops one retry more, which no
+client is handed, and dead-letters it) and every delayed or retried hop must have
 waited at least its level's delay.
 
 **The model vs the real broker.** For every message, the model's run and the real run must have
@@ -27,6 +28,7 @@ import duckdb
 
 from broker_core.broker.proxy import max_attempts
 from broker_core.broker.semantics import semantics_for
+from broker_core.client.behavior import DLQ_REQUESTED
 from broker_core.client.pop_consumer import CLIENT_GRPC_FIFO, POP_MODE
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels
@@ -61,6 +63,7 @@ MASKED = "*"
 # and counted apart (docs/conformance.md).
 PROXY_TOPICS = frozenset({"DefaultHeartBeatSyncerTopic"})
 SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
+SENT_BACK = "SENT_BACK"
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).
 _SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
 
@@ -281,7 +284,12 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                          if modes.get(group) != "orderly" and c["outcome"] == SENT_BACK_BY_CLIENT
                          and semantics.dlq_on_retry_topic_send(c["reconsume_times"] + 1, max_by_group[group])]
         client_dlq = bool(client_dlq_at)
-        dead_lettered = failures >= max_by_group[group] + 1 or client_dlq
+        # A concurrent listener that set delay level -1 (DLQ_REQUESTED): the broker's send-back
+        # stores the message in the DLQ at once, after however many retries it had. A refused
+        # send-back's fallback asks for no level, so that one is a retry like any other.
+        requested_dlq_at = [c["reconsume_times"] for c in calls
+                            if c["status"] == DLQ_REQUESTED and c["outcome"] == SENT_BACK]
+        dead_lettered = failures >= max_by_group[group] + 1 or client_dlq or bool(requested_dlq_at)
         if any(c["status"] == SUCCESS for c in calls):
             expected_state = "CONSUMED"
         elif group in grpc:
@@ -319,7 +327,8 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         # The deepest retry the audit found, by reconsume count: a message handed out twice from
         # one record (a crash lost the committed offset) runs its retries twice, so the count of
         # RETRY hops can be twice the max while each sequence stopped at the max.
-        dlq_retries = min(client_dlq_at) if client_dlq else max_by_group[group]
+        early_dlq_at = client_dlq_at + requested_dlq_at
+        dlq_retries = min(early_dlq_at) if early_dlq_at else max_by_group[group]
         if group in grpc:
             dlq_retries = max_attempts(max_by_group[group])  # the proxy's: reconsume times maxAttempts
         deepest = max((h["reconsume_times"] for h in hops.get(key, [])

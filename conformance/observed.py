@@ -118,7 +118,8 @@ def outcome(model: str, status: str, mode: str | None = None, reconsume_times: i
         # (ConsumeMessageOrderlyService.checkReconsumeTimes; -1 means no max).
         past_max = max_reconsume_times is not None and 0 <= max_reconsume_times <= reconsume_times
         return "SENT_BACK_BY_CLIENT" if past_max else "LOCAL_RETRY"
-    # A broadcasting consumer drops a failed message; a clustering one sends it back.
+    # A broadcasting consumer drops a failed message; a clustering one sends it back (a DLQ request,
+    # DLQ_REQUESTED, at delay level -1: the broker stores it in %DLQ%group, still a send-back).
     return "DROPPED" if model == "BROADCASTING" else "SENT_BACK"
 
 

@@ -5,7 +5,9 @@ differs (the retry queue draw, the store host, the property map) ``broker.semant
 
 A consumer hands a failed message back by its commit-log offset. The broker looks the record up,
 decides retry or DLQ, and stores a copy: ``%RETRY%group`` through SCHEDULE_TOPIC_XXXX at level
-``3 + reconsumeTimes`` (or the level asked for), or ``%DLQ%group`` with ``DELAY=0``. The copy's
+``3 + reconsumeTimes`` (or the level asked for), or ``%DLQ%group`` with ``DELAY=0`` once the record
+is out of retries or the level asked for is below 0 (a listener's ``setDelayLevelWhenNextConsume(-1)``,
+the proxy's forward), with ``reconsumeTimes + 1`` either way. The copy's
 properties are the looked-up record's, re-parsed into a Java ``HashMap`` and re-serialized in
 its iteration order, so the stored bytes match a 4.9.4 broker's.
 """

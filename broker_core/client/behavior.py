@@ -1,7 +1,7 @@
 """The listener model: what a consumer's message listener does with each delivery.
 
-A scenario describes a group's listener by probabilities (fail, throw, return null, hang) and a
-fraction of "poison" messages that fail every time. Poison is chosen by a stable hash of the
+A scenario describes a group's listener by probabilities (fail, throw, return null, hang, send to
+the DLQ) and a fraction of "poison" messages that fail every time. Poison is chosen by a stable hash of the
 message key (UNIQ_KEY) alone, so the same messages are poison in every group and under every seed:
 a poison message is the message's fault, not the consumer's luck.
 """
@@ -17,9 +17,10 @@ CONSUME_SUCCESS = "CONSUME_SUCCESS"
 RECONSUME_LATER = "RECONSUME_LATER"
 EXCEPTION = "EXCEPTION"  # the listener threw: RocketMQ treats it as RECONSUME_LATER
 RETURN_NULL = "RETURN_NULL"  # the listener returned null: also RECONSUME_LATER
-# The listener returned RECONSUME_LATER with context.setDelayLevelWhenNextConsume(-1): the client's
-# send-back asks for the DLQ outright.
+# The listener set ConsumeConcurrentlyContext.setDelayLevelWhenNextConsume(-1) and returned
+# RECONSUME_LATER ("no retry, put into DLQ directly"): the send-back asks for delay level -1.
 DLQ_REQUESTED = "DLQ_REQUESTED"
+DLQ_REQUESTED_DELAY_LEVEL = -1  # the broker's send-back takes any level below 0 to the DLQ
 
 # A hanging listener runs this many consume timeouts (plus its normal consume time): long enough
 # that a cleanExpiredMsg pass (every consume timeout) finds it expired whatever its start phase,
@@ -39,11 +40,12 @@ class Behavior:
     return_null_probability: float = 0.0  # returns null
     hang_probability: float = 0.0  # runs past the consume timeout, then succeeds
     poison_fraction: float = 0.0  # share of messages (by key) that always return RECONSUME_LATER
+    dlq_probability: float = 0.0  # returns RECONSUME_LATER with delay level -1 (concurrent push only)
 
     def __post_init__(self) -> None:
         assert self.consume_time_ms >= 0, f"consume_time_ms {self.consume_time_ms} < 0"
         for name in ("fail_probability", "exception_probability", "return_null_probability",
-                     "hang_probability", "poison_fraction"):
+                     "hang_probability", "poison_fraction", "dlq_probability"):
             value = getattr(self, name)
             assert 0.0 <= value <= 1.0, f"{name} {value} outside [0, 1]"
 
@@ -68,11 +70,19 @@ def is_poison(message_key: str, poison_fraction: float) -> bool:
 
 
 class Listener:
-    """Draws verdicts for deliveries from one seeded stream (one per consumer)."""
+    """Draws verdicts for deliveries from one seeded stream (one per consumer).
 
-    def __init__(self, behavior: Behavior, rng, consume_timeout_ms: int):
+    The DLQ request draws from a stream of its own (``dlq_rng``), and only when its probability is
+    above 0: a scenario without it draws exactly what it drew before the knob existed, and turning
+    it on shifts none of the other verdicts' draws.
+    """
+
+    def __init__(self, behavior: Behavior, rng, consume_timeout_ms: int, dlq_rng=None):
+        assert behavior.dlq_probability == 0.0 or dlq_rng is not None, \
+            "a listener with a dlq_probability needs its own stream (dlq_rng)"
         self.behavior = behavior
         self.rng = rng
+        self.dlq_rng = dlq_rng
         self.consume_timeout_ms = consume_timeout_ms
 
     def consume(self, message_keys: list[str]) -> Verdict:
@@ -86,6 +96,9 @@ class Listener:
         # shifts the stream under the others.
         u_hang, u_exc, u_null, u_fail = (self.rng.random(), self.rng.random(),
                                          self.rng.random(), self.rng.random())
+        # One draw per delivery from the DLQ stream whatever the other outcomes, so its decisions
+        # do not depend on the other probabilities either.
+        u_dlq = self.dlq_rng.random() if b.dlq_probability > 0.0 else 1.0
         if u_hang < b.hang_probability:
             hang_ms = HANG_CONSUME_TIMEOUTS * self.consume_timeout_ms + b.consume_time_ms
             return _verdict(CONSUME_SUCCESS, hang_ms, True)
@@ -96,6 +109,8 @@ class Listener:
             return _verdict(EXCEPTION, duration)
         if u_null < b.return_null_probability:
             return _verdict(RETURN_NULL, duration)
+        if u_dlq < b.dlq_probability:
+            return _verdict(DLQ_REQUESTED, duration)
         if u_fail < b.fail_probability:
             return _verdict(RECONSUME_LATER, duration)
         return _verdict(CONSUME_SUCCESS, duration)

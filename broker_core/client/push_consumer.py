@@ -18,7 +18,13 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from broker_core.client.behavior import CONSUME_SUCCESS, Listener, Verdict
+from broker_core.client.behavior import (
+    CONSUME_SUCCESS,
+    DLQ_REQUESTED,
+    DLQ_REQUESTED_DELAY_LEVEL,
+    Listener,
+    Verdict,
+)
 from broker_core.client.offset_store import (
     READ_FROM_STORE,
     LocalOffsetStore,
@@ -94,9 +100,14 @@ class PushConsumer:
         s = self.settings
         self.clustering = s.model == CLUSTERING
         self.orderly = s.mode == "orderly"
+        # Only a concurrent clustering listener has a ConsumeConcurrentlyContext whose delay
+        # level reaches a send-back (the scenario loader refuses dlq_probability elsewhere).
+        dlq = group.behavior.dlq_probability > 0.0
+        assert not dlq or (self.clustering and not self.orderly), \
+            f"group {s.group}: dlq_probability needs a concurrent clustering consumer"
         self.listener = Listener(group.behavior,
                                  group.streams.stream(f"consumer.{consumer_id}.behavior"),
-                                 s.consume_timeout_ms)
+                                 s.consume_timeout_ms, group.streams.stream(f"consumer.{consumer_id}.dlq"))
         if self.clustering:
             self.offset_store = RemoteBrokerOffsetStore(self.broker, s.group)
         else:
@@ -414,8 +425,11 @@ class PushConsumer:
         elif not self.clustering:
             outcomes = [DROPPED] * len(d.msgs)  # broadcasting logs and drops a failure
         else:
+            # The context's delayLevelWhenNextConsume: 0 lets the broker pick 3 + reconsume times;
+            # -1 (DLQ_REQUESTED) makes the broker store the copy in %DLQ%group at once.
+            level = DLQ_REQUESTED_DELAY_LEVEL if status == DLQ_REQUESTED else 0
             for msg in d.msgs:
-                how = self.send_back.concurrent(msg, 0, self.max_reconsume_times)
+                how = self.send_back.concurrent(msg, level, self.max_reconsume_times)
                 if how is None:
                     local.append(msg)
                     outcomes.append(LOCAL_RETRY)

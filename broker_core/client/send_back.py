@@ -66,7 +66,12 @@ class SendBack:
         self.fallback_failures = 0
 
     def concurrent(self, msg, delay_level: int, max_reconsume_times: int) -> str | None:
-        """sendMessageBack: the outcome (SENT_BACK / SENT_BACK_BY_CLIENT) or None when both fail."""
+        """sendMessageBack: the outcome (SENT_BACK / SENT_BACK_BY_CLIENT) or None when both fail.
+
+        ``delay_level`` goes to the broker only: the fallback send always asks for level
+        3 + reconsumeTimes, so a DLQ request (-1) whose send-back fails becomes a plain retry, as
+        in the 4.9.4 and 5.3.3 clients.
+        """
         self.calls += 1
         group = self.group
         if self._broker_send_back(msg, delay_level, max_reconsume_times):

@@ -11,7 +11,9 @@ Rules (RocketMQ 4.9.4, docs/rocketmq-references.md §4-§6):
 * hop grammar: a ``%RETRY%group`` record is always the delivery of a SCHEDULE_TOPIC_XXXX copy of
   the same message at level ``3 + k`` (or level 3 for an expired consume), and its reconsume count
   never exceeds the group's maximum;
-* DLQ only at the max: a ``%DLQ%group`` record carries a reconsume count at or above the maximum;
+* DLQ only at the max: a ``%DLQ%group`` record carries a reconsume count at or above the maximum,
+  unless the group's listener asked for the DLQ (``DLQ_REQUESTED``, a send-back at delay level -1)
+  on the delivery with one reconsume less;
 * no early delivery: a schedule delivery happens at or after its due time;
 * stable pointers: ORIGIN_MESSAGE_ID and RETRY_TOPIC do not change along a message's chain (a
   chain starts at a failed delivery of a real-topic record; a redelivery after a crash starts
@@ -67,6 +69,9 @@ POP_MODE = "pop"  # a scenario group's mode for a 5.x POP group
 # to success after the timeout), and a POP client's ack of a message it failed at its maximum.
 TERMINAL_CONSUME_OUTCOMES = ("ACKED", "EXPIRED")
 POP_ACKED_AT_MAX = "POP_ACKED_AT_MAX"
+# A concurrent listener's setDelayLevelWhenNextConsume(-1): the broker's send-back (SENT_BACK) of
+# that delivery goes to the DLQ at once, whatever the reconsume count.
+DLQ_REQUESTED = "DLQ_REQUESTED"
 
 
 def effective_max_reconsume(group: dict[str, Any]) -> int:
@@ -92,7 +97,7 @@ class RunData:
             "store_host"])
         self.attempts = self._columns("consume_attempts", [
             "group", "consumer_id", "queue_topic", "queue_id", "queue_offset", "msg_id", "uniq_key",
-            "status", "outcome", "start_ts", "end_ts"])
+            "reconsume_times", "status", "outcome", "start_ts", "end_ts"])
         self.deliveries = self._columns("schedule_deliveries", [
             "delay_level", "schedule_msg_id", "delivered_msg_id", "real_topic", "scheduled_store_ts",
             "due_ts", "delivered_ts"])
@@ -186,6 +191,12 @@ def check_hop_grammar(run: RunData) -> list[Violation]:
     delivered_from = dict(zip(run.deliveries["delivered_msg_id"], run.deliveries["schedule_msg_id"],
                               strict=True))
     max_level = len(run.levels_ms)
+    # (group, key, reconsume count of the DLQ record) of each send-back the listener asked to
+    # dead-letter: the delivery's count plus one.
+    a = run.attempts
+    dlq_requested = {(g, k, rt + 1) for g, k, rt, status, outcome in zip(
+        a["group"], a["uniq_key"], a["reconsume_times"], a["status"], a["outcome"], strict=True)
+        if status == DLQ_REQUESTED and outcome == "SENT_BACK"}
     for rec in by_msg_id.values():
         topic = rec["topic"]
         key = rec["uniq_key"] or rec["msg_id"]
@@ -233,7 +244,8 @@ def check_hop_grammar(run: RunData) -> list[Violation]:
                 out.append(Violation("hop grammar: retry beyond the maximum", key,
                                      f"{topic} reconsume_times {rec['reconsume_times']} (max {max_rt})"))
         elif names.is_dlq_topic(topic):
-            if rec["reconsume_times"] < max_rt:
+            if rec["reconsume_times"] < max_rt and \
+                    (group, rec["uniq_key"], rec["reconsume_times"]) not in dlq_requested:
                 out.append(Violation("DLQ before the maximum", key,
                                      f"{topic} reconsume_times {rec['reconsume_times']} < max {max_rt}"))
     return out

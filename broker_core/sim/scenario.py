@@ -761,7 +761,8 @@ class TopicSpec:
 
 _Topic = _model_of(TopicSpec, _Model, "_Topic")
 
-_OUTCOMES = ("fail_probability", "exception_probability", "return_null_probability", "hang_probability")
+_OUTCOMES = ("fail_probability", "exception_probability", "return_null_probability", "hang_probability",
+             "dlq_probability")
 
 
 @dataclass(frozen=True)
@@ -772,6 +773,8 @@ class BehaviorSpec:
     return_null_probability: float = field(default=0.0, metadata=_key(Probability))
     hang_probability: float = field(default=0.0, metadata=_key(Probability))
     poison_fraction: float = field(default=0.0, metadata=_key(Probability))
+    # concurrent clustering push groups: setDelayLevelWhenNextConsume(-1)
+    dlq_probability: float = field(default=0.0, metadata=_key(Probability))
 
 
 class _BehaviorRules(_Model):
@@ -779,7 +782,8 @@ class _BehaviorRules(_Model):
     def _outcomes_fit(self) -> _BehaviorRules:
         total = sum(getattr(self, p) for p in _OUTCOMES)
         if total > 1.0 + 1e-9:
-            raise _Problem(f"fail, exception, return_null and hang probabilities add up to {total:g}; at most 1")
+            raise _Problem(f"fail, exception, return_null, hang and dlq probabilities add up to {total:g}; "
+                           "at most 1")
         return self
 
 
@@ -896,6 +900,15 @@ class _GroupRules(_Model):
             if self.client not in GRPC_PUSH_CLIENTS and "retry_policy" in self.model_fields_set:
                 raise _Problem("is a gRPC push consumer's setting (client: grpc-push or grpc-fifo): a SimpleConsumer's "
                                "failure waits out its invisible duration", sub=("retry_policy",))
+        if "dlq_probability" in self.behavior.model_fields_set and \
+                (self.mode != "concurrently" or self.model != "clustering"):
+            # Only ConsumeConcurrentlyContext has a delay level for the send-back; an orderly
+            # context has none, a broadcasting consumer drops failures, a POP client acks or
+            # changes the invisible time.
+            kind = {"orderly": "an orderly", POP_MODE: "a POP"}.get(self.mode, "a broadcasting")
+            raise _Problem("is a concurrent clustering push group's setting (setDelayLevelWhenNextConsume(-1)); "
+                           f"{kind} group has no delay level to send back", self.behavior.dlq_probability,
+                           sub=("behavior", "dlq_probability"))
         if self.mode != POP_MODE:
             return self
         if self.model != "clustering":

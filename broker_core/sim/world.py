@@ -278,4 +278,5 @@ def _behavior(spec):
     return Behavior(consume_time_ms=spec.consume_time_ms, fail_probability=spec.fail_probability,
                     exception_probability=spec.exception_probability,
                     return_null_probability=spec.return_null_probability,
-                    hang_probability=spec.hang_probability, poison_fraction=spec.poison_fraction)
+                    hang_probability=spec.hang_probability, poison_fraction=spec.poison_fraction,
+                    dlq_probability=spec.dlq_probability)

@@ -17,7 +17,9 @@
 //   verdict  GROUP  KEY  STATUS      KEY is UNIQ_KEY/RECONSUME_TIMES/N (clustering) or
 //                                    UNIQ_KEY/CONSUMER_INDEX/N (broadcasting), N counting the
 //                                    calls with that key from 0 (a redelivery after a crash is
-//                                    the next N); absent = success
+//                                    the next N); absent = success; DLQ_REQUESTED (a concurrent
+//                                    listener) sets the context's delay level to -1 and returns
+//                                    RECONSUME_LATER: the broker puts the message in the DLQ
 //   refuse   GROUP  KEY          (KEY as for verdict) the model's broker refused this attempt's
 //                                send-back: the real one is made to refuse it too, and the client
 //                                falls back to sending the retry itself (see refuseSendBack)
@@ -428,6 +430,9 @@ public class Driver {
                     case "CONSUME_SUCCESS": return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
                     case "EXCEPTION": throw new IllegalStateException("conformance: listener throws");
                     case "RETURN_NULL": return null;
+                    case PlanSupport.DLQ_REQUESTED:
+                        ctx.setDelayLevelWhenNextConsume(PlanSupport.DLQ_DELAY_LEVEL);
+                        return ConsumeConcurrentlyStatus.RECONSUME_LATER;
                     default: return ConsumeConcurrentlyStatus.RECONSUME_LATER;
                 }
             });

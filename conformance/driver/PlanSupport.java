@@ -78,6 +78,13 @@ final class PlanSupport {
         return plan;
     }
 
+    /** The model's verdict for a concurrent listener that asks for the DLQ: it sets
+     * {@code ConsumeConcurrentlyContext.setDelayLevelWhenNextConsume(DLQ_DELAY_LEVEL)} and returns
+     * RECONSUME_LATER, so the send-back carries delay level -1 and the broker stores the message
+     * in %DLQ%group at once. */
+    static final String DLQ_REQUESTED = "DLQ_REQUESTED";
+    static final int DLQ_DELAY_LEVEL = -1;
+
     /**
      * The model's listener verdicts, from the plan's {@code verdict GROUP KEY/N VERDICT} lines: the
      * verdict of the N-th call of KEY in GROUP (N from 0). A call past the model's last one (the

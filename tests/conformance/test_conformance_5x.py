@@ -2,7 +2,8 @@
 model under its "5.x" rules: scenarios/conformance-5x.yaml, the workload test_conformance.py plays
 on 4.9.4 with 40 % of OrderTopic's messages sent as timer messages, and six more 7 s or 14 s ahead
 that roll in a 5-slot wheel (the real brokers get the same timerRollWindowSlot), a remoting POP
-group, and four timers their producer recalls (the brokers get recallMessageEnable).
+group, four timers their producer recalls (the brokers get recallMessageEnable), and a listener
+that sends some messages to the DLQ itself (setDelayLevelWhenNextConsume(-1)).
 
 Marked slow (make test-all; about four minutes): docs/rocketmq-5x.md has the numbers it pins.
 Without java, javac and mvn the module skips.
@@ -38,9 +39,9 @@ def test_the_model_under_5x_rules_matches_a_real_5_3_3_broker(tmp_path, spark):
     assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
     assert report["model_semantics"] == "5.x"
     lvc, mvr = report["lineage_vs_clients"], report["model_vs_real"]
-    # Four recalled timers reach no listener: the clients saw 116 of the 120 messages.
-    assert lvc["messages"] == 116 and lvc["disagree"] == 0
-    assert mvr["messages"] == 120 and mvr["unexplained"] == 0
+    # Four recalled timers reach no listener: the clients saw 146 of the 150 messages.
+    assert lvc["messages"] == 146 and lvc["disagree"] == 0
+    assert mvr["messages"] == 150 and mvr["unexplained"] == 0
     assert report["driver"]["recalls"] == 4 and report["driver"]["recall_errors"] == []
     assert mvr["hops"]["model"] == mvr["hops"]["real"]
     # Six timers past the 5 s window, 7 s (one roll) or 14 s (two) ahead: 9 rolls on each side.
@@ -57,6 +58,11 @@ def test_the_model_under_5x_rules_matches_a_real_5_3_3_broker(tmp_path, spark):
         client_dlq = con.execute("""SELECT count(*) FROM commitlog WHERE run_id = ?
                                     AND topic = '%DLQ%notice-service' AND properties['DELAY'] = '-1'""",
                                  [REAL]).fetchone()[0]
+        # dlq-service's DLQ requests: per run, each DLQ record's reconsume times and DELAY.
+        requested = {run: sorted(rows) for run, rows in _by_run(con.execute(
+            """SELECT run_id, h.message_key, c.reconsume_times, c.properties['DELAY'] FROM commitlog c
+               JOIN message_hops h USING (run_id, broker, phys_offset)
+               WHERE c.topic = '%DLQ%dlq-service'""").fetchall()).items()}
         late_ms = [ts - int(p["TIMER_OUT_MS"]) for p, ts in con.execute(
             """SELECT c.properties, epoch_ms(c.store_ts) FROM message_hops h JOIN commitlog c
                USING (run_id, broker, phys_offset) WHERE h.run_id = ? AND h.hop_kind = 'DELIVER'
@@ -65,7 +71,20 @@ def test_the_model_under_5x_rules_matches_a_real_5_3_3_broker(tmp_path, spark):
         con.close()
     assert props and all(p["MSG_REGION"] == "DefaultRegion" and p["WAIT"] == "true" for p in props)
     assert client_dlq > 0
+    # A listener's delay level -1 sends a message to the DLQ below the max (3), after 0, 1 or 2
+    # retries: the same records (reconsume times + 1, DELAY=0, not -1) in the model and the store.
+    assert requested[REAL] == requested["conformance-5x"]
+    assert {delay for _, _, delay in requested[REAL]} == {"0"}
+    assert {times for _, times, _ in requested[REAL]} == {1, 2, 3}
     # The recalled timers: RECALLED on both sides (the model's run id is the scenario's name).
     assert recalled == {"conformance-5x": 4, REAL: 4}
     # The wheel's deliveries: one slot (1 s) after TIMER_OUT_MS plus the put's own time.
     assert late_ms and all(1000 <= ms < 2000 for ms in late_ms), late_ms
+
+
+def _by_run(rows):
+    """Rows whose first column is a run id, grouped by it (without it)."""
+    out: dict[str, list] = {}
+    for run, *rest in rows:
+        out.setdefault(run, []).append(tuple(rest))
+    return out

@@ -1,7 +1,10 @@
 """The listener model: stable poison messages and seeded verdicts."""
 
+import pytest
+
 from broker_core.client.behavior import (
     CONSUME_SUCCESS,
+    DLQ_REQUESTED,
     EXCEPTION,
     RECONSUME_LATER,
     RETURN_NULL,
@@ -54,3 +57,27 @@ def test_a_hang_outlasts_two_timeouts():
     verdict = listener.consume([KEYS[0]])
     assert verdict.hung and verdict.status == CONSUME_SUCCESS
     assert verdict.duration_ms > 2 * TIMEOUT_MS
+
+
+def test_a_dlq_probability_of_0_draws_nothing_and_turning_it_on_moves_no_other_verdict():
+    """Without a DLQ request the verdicts are those drawn before the knob existed; with one, every
+    delivery it does not take keeps the verdict it had without it."""
+    behavior = Behavior(fail_probability=0.2, exception_probability=0.05, hang_probability=0.01)
+    before = Listener(behavior, Streams(9).stream("l"), TIMEOUT_MS)
+    off = Listener(behavior, Streams(9).stream("l"), TIMEOUT_MS, Streams(9).stream("dlq"))
+    expected = [before.consume([k]) for k in KEYS]
+    assert [off.consume([k]) for k in KEYS] == expected
+    on = Listener(Behavior(fail_probability=0.2, exception_probability=0.05, hang_probability=0.01,
+                           dlq_probability=0.1), Streams(9).stream("l"), TIMEOUT_MS, Streams(9).stream("dlq"))
+    got = [on.consume([k]) for k in KEYS]
+    requested = [i for i, v in enumerate(got) if v.status == DLQ_REQUESTED]
+    assert 0.06 < len(requested) / len(KEYS) < 0.12
+    assert all(got[i] == expected[i] for i in range(len(KEYS)) if i not in set(requested))
+    # A hanging delivery succeeds, an exception is thrown before the listener could set a level.
+    assert not any(expected[i].hung or expected[i].status == EXCEPTION for i in requested)
+
+
+def test_a_dlq_request_needs_its_own_stream():
+    """A listener that may request the DLQ draws it from a stream of its own."""
+    with pytest.raises(AssertionError, match="dlq_rng"):
+        Listener(Behavior(dlq_probability=0.5), Streams(1).stream("l"), TIMEOUT_MS)

@@ -248,3 +248,47 @@ def test_pull_stops_at_the_queue_threshold(rig):
     assert max(cached) <= 50 + 32 and max(cached) > 50
     rig.run_for(SETTLE_MS + 10_000)
     assert len(rig.recorder.attempts(group="G")) == 300 and g.idle()
+
+
+def test_a_dlq_request_sends_the_message_to_the_dlq_at_once(rig):
+    """A listener's setDelayLevelWhenNextConsume(-1) sends the message back at level -1: the broker
+    stores it in %DLQ%G with the delivery's reconsume times + 1 and DELAY=0, on a first delivery or
+    after retries, well below the max."""
+    g = rig.group(behavior=Behavior(dlq_probability=1.0), max_reconsume_times=5)
+    first = rig.producer().send("T", BODY)
+    rig.run_for(1000)
+    g.behavior.dlq_probability, g.behavior.fail_probability = 0.0, 1.0
+    later = rig.producer().send("T", BODY)
+    rig.run_for(LEVEL_3_DELAY_MS - 2000)  # failed once; its copy is still delayed
+    g.behavior.dlq_probability, g.behavior.fail_probability = 1.0, 0.0
+    rig.run_for(SETTLE_MS)
+    rows = rig.recorder.attempts(group="G")
+    assert [(r["reconsume_times"], r["status"], r["outcome"]) for r in _by_key(rows, first)] == [
+        (0, "DLQ_REQUESTED", "SENT_BACK")]
+    assert [(r["queue_topic"], r["reconsume_times"], r["status"], r["outcome"]) for r in _by_key(rows, later)] == [
+        ("T", 0, "RECONSUME_LATER", "SENT_BACK"), ("%RETRY%G", 1, "DLQ_REQUESTED", "SENT_BACK")]
+    dlq = {r.uniq_key: r for r in rig.records("%DLQ%G")}
+    assert sorted(dlq) == sorted([first, later])
+    assert (dlq[first].reconsume_times, dlq[later].reconsume_times) == (1, 2)
+    assert {r.properties["DELAY"] for r in dlq.values()} == {"0"}
+    assert not any("MAX_RECONSUME_TIMES" in r.properties or "RECONSUME_TIME" in r.properties
+                   for r in dlq.values())
+    assert [r.uniq_key for r in rig.records("%RETRY%G")] == [later]
+    assert g.idle()
+
+
+def test_a_dlq_request_whose_send_back_fails_becomes_a_plain_retry(rig):
+    """The client's own send after a refused send-back asks for level 3 + reconsume times, not the
+    DLQ: the message comes back from %RETRY%G."""
+    g = rig.group(behavior=Behavior(dlq_probability=1.0))
+    g.send_back_failure_probability = 1.0
+    key = rig.producer().send("T", BODY)
+    rig.run_for(1000)
+    g.behavior.dlq_probability = 0.0
+    g.send_back_failure_probability = 0.0
+    rig.run_for(SETTLE_MS)
+    rows = _by_key(rig.recorder.attempts(group="G"), key)
+    assert [(r["queue_topic"], r["status"], r["outcome"]) for r in rows] == [
+        ("T", "DLQ_REQUESTED", "SENT_BACK_BY_CLIENT"), ("%RETRY%G", "CONSUME_SUCCESS", "ACKED")]
+    assert rig.records("%DLQ%G") == []
+    assert [r.properties["DELAY"] for r in rig.records("%RETRY%G")] == ["3"]
