@@ -9,6 +9,13 @@ export RETRY_AUDIT_HOME ?= $(abspath var)
 
 .PHONY: venv test test-all demo ui bench bench-quick lint clean conformance
 
+# Test worker processes: the real-broker tests mostly wait on their brokers, so more workers than
+# cores pay off; each worker has its own Spark session. Tests sharing a module- or session-scoped
+# fixture stay on one worker (tests/conftest.py); --no-loadscope-reorder keeps the real-broker
+# tests first. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
+PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+
 venv: $(STAMP)
 
 # constraints.txt pins every package to the version the tests passed with (make lock refreshes it).
@@ -34,7 +41,7 @@ lock:
 # more than half an hour more on 2 cores). The real-RocketMQ conformance tests stay in. The suite
 # took 22 min 3 s (1,322 tests) on a 2-core machine with nothing else running.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow" $(PARALLEL) --durations=15 $(PYTEST_ARGS)
 
 # Every test, the slow ones too; a failing seeded test's reproduce line uses this target, so it
 # runs whatever the test's marks.

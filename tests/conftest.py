@@ -1,5 +1,11 @@
-"""Shared test options and fixtures: the --seed option, the paths of the real RocketMQ data, and
-the test run's one Spark session."""
+"""Shared test options and fixtures: the --seed option, the paths of the real RocketMQ data, the
+test run's one Spark session, and how the run is spread over worker processes (make test's -n).
+
+Real-broker tests (mark ``real_broker``) skip without java, javac and mvn, and the run says so in
+its last line; they are started first, since they mostly wait on brokers. Tests that share a
+module- or session-scoped fixture (a simulated run, a lineage, the story warehouse) are kept on one
+worker, so that fixture is built once per test run.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +14,78 @@ import shutil
 from pathlib import Path
 
 import pytest
+from testdata import COMMITLOG_FIXTURES, STORE_FIXTURES
 
-DATA = Path(__file__).parent / "data"
-COMMITLOG_FIXTURES = DATA / "rocketmq-commitlog"
-STORE_FIXTURES = DATA / "rocketmq-store-4.9.4"
+REAL_BROKER_TOOLS = ("java", "javac", "mvn")
+# Session fixtures every worker builds for itself anyway (one per process): sharing them is no
+# reason to keep tests together.
+PER_PROCESS_FIXTURES = frozenset({"spark", "tmp_path_factory", "worker_id", "testrun_uid"})
+# Where each worker's real clusters take their ports (conformance/cluster.py PORT_RANGE_ENV).
+PORT_BASE_MIN, PORT_BASE_MAX = 21000, 59000
 
 
 def pytest_addoption(parser):
     parser.addoption("--seed", action="store", type=int, default=None,
                      help="seed for simulation tests (default: each test's own fixed seeds)")
+
+
+def missing_real_broker_tools() -> list[str]:
+    return [tool for tool in REAL_BROKER_TOOLS if shutil.which(tool) is None]
+
+
+def pytest_configure(config):
+    # Each xdist worker probes its own slice of ports for clusters, so two workers starting
+    # clusters at once never pick the same name-server or broker port.
+    from conformance.cluster import PORT_RANGE_ENV
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and PORT_RANGE_ENV not in os.environ:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        span = (PORT_BASE_MAX - PORT_BASE_MIN) // count // 100 * 100
+        low = PORT_BASE_MIN + int(worker[2:]) * span
+        os.environ[PORT_RANGE_ENV] = f"{low}-{low + span}"
+
+
+def _shared_fixture_group(item) -> str | None:
+    """The group of tests ``item`` runs with: its module if it uses a module-scoped fixture, else
+    the first session-scoped fixture it uses (other than the per-process ones); None if neither."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    sessions = []
+    for name, defs in sorted(info.name2fixturedefs.items()):
+        if name in PER_PROCESS_FIXTURES:
+            continue
+        if defs[-1].scope == "module":
+            return item.nodeid.split("::", 1)[0]
+        if defs[-1].scope == "session":
+            sessions.append(f"{defs[-1].baseid or 'tests'}::{name}")
+    return sessions[0] if sessions else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    missing = missing_real_broker_tools()
+    skip = pytest.mark.skip(reason=f"real RocketMQ needs {', '.join(missing)} (apt-get install "
+                                   "openjdk-17-jdk-headless maven; .ci/run does it)")
+    for item in items:
+        if missing and item.get_closest_marker("real_broker"):
+            item.add_marker(skip)
+        group = _shared_fixture_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    # Stable: the real-broker tests first (each waits a minute or more on its brokers, so they
+    # overlap best from the start), every other test in collection order.
+    items.sort(key=lambda item: item.get_closest_marker("real_broker") is None)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if "real RocketMQ needs" in str(getattr(r, "longrepr", ""))]
+    if skipped:
+        terminalreporter.write_line(
+            f"{len(skipped)} real-broker tests skipped: without {', '.join(missing_real_broker_tools())} this "
+            "was a different suite from CI's (apt-get install openjdk-17-jdk-headless maven)", yellow=True)
 
 
 @pytest.fixture
