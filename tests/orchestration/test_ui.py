@@ -11,9 +11,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+from ports import free_port
+
 from orchestration.ui import UI_HOST, ui_command, ui_environment
 
-UI_TEST_PORT = 3917  # away from the default 3000, which a developer's own UI may hold
 UI_START_S_MAX = 240  # measured 7-9 s on an idle machine; generous for a busy shared one
 ASSET_NODES_QUERY = json.dumps({"query": "{ assetNodes { assetKey { path } } }"}).encode()
 SENSORS_QUERY = json.dumps({"query": "{ repositoriesOrError { ... on RepositoryConnection { nodes { "
@@ -35,8 +36,8 @@ def test_command_serves_the_workspace_on_localhost(tmp_path):
     assert command[-7:] == ["dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", "3000"]
 
 
-def _asset_paths() -> list[str] | None:
-    req = urllib.request.Request(f"http://{UI_HOST}:{UI_TEST_PORT}/graphql", data=ASSET_NODES_QUERY,
+def _asset_paths(port: int) -> list[str] | None:
+    req = urllib.request.Request(f"http://{UI_HOST}:{port}/graphql", data=ASSET_NODES_QUERY,
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=5) as resp:
@@ -46,8 +47,8 @@ def _asset_paths() -> list[str] | None:
     return sorted("/".join(n["assetKey"]["path"]) for n in nodes) if nodes else None
 
 
-def _sensors() -> dict[str, str]:
-    req = urllib.request.Request(f"http://{UI_HOST}:{UI_TEST_PORT}/graphql", data=SENSORS_QUERY,
+def _sensors(port: int) -> dict[str, str]:
+    req = urllib.request.Request(f"http://{UI_HOST}:{port}/graphql", data=SENSORS_QUERY,
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as resp:
         repos = json.load(resp)["data"]["repositoriesOrError"]["nodes"]
@@ -57,7 +58,10 @@ def _sensors() -> dict[str, str]:
 def test_ui_serves_every_asset(tmp_path):
     """The UI started by `python -m orchestration.ui` lists raw, lineage and audit assets, and the
     stores_grown sensor (off until turned on)."""
-    env = dict(os.environ, RETRY_AUDIT_HOME=str(tmp_path / "home"), RETRY_AUDIT_UI_PORT=str(UI_TEST_PORT))
+    # A free port, not the default 3000 (a developer's own UI may hold it) nor any fixed one
+    # (another worker of the test run may be serving the UI at the same time).
+    port = free_port(UI_HOST)
+    env = dict(os.environ, RETRY_AUDIT_HOME=str(tmp_path / "home"), RETRY_AUDIT_UI_PORT=str(port))
     # Its own session, so the whole process group (webserver, daemon, code server) stops together.
     proc = subprocess.Popen([sys.executable, "-m", "orchestration.ui"], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -66,10 +70,10 @@ def test_ui_serves_every_asset(tmp_path):
         paths = None
         deadline = time.monotonic() + UI_START_S_MAX
         while paths is None and time.monotonic() < deadline and proc.poll() is None:
-            paths = _asset_paths()
+            paths = _asset_paths(port)
             if paths is None:
                 time.sleep(1)
-        sensors = _sensors() if paths is not None else {}
+        sensors = _sensors(port) if paths is not None else {}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
