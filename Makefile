@@ -10,11 +10,13 @@ export RETRY_AUDIT_HOME ?= $(abspath var)
 .PHONY: venv test test-all demo ui bench bench-quick lint clean conformance
 
 # Test worker processes: the real-broker tests mostly wait on their brokers, so more workers than
-# cores pay off; each worker has its own Spark session. Tests sharing a module- or session-scoped
-# fixture stay on one worker (tests/conftest.py); --no-loadscope-reorder keeps the real-broker
-# tests first. TEST_WORKERS=0 runs everything in one process.
+# cores pay off; each worker has its own Spark session. A module's tests go to one worker
+# (loadscope), so its module-scoped fixtures are built once; --no-loadscope-reorder keeps the
+# order tests/conftest.py gives, real-broker tests first. (loadgroup's xdist_group marks do not
+# group under pytest 9.2 with pytest-xdist 3.8: it renames a node attribute pytest no longer reads.)
+# TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 4
-PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 venv: $(STAMP)
 

@@ -2,9 +2,9 @@
 test run's one Spark session, and how the run is spread over worker processes (make test's -n).
 
 Real-broker tests (mark ``real_broker``) skip without java, javac and mvn, and the run says so in
-its last line; they are started first, since they mostly wait on brokers. Tests that share a
-module- or session-scoped fixture (a simulated run, a lineage, the story warehouse) are kept on one
-worker, so that fixture is built once per test run.
+its last line; they are started first, since they mostly wait on brokers. make test hands out
+whole modules (``--dist loadscope``), so a module-scoped fixture (a simulated run, a lineage, a
+real conformance run) is built once per test run.
 """
 
 from __future__ import annotations
@@ -17,9 +17,6 @@ import pytest
 from testdata import COMMITLOG_FIXTURES, STORE_FIXTURES
 
 REAL_BROKER_TOOLS = ("java", "javac", "mvn")
-# Session fixtures every worker builds for itself anyway (one per process): sharing them is no
-# reason to keep tests together.
-PER_PROCESS_FIXTURES = frozenset({"spark", "tmp_path_factory", "worker_id", "testrun_uid"})
 # Where each worker's real clusters take their ports (conformance/cluster.py PORT_RANGE_ENV).
 PORT_BASE_MIN, PORT_BASE_MAX = 21000, 59000
 
@@ -46,23 +43,6 @@ def pytest_configure(config):
         os.environ[PORT_RANGE_ENV] = f"{low}-{low + span}"
 
 
-def _shared_fixture_group(item) -> str | None:
-    """The group of tests ``item`` runs with: its module if it uses a module-scoped fixture, else
-    the first session-scoped fixture it uses (other than the per-process ones); None if neither."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    sessions = []
-    for name, defs in sorted(info.name2fixturedefs.items()):
-        if name in PER_PROCESS_FIXTURES:
-            continue
-        if defs[-1].scope == "module":
-            return item.nodeid.split("::", 1)[0]
-        if defs[-1].scope == "session":
-            sessions.append(f"{defs[-1].baseid or 'tests'}::{name}")
-    return sessions[0] if sessions else None
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     missing = missing_real_broker_tools()
@@ -71,9 +51,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if missing and item.get_closest_marker("real_broker"):
             item.add_marker(skip)
-        group = _shared_fixture_group(item)
-        if group is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
     # Stable: the real-broker tests first (each waits a minute or more on its brokers, so they
     # overlap best from the start), every other test in collection order.
     items.sort(key=lambda item: item.get_closest_marker("real_broker") is None)
