@@ -7,12 +7,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from testdata import CLEAN_STORE
 
 from orchestration.definitions import build_definitions
 from orchestration.partitions import discover_runs, scenarios_dir
 
 GRAPH_GOLDEN = Path(__file__).parent / "asset_graph.txt"
-STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
+STORE_FIXTURE = CLEAN_STORE
 
 
 def graph_lines(defs: dg.Definitions) -> list[str]:

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import COMMITLOG_FIXTURES, STORE_MANIFEST
 
 from broker_core import codec
 from broker_core.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
@@ -31,7 +32,7 @@ from broker_core.sim.run import simulate
 from broker_core.store.reader import StoreReader
 
 ROOT = Path(__file__).resolve().parents[3]
-ENCODED = ROOT / "tests" / "data" / "rocketmq-commitlog"
+ENCODED = COMMITLOG_FIXTURES
 RUN, BROKER = "run", "broker-a"
 
 
@@ -206,7 +207,7 @@ def test_unknown_decoder_is_bad_input(store_fixtures, tmp_path):
 
 STORE_FILES = 4  # store-clean: four 16 KiB files, so damage lands before and inside the recovery window
 FILE_SIZE = 16 * 1024
-MANIFEST = ROOT / "tests" / "data" / "rocketmq-store-4.9.4" / "manifest.json"
+MANIFEST = STORE_MANIFEST
 # (commit-log file index, position) of every record and BLANK of store-clean
 ENTRIES = [(int(e["file"].rsplit("/", 1)[1]) // FILE_SIZE, e["filePos"])
            for e in json.loads(MANIFEST.read_text())["commitLog"]]

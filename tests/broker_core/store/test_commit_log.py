@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
+from testdata import STORE_FIXTURES
 
 from broker_core import codec
 from broker_core.constants import BLANK_MAGIC_CODE
@@ -14,7 +14,7 @@ from broker_core.store.commit_log import CommitLog, java_parse_int, record_tags_
 from broker_core.store.recovery import CORRUPT_RECORD, DATA_ENDS_EARLY
 
 LEVELS = parse_delay_levels("1s 2s 3s")
-STORE_DIR = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4"
+STORE_DIR = STORE_FIXTURES
 
 
 def record(body: bytes, topic: str = "test-topic", queue_id: int = 0) -> bytearray:
