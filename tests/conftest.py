@@ -126,6 +126,28 @@ def retained_store_copy(writable_store_copy) -> callable:
     return make
 
 
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+@pytest.fixture(scope="session")
+def simulated_run(tmp_path_factory) -> callable:
+    """``simulated_run(name)``: scenarios/<name>.yaml as written (its own seed), simulated once per
+    test run (per worker process) however many tests read it. The run is read-only for them: a test
+    that changes a run simulates its own, or copies this one."""
+    from broker_core.sim.run import simulate
+
+    runs: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in runs:
+            out = tmp_path_factory.mktemp(f"sim-{name}") / name
+            simulate(SCENARIOS / f"{name}.yaml", out)
+            runs[name] = out
+        return runs[name]
+
+    return get
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The process's SparkSession (local unless RETRY_AUDIT_SPARK_MASTER says otherwise).

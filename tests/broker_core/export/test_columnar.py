@@ -28,7 +28,6 @@ from broker_core.export import columnar
 from broker_core.export.columnar import ColumnarStoreReader
 from broker_core.export.schema import COMMITLOG
 from broker_core.export.store_import import DECODERS, commitlog_values, import_store
-from broker_core.sim.run import simulate
 from broker_core.store.reader import StoreReader
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -152,14 +151,10 @@ def test_stores_retention_truncated_decode_alike(writable_store_copy, name, dele
 
 
 @pytest.fixture(scope="module")
-def simulated(tmp_path_factory):
+def simulated(simulated_run):
     """The stores of simulated runs: every hop kind, a torn write, a broker crash."""
-    runs = {}
-    for scenario in ("small", "fault-torn-write", "fault-broker-crash"):
-        out = tmp_path_factory.mktemp("sim") / scenario
-        simulate(ROOT / "scenarios" / f"{scenario}.yaml", out)
-        runs[scenario] = out / "store"
-    return runs
+    return {scenario: simulated_run(scenario) / "store"
+            for scenario in ("small", "fault-torn-write", "fault-broker-crash")}
 
 
 @pytest.mark.parametrize("scenario", ["small", "fault-torn-write", "fault-broker-crash"])
