@@ -56,13 +56,17 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("real_broker") is None)
 
 
+# Outermost, so the line comes after the durations and the short summary, just above the counts.
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    result = yield
     skipped = [r for r in terminalreporter.stats.get("skipped", [])
                if "real RocketMQ needs" in str(getattr(r, "longrepr", ""))]
     if skipped:
         terminalreporter.write_line(
             f"{len(skipped)} real-broker tests skipped: without {', '.join(missing_real_broker_tools())} this "
             "was a different suite from CI's (apt-get install openjdk-17-jdk-headless maven)", yellow=True)
+    return result
 
 
 @pytest.fixture
