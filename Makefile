@@ -10,12 +10,13 @@ export RETRY_AUDIT_HOME ?= $(abspath var)
 .PHONY: venv test test-all demo ui bench bench-quick lint clean conformance
 
 # Test worker processes: the real-broker tests mostly wait on their brokers, so more workers than
-# cores pay off; each worker has its own Spark session. A module's tests go to one worker
+# cores pay off, but each worker has its own Spark session and up to one real cluster, and the
+# broker tests time their sends and kills: three on 2 cores (TEST_WORKERS=N to change). A module's tests go to one worker
 # (loadscope), so its module-scoped fixtures are built once; --no-loadscope-reorder keeps the
 # order tests/conftest.py gives, real-broker tests first. (loadgroup's xdist_group marks do not
 # group under pytest 9.2 with pytest-xdist 3.8: it renames a node attribute pytest no longer reads.)
 # TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 venv: $(STAMP)
