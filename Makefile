@@ -41,8 +41,10 @@ lock:
 
 # What CI runs (.ci/run): every test but those marked slow (a standalone Spark cluster, the
 # lineage benchmark's smoke runs, and the real-broker cases of other releases and broker settings:
-# more than half an hour more on 2 cores). The real-RocketMQ conformance tests stay in. The suite
-# took 22 min 3 s (1,322 tests) on a 2-core machine with nothing else running.
+# more than half an hour more on 2 cores). The real-RocketMQ conformance tests stay in. In one
+# process (TEST_WORKERS=0) the suite took 22 min 3 s (1,322 tests) on a 2-core machine with nothing
+# else running; in workers it is yet to be timed on such a machine (README, "Tests"). The 15
+# slowest tests are listed at the end; tests/conftest.py adds a line when real-broker tests skipped.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" $(PARALLEL) --durations=15 $(PYTEST_ARGS)
 
