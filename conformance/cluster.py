@@ -52,6 +52,9 @@ BROKER_BOOT_LINE = "boot success"
 BOOT_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 60.0
 PORT_BASE_MIN, PORT_BASE_MAX = 21000, 59000
+# "LOW-HIGH" narrows where pick_ports looks (within the range above): the test suite gives each of
+# its worker processes a range of its own, so two clusters starting at once never probe one port.
+PORT_RANGE_ENV = "RETRY_AUDIT_PORT_RANGE"
 PORT_TRIES_MAX = 50
 LOG_TAIL_LINES = 40
 
@@ -100,11 +103,24 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def port_base_range() -> tuple[int, int]:
+    """Where pick_ports chooses its bases: [low, high), from RETRY_AUDIT_PORT_RANGE when set."""
+    value = os.environ.get(PORT_RANGE_ENV)
+    if not value:
+        return PORT_BASE_MIN, PORT_BASE_MAX
+    low, _, high = value.partition("-")
+    if not (low.isdigit() and high.isdigit() and PORT_BASE_MIN <= int(low) < int(high) <= PORT_BASE_MAX):
+        raise RetryAuditError(f"{PORT_RANGE_ENV}={value!r} is not LOW-HIGH within "
+                              f"{PORT_BASE_MIN}-{PORT_BASE_MAX}", where=PORT_RANGE_ENV)
+    return int(low), int(high)
+
+
 def pick_ports(brokers: int) -> tuple[int, list[int]]:
     """A name-server port and one listen port per broker, each with its P-2 and P+1 free."""
     chooser = random.SystemRandom()
+    low, high = port_base_range()
     for _ in range(PORT_TRIES_MAX):
-        base = chooser.randrange(PORT_BASE_MIN, PORT_BASE_MAX, 100)
+        base = chooser.randrange(low, high, 100)
         ns = base
         listen = [base + 11 + 10 * i for i in range(brokers)]
         needed = [ns] + [p + d for p in listen for d in (-2, 0, 1)]

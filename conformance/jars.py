@@ -8,6 +8,7 @@ one. Maven keeps its own cache in ``~/.m2``; a second resolve of a release is a 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -117,6 +118,18 @@ def _resolve_closure(lib: Path, artifacts: list[tuple[str, str]], what: str, log
                      managed: list[tuple[str, str]] = ()) -> Path:
     if (lib / MARKER).exists():
         return lib
+    # Processes resolving at once (the test suite's workers, two conformance runs) take turns: one
+    # runs Maven (whose ~/.m2 is not safe for concurrent writers), the others then find its marker.
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with open(cache_root() / ".resolve.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (lib / MARKER).exists():
+            return lib
+        return _resolve_with_maven(lib, artifacts, what, log, managed)
+
+
+def _resolve_with_maven(lib: Path, artifacts: list[tuple[str, str]], what: str, log,
+                        managed: list[tuple[str, str]]) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise RetryAuditError("Maven (mvn) is needed to fetch RocketMQ's jars and was not found",

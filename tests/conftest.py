@@ -1,5 +1,11 @@
-"""Shared test options and fixtures: the --seed option, the paths of the real RocketMQ data, and
-the test run's one Spark session."""
+"""Shared test options and fixtures: the --seed option, the paths of the real RocketMQ data, the
+test run's one Spark session, and how the run is spread over worker processes (make test's -n).
+
+Real-broker tests (mark ``real_broker``) skip without java, javac and mvn, and the run says so in
+its last line; they are started first, since they mostly wait on brokers. make test hands out
+whole modules (``--dist loadscope``), so a module-scoped fixture (a simulated run, a lineage, a
+real conformance run) is built once per test run.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +14,59 @@ import shutil
 from pathlib import Path
 
 import pytest
+from testdata import COMMITLOG_FIXTURES, STORE_FIXTURES
 
-DATA = Path(__file__).parent / "data"
-COMMITLOG_FIXTURES = DATA / "rocketmq-commitlog"
-STORE_FIXTURES = DATA / "rocketmq-store-4.9.4"
+REAL_BROKER_TOOLS = ("java", "javac", "mvn")
+# Where each worker's real clusters take their ports (conformance/cluster.py PORT_RANGE_ENV).
+PORT_BASE_MIN, PORT_BASE_MAX = 21000, 59000
 
 
 def pytest_addoption(parser):
     parser.addoption("--seed", action="store", type=int, default=None,
                      help="seed for simulation tests (default: each test's own fixed seeds)")
+
+
+def missing_real_broker_tools() -> list[str]:
+    return [tool for tool in REAL_BROKER_TOOLS if shutil.which(tool) is None]
+
+
+def pytest_configure(config):
+    # Each xdist worker probes its own slice of ports for clusters, so two workers starting
+    # clusters at once never pick the same name-server or broker port.
+    from conformance.cluster import PORT_RANGE_ENV
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and PORT_RANGE_ENV not in os.environ:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        span = (PORT_BASE_MAX - PORT_BASE_MIN) // count // 100 * 100
+        low = PORT_BASE_MIN + int(worker[2:]) * span
+        os.environ[PORT_RANGE_ENV] = f"{low}-{low + span}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    missing = missing_real_broker_tools()
+    skip = pytest.mark.skip(reason=f"real RocketMQ needs {', '.join(missing)} (apt-get install "
+                                   "openjdk-17-jdk-headless maven; .ci/run does it)")
+    for item in items:
+        if missing and item.get_closest_marker("real_broker"):
+            item.add_marker(skip)
+    # Stable: the real-broker tests first (each waits a minute or more on its brokers, so they
+    # overlap best from the start), every other test in collection order.
+    items.sort(key=lambda item: item.get_closest_marker("real_broker") is None)
+
+
+# Outermost, so the line comes after the durations and the short summary, just above the counts.
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    result = yield
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if "real RocketMQ needs" in str(getattr(r, "longrepr", ""))]
+    if skipped:
+        terminalreporter.write_line(
+            f"{len(skipped)} real-broker tests skipped: without {', '.join(missing_real_broker_tools())} this "
+            "was a different suite from CI's (apt-get install openjdk-17-jdk-headless maven)", yellow=True)
+    return result
 
 
 @pytest.fixture
@@ -78,6 +128,28 @@ def retained_store_copy(writable_store_copy) -> callable:
         return store
 
     return make
+
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+@pytest.fixture(scope="session")
+def simulated_run(tmp_path_factory) -> callable:
+    """``simulated_run(name)``: scenarios/<name>.yaml as written (its own seed), simulated once per
+    test run (per worker process) however many tests read it. The run is read-only for them: a test
+    that changes a run simulates its own, or copies this one."""
+    from broker_core.sim.run import simulate
+
+    runs: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in runs:
+            out = tmp_path_factory.mktemp(f"sim-{name}") / name
+            simulate(SCENARIOS / f"{name}.yaml", out)
+            runs[name] = out
+        return runs[name]
+
+    return get
 
 
 @pytest.fixture(scope="session")

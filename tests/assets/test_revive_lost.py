@@ -13,11 +13,13 @@ import re
 import shutil
 from pathlib import Path
 
+from testdata import data_path
+
 from assets.lineage import run_lineage
 from assets.warehouse import build_warehouse, open_read_only
 from broker_core.export.store_import import import_store
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "rocketmq-5.5.1-lost-revive"
+DATA = data_path("rocketmq-5.5.1-lost-revive")
 BROKERS = ("broker-a", "broker-b")
 # What the clients saw (the driver's record of that run): each message's last delivery failed and
 # the next one never came. Push-service's was on broker-a, simple-service's on broker-b.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import zlib
-from pathlib import Path
 
 import pytest
+from testdata import COMMITLOG_FIXTURES, STORE_FIXTURES
 
 from broker_core.codec import (
     Blank,
@@ -30,9 +30,8 @@ from broker_core.constants import (
 from broker_core.errors import BadInputError, CorruptRecordError
 from broker_core.message import body_crc, create_message_id, host_to_bytes
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-FIXTURES = DATA / "rocketmq-commitlog"
-STORE = DATA / "rocketmq-store-4.9.4"
+FIXTURES = COMMITLOG_FIXTURES
+STORE = STORE_FIXTURES
 VECTORS = json.loads((FIXTURES / "vectors.json").read_text())
 RECORDS_494 = VECTORS["records"] + VECTORS["extra_records"]
 RECORDS_5X = VECTORS["head_5x"]["records"]

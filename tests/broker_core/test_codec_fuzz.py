@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import COMMITLOG_FIXTURES
 
 from broker_core.codec import Blank, Record, decode_record, encode_record, iter_records
 from broker_core.constants import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
@@ -17,7 +16,7 @@ from broker_core.message import (
     string_to_properties,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "data" / "rocketmq-commitlog"
+FIXTURES = COMMITLOG_FIXTURES
 COMMITLOG = (FIXTURES / "commitlog.bin").read_bytes()
 SEEDS = [COMMITLOG] + [(FIXTURES / name).read_bytes() for name in (
     "extra_x1_ipv6_hosts.bin", "extra_y1_v2_topic200_HEAD.bin", "extra_y2_v1_prop_crc32_HEAD.bin")]

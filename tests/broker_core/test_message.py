@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
+from testdata import COMMITLOG_FIXTURES, STORE_FIXTURES
 
 from broker_core.errors import BadInputError
 from broker_core.message import (
@@ -34,10 +34,6 @@ from broker_core.message import (
     uniq_key_pid,
     uniq_key_time,
 )
-
-DATA = Path(__file__).resolve().parents[1] / "data"
-COMMITLOG_FIXTURES = DATA / "rocketmq-commitlog"
-STORE_FIXTURES = DATA / "rocketmq-store-4.9.4"
 
 VECTORS = json.loads((COMMITLOG_FIXTURES / "vectors.json").read_text())
 RECORDS_494 = {r["id"]: r for r in VECTORS["records"] + VECTORS["extra_records"]}

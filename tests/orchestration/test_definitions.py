@@ -7,13 +7,14 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from testdata import CLEAN_STORE
 
 from assets.run_source import discover_runs
 from orchestration.definitions import build_definitions
 from orchestration.partitions import RUN_PARTITIONS_NAME, scenarios_dir, sync_run_partitions
 
 GRAPH_GOLDEN = Path(__file__).parent / "asset_graph.txt"
-STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
+STORE_FIXTURE = CLEAN_STORE
 
 
 def graph_lines(defs: dg.Definitions) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow.parquet as pq
+from testdata import CLEAN_STORE
 
 from assets.checks import ALL_CHECKS, INVARIANTS, NO_EARLY_DELIVERY
 from assets.raw import LINEAGE_KEYS, failed_blocking_checks
@@ -19,7 +20,7 @@ from broker_core.export.schema import SCHEDULE_DELIVERIES
 from orchestration.definitions import build_definitions
 from orchestration.partitions import scenarios_dir, sync_run_partitions
 
-STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
+STORE_FIXTURE = CLEAN_STORE
 TINY_SCENARIO = Path(__file__).parents[1] / "golden" / "tiny.yaml"
 
 

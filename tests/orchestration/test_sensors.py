@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+from testdata import CLEAN_STORE
 
 from broker_core.export.store_import import import_store
 from broker_core.store.log_end import log_end
@@ -22,7 +23,7 @@ from orchestration.sensors import RUNS_SENSOR_NAME, SENSOR_NAME, STORE_JOB_NAME
 sys.path.insert(0, str(Path(__file__).parents[1] / "broker_core" / "export"))
 from growing_store import GrowingStore  # noqa: E402
 
-STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
+STORE_FIXTURE = CLEAN_STORE
 TINY_SCENARIO = Path(__file__).parents[1] / "golden" / "tiny.yaml"
 
 

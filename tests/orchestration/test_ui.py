@@ -13,14 +13,17 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ports import free_port
+from testdata import CLEAN_STORE
 
 from orchestration.ui import UI_HOST, ui_command, ui_environment
 
-UI_TEST_PORT = 3917  # away from the default 3000, which a developer's own UI may hold
+# A free port, not the default 3000 (a developer's own UI may hold it) nor any fixed one (another
+# worker of the test run may be serving the UI at the same time).
+UI_TEST_PORT = free_port(UI_HOST)
 UI_START_S_MAX = 240  # measured 7-9 s on an idle machine; generous for a busy shared one
 # The runs_on_disk sensor looks every 10 s; the daemon's own loop and a busy machine add to that.
 NEW_PARTITION_S_MAX = 120
-STORE_FIXTURE = Path(__file__).parents[1] / "data" / "rocketmq-store-4.9.4" / "store-clean"
 ASSET_NODES_QUERY = json.dumps({"query": "{ assetNodes { assetKey { path } } }"}).encode()
 SENSORS_QUERY = json.dumps({"query": "{ repositoriesOrError { ... on RepositoryConnection { nodes { "
                                      "sensors { name sensorState { status } } } } } }"}).encode()
@@ -105,7 +108,7 @@ def test_a_store_put_under_stores_appears_as_a_partition_without_a_reload(ui):
     raw/run by itself (the runs_on_disk sensor, run by the UI's daemon): no "Reload definitions"."""
     home, _paths = ui
     assert "broker-new" not in _partition_keys()
-    shutil.copytree(STORE_FIXTURE, home / "stores" / "broker-new")
+    shutil.copytree(CLEAN_STORE, home / "stores" / "broker-new")
     deadline = time.monotonic() + NEW_PARTITION_S_MAX
     keys = _partition_keys()
     while "broker-new" not in keys and time.monotonic() < deadline:

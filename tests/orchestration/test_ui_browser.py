@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
@@ -34,12 +34,6 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networkin
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed")
 # The warehouse the browser test's run built, by partition: the recipes reuse it when it is there.
 UI_WAREHOUSES: dict[str, Path] = {}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def graphql(port: int, query: str, variables: dict | None = None) -> dict:
@@ -95,6 +89,8 @@ def wait_for_run(port: int) -> dict:
 
 
 @needs_chromium
+# Its own limits (the server's start, then the run) are inside the suite's per-test timeout.
+@pytest.mark.timeout(SERVER_START_S_MAX + RUN_S_MAX + 120)
 def test_materialize_a_partition_from_the_ui_and_see_checks_and_plots(ui_server):
     """A user can launch a partition from the asset graph, and sees checks and plots afterwards."""
     from playwright.sync_api import sync_playwright

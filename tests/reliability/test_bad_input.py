@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from testdata import CLEAN_STORE
 
 from orchestration.cli import main
 
 ROOT = Path(__file__).parents[2]
 SMALL = (ROOT / "scenarios" / "small.yaml").read_text()
-STORE = ROOT / "tests" / "data" / "rocketmq-store-4.9.4" / "store-clean"
+STORE = CLEAN_STORE
 SCRIPT = Path(sys.executable).parent / "retry-audit"
 FIRST_FILE = "00000000000000000000"
 # A FIFO nobody writes to blocks a reader forever; a bounded wait turns that into a failure.

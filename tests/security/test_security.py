@@ -16,6 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from testdata import STORE_FIXTURES
 
 from broker_core.broker.broker import Broker, BrokerConfig
 from broker_core.broker.send import SendRequest
@@ -29,7 +30,7 @@ ROOT = Path(__file__).parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "assets"))
 from tiny_runs import GROUP, write_tiny_run  # noqa: E402
 
-STORE = ROOT / "tests" / "data" / "rocketmq-store-4.9.4"
+STORE = STORE_FIXTURES
 SIM_START_MS = 1_795_305_600_000
 SUCCESS = 0  # RocketMQ's ResponseCode.SUCCESS
 HOSTILE_NAMES = [

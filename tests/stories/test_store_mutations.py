@@ -20,16 +20,16 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from testdata import CLEAN_STORE, data_path
 
 from assets import checks as c
 from assets.audit import build_audit_tables
 from assets.lineage import run_lineage
 from assets.warehouse import LOADED, build_warehouse, open_read_only, quote_ident
 from broker_core.export.store_import import import_store
-from tests.conftest import DATA, STORE_FIXTURES
 
-STORE_494 = STORE_FIXTURES / "store-clean"
-STORES_5X = DATA / "rocketmq-5.5.1-lost-revive"
+STORE_494 = CLEAN_STORE
+STORES_5X = data_path("rocketmq-5.5.1-lost-revive")
 BROKERS_5X = ("broker-a", "broker-b")
 
 # Field positions in a commit-log record with IPv4 hosts (CommitLog.calMsgLength's order): total

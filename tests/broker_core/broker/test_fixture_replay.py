@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from testdata import STORE_FIXTURES
+
 from broker_core.broker.broker import Broker, BrokerConfig
 from broker_core.broker.send import SendRequest
 from broker_core.clock import Simulator
@@ -19,7 +21,7 @@ from broker_core.codec import Blank, iter_records
 from broker_core.message import properties_to_string
 from broker_core.rng import Streams
 
-FIXTURE = Path(__file__).parents[2] / "data" / "rocketmq-store-4.9.4"
+FIXTURE = STORE_FIXTURES
 GROUP_A_MAX_RECONSUME = 2  # the "client" of the fixture sent maxReconsumeTimes=2 for GroupA
 GROUP_B_MAX_RECONSUME = 16  # the client default
 SETTLE_MS = 30_000  # long enough for every level-3/level-4 hop of the fixture (3 s, 4 s)

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import COMMITLOG_FIXTURES, STORE_MANIFEST
 
 from broker_core import codec
 from broker_core.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
@@ -27,11 +28,10 @@ from broker_core.export import columnar
 from broker_core.export.columnar import ColumnarStoreReader
 from broker_core.export.schema import COMMITLOG
 from broker_core.export.store_import import DECODERS, commitlog_values, import_store
-from broker_core.sim.run import simulate
 from broker_core.store.reader import StoreReader
 
 ROOT = Path(__file__).resolve().parents[3]
-ENCODED = ROOT / "tests" / "data" / "rocketmq-commitlog"
+ENCODED = COMMITLOG_FIXTURES
 RUN, BROKER = "run", "broker-a"
 
 
@@ -151,14 +151,10 @@ def test_stores_retention_truncated_decode_alike(writable_store_copy, name, dele
 
 
 @pytest.fixture(scope="module")
-def simulated(tmp_path_factory):
+def simulated(simulated_run):
     """The stores of simulated runs: every hop kind, a torn write, a broker crash."""
-    runs = {}
-    for scenario in ("small", "fault-torn-write", "fault-broker-crash"):
-        out = tmp_path_factory.mktemp("sim") / scenario
-        simulate(ROOT / "scenarios" / f"{scenario}.yaml", out)
-        runs[scenario] = out / "store"
-    return runs
+    return {scenario: simulated_run(scenario) / "store"
+            for scenario in ("small", "fault-torn-write", "fault-broker-crash")}
 
 
 @pytest.mark.parametrize("scenario", ["small", "fault-torn-write", "fault-broker-crash"])
@@ -206,7 +202,7 @@ def test_unknown_decoder_is_bad_input(store_fixtures, tmp_path):
 
 STORE_FILES = 4  # store-clean: four 16 KiB files, so damage lands before and inside the recovery window
 FILE_SIZE = 16 * 1024
-MANIFEST = ROOT / "tests" / "data" / "rocketmq-store-4.9.4" / "manifest.json"
+MANIFEST = STORE_MANIFEST
 # (commit-log file index, position) of every record and BLANK of store-clean
 ENTRIES = [(int(e["file"].rsplit("/", 1)[1]) // FILE_SIZE, e["filePos"])
            for e in json.loads(MANIFEST.read_text())["commitLog"]]

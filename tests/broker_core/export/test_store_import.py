@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import struct
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from testdata import STORE_MANIFEST
 
 from broker_core import codec
 from broker_core.errors import BadInputError, CorruptStoreError
@@ -18,7 +18,7 @@ from broker_core.store.config_files import save_consumer_offsets
 from broker_core.store.message_store import MessageBatchInner, MessageInner, MessageStore, StoreConfig
 from broker_core.store.reader import tree_digest
 
-MANIFEST = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4" / "manifest.json"
+MANIFEST = STORE_MANIFEST
 
 
 @pytest.fixture(scope="module")

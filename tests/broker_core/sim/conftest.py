@@ -8,15 +8,11 @@ from pathlib import Path
 import pytest
 from simruns import SMALL
 
-from broker_core.sim.run import simulate
-
 
 @pytest.fixture(scope="session")
-def small_run(tmp_path_factory) -> Path:
+def small_run(simulated_run) -> Path:
     """The small scenario, simulated once for the whole session (read-only for tests)."""
-    out = tmp_path_factory.mktemp("small") / "small"
-    simulate(SMALL, out)
-    return out
+    return simulated_run(SMALL.stem)
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+from testdata import STORE_FIXTURES
 
 from broker_core.store.checkpoint import (
     StoreCheckpoint,
@@ -12,7 +13,7 @@ from broker_core.store.checkpoint import (
     remove_abort_file,
 )
 
-STORE_DIR = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4"
+STORE_DIR = STORE_FIXTURES
 
 
 def test_write_and_read(tmp_path):

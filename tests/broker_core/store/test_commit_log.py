@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import struct
-from pathlib import Path
+
+import pytest
+from testdata import STORE_FIXTURES
 
 from broker_core import codec
 from broker_core.constants import BLANK_MAGIC_CODE
@@ -12,7 +14,7 @@ from broker_core.store.commit_log import CommitLog, java_parse_int, record_tags_
 from broker_core.store.recovery import CORRUPT_RECORD, DATA_ENDS_EARLY
 
 LEVELS = parse_delay_levels("1s 2s 3s")
-STORE_DIR = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4"
+STORE_DIR = STORE_FIXTURES
 
 
 def record(body: bytes, topic: str = "test-topic", queue_id: int = 0) -> bytearray:
@@ -88,22 +90,57 @@ def test_schedule_records_carry_their_deliver_time_as_tags_code():
     assert java_parse_int("2147483648") is None
 
 
-def test_check_reports_a_damaged_record_without_raising(tmp_path):
-    """check() names the file and offset of a record with a bad body CRC, and the unreadable rest."""
+def _flip_first_body_byte(data: bytearray, at: int) -> None:
+    data[at + 84 + 4] ^= 0xFF  # the body starts after the 84-byte header and the 4-byte body length
 
+
+def _claim_more_than_is_left(data: bytearray, at: int) -> None:
+    struct.pack_into(">i", data, at, 5000)  # TOTALSIZE past the end of the written bytes
+
+
+def _zero_second_half(data: bytearray, at: int) -> None:
+    size = struct.unpack_from(">i", data, at)[0]
+    data[at + size // 2:at + size] = bytes(size - size // 2)  # a torn write: the tail never reached disk
+
+
+@pytest.mark.parametrize("damaged, break_record, reason", [
+    ("middle", _flip_first_body_byte, "body CRC mismatch"),
+    ("middle", _claim_more_than_is_left, "truncated record: TOTALSIZE 5000"),
+    ("last", _zero_second_half, "read total count not equals msg total size"),
+])
+def test_check_reports_a_damaged_record_without_raising(tmp_path, damaged, break_record, reason):
+    """check() names the file, offset and reason of a damaged record (bad body CRC, a size past the
+    data, a torn tail) and the unreadable bytes from it to the write position; the records before it
+    still read."""
     log = CommitLog(tmp_path, 4096, LEVELS)
     log.append(record(b"good"), "t-0", True, 1)
-    phys, _ = log.append(record(b"soon bad"), "t-0", True, 1)
-    log.append(record(b"after"), "t-0", True, 1)
+    middle, _ = log.append(record(b"soon bad"), "t-0", True, 1)
+    last, _ = log.append(record(b"after"), "t-0", True, 1)
     log.flush()
+    at = {"middle": middle, "last": last}[damaged]
     path = tmp_path / "commitlog" / "00000000000000000000"
     data = bytearray(path.read_bytes())
-    data[phys + 84 + 4] ^= 0xFF  # first body byte
+    break_record(data, at)
     path.write_bytes(bytes(data))
+
     problems = log.check()
-    assert [p.kind for p in problems] == [CORRUPT_RECORD, DATA_ENDS_EARLY]
-    assert problems[0].offset == phys and problems[0].file == "commitlog/00000000000000000000"
-    assert "CRC" in problems[0].reason
+    file = "commitlog/00000000000000000000"
+    assert [(p.file, p.offset, p.kind) for p in problems] == [(file, at, CORRUPT_RECORD), (file, at, DATA_ENDS_EARLY)]
+    assert reason in problems[0].reason, problems[0].reason
+    assert problems[1].reason == (f"valid records end at {at} but the write position is {log.max_offset} "
+                                  f"({log.max_offset - at} bytes unreadable)")
+    assert log.read_record(0).body == b"good"
+    if damaged == "last":
+        assert log.read_record(middle).body == b"soon bad"
+
+
+def test_check_of_an_undamaged_log_is_empty(tmp_path):
+    """check() of a log as it was written finds nothing."""
+    log = CommitLog(tmp_path, 4096, LEVELS)
+    for body in (b"good", b"soon bad", b"after"):
+        log.append(record(body), "t-0", True, 1)
+    log.flush()
+    assert log.check() == []
 
 
 def test_a_wrong_size_hint_is_ignored(tmp_path):

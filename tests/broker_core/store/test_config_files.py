@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from testdata import data_path
 
 from broker_core.errors import CorruptStoreError
 from broker_core.store.config_files import (
@@ -199,11 +200,9 @@ def test_fastjson_empty_containers():
 
 def test_a_real_5_3_3_consumer_offsets_file_names_its_groups():
     """A 5.3.3 broker's consumerOffset.json (groupTopicMap beside the table, a broadcasting group's `topic@group@broadcast` key) gives plain group names."""
-    from pathlib import Path
-
     from broker_core.store.config_files import split_topic_group
 
-    config = Path(__file__).parents[2] / "data" / "rocketmq-5.3.3-config"
+    config = data_path("rocketmq-5.3.3-config")
     table = load_consumer_offsets(config)
     pairs = sorted(split_topic_group(key) for key in table)
     assert pairs == [("%RETRY%notice-service", "notice-service"), ("%RETRY%order-service", "order-service"),

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from testdata import STORE_FIXTURES
 
 from broker_core.errors import InvalidNameError
 from broker_core.store.consume_queue import (
@@ -16,7 +16,7 @@ from broker_core.store.consume_queue import (
     list_consume_queues,
 )
 
-STORE_DIR = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4"
+STORE_DIR = STORE_FIXTURES
 
 
 def test_build_cq_repeatedly_is_skipped(tmp_path):

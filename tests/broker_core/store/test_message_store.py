@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from testdata import STORE_FIXTURES
 
 from broker_core import codec
 from broker_core.constants import SCHEDULE_TOPIC, SYSFLAG_TRANSACTION_PREPARED
@@ -26,7 +27,7 @@ from broker_core.store.message_store import (
     StoreConfig,
 )
 
-STORE_DIR = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4"
+STORE_DIR = STORE_FIXTURES
 MANIFEST = json.loads((STORE_DIR / "manifest.json").read_text())
 CLUSTER = MANIFEST["storeConfig"]["brokerClusterName"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import struct
-from pathlib import Path
 
 import pytest
+from testdata import STORE_MANIFEST
 
 from broker_core.errors import BadInputError
 from broker_core.store.reader import StoreReader, tree_digest
@@ -14,7 +14,7 @@ from broker_core.store.reader import StoreReader, tree_digest
 BODY_POS = 88  # TOTALSIZE..BODY length of an IPv4/IPv4 v1 record: the body's first byte
 
 
-MANIFEST = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4" / "manifest.json"
+MANIFEST = STORE_MANIFEST
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,12 @@ import struct
 from pathlib import Path
 
 import pytest
+from testdata import STORE_FIXTURES
 
 from broker_core.store.message_store import MessageInner, MessageStore, StoreConfig
 from broker_core.store.recovery import RECOVERY_ABNORMAL, RECOVERY_NORMAL
 
-STORE_DIR = Path(__file__).resolve().parents[2] / "data" / "rocketmq-store-4.9.4"
+STORE_DIR = STORE_FIXTURES
 MANIFEST = json.loads((STORE_DIR / "manifest.json").read_text())
 FIXTURE_CONFIG = dict(commitlog_file_size_bytes=16384, cq_units_per_file=1000,
                       message_delay_level=MANIFEST["storeConfig"]["messageDelayLevel"],

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from testdata import data_path
 
 rocksdict = pytest.importorskip("rocksdict")
 
@@ -98,7 +98,7 @@ def test_a_value_not_in_the_broker_format_is_an_offsets_not_read_warning_with_th
     assert len(found) == 1 and "TimerTopic@timer-group" in found[0] and "offsetTable" in found[0], found
 
 
-REAL_V1 = Path(__file__).resolve().parents[2] / "data" / "rocketmq-5.3.3-rocksdb-config" / "v1"
+REAL_V1 = data_path("rocketmq-5.3.3-rocksdb-config", "v1")
 # What the real broker's config/topics/ held (tests/data/rocketmq-5.3.3-rocksdb-config/README.md).
 REAL_V1_TOPICS = {"%RETRY%timer-group", "BenchmarkTest", "DefaultCluster", "DefaultCluster_REPLY_TOPIC",
                   "OFFSET_MOVED_EVENT", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",

@@ -8,10 +8,11 @@ import struct
 from pathlib import Path
 
 import pytest
+from testdata import data_path
 
 rocksdict = pytest.importorskip("rocksdict")
 
-REAL_RDB = Path(__file__).resolve().parents[2] / "data" / "rocketmq-5.3.3-rocksdb-config" / "v2" / "rdb"
+REAL_RDB = data_path("rocketmq-5.3.3-rocksdb-config", "v2", "rdb")
 # The real store's consumer offsets (topic@group -> queue -> offset) and its pull offset's key.
 REAL_OFFSETS = {
     "PopTopic@pop-group": {0: 3, 1: 2},

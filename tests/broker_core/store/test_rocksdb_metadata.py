@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from testdata import data_path
 
 pytest.importorskip("rocksdict")
 
-REAL = Path(__file__).resolve().parents[2] / "data" / "rocketmq-5.3.3-rocksdb-config"
+REAL = data_path("rocketmq-5.3.3-rocksdb-config")
 PERSIST_S = 1_700_000_000  # the rdb files' modification time set below (s)
 
 

@@ -1,0 +1,21 @@
+"""Where the real RocketMQ data the tests read lives: every path under tests/data is built here.
+
+Imported by name (``from testdata import STORE_FIXTURES``): tests/conftest.py puts tests/ on the path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+COMMITLOG_FIXTURES = DATA / "rocketmq-commitlog"
+STORE_FIXTURES = DATA / "rocketmq-store-4.9.4"
+STORE_MANIFEST = STORE_FIXTURES / "manifest.json"
+CLEAN_STORE = STORE_FIXTURES / "store-clean"
+
+
+def data_path(*parts: str) -> Path:
+    """A file or directory under tests/data, which must exist (a typo fails here, not later)."""
+    path = DATA.joinpath(*parts)
+    assert path.exists(), f"no test data at {path}"
+    return path
