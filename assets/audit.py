@@ -25,7 +25,7 @@ def sql_text(table: str) -> str:
 
 
 # Temporary tables the audit SQL shares (built first, dropped after; not in the warehouse).
-STAGING_TABLES = ("consume_acks", "schedule_dwells")
+STAGING_TABLES = ("consume_acks", "schedule_dwells", "dlq_reasons")
 
 
 def build_audit_tables(con: duckdb.DuckDBPyConnection) -> None:

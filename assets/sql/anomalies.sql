@@ -8,7 +8,7 @@
 --   LATE_DELIVERY      delivered more than late_delivery_ms_threshold after the due time
 --                      (schedule_deliveries; for an import, schedule_dwells)
 --   DLQ_UNEXPLAINED    a DLQ record no way of a real broker or client explains: the rows of
---                      dlq_only_after_max_retries (the shared fragment dlq_explained)
+--                      dlq_only_after_max_retries (dlq_reasons: the shared fragment dlq_explained)
 --   STORE_DAMAGE       damage found while reading an imported store
 --   REVIVE_LOST        5.x POP: the revive service passed the checkpoint of a record a group
 --                      popped and never acked, and wrote no retry of it: the message is stuck
@@ -160,7 +160,7 @@ UNION ALL
 SELECT run_id, 'DLQ_UNEXPLAINED', message_key, "group",
        'in the DLQ after ' || CAST(reconsumes AS VARCHAR) || ' reconsumes; the maximum is '
        || CAST(max_times AS VARCHAR) || ', and ' || unexplained_because
-FROM ({{dlq_explained}}) d
+FROM dlq_reasons d
 WHERE dlq_reason IS NULL
 UNION ALL
 SELECT run_id, 'STORE_DAMAGE', NULL, NULL,

@@ -9,7 +9,8 @@ WITH units AS (
     SELECT u.run_id, u.broker, u.delay_level, c.store_ts, u.phys_offset,
            epoch_ms(u.due_ts) - epoch_ms(c.store_ts) AS delay_ms
     FROM schedule_units u
-    JOIN commitlog c ON c.run_id = u.run_id AND c.broker = u.broker AND c.phys_offset = u.phys_offset
+    JOIN (SELECT run_id, broker, phys_offset, store_ts FROM commitlog WHERE topic = '{{schedule_topic}}') c
+      ON c.run_id = u.run_id AND c.broker = u.broker AND c.phys_offset = u.phys_offset
 ),
 changes AS (
     SELECT *,

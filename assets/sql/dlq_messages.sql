@@ -6,7 +6,7 @@
 -- topic's origin, the origin topic and msgId are the lineage's (the topic and its published record).
 -- dlq_reason says how the record got there (MAX_RECONSUME_TIMES, CLIENT_SEND_AT_MAX,
 -- CONSUMER_REQUESTED; NULL when nothing explains it, which dlq_only_after_max_retries reports),
--- with the maximum it was judged against (the shared fragment dlq_explained has the rules).
+-- with the maximum it was judged against (dlq_reasons: the shared fragment dlq_explained has the rules).
 CREATE OR REPLACE TABLE dlq_messages AS
 WITH dlq_hops AS (
     SELECT run_id, message_key, "group", broker, phys_offset
@@ -34,7 +34,7 @@ pop_origins AS (
 ),
 explained AS (
     SELECT run_id, "group", broker, phys_offset, dlq_reason, max_times
-    FROM ({{dlq_explained}}) e
+    FROM dlq_reasons e
 ),
 failures AS (
     -- The last delivery that did not end in CONSUME_SUCCESS, per group and message (of the DLQ

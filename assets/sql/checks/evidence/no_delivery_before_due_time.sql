@@ -5,10 +5,10 @@ SELECT run_id, sum(n) AS judged
 FROM (
     SELECT run_id, count(*) AS n FROM schedule_deliveries GROUP BY run_id
     UNION ALL
-    SELECT u.run_id, count(*) FROM schedule_units u
-    SEMI JOIN message_hops h ON h.run_id = u.run_id AND h.broker = u.broker AND h.phys_offset = u.phys_offset
-    WHERE u.run_id NOT IN (SELECT run_id FROM schedule_deliveries)
-    GROUP BY u.run_id
+    -- a unit names a SCHEDULE record of the valid log (the import keeps no other)
+    SELECT run_id, count(*) FROM schedule_units
+    WHERE run_id NOT IN (SELECT run_id FROM schedule_deliveries)
+    GROUP BY run_id
     UNION ALL
     -- a timer's DELIVER is the only DELIVER without a delay level
     SELECT run_id, count(*) FROM message_hops

@@ -50,7 +50,7 @@ FROM message_hops r
 JOIN (SELECT h.run_id, h.message_key, h."group", h.broker, h.delay_level, h.reconsume_times, h.store_ts, u.due_ts
       FROM message_hops h
       JOIN schedule_units u ON u.run_id = h.run_id AND u.broker = h.broker AND u.phys_offset = h.phys_offset
-      WHERE h.hop_kind = 'SCHEDULE') d
+      WHERE h.hop_kind = 'SCHEDULE' AND h.run_id NOT IN (SELECT run_id FROM schedule_deliveries)) d
      ON d.run_id = r.run_id AND d.message_key = r.message_key AND d."group" IS NOT DISTINCT FROM r."group"
         AND d.broker = r.broker AND d.delay_level = r.delay_level AND d.reconsume_times = r.reconsume_times
         AND d.store_ts <= r.store_ts
