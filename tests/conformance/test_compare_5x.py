@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from compare_rows import real_run
 
 from broker_core.errors import BadInputError
 from broker_core.sim.scenario import load_scenario
@@ -51,30 +52,8 @@ OUTCOMES = ["SENT_BACK", "SENT_BACK_BY_CLIENT", "SENT_BACK"]
 
 
 def _real_run():
-    """A real DuckDB with the columns the comparison reads: the hops above, their lineage, and the
-    clients' three failed attempts."""
-    con = duckdb.connect()
-    con.execute("""CREATE TABLE message_hops (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
-                   message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
-                   queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT)""")
-    con.execute("""CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
-                   properties MAP(VARCHAR, VARCHAR), msg_id VARCHAR)""")
-    con.execute("""CREATE TABLE message_lineage (run_id VARCHAR, message_key VARCHAR, "group" VARCHAR,
-                   final_state VARCHAR, retries INT, path VARCHAR)""")
-    for i, (kind, topic, level, times) in enumerate(HOPS):
-        group = None if kind == "PUBLISH" else "notice-service"
-        con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)",
-                    [REAL, i * 100, KEY, group, i, kind, topic, level, times])
-        con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP {'UNIQ_KEY': ?}, ?)",
-                    [REAL, i * 100, KEY, f"M{i}"])
-    con.execute("INSERT INTO message_lineage VALUES (?, ?, 'notice-service', 'DLQ', 2, '')", [REAL, KEY])
-    consumed = [h for h in HOPS if h[0] in ("PUBLISH", "RETRY")]
-    attempts = [{"uniq_key": KEY, "group": "notice-service", "model": "CLUSTERING", "queue_topic": topic,
-                 "queue_id": 0, "queue_offset": n, "phys_offset": n, "reconsume_times": times,
-                 "status": "RECONSUME_LATER", "outcome": outcome, "start_ts": n, "consumer_id": "c0",
-                 "msg_id": f"M{n}"}
-                for n, ((_, topic, _, times), outcome) in enumerate(zip(consumed, OUTCOMES, strict=True))]
-    return con, attempts
+    """The hops above, their lineage, and the clients' three failed attempts."""
+    return real_run(REAL, KEY, "notice-service", HOPS, 2, ["RECONSUME_LATER"] * len(OUTCOMES), OUTCOMES)
 
 
 @pytest.mark.parametrize("rules, agrees", [("5.x", True), ("4.9", False)])

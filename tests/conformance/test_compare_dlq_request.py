@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
+from compare_rows import real_run
 
 from broker_core.sim.scenario import load_scenario
 from conformance import compare
@@ -24,28 +24,7 @@ HOPS = [("PUBLISH", "DlqTopic", 0, 0), ("SCHEDULE", "SCHEDULE_TOPIC_XXXX", 3, 1)
 
 
 def _real_run(statuses):
-    con = duckdb.connect()
-    con.execute("""CREATE TABLE message_hops (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
-                   message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
-                   queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT)""")
-    con.execute("""CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
-                   properties MAP(VARCHAR, VARCHAR), msg_id VARCHAR)""")
-    con.execute("""CREATE TABLE message_lineage (run_id VARCHAR, message_key VARCHAR, "group" VARCHAR,
-                   final_state VARCHAR, retries INT, path VARCHAR)""")
-    for i, (kind, topic, level, times) in enumerate(HOPS):
-        group = None if kind == "PUBLISH" else GROUP
-        con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)",
-                    [REAL, i * 100, KEY, group, i, kind, topic, level, times])
-        con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP {'UNIQ_KEY': ?}, ?)",
-                    [REAL, i * 100, KEY, f"M{i}"])
-    con.execute("INSERT INTO message_lineage VALUES (?, ?, ?, 'DLQ', 1, '')", [REAL, KEY, GROUP])
-    consumed = [h for h in HOPS if h[0] in ("PUBLISH", "RETRY")]
-    attempts = [{"uniq_key": KEY, "group": GROUP, "model": "CLUSTERING", "queue_topic": topic,
-                 "queue_id": 0, "queue_offset": n, "phys_offset": n, "reconsume_times": times,
-                 "status": status, "outcome": "SENT_BACK", "start_ts": n, "consumer_id": "c0",
-                 "msg_id": f"M{n}"}
-                for n, ((_, topic, _, times), status) in enumerate(zip(consumed, statuses, strict=True))]
-    return con, attempts
+    return real_run(REAL, KEY, GROUP, HOPS, 1, statuses, ["SENT_BACK"] * len(statuses))
 
 
 @pytest.mark.parametrize("last, agrees", [("DLQ_REQUESTED", True), ("RECONSUME_LATER", False)])

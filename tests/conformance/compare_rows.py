@@ -1,0 +1,36 @@
+"""A real run's rows for the audit-vs-clients comparison, without a real broker: a real DuckDB holding
+the few columns ``conformance.compare.lineage_vs_clients`` reads (message_hops, commitlog,
+message_lineage) for one message of one group, and the clients' attempts at its deliveries."""
+
+from __future__ import annotations
+
+import duckdb
+
+
+def real_run(run: str, key: str, group: str, hops: list[tuple], retries: int,
+             statuses: list[str], outcomes: list[str]) -> tuple[duckdb.DuckDBPyConnection, list[dict]]:
+    """``hops`` as (kind, topic, delay level, reconsume times), stored on broker-a in that order; the
+    message ends in the DLQ after ``retries``; one attempt per PUBLISH or RETRY hop, with its status
+    and outcome."""
+    con = duckdb.connect()
+    con.execute("""CREATE TABLE message_hops (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
+                   message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
+                   queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT)""")
+    con.execute("""CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
+                   properties MAP(VARCHAR, VARCHAR), msg_id VARCHAR)""")
+    con.execute("""CREATE TABLE message_lineage (run_id VARCHAR, message_key VARCHAR, "group" VARCHAR,
+                   final_state VARCHAR, retries INT, path VARCHAR)""")
+    for i, (kind, topic, level, times) in enumerate(hops):
+        hop_group = None if kind == "PUBLISH" else group
+        con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)",
+                    [run, i * 100, key, hop_group, i, kind, topic, level, times])
+        con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP {'UNIQ_KEY': ?}, ?)",
+                    [run, i * 100, key, f"M{i}"])
+    con.execute("INSERT INTO message_lineage VALUES (?, ?, ?, 'DLQ', ?, '')", [run, key, group, retries])
+    consumed = [h for h in hops if h[0] in ("PUBLISH", "RETRY")]
+    attempts = [{"uniq_key": key, "group": group, "model": "CLUSTERING", "queue_topic": topic,
+                 "queue_id": 0, "queue_offset": n, "phys_offset": n, "reconsume_times": times,
+                 "status": status, "outcome": outcome, "start_ts": n, "consumer_id": "c0", "msg_id": f"M{n}"}
+                for n, ((_, topic, _, times), status, outcome)
+                in enumerate(zip(consumed, statuses, outcomes, strict=True))]
+    return con, attempts
