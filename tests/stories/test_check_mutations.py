@@ -11,11 +11,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-import duckdb
 import pytest
+from warehouse_copy import warehouse_copy
 
 from assets import checks as c
-from assets.warehouse import LOADED, quote_ident
 
 SEEDS = (1, 2, 3)
 REPRODUCE = "python -m pytest tests/stories/test_check_mutations.py -k '{name} and seed{seed}'"
@@ -24,11 +23,7 @@ REPRODUCE = "python -m pytest tests/stories/test_check_mutations.py -k '{name} a
 @pytest.fixture
 def story_copy(story_warehouse_path):
     """A writable in-memory copy of the story warehouse's loaded tables."""
-    con = duckdb.connect()
-    con.execute(f"ATTACH '{story_warehouse_path}' AS wh (READ_ONLY)")
-    for table in LOADED:
-        con.execute(f"CREATE TABLE {quote_ident(table)} AS SELECT * FROM wh.{quote_ident(table)}")
-    con.execute("DETACH wh")
+    con = warehouse_copy(story_warehouse_path)
     yield con
     con.close()
 

@@ -18,14 +18,14 @@ import shutil
 import struct
 from pathlib import Path
 
-import duckdb
 import pytest
 from testdata import CLEAN_STORE, data_path
+from warehouse_copy import warehouse_copy
 
 from assets import checks as c
 from assets.audit import build_audit_tables
 from assets.lineage import run_lineage
-from assets.warehouse import LOADED, build_warehouse, open_read_only, quote_ident
+from assets.warehouse import build_warehouse, open_read_only
 from broker_core.export.store_import import import_store
 
 STORE_494 = CLEAN_STORE
@@ -336,20 +336,10 @@ def test_a_broken_5x_store_fails_the_check_that_guards_it(broken_5x, check, deta
 
 # --- what bytes cannot say: the imported rows, and a simulation's -------------------------------
 
-def writable(db: Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory copy of a warehouse's loaded tables."""
-    con = duckdb.connect()
-    con.execute(f"ATTACH '{db}' AS wh (READ_ONLY)")
-    for table in LOADED:
-        con.execute(f"CREATE TABLE {quote_ident(table)} AS SELECT * FROM wh.{quote_ident(table)}")
-    con.execute("DETACH wh")
-    return con
-
-
 @pytest.mark.parametrize("store", ["clean_494", "clean_5x"])
 def test_a_lineage_row_dropped_from_an_import_fails_lineage_matches_commitlog(store, request):
     """The lineage is the audit's own output: no store byte can break it, its rows can."""
-    con = writable(request.getfixturevalue(store))
+    con = warehouse_copy(request.getfixturevalue(store))
     key, phys = con.execute("SELECT message_key, phys_offset FROM message_hops ORDER BY ALL LIMIT 1").fetchone()
     con.execute("DELETE FROM message_hops WHERE message_key = ? AND phys_offset = ?", [key, phys])
     outcome = c.run_check(con, c.CHECKS_BY_NAME[c.LINEAGE_MATCHES_COMMITLOG])
@@ -360,7 +350,7 @@ def test_a_lineage_row_dropped_from_an_import_fails_lineage_matches_commitlog(st
 def test_a_simulation_fails_each_drift_on_its_own_evidence(story_warehouse_path):
     """Duplicate consumes and late deliveries in a simulated run's own records fail the drifts,
     with DUPLICATE_CONSUME and LATE_DELIVERY anomalies."""
-    con = writable(story_warehouse_path)
+    con = warehouse_copy(story_warehouse_path)
     run, level = con.execute("SELECT run_id, delay_level FROM schedule_deliveries "
                              "GROUP BY ALL ORDER BY count(*) DESC, 1, 2 LIMIT 1").fetchone()
     group = con.execute("""SELECT "group" FROM consume_attempts WHERE run_id = ? AND status = 'CONSUME_SUCCESS'
