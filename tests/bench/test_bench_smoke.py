@@ -183,6 +183,7 @@ def test_lineage_scale_reports_duckdb_out_of_memory(results, data_dir):
     assert "no ratio: DuckDB finished none of them" in text  # no sized input: the base is judged
 
 
+@pytest.mark.long  # builds the warehouse of the benchmark's own run: over a minute
 def test_warehouse_build_writes_its_table(results, data_dir):
     """The warehouse benchmark writes build, checks and total rows (after the lineage test's Spark run)."""
     # The same set of two 100-message runs as the lineage test: its lineage exists when that

@@ -38,6 +38,7 @@ MESSAGES = 62
 
 
 @needs_real_rocketmq
+@pytest.mark.long
 @pytest.mark.parametrize("version", ["5.3.3", pytest.param("5.5.1", marks=pytest.mark.slow)])
 def test_the_models_grpc_consumers_match_real_ones_through_a_proxy(version, tmp_path, spark):
     """Every message's hops (the publish, each revive into the group's POP retry topic, the retry

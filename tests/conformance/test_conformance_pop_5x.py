@@ -32,6 +32,7 @@ RETRY_TOPIC = "%RETRY%pop-service_PopTopic"
 
 
 @needs_real_rocketmq
+@pytest.mark.long
 @pytest.mark.parametrize("version", ["5.3.3", pytest.param("5.5.1", marks=pytest.mark.slow)])
 def test_the_models_pop_consumer_matches_a_real_one(version, tmp_path, spark):
     """Every message's hops (the publish, each revive into the group's POP retry topic) and

@@ -28,7 +28,7 @@ from java_driver import events_by_key, needs_real_rocketmq, run_driver
 from broker_core.constants import MESSAGE_DELAY_LEVEL_DEFAULT, PROP_FIRST_POP_TIME, SYSTEM_TOPIC_PREFIX
 from broker_core.delay_levels import parse_delay_levels
 
-pytestmark = needs_real_rocketmq
+pytestmark = [needs_real_rocketmq, pytest.mark.long]
 
 # 5.5.1's brokers run with 5.5.0's proxy and clients (conformance/jars.py PARTIAL_RELEASES): slow.
 VERSIONS = ("5.3.3", pytest.param("5.5.1", marks=pytest.mark.slow))

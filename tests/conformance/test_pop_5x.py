@@ -24,7 +24,7 @@ from broker_core.constants import (
     SYSTEM_TOPIC_PREFIX,
 )
 
-pytestmark = needs_real_rocketmq
+pytestmark = [needs_real_rocketmq, pytest.mark.long]
 
 VERSION = "5.3.3"
 DRIVER = Path(__file__).resolve().with_name("PopDriver.java")

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from java_driver import compile_driver, needs_real_rocketmq, run_driver, run_mqadmin
 
-pytestmark = needs_real_rocketmq
+pytestmark = [needs_real_rocketmq, pytest.mark.long]
 pytest.importorskip("rocksdict")
 
 VERSION = "5.3.3"

@@ -20,7 +20,7 @@ pytestmark = needs_real_rocketmq
 # 5.5.1 is served only in part: its broker side runs with 5.5.0's clients, name server and tools
 # (conformance/jars.py PARTIAL_RELEASES; docs/rocketmq-5x.md). Each case adds about 1.5 minutes;
 # 5.5.0's runs with the slow tests.
-VERSIONS = ("5.3.3", "5.5.1", pytest.param("5.5.0", marks=pytest.mark.slow))
+VERSIONS = ("5.3.3", pytest.param("5.5.1", marks=pytest.mark.long), pytest.param("5.5.0", marks=pytest.mark.slow))
 DRIVER = Path(__file__).resolve().with_name("TimerDriver.java")
 TOPIC, GROUP = "TimerTopic", "timer-group"
 # A 5 s roll window (timerRollWindowSlot x timerPrecisionMs 1000): a timer further ahead than that

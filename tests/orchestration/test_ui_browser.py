@@ -31,6 +31,8 @@ PARTITION = os.environ.get("RETRY_AUDIT_UI_TEST_PARTITION", "default")
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
+# Minutes of a browser waiting on a materialization: make test-long (.ci/run runs it).
+pytestmark = pytest.mark.long
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed")
 # The warehouse the browser test's run built, by partition: the recipes reuse it when it is there.
 UI_WAREHOUSES: dict[str, Path] = {}

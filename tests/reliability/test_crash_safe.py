@@ -27,6 +27,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
+import pytest
 
 from assets.warehouse import WAREHOUSE_TABLES
 from broker_core.export.schema import RAW_TABLES
@@ -299,6 +300,7 @@ def _small_run(where: Path) -> None:
                        run_dir_complete).returncode == 0
 
 
+@pytest.mark.long  # a dozen Spark processes started and killed: minutes
 def test_lineage_and_warehouse_killed_anywhere_then_rerun_match(tmp_path):
     """lineage and warehouse killed at any point never show half an output; their reruns equal uninterrupted runs."""
     ref, test = _workdirs(tmp_path)
