@@ -1,6 +1,6 @@
 """Large RocketMQ stores for the import benchmark: simulated shards laid end to end in one commit log.
 
-One simulated run of the benchmark scenario (``bench/scenarios/retry-heavy.yaml``) at
+One simulated run of a benchmark scenario (``SHAPES``: ``bench/scenarios/retry-heavy.yaml`` by default) at
 ``SHARD_MESSAGES`` messages writes about 1M commit-log records in 2-4 CPU-minutes; simulating
 10M records would take one core for the better part of an hour, more on a shared machine. So a
 store of N records is ``round(N / records per shard)`` shards laid end to end as one broker's
@@ -47,9 +47,16 @@ from bench.common import DATA_ROOT_DEFAULT, bench_data_dir
 from broker_core import codec
 from broker_core.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 
-SCENARIO = Path(__file__).resolve().parent / "scenarios" / "retry-heavy.yaml"
+SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 SHARD_MESSAGES = 500_000  # about 990k commit-log records and 1.2 GiB of simulator memory per shard
-RECORDS_PER_MESSAGE = 1.98  # measured on the scenario (bench/inputs.py): plans the shard count
+# The store shapes: scenario and commit-log records per message (measured on the scenario; plans
+# the shard count). retry-heavy: about 520-byte records, half of them in the schedule and retry
+# topics; mixed-traffic: about 560-byte records, a quarter of them there, two topics, some
+# messages sent delayed.
+SHAPES = {"retry-heavy": (SCENARIOS / "retry-heavy.yaml", 1.98),
+          "mixed-traffic": (SCENARIOS / "mixed-traffic.yaml", 1.27)}
+SHAPE_DEFAULT = "retry-heavy"
+SCENARIO = SHAPES[SHAPE_DEFAULT][0]
 STORE_FILE = "store.json"
 _SIZE_MAGIC = struct.Struct(">iI")
 _I64 = struct.Struct(">q")
@@ -68,21 +75,23 @@ def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def simulate_shard(out: str, messages: int, k: int) -> dict:
+def simulate_shard(out: str, messages: int, k: int, shape: str = SHAPE_DEFAULT) -> dict:
     """Simulate shard ``k`` (seed = the scenario's seed + k) into ``out``, keeping only its store."""
     from broker_core.sim.run import simulate
     from broker_core.sim.scenario import load_scenario
 
-    scenario = load_scenario(SCENARIO)
+    path = SHAPES[shape][0]
+    scenario = load_scenario(path)
     scenario = scenario.with_messages(messages).with_seed(scenario.seed + k).with_name(Path(out).name)
-    summary = simulate(SCENARIO, out, scenario=scenario)
+    summary = simulate(path, out, scenario=scenario)
     shutil.rmtree(Path(out) / "parquet", ignore_errors=True)  # only the store is read
     return {"k": k, "records": summary.tables["commitlog"], "wall_seconds": round(summary.wall_seconds, 1),
             "cpu_seconds": round(summary.cpu_seconds, 1)}
 
 
-def ensure_shards(data_dir: Path, count: int, messages: int, workers: int | None) -> list[Path]:
-    shards = [data_dir / "shards" / f"retry-heavy-m{messages}-s{k}" for k in range(count)]
+def ensure_shards(data_dir: Path, count: int, messages: int, workers: int | None,
+                  shape: str = SHAPE_DEFAULT) -> list[Path]:
+    shards = [data_dir / "shards" / f"{shape}-m{messages}-s{k}" for k in range(count)]
     missing = [(k, p) for k, p in enumerate(shards) if not (p / "run.json").is_file()]
     if missing:
         workers = max(1, min(workers or os.cpu_count() or 1, len(missing)))
@@ -90,7 +99,7 @@ def ensure_shards(data_dir: Path, count: int, messages: int, workers: int | None
         shards[0].parent.mkdir(parents=True, exist_ok=True)
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
                                  max_tasks_per_child=1) as pool:
-            futures = [pool.submit(simulate_shard, str(p), messages, k) for k, p in missing]
+            futures = [pool.submit(simulate_shard, str(p), messages, k, shape) for k, p in missing]
             for future in as_completed(futures):
                 facts = future.result()
                 say(f"  shard {facts['k']}: {facts['records']:,} records in {facts['wall_seconds']} s "
@@ -139,17 +148,19 @@ def _rebase_file(src: Path, dst: Path, base: int, file_size: int, last: bool, co
 
 def ensure_store(data_dir: Path, records: int, *, messages: int = SHARD_MESSAGES,
                  workers: int | None = None, clean: bool = False,
-                 distinct: int = DISTINCT_SHARDS_DEFAULT) -> Path:
-    """A store of about ``records`` commit-log records (a whole number of shards); built once.
+                 distinct: int = DISTINCT_SHARDS_DEFAULT, shape: str = SHAPE_DEFAULT) -> Path:
+    """A store of about ``records`` commit-log records (a whole number of shards) of ``shape``
+    (``SHAPES``); built once.
 
     At most ``distinct`` shards are simulated; copy j of the layout is shard ``j % distinct``
     with its UNIQ_KEYs changed by ``j // distinct`` (see :func:`_rebase_file`).
     """
     data_dir = Path(data_dir)
-    count = max(1, round(records / (messages * RECORDS_PER_MESSAGE)))
-    out = data_dir / f"store-{records}"
+    scenario, records_per_message = SHAPES[shape]
+    count = max(1, round(records / (messages * records_per_message)))
+    out = data_dir / (f"store-{records}" if shape == SHAPE_DEFAULT else f"store-{shape}-{records}")
     if not (out / STORE_FILE).is_file():
-        shards = ensure_shards(data_dir, min(count, distinct), messages, workers)
+        shards = ensure_shards(data_dir, min(count, distinct), messages, workers, shape)
         layout = [(shards[j % len(shards)], j // len(shards)) for j in range(count)]
         tmp = out.with_name(out.name + ".building")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -172,13 +183,13 @@ def ensure_store(data_dir: Path, records: int, *, messages: int = SHARD_MESSAGES
         (tmp / STORE_FILE).write_text(json.dumps({
             "records": total, "shards": [str(s) for s in shards],
             "layout": [[str(s.name), c] for s, c in layout], "messages_per_shard": messages,
-            "scenario": str(SCENARIO)}, indent=2) + "\n")
+            "scenario": str(scenario), "shape": shape}, indent=2) + "\n")
         shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
         say(f"store {out.name}: {count} cop(ies) of {len(shards)} simulated shard(s), {total:,} records, "
             f"laid end to end in {time.perf_counter() - started:.0f} s")
     if clean:
-        for shard in sorted((data_dir / "shards").glob(f"retry-heavy-m{messages}-s*")):
+        for shard in sorted((data_dir / "shards").glob(f"{shape}-m{messages}-s*")):
             shutil.rmtree(shard, ignore_errors=True)
     return out
 
@@ -196,10 +207,11 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--distinct", type=int, default=DISTINCT_SHARDS_DEFAULT, help="shards simulated")
     parser.add_argument("--clean", action="store_true", help="delete the shards once the store is built")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default=SHAPE_DEFAULT, help="the store's shape")
     args = parser.parse_args(argv)
     out = ensure_store(bench_data_dir(args.data_dir, args.quick) / "import-scale", args.records,
                        messages=args.messages, workers=args.workers, clean=args.clean,
-                       distinct=args.distinct)
+                       distinct=args.distinct, shape=args.shape)
     print(out)
     return out
 

@@ -27,7 +27,13 @@ import pyarrow.dataset as ds
 
 from broker_core import names
 from broker_core.codec import Record, decode_record
-from broker_core.constants import PROP_ORIGIN_GROUP, RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC
+from broker_core.constants import (
+    POP_RETRY_V1_SEPARATOR,
+    POP_RETRY_V2_SEPARATOR,
+    PROP_ORIGIN_GROUP,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TIMER_TOPIC,
+)
 from broker_core.errors import CorruptRecordError
 from broker_core.export.parquet import TableWriter
 from broker_core.store import pop, pop_kv
@@ -178,9 +184,12 @@ def known_names(reader: StoreReader) -> tuple[set[str], set[str]]:
 
 def _origin_groups(commitlog_dir: Path, broker: str, retry_in_log: Iterable[str]) -> dict[str, set[str]]:
     """The ``ORIGIN_GROUP`` values of each retry topic's records in ``broker``'s commitlog Parquet
-    (a 5.4+ revive service's retry records carry their group): one column scan of the retry
-    topics' records."""
-    retry_in_log = sorted(set(retry_in_log))
+    (a 5.4+ revive service's retry records carry their group): one column scan of the records of
+    the retry topics a POP group's could be. Only a name with a separator after its group
+    (``%RETRY%<group>_<topic>``, ``%RETRY%<group>+<topic>``) can be resolved by its records
+    (:func:`_named_by_record`), so a 4.x ``%RETRY%<group>`` topic's records, often a large share
+    of the log, are not read again."""
+    retry_in_log = sorted(t for t in set(retry_in_log) if _may_name_a_topic(t))
     if not retry_in_log or not commitlog_dir.is_dir() or not any(commitlog_dir.glob("*.parquet")):
         return {}
     data = ds.dataset(str(commitlog_dir), format="parquet")
@@ -196,6 +205,16 @@ def _origin_groups(commitlog_dir: Path, broker: str, retry_in_log: Iterable[str]
     return out
 
 
+POP_RETRY_SEPARATORS = (POP_RETRY_V1_SEPARATOR, POP_RETRY_V2_SEPARATOR)
+
+
+def _may_name_a_topic(name: str) -> bool:
+    """Whether a retry topic's name has a POP separator after ``%RETRY%``: only then can its
+    records' ``ORIGIN_GROUP`` resolve it (:func:`_named_by_record`)."""
+    rest = name[len(RETRY_GROUP_TOPIC_PREFIX):]
+    return any(sep in rest for sep in POP_RETRY_SEPARATORS)
+
+
 def _named_by_record(name: str, groups: set[str] | None) -> tuple[str, str] | None:
     """(group, origin topic) of a POP retry topic whose records all name one group that the
     topic's name starts with (``%RETRY%<group>_<topic>`` or ``+<topic>``); None otherwise."""
@@ -203,7 +222,7 @@ def _named_by_record(name: str, groups: set[str] | None) -> tuple[str, str] | No
         return None
     (group,) = groups
     rest = name[len(RETRY_GROUP_TOPIC_PREFIX):]
-    if len(rest) > len(group) + 1 and rest.startswith(group) and rest[len(group)] in "_+":
+    if len(rest) > len(group) + 1 and rest.startswith(group) and rest[len(group)] in POP_RETRY_SEPARATORS:
         return group, rest[len(group) + 1:]
     return None
 
