@@ -1,7 +1,8 @@
 """P7 at scale: import-store on 1M- and 10M-record stores, local and Spark, beside two floors.
 
 Inputs: stores made by ``bench/big_store.py`` (simulated shards of ``retry-heavy.yaml`` laid end
-to end in one commit log; 1M records is one shard, 10M ten).
+to end in one commit log; 1M records is one shard, 10M ten; ``--shape mixed-traffic``: larger
+records, a quarter of them in the schedule and retry topics, two topics, delayed sends).
 
 For each store, timed in turns in this one process (``--runs`` times): the local engine's
 ``import_store`` (columnar decoder), the columnar decode alone, and the two floors: reading the
@@ -22,7 +23,7 @@ as a user runs it: import-store, lineage (local[2]), warehouse (build + checks),
 
 A cProfile of one local import of the first store follows the table.
 
-Run: ``python -m bench.import_large [--sizes 1000000,10000000] [--runs N] [--spark] [--e2e]``.
+Run: ``python -m bench.import_large [--sizes 1000000,10000000] [--runs N] [--spark] [--e2e] [--shape S]``.
 """
 
 from __future__ import annotations
@@ -213,10 +214,11 @@ def e2e(store: Path, work: Path) -> list[list[str]]:
     return rows
 
 
-def rss_only(data_dir: Path, sizes: list[int], messages: int, name: str) -> Path:
+def rss_only(data_dir: Path, sizes: list[int], messages: int, name: str,
+             shape: str = big_store.SHAPE_DEFAULT) -> Path:
     rows = []
     for size in sizes:
-        store = big_store.ensure_store(data_dir, size, messages=messages)
+        store = big_store.ensure_store(data_dir, size, messages=messages, shape=shape)
         records = big_store.store_facts(store)["records"]
         start = time.perf_counter()
         mib = peak_rss_mib(store, data_dir / f".rss-{os.getpid()}")
@@ -246,18 +248,20 @@ def main(argv: list[str] | None = None) -> Path | None:
     parser.add_argument("--rss-only", action="store_true",
                         help="only the peak RSS of one import per store (a child of a fresh process)")
     parser.add_argument("--name", default="import_large")
+    parser.add_argument("--shape", choices=sorted(big_store.SHAPES), default=big_store.SHAPE_DEFAULT,
+                        help="the stores' shape (bench.big_store.SHAPES)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     data_dir = common.bench_data_dir(args.data_dir, False) / "import-scale"
     if args.rss_only:
-        return rss_only(data_dir, sizes, args.messages, args.name)
+        return rss_only(data_dir, sizes, args.messages, args.name, args.shape)
     data_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="import-large-", dir=data_dir))
     rows, spark_rows, e2e_rows, notes, per_record = [], [], [], [], {}
     profile = None
     try:
         for n, size in enumerate(sizes):
-            store = big_store.ensure_store(data_dir, size, messages=args.messages)
+            store = big_store.ensure_store(data_dir, size, messages=args.messages, shape=args.shape)
             facts = big_store.store_facts(store)
             say(f"store {store.name}: {facts['records']:,} records; local engine and floors, {args.runs} runs")
             local = measure_local(store, work, args.runs, profile_it=n == 0)
@@ -273,7 +277,8 @@ def main(argv: list[str] | None = None) -> Path | None:
                              f"{records / cpu[name]:,.0f}", f"{mb / cpu[name]:,.1f}",
                              f"{cpu[name] / records * 1e6:.2f}", f"{cpu[name] / floor:.2f}x",
                              f"{rss:,.0f}" if name.startswith("import-store") else ""])
-            notes.append(f"{records:,} records, {mb:,.0f} MB of records in {local['files']} files of 64 MiB "
+            notes.append(f"{records:,} records of the {args.shape} shape, {mb:,.0f} MB of records in "
+                         f"{local['files']} files of 64 MiB "
                          f"({len(facts['shards'])} shard(s)); {load_note()} after the local runs.")
             if args.spark:
                 for label, workers in [("local[2]", 0), *[(f"standalone, {w} worker(s) x 1 core", w)
@@ -299,7 +304,7 @@ def main(argv: list[str] | None = None) -> Path | None:
                                        f"{c.median:.1f}", f"{wall['import-store, local engine (columnar)'] / w.median:.2f}x"])
                     say(f"    start {got['start_s']:.1f} s, import median {w.median:.1f} s")
         if args.e2e:
-            store = big_store.ensure_store(data_dir, sizes[-1], messages=args.messages)
+            store = big_store.ensure_store(data_dir, sizes[-1], messages=args.messages, shape=args.shape)
             say(f"end to end on {store.name}")
             e2e_rows = e2e(store, work)
     finally:
