@@ -7,6 +7,7 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 from __future__ import annotations
 
 import subprocess
+import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -22,7 +23,10 @@ PRODUCER = Path(__file__).with_name("LiveProducer.java")
 MESSAGES = 1500
 # The producer says how many it sent every 100; the imports run once it passed these counts.
 IMPORT_AFTER = (300, 900)
-PRODUCER_TIMEOUT_S = 180  # a limit, so a stuck broker fails the test instead of hanging it
+# A limit on the whole send, so a stuck producer or broker fails the test with the producer's
+# output instead of hanging it until the suite's timeout: a timer kills the producer, which ends
+# its output.
+PRODUCER_TIMEOUT_S = 180
 
 
 def _rows(run: Path) -> dict[str, list[str]]:
@@ -58,6 +62,8 @@ def test_a_live_broker_imported_while_a_producer_writes_equals_a_fresh_import(tm
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
         live = []
         output = []
+        deadline = threading.Timer(PRODUCER_TIMEOUT_S, producer.kill)
+        deadline.start()
         try:
             for line in producer.stdout:
                 output.append(line)
@@ -65,12 +71,14 @@ def test_a_live_broker_imported_while_a_producer_writes_equals_a_fresh_import(tm
                     summary = import_store(store, run, broker="broker-a", live=True)
                     assert summary.errors == [], summary.errors
                     live.append(summary)
-            producer.wait(timeout=PRODUCER_TIMEOUT_S)
+            producer.wait()
         finally:
+            deadline.cancel()
             if producer.poll() is None:
                 producer.kill()
                 producer.wait()
-        assert producer.returncode == 0, "".join(output[-30:])
+        assert producer.returncode == 0, (f"the producer exited {producer.returncode} (killed after "
+                                          f"{PRODUCER_TIMEOUT_S} s if negative):\n" + "".join(output[-30:]))
         cluster.stop("broker-a")
     assert [s.resumed_from is None for s in live] == [True, False]
     assert live[1].resumed_from == live[0].next_offset and live[1].records_added > 0
