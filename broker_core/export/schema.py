@@ -290,6 +290,23 @@ TRANSACTION_OPS = pa.schema([
     ("half_queue_offsets", pa.list_(pa.int64())),
 ])
 
+# One row per call of a transactional producer's listener (simulation; a conformance run's real
+# clients too): executeLocalTransaction right after the half was stored, checkLocalTransaction
+# for each check the broker sent, and what it answered (docs/transactions.md).
+TRANSACTION_CALLS = pa.schema([
+    ("run_id", pa.string()),
+    ("producer_group", pa.string()),
+    ("uniq_key", pa.string()),
+    ("stage", pa.string()),  # execute | check
+    ("check_times", pa.int32()),  # 0 for the execution, n for the n-th check of the message
+    ("answer", pa.string()),  # LocalTransactionState: COMMIT_MESSAGE | ROLLBACK_MESSAGE | UNKNOW
+    ("ts", TS),
+    # A check's: the half copy the broker asked about (its commit-log offset and its queue offset
+    # in RMQ_SYS_TRANS_HALF_TOPIC); null for the execution.
+    ("phys_offset", pa.int64()),
+    ("queue_offset", pa.int64()),
+])
+
 # Tables a run directory's parquet/ holds, by name.
 RAW_TABLES: dict[str, pa.Schema] = {
     "commitlog": COMMITLOG,
@@ -306,6 +323,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "inner_messages": INNER_MESSAGES,
     "schedule_units": SCHEDULE_UNITS,
     "transaction_ops": TRANSACTION_OPS,
+    "transaction_calls": TRANSACTION_CALLS,
 }
 LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_hops": MESSAGE_HOPS,
