@@ -371,24 +371,25 @@ public class Driver {
         producer.setTransactionListener(new TransactionListener() {
             @Override
             public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
-                return transactionAnswer("execute", msg.getProperty("UNIQ_KEY"), 0, null);
+                return transactionAnswer(group, "execute", msg.getProperty("UNIQ_KEY"), 0, null);
             }
 
             @Override
             public LocalTransactionState checkLocalTransaction(MessageExt msg) {
                 String uniq = msg.getProperty("UNIQ_KEY");
                 int n = checks.computeIfAbsent(uniq, k -> new AtomicInteger()).incrementAndGet();
-                return transactionAnswer("check", uniq, n, msg);
+                return transactionAnswer(group, "check", uniq, n, msg);
             }
         });
         return producer;
     }
 
-    static LocalTransactionState transactionAnswer(String stage, String uniq, int n, MessageExt checked) {
+    static LocalTransactionState transactionAnswer(String group, String stage, String uniq, int n, MessageExt checked) {
         PlanSupport.TransactionAnswers answers = transactions.get(uniq);
         // A message the plan does not name (none should reach a listener) is left undecided.
         String answer = answers == null ? "UNKNOW" : answers.answer(n);
         StringBuilder sb = new StringBuilder("{\"ev\":\"txn\"");
+        PlanSupport.field(sb, "producer_group", group);
         PlanSupport.field(sb, "stage", stage);
         PlanSupport.field(sb, "uniq_key", uniq);
         PlanSupport.field(sb, "n", n);
