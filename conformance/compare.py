@@ -505,8 +505,9 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
             "explained_kinds": {k: {"count": n, "reason": EXPLAINED[k]} for k, n in sorted(explained_kinds.items())},
             "unexplained_kinds": dict(sorted(unexplained_kinds.items())),
             "differences": differences,
-            "hops": {"model": sum(len(v) for v in model_hops.values()),
-                     "real": sum(len(v) for k, v in real_hops.items() if k not in proxy_records)},
+            "hops": {"model": sum(len(v) for k, v in model_hops.items() if k not in op_records["model"]),
+                     "real": sum(len(v) for k, v in real_hops.items()
+                                 if k not in proxy_records and k not in op_records["real"])},
             "proxy_records": len(proxy_records),
             "transaction_op_records": {side: len(keys_) for side, keys_ in op_records.items()},
             "transaction_decisions": {"model": sum(sum(c.values()) for c in model_decided.values()),
