@@ -81,6 +81,11 @@ NOT_TYPE = 0  # MessageSysFlag.TRANSACTION_NOT_TYPE: the producer does not know 
 END_TYPES = (NOT_TYPE, SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_ROLLBACK)
 
 
+def _stored(result) -> bool:
+    """Whether a put's result means the record is in the commit log."""
+    return codes.put_status_response(result.status)[2]
+
+
 @dataclass(frozen=True)
 class TransactionSettings:
     """The broker's transaction settings (BrokerConfig)."""
@@ -209,8 +214,8 @@ class TransactionService:
                         trailing_separator=self.semantics.properties_trailing_separator()),
                     sys_flag=fields["sys_flag"] & ~SYSFLAG_TRANSACTION_MASK, delay_level=None)
         result = self.broker.put(half)
-        if self.broker._stored(result) and self.started and self._check_timer is None and self._run is None:
-            self._arm_check()
+        if _stored(result):
+            self._arm_check()  # the check service wakes for it, if it was idle
         return result
 
     # -- end transaction -------------------------------------------------------------------------
@@ -462,7 +467,7 @@ class TransactionService:
             properties_string=stored, flag=0, sys_flag=record.sys_flag, born_ts=record.born_ts,
             born_host=record.born_host, store_host=record.store_host, reconsume_times=0, prepared_tx_offset=0,
             delay_level=None))
-        return result if self.broker._stored(result) else None
+        return result if _stored(result) else None
 
     def _discard(self, record, check_times: int | None) -> None:
         """``resolveDiscardMsg``: the record to TRANS_CHECK_MAX_TIME_TOPIC, with its properties as

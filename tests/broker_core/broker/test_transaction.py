@@ -112,3 +112,51 @@ def test_the_model_stores_what_a_real_broker_stored_for_the_same_transactions(ve
     model_checks = Counter((model_keys[c["uniq_key"]], c["check_times"], c["answer"]) for c in calls
                            if c["stage"] == "check")
     assert model_checks == real_checks and sum(real_checks.values()) == 9
+
+
+def _undecided_half(make_broker, semantics: str, name: str):
+    """A broker (2 s checks after 3 s, at most 3) holding one half message nobody will decide."""
+    broker, sim, rows = make_broker(name, semantics=semantics, transaction_check_interval_ms=CHECK_INTERVAL_MS,
+                                    transaction_timeout_ms=TIMEOUT_MS, transaction_check_max=CHECK_MAX)
+    broker.create_topic("TxTopic", 1)
+
+    class Recorder:
+        def emit(self, table: str, row: dict) -> None:
+            rows.append((table, row))
+
+    producer = TransactionProducer(sim, broker, broker.streams.fork("p"), producer_group="tx",
+                                   born_host="10.0.1.1:50000", uniq_keys=UniqKeyGenerator("10.0.1.1", 1, 1),
+                                   recorder=Recorder(), listener=TransactionListener("tx", sim, Recorder()))
+    producer.send_in_transaction("TxTopic", b"x" * 8, answers=("UNKNOW",))
+    return broker, sim
+
+
+def _half_records(root: Path) -> list:
+    return [r for r in _records(root) if r.topic in (TRANS_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC)]
+
+
+@pytest.mark.parametrize("semantics", ["4.9", "5.x"])
+def test_a_broker_restarted_between_checks_goes_on_from_its_offsets(semantics, make_broker):
+    """A broker restarted (cleanly) between two checks of an undecided half checks it again from its CID_RMQ_SYS_TRANS offsets: three copies and one discard in all, as without the restart."""
+    broker, sim = _undecided_half(make_broker, semantics, f"restart-{semantics}")
+    start = sim.now()
+    sim.run(until_ms=start + 6_500)
+    broker.shutdown()
+    broker.start()
+    assert broker.transactions.pending()
+    sim.run(until_ms=start + 60_000)
+    assert not broker.transactions.pending()
+    broker.shutdown()
+    records = _half_records(broker.root)
+    assert [(r.topic, r.properties.get("TRANSACTION_CHECK_TIMES")) for r in records] == [
+        (TRANS_HALF_TOPIC, None), (TRANS_HALF_TOPIC, "1"), (TRANS_HALF_TOPIC, "2"), (TRANS_HALF_TOPIC, "3"),
+        (TRANS_CHECK_MAX_TIME_TOPIC, "3")]
+
+
+def test_a_half_no_producer_is_asked_about_is_still_copied_and_discarded(make_broker):
+    """With no producer of its group connected, a half is copied at every check all the same and discarded after transactionCheckMax of them."""
+    broker, sim = _undecided_half(make_broker, "4.9", "nobody")
+    broker.transaction_checkers.clear()
+    sim.run(until_ms=sim.now() + 30_000)
+    broker.shutdown()
+    assert [r.topic for r in _half_records(broker.root)] == [TRANS_HALF_TOPIC] * 4 + [TRANS_CHECK_MAX_TIME_TOPIC]
