@@ -2,9 +2,10 @@
 scenarios/conformance-transactions.yaml played by `retry-audit conformance` (a name server, two
 brokers, a real TransactionMQProducer whose listener replays the model's answers, one consumer).
 
-The 4.9.4 case is in `make test` (about 35 s of real clients and brokers, two minutes in all with
-the lineage); 5.3.3 (whose brokers take 15 to 35 s to stop) is marked slow. Without java, javac
-and mvn they skip.
+The 4.9.4 case is in `make test` (25 s of real clients; the whole test took 3 min 39 s on a busy
+2-core machine, most of it the two runs' Spark lineage); 5.3.3 (35 s of real clients, and its
+brokers take 15 to 35 s to stop; 3 min 9 s in all) is marked slow. Without java, javac and mvn
+they skip.
 """
 
 from __future__ import annotations
