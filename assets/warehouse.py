@@ -442,6 +442,10 @@ TABLE_DESCRIPTIONS = {
                       "with the UNIQ_KEY and queue offset the consumer saw.",
     "schedule_units": "One row per unit of a SCHEDULE_TOPIC_XXXX consume queue: the record it names and its "
                       "due time (the unit's tags code).",
+    "transaction_calls": "One row per call of a transactional producer's listener (execution, each check) and "
+                         "its answer (simulations; a conformance run's real clients).",
+    "transaction_ops": "One row per transaction op record (RMQ_SYS_TRANS_OP_HALF_TOPIC): the half-queue offsets "
+                       "of the half records a commit or rollback decided, read from its body.",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
     "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
     "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",

@@ -117,6 +117,13 @@ PERM_INHERIT = 1
 DLQ_PERM = PERM_READ | PERM_WRITE  # 4.9.2+; PERM_WRITE only in 4.9.0-4.9.1
 TOPIC_QUEUES_DEFAULT = 4  # DefaultMQProducer.defaultTopicQueueNums
 
+# --- transactional messages (docs/transactions.md; BrokerConfig @4.9.4 and @5.3.3) ---------------
+TRANSACTION_TIMEOUT_MS_DEFAULT = 6000  # transactionTimeOut: a half younger than this is not checked
+TRANSACTION_CHECK_MAX_DEFAULT = 15  # transactionCheckMax: the copy checked this often is discarded
+TRANSACTION_CHECK_INTERVAL_MS_4_9 = 60_000  # transactionCheckInterval in 4.9.4
+TRANSACTION_CHECK_INTERVAL_MS_5X = 30_000  # transactionCheckInterval in 5.x
+TRANSACTION_OP_BATCH_INTERVAL_MS_DEFAULT = 3000  # transactionOpBatchInterval (5.x op batches)
+
 # --- consumer (§6) -------------------------------------------------------------------------------
 PULL_BATCH_SIZE_DEFAULT = 32
 CONSUME_MESSAGE_BATCH_MAX_SIZE_DEFAULT = 1

@@ -27,14 +27,20 @@ from broker_core.errors import InvalidNameError
 
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
 
+# Transactional messages (docs/transactions.md): the half messages and their check copies, the
+# op records that say which were decided, and where a message checked too often is discarded
+# (TopicValidator); the broker's own group that walks the first two (MixAll.CID_SYS_RMQ_TRANS).
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+TRANS_GROUP = "CID_RMQ_SYS_TRANS"
 SYSTEM_TOPICS = frozenset({
     "TBW102", SCHEDULE_TOPIC, "BenchmarkTest", TRANS_HALF_TOPIC, "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC",
+    TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, "SELF_TEST_TOPIC",
     "OFFSET_MOVED_EVENT",
 })
 NOT_ALLOWED_SEND_TOPICS = frozenset({
-    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
     "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
 })
 

@@ -32,6 +32,7 @@ from broker_core.client.behavior import DLQ_REQUESTED
 from broker_core.client.pop_consumer import CLIENT_GRPC_FIFO, POP_MODE
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels
+from broker_core.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_GROUP, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from broker_core.sim.scenario import Scenario
 from conformance.plan import is_grpc
 
@@ -64,6 +65,14 @@ MASKED = "*"
 PROXY_TOPICS = frozenset({"DefaultHeartBeatSyncerTopic"})
 SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
 SENT_BACK = "SENT_BACK"
+# The records a transaction leaves beside its commit (docs/transactions.md): its half and check
+# copies, a discard, and the broker's op records (which name no message: compared apart, as the
+# copies they decided).
+TRANSACTION_TOPICS = frozenset({TRANS_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_OP_HALF_TOPIC})
+# Why the audit's final state of a transactional message is not compared with the clients': the
+# lineage does not read the transaction chain yet (a half, its copies and the commit are PUBLISH
+# hops of the broker's own group CID_RMQ_SYS_TRANS, not of the groups that consume the topic).
+TRANSACTION_STATE_NOT_IN_LINEAGE = "transaction_state_not_in_lineage"
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).
 _SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
 
@@ -77,6 +86,10 @@ EXPLAINED = {
         "a real broker was killed and restarted while the message was sent, stored or consumed; the "
         "model has one broker and plays no such outage, so only the audit and the clients are "
         "compared for it (docs/conformance.md, 'Broker outages')",
+    "broker_transaction_group":
+        "CID_RMQ_SYS_TRANS is the broker's own walk of the transaction half queue, not a consumer: the "
+        "lineage gives its chains a final state from consume attempts in a simulation (it has none) and "
+        "from its offsets in an import (docs/decisions.md, 'The broker's transaction group is no consumer')",
     "broadcast_group_absent_from_store":
         "a broadcasting group keeps its offsets in the client and drops failures: its store holds "
         "nothing of it (docs/decisions.md, 'Broadcasting groups leave no trace in a store')",
@@ -250,11 +263,21 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         if len(examples) < EXAMPLES_MAX:
             examples.append({"uniq_key": key, "group": group, "what": what, "audit": audit, "clients": clients})
 
+    transactional = {k for k, hs in hops.items() if any(h["topic"] == TRANS_HALF_TOPIC for h in hs)}
     for (key, group), calls in sorted(by_pair.items()):
         if models.get(group) == "broadcasting":
             not_auditable[group] += 1  # the store keeps nothing of a broadcasting group
             continue
         compared.add(key)
+        if key in transactional:
+            # What the consumers were handed must be the commit records the audit found in the
+            # topic; the chain's state is not the consuming group's in the lineage yet.
+            if not _transaction_deliveries_agree(hops.get(key, []), group, calls):
+                disagree(key, group, "deliveries", _consumable(_without_transaction_records(hops.get(key, [])), group),
+                         _delivered(calls))
+            else:
+                explained[key] = TRANSACTION_STATE_NOT_IN_LINEAGE
+            continue
         seen, delivered = set(), []
         for c in calls:
             record = (c["queue_topic"], c["queue_id"], c["queue_offset"], c["phys_offset"])
@@ -357,6 +380,45 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                               for g, n in sorted(not_auditable.items())}}
 
 
+def _delivered(calls: list[dict]) -> list[tuple[str, int]]:
+    """The (queue topic, reconsume times) of each record the clients were handed, in order, once each."""
+    seen, delivered = set(), []
+    for c in calls:
+        record = (c["queue_topic"], c["queue_id"], c["queue_offset"], c["phys_offset"])
+        if record not in seen:
+            seen.add(record)
+            delivered.append((c["queue_topic"], c["reconsume_times"]))
+    return delivered
+
+
+def _without_transaction_records(hops: list[dict]) -> list[dict]:
+    return [h for h in hops if h["topic"] not in TRANSACTION_TOPICS]
+
+
+def _transaction_deliveries_agree(hops: list[dict], group: str, calls: list[dict]) -> bool:
+    """Whether the consumers of a transactional message were handed exactly its records outside
+    the transaction's own topics (its commits, and the retries of the group), as a multiset."""
+    return Counter(_consumable(_without_transaction_records(hops), group)) == Counter(_delivered(calls))
+
+
+def transaction_decisions(con, run_ids: list[str]) -> dict[str, Counter]:
+    """Per message, the half copies its op records decided: (TRANSACTION_CHECK_TIMES of the copy,
+    absent for the half itself) counted, from ``transaction_ops`` joined to the half queue."""
+    marks = ", ".join("?" for _ in run_ids)
+    out: dict[str, Counter] = defaultdict(Counter)
+    for key, times in con.execute(f"""
+            WITH decided AS (
+                SELECT o.run_id, o.broker, o.queue_id, unnest(o.half_queue_offsets) AS half_offset
+                FROM transaction_ops o WHERE o.run_id IN ({marks}))
+            SELECT c.uniq_key, element_at(c.properties, 'TRANSACTION_CHECK_TIMES')[1]
+            FROM decided d JOIN commitlog c
+              ON c.run_id = d.run_id AND c.broker = d.broker AND c.topic = ?
+             AND c.queue_id = d.queue_id AND c.queue_offset = d.half_offset""",
+            [*run_ids, TRANS_HALF_TOPIC]).fetchall():
+        out[key][times] += 1
+    return out
+
+
 def _hop_shape(h: dict) -> tuple:
     system = h["topic"].startswith(_SYSTEM_PREFIXES)
     return (h["group"], h["hop_kind"], h["topic"], h["queue_id"] if system else None,
@@ -380,7 +442,13 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
     real_lineage = _lineage(con, real_run_ids)
     proxy_records = {k for k, hs in real_hops.items()
                      if k not in model_hops and all(h["topic"] in PROXY_TOPICS for h in hs)}
-    keys = sorted((set(model_hops) | set(real_hops)) - proxy_records)
+    # Op records name no message (their lineage key is made of host and time): compared apart,
+    # as the copies they decided (transaction_decisions).
+    op_records = {side: {k for k, hs in hops.items() if all(h["topic"] == TRANS_OP_HALF_TOPIC for h in hs)}
+                  for side, hops in (("model", model_hops), ("real", real_hops))}
+    keys = sorted((set(model_hops) | set(real_hops)) - proxy_records - op_records["model"] - op_records["real"])
+    model_decided = transaction_decisions(con, [model_run_id])
+    real_decided = transaction_decisions(con, real_run_ids)
     differences: list[dict] = []
     kinds_by_message: dict[str, set[str]] = defaultdict(set)
     explained_kinds: Counter[str] = Counter()
@@ -414,6 +482,9 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
                 if mh["hop_kind"] == "TIMER" and mh["dwell_ms"] is not None and rh["dwell_ms"] is not None \
                         and abs(mh["dwell_ms"] - rh["dwell_ms"]) > TIMER_DWELL_TOLERANCE_MS:
                     differ(key, mh["group"], "timer_dwell", mh["dwell_ms"], rh["dwell_ms"])
+        if model_decided.get(key, Counter()) != real_decided.get(key, Counter()):
+            differ(key, None, "transaction_decisions", dict(model_decided.get(key, {})),
+                   dict(real_decided.get(key, {})))
         groups = {g for (k, g) in model_lineage if k == key} | {g for (k, g) in real_lineage if k == key}
         for group in sorted(g for g in groups if g is not None):
             ms = model_lineage.get((key, group), {}).get("final_state")
@@ -422,6 +493,8 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
                 continue
             if rs is None and models.get(group) == "broadcasting":
                 differ(key, group, "broadcast_group_absent_from_store", ms, rs)
+            elif group == TRANS_GROUP:
+                differ(key, group, "broker_transaction_group", ms, rs)
             else:
                 differ(key, group, "final_state", ms, rs)
 
@@ -432,9 +505,13 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
             "explained_kinds": {k: {"count": n, "reason": EXPLAINED[k]} for k, n in sorted(explained_kinds.items())},
             "unexplained_kinds": dict(sorted(unexplained_kinds.items())),
             "differences": differences,
-            "hops": {"model": sum(len(v) for v in model_hops.values()),
-                     "real": sum(len(v) for k, v in real_hops.items() if k not in proxy_records)},
+            "hops": {"model": sum(len(v) for k, v in model_hops.items() if k not in op_records["model"]),
+                     "real": sum(len(v) for k, v in real_hops.items()
+                                 if k not in proxy_records and k not in op_records["real"])},
             "proxy_records": len(proxy_records),
+            "transaction_op_records": {side: len(keys_) for side, keys_ in op_records.items()},
+            "transaction_decisions": {"model": sum(sum(c.values()) for c in model_decided.values()),
+                                      "real": sum(sum(c.values()) for c in real_decided.values())},
             "timer_hops": {"model": sum(h["hop_kind"] == "TIMER" for v in model_hops.values() for h in v),
                            "real": sum(h["hop_kind"] == "TIMER" for v in real_hops.values() for h in v)},
             "timer_rolls": {"model": _rolls(model_hops), "real": _rolls(real_hops)},

@@ -1,7 +1,9 @@
 """What the real clients observed, from the driver's JSON lines to the contract's tables.
 
 ``produced`` gets one row per send the real producer made, ``consume_attempts`` one row per call
-of a real listener. These are the ground truth the audit of the real stores is held to.
+of a real listener, ``transaction_calls`` one row per call of a real transactional producer's
+listener (its execution and each check the broker sent). These are the ground truth the audit of
+the real stores is held to.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from broker_core.client.pop_consumer import (
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT
 from broker_core.errors import RetryAuditError
 from broker_core.export.parquet import write_rows
-from broker_core.export.schema import CONSUME_ATTEMPTS, PRODUCED
+from broker_core.export.schema import CONSUME_ATTEMPTS, PRODUCED, TRANSACTION_CALLS
 
 SUCCESS = "CONSUME_SUCCESS"
 POP = "POP"
@@ -37,6 +39,7 @@ POP_CK_TOPIC_MARKS = {"0": None, "1": "_", "2": "+"}
 class Observed:
     sends: list[dict] = field(default_factory=list)
     consumes: list[dict] = field(default_factory=list)
+    transactions: list[dict] = field(default_factory=list)  # a transaction listener's calls
     phases: dict[str, int] = field(default_factory=dict)
     done: dict | None = None
 
@@ -57,6 +60,8 @@ def parse_lines(lines) -> Observed:
             seen.sends.append(event)
         elif kind == "consume":
             seen.consumes.append(event)
+        elif kind == "txn":
+            seen.transactions.append(event)
         elif kind == "phase":
             seen.phases[event["name"]] = event["elapsed_ms"]
         elif kind == "done":
@@ -125,7 +130,8 @@ def outcome(model: str, status: str, mode: str | None = None, reconsume_times: i
 
 def write_tables(seen: Observed, out_dir: Path, run_id: str,
                  max_reconsume_times: dict[str, int] | None = None) -> dict[str, int]:
-    """Write ``out_dir/produced/`` and ``out_dir/consume_attempts/`` (Parquet, contract columns)."""
+    """Write ``out_dir/produced/``, ``out_dir/consume_attempts/`` and ``out_dir/transaction_calls/``
+    (Parquet, contract columns)."""
     produced = [{
         "run_id": run_id, "uniq_key": s["uniq_key"], "topic": s["topic"], "queue_id": s.get("queue_id"),
         "delay_level": s["delay_level"], "send_ts": s["send_ts"], "status": s["status"],
@@ -145,9 +151,15 @@ def write_tables(seen: Observed, out_dir: Path, run_id: str,
                            bool(c.get("send_back_refused")), c.get("client")),
         "phys_offset": c["commit_log_offset"],
     } for c in sorted(seen.consumes, key=lambda c: (c["start_ts"], c["group"], c["consumer_id"]))]
+    calls = [{
+        "run_id": run_id, "producer_group": t.get("producer_group"), "uniq_key": t["uniq_key"],
+        "stage": t["stage"], "check_times": t["n"], "answer": t["answer"], "ts": t["ts"],
+        "phys_offset": t.get("commit_log_offset"), "queue_offset": t.get("queue_offset"),
+    } for t in sorted(seen.transactions, key=lambda t: (t["ts"], t["uniq_key"], t["n"]))]
     return {
         "produced": write_rows(out_dir, "produced", produced, PRODUCED),
         "consume_attempts": write_rows(out_dir, "consume_attempts", attempts, CONSUME_ATTEMPTS),
+        "transaction_calls": write_rows(out_dir, "transaction_calls", calls, TRANSACTION_CALLS),
     }
 
 

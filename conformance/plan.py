@@ -1,7 +1,8 @@
 """What the real clients play: the scenario's topics, groups and messages, and the model's verdicts.
 
 The model runs the scenario first. Its run fixes every message's UNIQ_KEY, tags, keys, body and
-send time, and every listener verdict it drew (a random draw per delivery in the model). The plan
+send time, every listener verdict it drew (a random draw per delivery in the model), and every
+answer its transactional producers' listeners gave (the execution's and each check's). The plan
 hands all of it to the Java driver, which sends the same messages with the same UNIQ_KEY and makes
 its listeners return the model's verdict for the same (group, message, attempt): the real run and
 the model run then differ only where the broker and clients behave differently, which is what the
@@ -17,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from broker_core.broker.proxy import PROXY_INVISIBLE_MS_DEFAULT, max_attempts
+from broker_core.broker.semantics import semantics_for
 from broker_core.client.pop_consumer import (
     GRPC_CLIENTS,
     GRPC_PUSH_CLIENTS,
@@ -43,6 +45,7 @@ IDLE_MS_MIN = 8_000
 IDLE_MS_PER_DELAY = 2
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 POP_SUSPEND_MS = 15_000  # DefaultMQPushConsumerImpl.BROKER_SUSPEND_MAX_TIME_MILLIS: a pop's long polling
+NO_TRANSACTION = "-"  # a msg line's TRANSACTION field for a plain send
 
 
 @dataclass
@@ -129,6 +132,32 @@ def _pop_wait_ms(g) -> int:
     return max(g.invisible_ms or POP_INVISIBLE_MS_DEFAULT, *(g.retry_delays_ms or POP_DELAY_MS_DEFAULT))
 
 
+def transaction_answers(model_run: Path) -> dict[str, str]:
+    """Each transactional message's answers as the plan's TRANSACTION field: the model's listener
+    answers to the execution and to each check, in order (PlanSupport.TransactionAnswers; the
+    last repeats, so a real broker that checks once more than the model gets the same answer)."""
+    path = Path(model_run) / "parquet" / "transaction_calls"
+    if not path.is_dir():
+        return {}
+    calls = pq.read_table(path, columns=["uniq_key", "check_times", "answer"]).to_pylist()
+    by_key: dict[str, dict[int, str]] = defaultdict(dict)
+    for c in calls:
+        by_key[c["uniq_key"]][c["check_times"]] = c["answer"]
+    return {key: ",".join(answers[n] for n in sorted(answers)) for key, answers in by_key.items()}
+
+
+def transaction_wait_ms(scenario: Scenario) -> int:
+    """The longest a transactional message waits between two of its producer's listener calls:
+    its timeout and one check interval before the first check, plus the sleep of a 5.x check run
+    (0 without transactional producers)."""
+    if not any(p.transaction_weights for p in scenario.producers):
+        return 0
+    b = scenario.broker
+    semantics = semantics_for(b.semantics)
+    interval = b.transaction_check_interval_ms or semantics.transaction_check_interval_ms_default()
+    return b.transaction_timeout_ms + interval + semantics.transaction_check_sleep_without_op_ms()
+
+
 def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: dict[str, str],
                sides: list[tuple[str, int]] = (), side_dir: Path | None = None) -> Plan:
     """The driver's plan for ``scenario``, from the model's run of it in ``model_run``."""
@@ -188,6 +217,7 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
     expected = {gk: len(keys) for gk, keys in attempts_seen.items()}
     lines += [f"expect\t{g}\t{u}\t{n}" for (g, u), n in expected.items()]
 
+    answers = transaction_answers(model_run)
     start = min(r["send_ts"] for r in produced)
     # A real client refuses to start in the group DEFAULT_PRODUCER (DefaultMQProducerImpl.checkConfig),
     # the model's default; the group never reaches the store of a plain send, so any name will do.
@@ -203,7 +233,8 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
                                 row["topic"], first["tags"] or "-", first["keys"], str(row["delay_level"]),
                                 row["uniq_key"], _body_head(first["keys"]), str(first["body_size"]),
                                 dict(first["properties"] or ()).get(PROP_TIMER_DELAY_MS, "0"),
-                                "1" if row["uniq_key"] in recalled else "0"]))
+                                "1" if row["uniq_key"] in recalled else "0",
+                                answers.get(row["uniq_key"], NO_TRANSACTION)]))
     runs = pq.read_table(parquet / "runs").to_pylist()[0]
     simulated_s = (runs["sim_end_ts"] - runs["sim_start_ts"]).total_seconds()
     timeout_ms = int((simulated_s + TIMEOUT_MARGIN_S) * 1000)
@@ -222,7 +253,10 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
     scheduled = (any(g.mode != POP_MODE for g in scenario.groups)
                  or any(level > 0 and w > 0 for p in scenario.producers for level, w in p.delay_weights))
     level_ms_max = max(parse_delay_levels(scenario.broker.message_delay_level)) if scheduled else 0
-    idle_ms = max(IDLE_MS_MIN, IDLE_MS_PER_DELAY * level_ms_max, IDLE_MS_PER_DELAY * timer_ms_max, pop_idle_ms)
+    # A transactional message's next listener call (a check) comes after its timeout and a check
+    # interval, and then every interval (plus a 5.x run's sleep): that counts as a delay too.
+    idle_ms = max(IDLE_MS_MIN, IDLE_MS_PER_DELAY * level_ms_max, IDLE_MS_PER_DELAY * timer_ms_max, pop_idle_ms,
+                  IDLE_MS_PER_DELAY * transaction_wait_ms(scenario))
     lines += [f"setting\ttimeout_ms\t{timeout_ms}", f"setting\tidle_ms\t{idle_ms}"]
     lines += [f"side\t{group}\t{index}" for group, index in sides]
     if side_dir is not None:

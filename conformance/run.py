@@ -186,10 +186,22 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
 def broker_settings(scenario) -> dict[str, str]:
     """The scenario's broker settings the real brokers get beyond the harness's own: under 5.x rules
     the timer wheel (on by default, written out) and its roll window, so both wheels roll alike,
-    and the recall of timer messages (off by default) when a producer recalls."""
-    if not semantics_for(scenario.broker.semantics).timer_wheel():
-        return {}
-    settings = {"timerWheelEnable": "true", "timerRollWindowSlot": str(scenario.broker.timer_roll_window_slot)}
+    and the recall of timer messages (off by default) when a producer recalls; with transactional
+    producers the check settings (and under 5.x rules the op batch interval) the model plays."""
+    semantics = semantics_for(scenario.broker.semantics)
+    settings = {}
+    if any(p.transaction_weights for p in scenario.producers):
+        b = scenario.broker
+        settings.update({
+            "transactionCheckInterval": str(b.transaction_check_interval_ms
+                                            or semantics.transaction_check_interval_ms_default()),
+            "transactionTimeOut": str(b.transaction_timeout_ms),
+            "transactionCheckMax": str(b.transaction_check_max)})
+        if semantics.transaction_ops_batched():
+            settings["transactionOpBatchInterval"] = str(b.transaction_op_batch_interval_ms)
+    if not semantics.timer_wheel():
+        return settings
+    settings.update({"timerWheelEnable": "true", "timerRollWindowSlot": str(scenario.broker.timer_roll_window_slot)})
     if any(p.recall_fraction > 0 for p in scenario.producers):
         settings["recallMessageEnable"] = "true"
     return settings

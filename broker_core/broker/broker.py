@@ -27,6 +27,7 @@ from broker_core.broker.send import SendRequest, SendResponse, send_message
 from broker_core.broker.send_back import consumer_send_msg_back
 from broker_core.broker.timer import TimerService
 from broker_core.broker.topics import TopicTable
+from broker_core.broker.transaction import Checker, TransactionService, TransactionSettings
 from broker_core.clock import Simulator
 from broker_core.codec import Record
 from broker_core.constants import (
@@ -41,6 +42,9 @@ from broker_core.constants import (
     TIMER_ROLL_WINDOW_SLOT_MAX,
     TIMER_ROLL_WINDOW_SLOT_MIN,
     TIMER_TOPIC,
+    TRANSACTION_CHECK_MAX_DEFAULT,
+    TRANSACTION_OP_BATCH_INTERVAL_MS_DEFAULT,
+    TRANSACTION_TIMEOUT_MS_DEFAULT,
 )
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.errors import BadInputError, StoreStateError
@@ -75,6 +79,12 @@ class BrokerConfig:
     auto_create_subscription_group: bool = True
     schedule_async_deliver: bool = False
     timer_roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT_DEFAULT  # timerRollWindowSlot (5.x rules)
+    # transactionCheckInterval (None: the release's default), transactionTimeOut, transactionCheckMax,
+    # transactionOpBatchInterval (5.x rules)
+    transaction_check_interval_ms: int | None = None
+    transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS_DEFAULT
+    transaction_check_max: int = TRANSACTION_CHECK_MAX_DEFAULT
+    transaction_op_batch_interval_ms: int = TRANSACTION_OP_BATCH_INTERVAL_MS_DEFAULT
 
 
 @dataclass
@@ -132,6 +142,10 @@ class Broker:
         self.schedule: ScheduleService | None = None
         self.timer: TimerService | None = None  # 5.x rules only
         self.pop: PopService | None = None  # 5.x rules only
+        self.transactions: TransactionService | None = None
+        # The producers each transactional producer group has connected (checks go to one of
+        # them); they stay connected across a broker restart.
+        self.transaction_checkers: dict[str, list[Checker]] = {}
         self.flusher: FlushService | None = None
         self._arrival_listeners: list[Callable[[str, int], None]] = []
         self.puts = 0
@@ -145,6 +159,13 @@ class Broker:
     def rng(self, name: str) -> RandomSource:
         """The broker's seeded stream ``name`` (e.g. broker.put_failure, broker.send_back)."""
         return self.streams.stream(name)
+
+    def transaction_settings(self) -> TransactionSettings:
+        c = self.config
+        interval = c.transaction_check_interval_ms or self.semantics.transaction_check_interval_ms_default()
+        return TransactionSettings(check_interval_ms=interval, timeout_ms=c.transaction_timeout_ms,
+                                   check_max=c.transaction_check_max,
+                                   op_batch_interval_ms=c.transaction_op_batch_interval_ms)
 
     def store_config(self) -> StoreConfig:
         return StoreConfig(commitlog_file_size_bytes=self.config.commitlog_file_size_bytes,
@@ -180,6 +201,8 @@ class Broker:
                                       self._stored, self.config.timer_roll_window_slot)
         if self.semantics.pop_consumption():
             self.pop = PopService(self)
+        self.transactions = TransactionService(self, self.transaction_settings(), self.transaction_checkers)
+        self.transactions.start()
         self.running = True
 
     def shutdown(self) -> None:
@@ -194,6 +217,8 @@ class Broker:
             self.timer.stop()
         if self.pop is not None:
             self.pop.stop()
+        assert self.transactions is not None
+        self.transactions.stop()
         self.offsets.stop()
         self.offsets.persist()
         assert self.flusher is not None
@@ -211,6 +236,8 @@ class Broker:
             self.timer.stop()
         if self.pop is not None:
             self.pop.stop()
+        assert self.transactions is not None
+        self.transactions.stop()
         self.offsets.stop()
         assert self.flusher is not None
         self.flusher.stop()
@@ -292,6 +319,18 @@ class Broker:
         (broker_core/broker/recall.py); raises when the broker is down."""
         self._require_running()
         return recall_message(self, topic, handle, producer_group=producer_group, born_host=born_host)
+
+    def register_transaction_checker(self, producer_group: str, checker: Checker) -> None:
+        """A producer of ``producer_group`` the broker can send transaction checks to (its heartbeat)."""
+        self.transaction_checkers.setdefault(producer_group, []).append(checker)
+
+    def end_transaction(self, producer_group: str, phys_offset: int, queue_offset: int, kind: int,
+                        from_check: bool = False) -> int | None:
+        """END_TRANSACTION (EndTransactionProcessor): commit or roll back the half copy at
+        ``phys_offset``; raises when the broker is down (the client's oneway request is lost)."""
+        self._require_running()
+        assert self.transactions is not None
+        return self.transactions.end_transaction(producer_group, phys_offset, queue_offset, kind, from_check)
 
     def consumer_send_msg_back(self, offset: int, group: str, delay_level: int,
                                origin_msg_id: str | None = None, origin_topic: str | None = None,

@@ -16,7 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker_core.constants import DLQ_PERM
+from broker_core.constants import (
+    DLQ_PERM,
+    TRANSACTION_CHECK_INTERVAL_MS_4_9,
+    TRANSACTION_CHECK_INTERVAL_MS_5X,
+)
 from broker_core.errors import BadInputError
 from broker_core.message import HASHMAP_CAPACITY_DEFAULT, PROP_MSG_REGION, PROP_TRACE_SWITCH
 
@@ -111,6 +115,32 @@ class Semantics:
         5.3.3 brokers)."""
         return False
 
+    def transaction_check_interval_ms_default(self) -> int:
+        """``transactionCheckInterval``'s default: 60 s in 4.9.4 (BrokerConfig)."""
+        return TRANSACTION_CHECK_INTERVAL_MS_4_9
+
+    def half_carries_transaction_id(self) -> bool:
+        """Whether a half message gets ``__transactionId__`` (its UNIQ_KEY): not in 4.9.4
+        (TransactionalMessageBridge.parseHalfMessageInner)."""
+        return False
+
+    def transaction_ops_batched(self) -> bool:
+        """Whether a decision's op record waits for a batch: not in 4.9.4, which writes one op record
+        per commit or rollback at once (``addRemoveTagInTransactionOp``; a real 4.9.4 broker stored
+        it within 1 ms of the commit)."""
+        return False
+
+    def transaction_check_sleep_without_op_ms(self) -> int:
+        """How long a check run sleeps when op records were read, none decided the half in hand,
+        and no more are there: 4.9.4 reads again at once (TransactionalMessageServiceImpl.check)."""
+        return 0
+
+    def transaction_check_reads_own_copies(self) -> bool:
+        """Whether a check run reads on into the copies it wrote itself, discarding there one whose
+        check count reached the maximum: a real 4.9.4 broker did, 6 ms after writing them (a race
+        between the run and the consume-queue dispatch; docs/transactions.md)."""
+        return True
+
     def timer_wheel(self) -> bool:
         """Whether the broker has timer messages (TIMER_DELAY_SEC/MS, TIMER_DELIVER_MS): 4.9.4 has
         none and stores such a message in its topic at once, its properties unread."""
@@ -185,6 +215,32 @@ class Semantics5x(Semantics):
     def orderly_send_back_reconsume_time(self, reconsume_times: int) -> int:
         """5.x clients add one (CL/impl/consumer/ConsumeMessageOrderlyService.sendMessageBack)."""
         return reconsume_times + 1
+
+    def transaction_check_interval_ms_default(self) -> int:
+        """``transactionCheckInterval``'s default: 30 s (CM/BrokerConfig.java)."""
+        return TRANSACTION_CHECK_INTERVAL_MS_5X
+
+    def half_carries_transaction_id(self) -> bool:
+        """``parseHalfMessageInner`` puts ``__transactionId__`` = UNIQ_KEY before REAL_TOPIC
+        (BR/transaction/queue/TransactionalMessageBridge.java); seen on a real 5.3.3 half."""
+        return True
+
+    def transaction_ops_batched(self) -> bool:
+        """``deletePrepareMessage`` queues ``"<offset>,"`` per half queue and
+        TransactionalOpBatchService writes them as one op record every transactionOpBatchInterval
+        (BR/transaction/queue/TransactionalMessageServiceImpl.batchSendOpMessage)."""
+        return True
+
+    def transaction_check_sleep_without_op_ms(self) -> int:
+        """``SLEEP_WHILE_NO_OP``: 1000 ms before the half is checked anyway (a real 5.3.3 broker's
+        check runs with op records to read came 3 s apart at a 2 s interval)."""
+        return 1000
+
+    def transaction_check_reads_own_copies(self) -> bool:
+        """A real 5.3.3 run stopped at the first copy it had written (not yet in the consume queue)
+        and left the discard of a copy checked the maximum times to the next run
+        (docs/transactions.md)."""
+        return False
 
     def timer_wheel(self) -> bool:
         """``timerWheelEnable`` is on by default; the put hook sends a timer not yet due into

@@ -26,6 +26,7 @@ from broker_core.constants import (
 from broker_core.errors import InvalidNameError
 from broker_core.message import (
     PROP_REAL_TOPIC,
+    PROP_TRAN_MSG,
     PROP_UNIQ_KEY,
     broker_receive_properties,
     java_ordered_properties_string,
@@ -160,17 +161,24 @@ def send_message(broker, req: SendRequest) -> SendResponse:
                    else None),
         strip_wait=semantics.strip_wait_from_stored_properties(),
         trailing_separator=semantics.properties_trailing_separator())
-    result = broker.put(dict(
+    fields = dict(
         topic=topic, queue_id=queue_id, body=req.body, properties=props, properties_string=stored,
         flag=req.flag, sys_flag=sys_flag, born_ts=req.born_ts, born_host=req.born_host,
         store_host=broker.config.store_host, reconsume_times=req.reconsume_times,
-        prepared_tx_offset=0, delay_level=None))
+        prepared_tx_offset=0, delay_level=None)
+    half = (props.get(PROP_TRAN_MSG) or "").lower() == "true"  # Boolean.parseBoolean(TRAN_MSG)
+    if half:
+        result = broker.transactions.prepare(fields, props)  # a half message (docs/transactions.md)
+    else:
+        result = broker.put(fields)
     code, remark, stored_ok = codes.put_status_response(result.status)
     if not stored_ok:
         return SendResponse(code, remark)
     handle = None
     if result.topic == TIMER_TOPIC:
         handle = recall_handle(broker, result.phys_offset)
-    return SendResponse(code, remark, msg_id=result.msg_id, queue_id=result.queue_id,
+    # A half's answer names the queue the producer chose and the half's offsets (the response
+    # header's queueId is the request's).
+    return SendResponse(code, remark, msg_id=result.msg_id, queue_id=queue_id if half else result.queue_id,
                         queue_offset=result.queue_offset, phys_offset=result.phys_offset,
                         topic=result.topic, recall_handle=handle)

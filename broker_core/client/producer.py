@@ -41,6 +41,7 @@ from broker_core.constants import (
     SEND_RETRY_TIMES_ASYNC,
     SEND_RETRY_TIMES_SYNC,
     SYSFLAG_COMPRESSED,
+    SYSFLAG_TRANSACTION_PREPARED,
     TOPIC_QUEUES_DEFAULT,
 )
 from broker_core.errors import BadInputError, RetryAuditError
@@ -50,6 +51,7 @@ from broker_core.message import (
     PROP_MAX_RECONSUME_TIMES,
     PROP_RECONSUME_TIME,
     PROP_TAGS,
+    PROP_TRAN_MSG,
     PROP_UNIQ_KEY,
     PROP_WAIT,
 )
@@ -81,6 +83,7 @@ class SendOutcome:
     queue_id: int = -1
     msg_id: str = ""
     phys_offset: int = -1
+    queue_offset: int = -1
     stored_on_timeout: list[int] = field(default_factory=list)  # phys offsets of timed-out puts
     recall_handle: object | None = None  # a 5.x timer message's (SendResult.getRecallHandle)
 
@@ -171,6 +174,8 @@ class Producer:
             # tryToCompressMessage: bodies over 4 KiB go out zlib-compressed with the sysFlag bit.
             body = zlib.compress(body, COMPRESS_ZLIB_LEVEL)
             sys_flag |= SYSFLAG_COMPRESSED
+        if (props.get(PROP_TRAN_MSG) or "").lower() == "true":
+            sys_flag |= SYSFLAG_TRANSACTION_PREPARED  # sendKernelImpl: a transaction's half
         if mode == "sync":
             return self._send_sync(topic, body, props, flag, sys_flag)
         if mode == "async":
@@ -258,7 +263,8 @@ class Producer:
         if code in STORED_RESPONSE_CODES:
             return (SendOutcome(ok=True, code=code, remark=response.remark or "",
                                 queue_id=response.queue_id, msg_id=response.msg_id or "",
-                                phys_offset=response.phys_offset, recall_handle=response.recall_handle),
+                                phys_offset=response.phys_offset, queue_offset=response.queue_offset,
+                                recall_handle=response.recall_handle),
                     False, self.send_latency_ms)
         return (SendOutcome(ok=False, code=code, remark=response.remark or "", queue_id=queue_id),
                 code in RETRY_RESPONSE_CODES, self.send_latency_ms)

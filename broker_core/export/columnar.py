@@ -298,6 +298,7 @@ class _Slice:
     born_ts: np.ndarray
     store_ts: np.ndarray
     reconsume: np.ndarray
+    prepared: np.ndarray  # PREPARED_TRANSACTION_OFFSET, right after the reconsume times
     body_len: np.ndarray
     born_host: tuple[np.ndarray, np.ndarray]  # v4 key (address << 32 | port) and v6 20-byte rows
     store_host: tuple[np.ndarray, np.ndarray]
@@ -391,7 +392,8 @@ def _check_and_copy(buf, limit, p, check_crc, i8, i4, i2, u1) -> _Slice:
         queue_id=i4[q + _QUEUE_ID].astype(np.int32), queue_offset=i8[q + _QUEUE_OFFSET].astype(np.int64),
         phys=i8[q + _PHYS].astype(np.int64), sys_flag=sys_flag[sl],
         born_ts=i8[q + _BORN_TS].astype(np.int64), store_ts=i8[store_at].astype(np.int64),
-        reconsume=i4[q + _AFTER_HOSTS + hosts_extra[sl]].astype(np.int32), body_len=body_len[sl],
+        reconsume=i4[q + _AFTER_HOSTS + hosts_extra[sl]].astype(np.int32),
+        prepared=i8[q + _AFTER_HOSTS + 4 + hosts_extra[sl]].astype(np.int64), body_len=body_len[sl],
         born_host=_host_keys(i4, u1, born_at, v6_born[sl]),
         store_host=_host_keys(i4, u1, store_at + 8, v6_store[sl]),
         v6_born=v6_born[sl], v6_store=v6_store[sl], topic=topic, properties=props, prop_crc_bad=prop_crc_bad)
@@ -568,6 +570,7 @@ def _columns(raw: _Slice, file_name: str, hosts: _HostNames) -> tuple[dict[str, 
         "body_size": pa.array(raw.body_len.astype(np.int32), pa.int32()),
         "body_crc": pa.array(raw.crc, pa.int32()),
         "sys_flag": pa.array(raw.sys_flag, pa.int32()),
+        "prepared_tx_offset": pa.array(raw.prepared, pa.int64()),
         "born_ts": _timestamps(raw.born_ts),
         "born_host": pa.array(born_names, pa.string()).take(pa.array(born_index)),
         "store_ts": _timestamps(raw.store_ts),

@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from broker_core.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from broker_core.constants import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK
+from broker_core.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF_TOPIC
 
 SEND_OK = "SEND_OK"
 CONSUME_SUCCESS = "CONSUME_SUCCESS"
@@ -72,8 +73,14 @@ def run_counts(run_dir: str | Path, subscriptions: Mapping[str, Sequence[str]],
         consumed = _table(acked, ["group", "uniq_key"])
         given_up = _table(abandoned, ["group", "uniq_key"])
 
-        dead = []
-        for batch in _batches(tables / "commitlog", ["topic", "uniq_key"]):
+        dead, halves, commits = [], [], []
+        for batch in _batches(tables / "commitlog", ["topic", "uniq_key", "sys_flag"]):
+            mine = keys_of_bucket.mask(batch["uniq_key"])
+            # A transactional message reaches its topic only when committed: one rolled back or
+            # discarded is not in flight (docs/transactions.md).
+            halves.append(batch.filter(pc.and_kleene(pc.equal(batch["topic"], TRANS_HALF_TOPIC), mine))["uniq_key"])
+            commit = pc.equal(pc.bit_wise_and(batch["sys_flag"], SYSFLAG_TRANSACTION_MASK), SYSFLAG_TRANSACTION_COMMIT)
+            commits.append(batch.filter(pc.and_kleene(commit, mine))["uniq_key"])
             dlq = pc.starts_with(batch["topic"], DLQ_GROUP_TOPIC_PREFIX)
             if first:
                 counts["retried"] += _true(pc.starts_with(batch["topic"], RETRY_GROUP_TOPIC_PREFIX))
@@ -82,6 +89,9 @@ def run_counts(run_dir: str | Path, subscriptions: Mapping[str, Sequence[str]],
             group = pc.utf8_slice_codeunits(rows["topic"], len(DLQ_GROUP_TOPIC_PREFIX))
             dead.append(pa.RecordBatch.from_arrays([group, rows["uniq_key"]], ["group", "uniq_key"]))
         dead_lettered = _table(dead, ["group", "uniq_key"])
+        half_keys = pa.chunked_array(halves, pa.string()).combine_chunks()
+        never_committed = pc.filter(half_keys, pc.invert(pc.is_in(
+            half_keys, value_set=pa.chunked_array(commits, pa.string()).combine_chunks())))
 
         for group, topics in subscriptions.items():
             consumed_keys = _keys_of(consumed, "group", group)
@@ -93,7 +103,9 @@ def run_counts(run_dir: str | Path, subscriptions: Mapping[str, Sequence[str]],
                 was_dead = pc.is_in(keys, value_set=dead_keys)
                 counts["consumed"] += _true(was_consumed)
                 was_given_up = pc.is_in(keys, value_set=given_up_keys)
-                counts["in_flight"] += _true(pc.invert(pc.or_(pc.or_(was_consumed, was_dead), was_given_up)))
+                ended = pc.or_(pc.or_(pc.or_(was_consumed, was_dead), was_given_up),
+                               pc.is_in(keys, value_set=never_committed))
+                counts["in_flight"] += _true(pc.invert(ended))
     return counts
 
 

@@ -51,7 +51,9 @@ from broker_core.export.replicas import link_side
 from broker_core.store.problem import ERROR, Problem
 from broker_core.store.reader import ResumePoint, StoreReader
 
-STATE_VERSION = 2
+# The remembered import's format. 3: the commitlog rows gained prepared_tx_offset, so a broker
+# imported before is read whole once (a continued import would mix part files with and without it).
+STATE_VERSION = 3
 # Commit-log problems a scan finds at one record, whatever the recovery window: an import that
 # found only these before its end can be continued. Anything else before the end is damage.
 CARRIED_PROBLEM_KINDS = ("phys-offset-mismatch", "blank-size")

@@ -32,6 +32,10 @@ COMMITLOG = pa.schema([
     ("body_size", pa.int32()),
     ("body_crc", pa.int32()),
     ("sys_flag", pa.int32()),
+    # The header's PREPARED_TRANSACTION_OFFSET: on a transaction's commit record, the commit-log
+    # offset of the half (or check copy) it commits; 0 on other records. Null only in runs
+    # written before the column existed.
+    ("prepared_tx_offset", pa.int64()),
     ("born_ts", TS),
     ("born_host", pa.string()),
     ("store_ts", TS),
@@ -270,6 +274,39 @@ SCHEDULE_UNITS = pa.schema([
     ("due_ts", TS),
 ])
 
+# Transaction op records (docs/transactions.md), for simulations and imports alike: one row per
+# record of RMQ_SYS_TRANS_OP_HALF_TOPIC, its body read: the queue offsets in
+# RMQ_SYS_TRANS_HALF_TOPIC of the half records (or check copies) a commit or rollback decided.
+TRANSACTION_OPS = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("phys_offset", pa.int64()),  # the op record's (commitlog.phys_offset)
+    ("store_ts", TS),
+    ("queue_id", pa.int32()),  # the op queue's id: the half queue's (0)
+    ("queue_offset", pa.int64()),  # in the op queue
+    ("tag", pa.string()),  # "d" for every op a broker writes
+    # The decided records' queue offsets in the half queue of the same queue id: one (4.9.4) or a
+    # batch (5.x, "12,13," in the body). Pieces that are not numbers are left out (store_problems).
+    ("half_queue_offsets", pa.list_(pa.int64())),
+])
+
+# One row per call of a transactional producer's listener (simulation; a conformance run's real
+# clients too): executeLocalTransaction right after the half was stored, checkLocalTransaction
+# for each check the broker sent, and what it answered (docs/transactions.md).
+TRANSACTION_CALLS = pa.schema([
+    ("run_id", pa.string()),
+    ("producer_group", pa.string()),
+    ("uniq_key", pa.string()),
+    ("stage", pa.string()),  # execute | check
+    ("check_times", pa.int32()),  # 0 for the execution, n for the n-th check of the message
+    ("answer", pa.string()),  # LocalTransactionState: COMMIT_MESSAGE | ROLLBACK_MESSAGE | UNKNOW
+    ("ts", TS),
+    # A check's: the half copy the broker asked about (its commit-log offset and its queue offset
+    # in RMQ_SYS_TRANS_HALF_TOPIC); null for the execution.
+    ("phys_offset", pa.int64()),
+    ("queue_offset", pa.int64()),
+])
+
 # Tables a run directory's parquet/ holds, by name.
 RAW_TABLES: dict[str, pa.Schema] = {
     "commitlog": COMMITLOG,
@@ -285,6 +322,8 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "retry_topics": RETRY_TOPICS,
     "inner_messages": INNER_MESSAGES,
     "schedule_units": SCHEDULE_UNITS,
+    "transaction_ops": TRANSACTION_OPS,
+    "transaction_calls": TRANSACTION_CALLS,
 }
 LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_hops": MESSAGE_HOPS,

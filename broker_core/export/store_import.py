@@ -65,6 +65,7 @@ from broker_core.export.replicas import (
     side_dir,
 )
 from broker_core.export.schema import RAW_TABLES, RUN_SOURCE_IMPORT
+from broker_core.export.transaction_ops import write_transaction_ops
 from broker_core.message import create_message_id
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.config_files import split_topic_group
@@ -189,7 +190,7 @@ COMMITLOG_COLUMNS = (
     "run_id", "broker", "phys_offset", "total_size", "topic", "queue_id", "queue_offset", "msg_id",
     "uniq_key", "origin_msg_id", "real_topic", "real_queue_id", "retry_topic", "delay_level",
     "reconsume_times", "max_reconsume_times", "tags", "keys", "body_size", "body_crc", "sys_flag",
-    "born_ts", "born_host", "store_ts", "store_host", "properties", "magic", "file_name")
+    "prepared_tx_offset", "born_ts", "born_host", "store_ts", "store_host", "properties", "magic", "file_name")
 assert COMMITLOG_COLUMNS == tuple(RAW_TABLES["commitlog"].names), "commitlog columns moved"
 _TOPIC = COMMITLOG_COLUMNS.index("topic")
 _STORE_HOST = COMMITLOG_COLUMNS.index("store_host")
@@ -223,6 +224,7 @@ def record_to_values(record: Record, run_id: str, broker: str, file_name: str) -
         len(record.body),
         record.body_crc,
         record.sys_flag,
+        record.prepared_tx_offset,
         record.born_ts,
         record.born_host,
         record.store_ts,
@@ -485,6 +487,10 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
     # 5.x inner batches: the messages the consumer's client unwraps from each one.
     rows_by_table["inner_messages"], inner_problems = write_inner_messages(reader, parquet, part, run_id, broker)
     body_problems += inner_problems
+
+    # Transaction op records: which half records a commit or rollback decided.
+    rows_by_table["transaction_ops"], op_problems = write_transaction_ops(reader, parquet, part, run_id, broker)
+    body_problems += op_problems
 
     writer = TableWriter(parquet, "store_problems", part=part)
     for p in reader.problems + body_problems:

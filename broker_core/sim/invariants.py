@@ -161,10 +161,17 @@ def check_terminal(run: RunData) -> list[Violation]:
         if g.get("model", "clustering") == "clustering" and int(g.get("consumers", 1)) > 0:
             for t in g["subscribe"]:
                 subscribers[t].append(g["name"])
+    # A transactional message reaches its topic only when committed: one rolled back or
+    # discarded (TRANS_CHECK_MAX_TIME_TOPIC) is terminal with no consumer (docs/transactions.md).
+    halves = {k for t, k in zip(run.commitlog["topic"], run.commitlog["uniq_key"], strict=True)
+              if t == names.TRANS_HALF_TOPIC}
+    in_topic = set(zip(run.commitlog["topic"], run.commitlog["uniq_key"], strict=True)) if halves else set()
     p = run.produced
     for key, topic, status in zip(p["uniq_key"], p["topic"], p["status"], strict=True):
         if status != "SEND_OK":
             continue
+        if key in halves and (topic, key) not in in_topic:
+            continue  # never committed
         if key not in stored_keys:
             if not run.loss_allowed:
                 out.append(Violation("terminal: acknowledged send never stored", key,

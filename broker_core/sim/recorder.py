@@ -20,7 +20,8 @@ from broker_core.export.schema import RAW_TABLES
 
 # Tables the simulation itself writes while running. run.py writes the rest at the end: commitlog,
 # delay_offsets and store_problems from the store files (as import-store does), runs from the summary.
-EVENT_TABLES = ("consume_attempts", "schedule_deliveries", "consumer_offsets", "faults", "produced")
+EVENT_TABLES = ("consume_attempts", "schedule_deliveries", "consumer_offsets", "faults", "produced",
+                "transaction_calls")
 
 
 class Recorder:

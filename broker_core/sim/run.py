@@ -177,10 +177,14 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
     # The model stores a batch send as one record per message (putMessages), never as a 5.x
     # inner batch: nothing to unwrap.
     out["inner_messages"] = write_rows(parquet_dir, "inner_messages", [])
+    # Transaction op records, their bodies read from the store as import-store reads them.
+    from broker_core.export.transaction_ops import write_transaction_ops
+
+    out["transaction_ops"], op_problems = write_transaction_ops(reader, parquet_dir, DEFAULT_PART, run_id, broker)
     # The scan above filled reader.problems (a torn tail after a crash shows up there).
     out["store_problems"] = write_rows(parquet_dir, "store_problems", [
         {"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset, "kind": p.kind,
-         "detail": f"{p.severity}: {p.reason}"} for p in reader.problems + pop_problems])
+         "detail": f"{p.severity}: {p.reason}"} for p in reader.problems + pop_problems + op_problems])
     return out
 
 

@@ -15,7 +15,11 @@ The format is DESIGN.md's, plus a few fields with defaults: ``broker.cluster``,
 ``broker.timer_roll_window_slot`` (5.x ``timerRollWindowSlot``; a few slots make timers roll in short runs),
 ``producers[].group`` (producer group), ``producers[].start`` (when it begins sending) and
 ``producers[].timer`` (5.x timer messages: a delay or a weight table ``{0s: 0.8, 5s: 0.2}``) and
-``producers[].recall`` (the share of them recalled at once, 5.3.2+ ``recallMessage``), a POP
+``producers[].recall`` (the share of them recalled at once, 5.3.2+ ``recallMessage``) and
+``producers[].transaction`` (a transactional producer's decision per message: ``commit``,
+``rollback``, ``unknown``, ``commit@N``/``rollback@N`` at the N-th check, or a weight table of them),
+the broker's ``transaction_check_interval``, ``transaction_timeout``, ``transaction_check_max``
+and ``transaction_op_batch_interval`` (docs/transactions.md), a POP
 group's ``client`` (``grpc-simple``/``grpc-push``/``grpc-fifo`` through the proxy, with
 ``retry_max_times`` and, for the push consumers, ``retry_policy``), and the
 per-kind fault fields documented in ``docs/faults.md`` (``pause``, ``consumer``, ``delta``,
@@ -60,6 +64,7 @@ from broker_core.client.retry_policy import (
     RETRY_POLICY_TYPES,
     RetryPolicy,
 )
+from broker_core.client.transaction_producer import answers_of
 from broker_core.constants import (
     BODY_SIZE_BYTES_MAX,
     COMMITLOG_FILE_SIZE_BYTES_DEFAULT,
@@ -72,6 +77,9 @@ from broker_core.constants import (
     TIMER_ROLL_WINDOW_SLOT_DEFAULT,
     TIMER_ROLL_WINDOW_SLOT_MAX,
     TIMER_ROLL_WINDOW_SLOT_MIN,
+    TRANSACTION_CHECK_MAX_DEFAULT,
+    TRANSACTION_OP_BATCH_INTERVAL_MS_DEFAULT,
+    TRANSACTION_TIMEOUT_MS_DEFAULT,
 )
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.errors import BadInputError, InvalidNameError, ScenarioError
@@ -102,6 +110,12 @@ CQ_UNITS_PER_FILE_MAX = CQ_UNITS_PER_FILE_DEFAULT
 FAULT_PAUSE_MS_DEFAULT = 5000  # a crashed broker is back after this (an operator restarting it)
 BURST_MESSAGES_MAX = 10_000_000
 STRING_LENGTH_MAX = 1000
+# Transactional messages (docs/transactions.md): the broker's check settings' ranges. An interval
+# under 100 ms or a check count over 1000 is a typo; a timeout up to a day covers any real setting.
+TRANSACTION_CHECK_INTERVAL_MS_MIN = 100
+TRANSACTION_TIMEOUT_MS_MAX = 24 * 3600 * 1000
+TRANSACTION_CHECK_MAX_MAX = 1000
+TRANSACTION_OP_BATCH_INTERVAL_MS_MIN = 100
 
 SCENARIO_COMMITLOG_FILE_SIZE_DEFAULT = 64 * 1024 * 1024  # smaller than RocketMQ's 1 GiB: many rolls
 
@@ -606,6 +620,37 @@ def _check_timer(v: Any) -> tuple[tuple[int, float], ...]:
     return tuple(sorted(table.items()))
 
 
+def _decision(v: Any, **where: Any) -> str:
+    if not isinstance(v, str):
+        raise _Problem("is not a transaction decision (commit, rollback, unknown, commit@N, rollback@N)", v, **where)
+    try:
+        answers_of(v)
+    except ValueError as exc:
+        raise _Problem(str(exc), v, **where) from None
+    return v
+
+
+def _check_transaction(v: Any) -> tuple[tuple[str, float], ...]:
+    """A decision (``commit``) or a weight table ``{commit: 0.6, rollback@2: 0.2, unknown: 0.2}``:
+    commit or roll back at once, answer UNKNOW until the N-th check and then decide (``commit@N``),
+    or never decide (``unknown``)."""
+    if not isinstance(v, dict):
+        return ((_decision(v), 1.0),)
+    table: dict[str, float] = {}
+    for key, problem in getattr(v, "order", [(k, None) for k in v]):
+        w = v[key]
+        _readable([w])
+        _decision(key, sub=(key,), key=True, name="{key} decision")
+        if problem is not None:
+            raise problem
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf"):
+            raise _Problem("is not a weight (a number >= 0)", w, sub=(key,), name=f"{{key}}[{key}]")
+        table[key] = float(w)
+    if not table or sum(table.values()) <= 0:
+        raise _Problem("needs at least one decision with a weight above 0")
+    return tuple(sorted(table.items()))
+
+
 def _check_host(v: Any) -> str:
     v = _check_str(v)
     if not _valid_host(v):
@@ -748,6 +793,17 @@ class BrokerSpec:
     timer_roll_window_slot: int = field(
         default=TIMER_ROLL_WINDOW_SLOT_DEFAULT,
         metadata=_key(_int_in(TIMER_ROLL_WINDOW_SLOT_MIN, TIMER_ROLL_WINDOW_SLOT_MAX)))
+    # Transactional messages (docs/transactions.md): transactionCheckInterval (None: the release's
+    # default, 60 s for 4.9.4, 30 s for 5.x), transactionTimeOut, transactionCheckMax and 5.x's
+    # transactionOpBatchInterval (a 4.9.4 broker writes each op record at once).
+    transaction_check_interval_ms: int | None = field(default=None, metadata=_key(
+        _duration(TRANSACTION_CHECK_INTERVAL_MS_MIN, HORIZON_MS_MAX), key="transaction_check_interval"))
+    transaction_timeout_ms: int = field(default=TRANSACTION_TIMEOUT_MS_DEFAULT, metadata=_key(
+        _duration(0, TRANSACTION_TIMEOUT_MS_MAX), key="transaction_timeout"))
+    transaction_check_max: int = field(default=TRANSACTION_CHECK_MAX_DEFAULT,
+                                       metadata=_key(_int_in(1, TRANSACTION_CHECK_MAX_MAX)))
+    transaction_op_batch_interval_ms: int = field(default=TRANSACTION_OP_BATCH_INTERVAL_MS_DEFAULT, metadata=_key(
+        _duration(TRANSACTION_OP_BATCH_INTERVAL_MS_MIN, HORIZON_MS_MAX), key="transaction_op_batch_interval"))
 
 
 _Broker = _model_of(BrokerSpec, _Model, "_Broker")
@@ -953,6 +1009,10 @@ class ProducerSpec:
         Annotated[Any, BeforeValidator(_check_timer)], key="timer"))
     # 5.x recallMessage: the share of its timer messages the producer recalls as soon as sent.
     recall_fraction: float = field(default=0.0, metadata=_key(Probability, key="recall"))
+    # A transactional producer (TransactionMQProducer): its listener's decision per message, a
+    # weight table of decisions (commit, rollback, unknown, commit@N, rollback@N); empty: plain sends.
+    transaction_weights: tuple[tuple[str, float], ...] = field(default=(), metadata=_key(
+        Annotated[Any, BeforeValidator(_check_transaction)], key="transaction"))
     send: str = field(default="sync", metadata=_key(_one_of(SEND_MODES)))
     producer_group: str = field(default="DEFAULT_PRODUCER", metadata=_key(GroupName, key="group"))
     start_ms: int = field(default=0, metadata=_key(_duration(0, HORIZON_MS_MAX), key="start"))
@@ -1168,6 +1228,13 @@ class _ScenarioRules(_Model):
             elif p.recall > 0:
                 raise _Problem("needs timer messages to recall (producers[].timer): only a message in the "
                                "timer wheel has a recall handle", p.recall, sub=("producers", i, "recall"))
+            if p.transaction:
+                if p.send != "sync":
+                    raise _Problem("is sync for a transactional producer: sendMessageInTransaction sends "
+                                   "synchronously", p.send, sub=("producers", i, "send"))
+                if any(ms > 0 and w > 0 for ms, w in p.timer):
+                    raise _Problem("cannot be combined with timer: a timer on a half message is not modelled",
+                                   sub=("producers", i, "transaction"))
         unmodelled = semantics_for(self.broker.semantics).unmodelled_faults()
         for i, f in enumerate(self.faults):
             here = ("faults", i)

@@ -20,6 +20,7 @@ from broker_core.client.behavior import Behavior
 from broker_core.client.consumer_group import ConsumerGroup, ConsumerSettings
 from broker_core.client.pop_consumer import GRPC_PUSH_CLIENTS, PopConsumerGroup, PopSettings
 from broker_core.client.producer import Producer
+from broker_core.client.transaction_producer import TransactionListener, TransactionProducer, answers_of
 from broker_core.clock import Simulator
 from broker_core.constants import PROP_TIMER_DELAY_MS
 from broker_core.message import UniqKeyGenerator
@@ -69,8 +70,13 @@ class ProducerDriver:
         # Message.setDelayTimeMs (5.x clients): the broker's wheel holds the message until then.
         extra = {PROP_TIMER_DELAY_MS: str(timer_ms)} if timer_ms > 0 else None
         recall = timer_ms > 0 and self.world.pick_recall(self.index, spec.recall_fraction)
-        self.client.send(spec.topic, body, tags=tags, keys=f"p{self.index}-{i}", delay_level=level,
-                         properties=extra, recall=recall)
+        if spec.transaction_weights:
+            decision = self.world.pick_transaction(self.index, spec.transaction_weights)
+            self.client.send_in_transaction(spec.topic, body, tags=tags, keys=f"p{self.index}-{i}",
+                                            delay_level=level, answers=answers_of(decision))
+        else:
+            self.client.send(spec.topic, body, tags=tags, keys=f"p{self.index}-{i}", delay_level=level,
+                             properties=extra, recall=recall)
         self.sent += 1
         self.world.messages_sent += 1
         if self.sent < spec.messages:
@@ -116,13 +122,19 @@ class World:
             message_delay_level=b.message_delay_level,
             commitlog_file_size_bytes=b.commitlog_file_size_bytes,
             cq_units_per_file=b.cq_units_per_file, flush=b.flush, semantics=b.semantics,
-            timer_roll_window_slot=b.timer_roll_window_slot)
+            timer_roll_window_slot=b.timer_roll_window_slot,
+            transaction_check_interval_ms=b.transaction_check_interval_ms,
+            transaction_timeout_ms=b.transaction_timeout_ms, transaction_check_max=b.transaction_check_max,
+            transaction_op_batch_interval_ms=b.transaction_op_batch_interval_ms)
         self.broker = Broker(Path(store_root), self.broker_config, self.sim,
                              self.streams.fork("broker"), recorder)
         self.broker.start()
         for topic in scenario.topics:
             self.broker.create_topic(topic.name, topic.queues)
         self.groups = {}
+        # One listener per transactional producer group, shared by its producers (any of them may
+        # be asked about a message of the group).
+        self.transaction_listeners: dict[str, TransactionListener] = {}
         if scenario.groups:
             self._build_groups()
         ids = self.streams.stream("producer.ids")
@@ -175,11 +187,19 @@ class World:
         ip = f"{PRODUCER_HOST_PREFIX}{index % 250 + 1}"
         pid = ids.randrange(1, PID_MAX + 1)
         loader = ids.randrange(CLASSLOADER_HASH_MAX)
+        extra = {}
+        if spec.transaction_weights:
+            producer_cls = TransactionProducer
+            listener = self.transaction_listeners.get(spec.producer_group)
+            if listener is None:
+                listener = TransactionListener(spec.producer_group, self.sim, self.recorder)
+                self.transaction_listeners[spec.producer_group] = listener
+            extra["listener"] = listener
         client = producer_cls(self.sim, self.broker, self.streams.fork(f"producer.{index}"),
                               producer_group=spec.producer_group,
                               born_host=f"{ip}:{PRODUCER_PORT_BASE + index}",
                               uniq_keys=keygen_cls(ip, pid, loader), recorder=self.recorder,
-                              send_mode=spec.send)
+                              send_mode=spec.send, **extra)
         return ProducerDriver(self, index, spec, client)
 
     def add_burst(self, topic: str, messages: int, rate_per_s: float) -> None:
@@ -198,6 +218,14 @@ class World:
         if fraction <= 0:
             return False
         return self.streams.stream(f"producer.{producer}.recall").random() < fraction
+
+    def pick_transaction(self, producer: int, weights: tuple[tuple[str, float], ...]) -> str:
+        """A transactional message's decision, from the producer's own stream (drawn only for a
+        transactional producer: other runs stay as they were)."""
+        if len(weights) == 1:
+            return weights[0][0]
+        rng = self.streams.stream(f"producer.{producer}.transaction")
+        return rng.choices([d for d, _ in weights], weights=[w for _, w in weights])[0]
 
     def pick_timer_ms(self, producer: int, weights: tuple[tuple[int, float], ...]) -> int:
         """A message's timer (0: none), from the producer's own stream: adding timers to one
@@ -237,6 +265,10 @@ class World:
         # A 5.x timer message still in the wheel (it may roll for days) is not delivered yet.
         timer = self.broker.timer
         if timer is not None and timer.pending_messages:
+            return False
+        # A half message not yet decided, checked or discarded (or a decision waiting for its op).
+        transactions = self.broker.transactions
+        if transactions is not None and transactions.pending():
             return False
         return all(g.idle() for g in self.groups.values())
 

@@ -25,13 +25,18 @@
 //                                falls back to sending the retry itself (see refuseSendBack)
 //   msg      AT_MS  PRODUCER  PRODUCER_GROUP  TOPIC  TAGS|-  KEYS  DELAY_LEVEL  UNIQ_KEY  BODY_HEAD  BODY_SIZE
 //            TIMER_DELAY_MS  RECALL(1: recall the timer message as soon as it is sent; 5.3.2+ clients)
+//            TRANSACTION  - for a plain send; else the local transaction's answers (PlanSupport.
+//                         TransactionAnswers): the message goes through sendMessageInTransaction of
+//                         a TransactionMQProducer (a producer with such a message is one), whose
+//                         listener answers the execution and each broker check in turn
 //   expect   GROUP  UNIQ_KEY  CALLS  the listener calls after which (GROUP, UNIQ_KEY) is done
 //   setting  NAME  VALUE         idle_ms, timeout_ms, start_wait_ms
 //   side     GROUP  INDEX        a consumer run in a process of its own (so it can be SIGKILLed):
 //                                the main driver skips it, `Driver PLAN --only GROUP INDEX` runs it
 //   sidedir  DIR                 where those processes' stdout files are: their listener calls
 //                                count towards the main driver's "every message is done"
-// Output lines (stdout): {"ev":"send",...}, {"ev":"consume",...}, {"ev":"phase",...}, {"ev":"done",...}.
+// Output lines (stdout): {"ev":"send",...}, {"ev":"consume",...}, {"ev":"txn",...} (a transaction
+// listener's execution or check), {"ev":"phase",...}, {"ev":"done",...}.
 import java.io.BufferedReader;
 import java.io.FileReader;
 import java.nio.charset.StandardCharsets;
@@ -47,7 +52,11 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
@@ -86,6 +95,11 @@ public class Driver {
     // session with the proxy): a limit, for a proxy that never answers.
     static final long GRPC_READY_WAIT_MS = 120_000L;
     static final Map<String, String> MODES = new HashMap<>();
+    // The plan's transactional messages (UNIQ_KEY -> the listener's answers), the producers that
+    // send them, and how often the broker has checked each message so far.
+    static final Map<String, PlanSupport.TransactionAnswers> transactions = new HashMap<>();
+    static final Set<Integer> transactionalProducers = new HashSet<>();
+    static final Map<String, AtomicInteger> checks = new ConcurrentHashMap<>();
 
     public static void main(String[] args) {
         // Client threads are not daemons: any failure must still end the process.
@@ -156,7 +170,7 @@ public class Driver {
             int p = Integer.parseInt(m[1]);
             DefaultMQProducer producer = producers.get(p);
             if (producer == null) {
-                producer = new DefaultMQProducer(m[2]);
+                producer = transactionalProducers.contains(p) ? transactionalProducer(m[2]) : new DefaultMQProducer(m[2]);
                 producer.setNamesrvAddr(namesrv);
                 producer.setInstanceName("producer-" + p);
                 producer.start();
@@ -321,9 +335,15 @@ public class Driver {
         PlanSupport.field(sb, "delay_level", level);
         PlanSupport.field(sb, "send_ts", ts);
         try {
-            SendResult r = producer.send(msg);
+            PlanSupport.TransactionAnswers answers = transactions.get(m[7]);
+            SendResult r = answers == null ? producer.send(msg)
+                    : ((TransactionMQProducer) producer).sendMessageInTransaction(msg, null);
             MessageQueue q = r.getMessageQueue();
             PlanSupport.field(sb, "status", r.getSendStatus().name());
+            if (r instanceof TransactionSendResult) {
+                LocalTransactionState state = ((TransactionSendResult) r).getLocalTransactionState();
+                PlanSupport.field(sb, "local_state", state == null ? null : state.name());
+            }
             PlanSupport.field(sb, "msg_id", r.getOffsetMsgId());
             PlanSupport.field(sb, "client_msg_id", r.getMsgId());
             PlanSupport.field(sb, "broker", q.getBrokerName());
@@ -342,6 +362,51 @@ public class Driver {
         }
         sb.append('}');
         PlanSupport.emit(sb.toString());
+    }
+
+    // A producer of transactional messages: its listener returns the plan's answers, to the
+    // execution right after the half message is stored and to each check the broker sends.
+    static TransactionMQProducer transactionalProducer(String group) {
+        TransactionMQProducer producer = new TransactionMQProducer(group);
+        producer.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                return transactionAnswer(group, "execute", msg.getProperty("UNIQ_KEY"), 0, null);
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                String uniq = msg.getProperty("UNIQ_KEY");
+                int n = checks.computeIfAbsent(uniq, k -> new AtomicInteger()).incrementAndGet();
+                return transactionAnswer(group, "check", uniq, n, msg);
+            }
+        });
+        return producer;
+    }
+
+    static LocalTransactionState transactionAnswer(String group, String stage, String uniq, int n, MessageExt checked) {
+        PlanSupport.TransactionAnswers answers = transactions.get(uniq);
+        // A message the plan does not name (none should reach a listener) is left undecided.
+        String answer = answers == null ? "UNKNOW" : answers.answer(n);
+        StringBuilder sb = new StringBuilder("{\"ev\":\"txn\"");
+        PlanSupport.field(sb, "producer_group", group);
+        PlanSupport.field(sb, "stage", stage);
+        PlanSupport.field(sb, "uniq_key", uniq);
+        PlanSupport.field(sb, "n", n);
+        PlanSupport.field(sb, "answer", answer);
+        PlanSupport.field(sb, "ts", System.currentTimeMillis());
+        if (checked != null) {
+            // The half copy the broker checks: its commit-log and queue offsets, and its count.
+            PlanSupport.field(sb, "topic", checked.getTopic());
+            PlanSupport.field(sb, "commit_log_offset", checked.getCommitLogOffset());
+            PlanSupport.field(sb, "queue_offset", checked.getQueueOffset());
+            PlanSupport.field(sb, "msg_id", checked.getMsgId());
+            PlanSupport.field(sb, "check_times", checked.getProperty("TRANSACTION_CHECK_TIMES"));
+            PlanSupport.field(sb, "store_ts", checked.getStoreTimestamp());
+            PlanSupport.field(sb, "born_ts", checked.getBornTimestamp());
+        }
+        PlanSupport.emit(sb.append('}').toString());
+        return LocalTransactionState.valueOf(answer);
     }
 
     // producer.recallMessage(topic, sendResult.getRecallHandle()) (5.3.2+ clients; by reflection, so
@@ -516,6 +581,12 @@ public class Driver {
         verdicts = plan.verdicts;
         refusals.addAll(plan.refusals);
         msgs.addAll(plan.msgs);
+        for (String[] m : plan.msgs) {
+            PlanSupport.TransactionAnswers answers = PlanSupport.TransactionAnswers.parse(m.length > 12 ? m[12] : null);
+            if (answers == null) continue;
+            transactions.put(m[7], answers);
+            transactionalProducers.add(Integer.parseInt(m[1]));
+        }
         expectCalls.putAll(plan.expectCalls);
         settings.putAll(plan.settings);
         sides.addAll(plan.sides);

@@ -114,6 +114,37 @@ final class PlanSupport {
         }
     }
 
+    /** A transactional message's local-transaction answers, from the plan's TRANSACTION field: a
+     * comma list of LocalTransactionState names, the first what executeLocalTransaction returns,
+     * the n-th after it what the n-th checkLocalTransaction returns; the last repeats. So
+     * {@code COMMIT_MESSAGE} commits at once, {@code UNKNOW,UNKNOW,ROLLBACK_MESSAGE} rolls back
+     * at the second check, {@code UNKNOW} never decides; {@code -} is no transaction. The one
+     * parser of that field. */
+    static final class TransactionAnswers {
+        static final String NONE = "-";
+        static final Set<String> STATES = new HashSet<>(Arrays.asList("COMMIT_MESSAGE", "ROLLBACK_MESSAGE", "UNKNOW"));
+        private final String[] answers;
+
+        private TransactionAnswers(String[] answers) {
+            this.answers = answers;
+        }
+
+        /** The answers a plan field names; null for {@code -} (a plain send). */
+        static TransactionAnswers parse(String field) {
+            if (field == null || NONE.equals(field)) return null;
+            String[] answers = field.split(",");
+            for (String a : answers) {
+                if (!STATES.contains(a)) throw new IllegalArgumentException("transaction answer: " + a + " in " + field);
+            }
+            return new TransactionAnswers(answers);
+        }
+
+        /** The answer to the local execution (n = 0) or to the n-th check (n >= 1). */
+        String answer(int n) {
+            return answers[Math.min(n, answers.length - 1)];
+        }
+    }
+
     /** Appends {@code ,"name":value} to a JSON line: null, a number, or an escaped string. */
     static void field(StringBuilder sb, String name, Object value) {
         sb.append(",\"").append(name).append("\":");

@@ -331,3 +331,36 @@ def test_a_timer_the_rules_cannot_play_is_refused_at_its_line(text, line, words)
     err = str(error_of(text))
     assert err.startswith(f"s.yaml:{line}: "), err
     assert words in err, err
+
+
+def test_a_transaction_table_loads_with_the_brokers_transaction_settings():
+    """producers[].transaction takes a decision or a weight table of decisions (commit, rollback,
+    unknown, commit@N, rollback@N); the broker's check settings default to RocketMQ's."""
+    one = load_scenario_text(BASE.replace("messages: 10}", "messages: 10, transaction: commit@2}"), source="s.yaml")
+    assert one.producers[0].transaction_weights == (("commit@2", 1.0),)
+    assert one.broker.transaction_check_interval_ms is None and one.broker.transaction_timeout_ms == 6000
+    assert one.broker.transaction_check_max == 15
+    table = BASE.replace("name: t\n", "name: t\nbroker: {transaction_check_interval: 2s, transaction_check_max: 3}\n") \
+        .replace("messages: 10}", "messages: 10, transaction: {unknown: 1, commit: 3, rollback@1: 0.5}}")
+    s = load_scenario_text(table, source="s.yaml")
+    assert s.producers[0].transaction_weights == (("commit", 3.0), ("rollback@1", 0.5), ("unknown", 1.0))
+    assert (s.broker.transaction_check_interval_ms, s.broker.transaction_check_max) == (2000, 3)
+    assert load_scenario_text(BASE, source="s.yaml").producers[0].transaction_weights == ()
+
+
+@pytest.mark.parametrize("text, line, words", [
+    (BASE.replace("messages: 10}", "messages: 10, transaction: maybe}"), 8,
+     "producers[0].transaction: 'maybe' is not a transaction decision"),
+    (BASE.replace("messages: 10}", "messages: 10, transaction: {commit@0: 1}}"), 8, "commit@0"),
+    (BASE.replace("messages: 10}", "messages: 10, transaction: commit, send: async}"), 8,
+     "producers[0].send: 'async' is sync for a transactional producer"),
+    (FIVE_X.replace("messages: 10}", "messages: 10, transaction: commit, timer: 3s}"), 9,
+     "producers[0].transaction: cannot be combined with timer"),
+    (BASE.replace("name: t\n", "name: t\nbroker: {transaction_check_max: 0}\n"), 2, "broker.transaction_check_max"),
+])
+def test_a_transaction_the_model_cannot_play_is_refused_at_its_line(text, line, words):
+    """An unknown decision, an async transactional producer, a timer on a transactional message and
+    a check maximum under 1 are refused naming the file, the line and the key."""
+    err = str(error_of(text))
+    assert err.startswith(f"s.yaml:{line}: "), err
+    assert words in err, err
