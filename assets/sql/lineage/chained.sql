@@ -9,7 +9,7 @@ WITH level_delays AS (
     SELECT run_id, broker, delay_level, min(level_delay_ms) AS level_delay_ms
     FROM (SELECT run_id, broker, level AS delay_level, {{element_at}}(delay_levels_ms, level) AS level_delay_ms
           FROM (SELECT run_id, broker, delay_levels_ms,
-                       {{explode}}({{sequence}}(1, cardinality(delay_levels_ms))) AS level
+                       {{explode}}({{sequence}}(1, CAST(cardinality(delay_levels_ms) AS INT))) AS level
                 FROM runs
                 WHERE broker IS NOT NULL AND cardinality(delay_levels_ms) > 0) l) d
     WHERE level_delay_ms IS NOT NULL
