@@ -41,6 +41,7 @@ from assets.lineage_sql import (
     SPARK,
     lineage_sql,
 )
+from assets.lineage_engine import commitlog_parquet_bytes, is_uri
 from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for
 from broker_core.errors import BadInputError
 from broker_core.export.parquet import COMPRESSION, atomic_dir
@@ -54,8 +55,8 @@ from broker_core.export.schema import (
 )
 
 __all__ = ["HOPS_ORDER", "INPUT_TABLES", "LINEAGE_DIR", "LINEAGE_ORDER", "RECORD_COLUMNS", "build_message_hops",
-           "build_message_lineage", "classify_hops", "conform", "read_run_tables", "run_lineage",
-           "unwrap_inner_batches"]
+           "build_message_lineage", "classify_hops", "commitlog_parquet_bytes", "conform", "is_uri",
+           "read_run_tables", "run_lineage", "unwrap_inner_batches"]
 
 Progress = Callable[[str], None]
 
@@ -211,11 +212,6 @@ def _lineage_rows(chained: DataFrame, records: DataFrame, tables: dict[str, Data
 
 # --- run directories ---------------------------------------------------------------------------
 
-def is_uri(run_dir: str | Path) -> bool:
-    """True for a run directory given as a URI (hdfs://, s3a://, file://...) rather than a path."""
-    return "://" in str(run_dir)
-
-
 class _HadoopFiles:
     """File operations on a URI through the session's Hadoop file system (HDFS, object stores)."""
 
@@ -332,11 +328,6 @@ def _build_into(spark: SparkSession, tables: dict[str, DataFrame], out: str,
             frame.unpersist()
     assert set(counts) == set(LINEAGE_TABLES), counts
     return counts
-
-
-def commitlog_parquet_bytes(run_dir: str | Path) -> int:
-    """Bytes of a local run directory's commit-log Parquet (what sizes the shuffle)."""
-    return sum(f.stat().st_size for f in (Path(run_dir) / "parquet" / "commitlog").glob("*.parquet"))
 
 
 def run_lineage(run_dir: str | Path, spark: SparkSession,
