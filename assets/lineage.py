@@ -112,13 +112,30 @@ def _empty(spark: SparkSession, schema: pa.Schema) -> DataFrame:
 
 # --- the steps ---------------------------------------------------------------------------------
 
+# Spark looks for a kept (persisted) frame's data in a query's plan, but not inside the
+# definition of a CTE (WITH name AS ...), where every step reads its inputs: a step reading the
+# kept hops there would compute them again from the commit log. The legacy CTE policy substitutes
+# each CTE into the query as it is analysed, so the kept data is found. The steps never nest a
+# WITH inside a WITH, the one thing the policy also changes (which of two same-named CTEs wins).
+_CTE_POLICY_KEY = "spark.sql.legacy.ctePrecedencePolicy"
+_CTE_POLICY_SUBSTITUTE = "LEGACY"
+
+
 def _step(spark: SparkSession, step: str, views: dict[str, DataFrame]) -> DataFrame:
     """Lineage step ``step`` (``assets/sql/lineage/<step>.sql``) over ``views``, each frame
     registered as a temp view of its name. The query is analysed here, so the frame it returns
     keeps reading these frames when a view of the same name is replaced later."""
     for name, frame in views.items():
         frame.createOrReplaceTempView(name)
-    return spark.sql(lineage_sql(step, SPARK))
+    before = spark.conf.get(_CTE_POLICY_KEY, None)
+    spark.conf.set(_CTE_POLICY_KEY, _CTE_POLICY_SUBSTITUTE)
+    try:
+        return spark.sql(lineage_sql(step, SPARK))
+    finally:
+        if before is None:
+            spark.conf.unset(_CTE_POLICY_KEY)
+        else:
+            spark.conf.set(_CTE_POLICY_KEY, before)
 
 
 def _records(commitlog_df: DataFrame, inner_messages_df: DataFrame | None) -> DataFrame:
