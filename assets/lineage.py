@@ -31,6 +31,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from assets.lineage_engine import commitlog_parquet_bytes, is_uri
 from assets.lineage_sql import (
     HOPS_ORDER,
     INPUT_TABLES,
@@ -41,7 +42,6 @@ from assets.lineage_sql import (
     SPARK,
     lineage_sql,
 )
-from assets.lineage_engine import commitlog_parquet_bytes, is_uri
 from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for
 from broker_core.errors import BadInputError
 from broker_core.export.parquet import COMPRESSION, atomic_dir

@@ -12,7 +12,7 @@ lineage stops the warehouse from being built on it.
 
 import json
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import dagster as dg
@@ -63,7 +63,7 @@ class RawRunConfig(dg.Config):
     live: bool = Field(default=False, description="a broker is writing the store: an in-flight tail is not damage")
 
 
-class LineageEngine(str, Enum):
+class LineageEngine(StrEnum):
     """The engines the lineage asset can build with (assets.lineage_engine)."""
 
     spark = SPARK_ENGINE

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import duckdb
 
+from assets.lineage_duckdb import write_lineage
 from bench import common, inputs
 from bench.common import Stats, load_note, write_result
-from assets.lineage_duckdb import write_lineage
 from bench.inputs import SHARD_MESSAGES, set_runs, simulated_set
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
