@@ -66,7 +66,8 @@ def test_a_step_is_filled_for_both_engines_and_nothing_is_left(step):
 
 SHARED_FILES = [f"lineage/{step}.sql" for step in STEPS] + [
     f"lineage/shared/{name}.sql" for name in ("bookkeeping_record", "group_of", "origin_cuts_ctes",
-                                               "origin_cut_joins", "names_a_removed_record")]
+                                               "origin_cut_joins", "names_a_removed_record", "schedule_pair_key",
+                                               "schedule_pair_order")]
 
 
 @pytest.mark.parametrize("relative", SHARED_FILES)

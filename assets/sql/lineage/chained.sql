@@ -49,10 +49,7 @@ counted AS (
            sum(CASE pair_role WHEN 0 THEN 1 WHEN 1 THEN -1 ELSE 0 END) OVER in_order
              - CASE pair_role WHEN 0 THEN 1 WHEN 1 THEN -1 ELSE 0 END AS sum_before
     FROM numbered n
-    WINDOW in_order AS (PARTITION BY run_id, message_key, `group`, broker, rec_origin_msg_id, delay_level,
-                                     reconsume_times
-                        ORDER BY waits_from_ms ASC NULLS FIRST, pair_role ASC NULLS FIRST, store_ts ASC NULLS FIRST,
-                                 broker ASC NULLS FIRST, phys_offset ASC NULLS FIRST
+    WINDOW in_order AS (PARTITION BY {{schedule_pair_key}} ORDER BY {{schedule_pair_order}}
                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
 classed AS (
@@ -61,19 +58,13 @@ classed AS (
                 WHEN pair_role = 1 AND sum_before - least(0, coalesce(min(sum_before) OVER in_order, 0)) > 0 THEN 1
            END AS pair_class
     FROM counted c
-    WINDOW in_order AS (PARTITION BY run_id, message_key, `group`, broker, rec_origin_msg_id, delay_level,
-                                     reconsume_times
-                        ORDER BY waits_from_ms ASC NULLS FIRST, pair_role ASC NULLS FIRST, store_ts ASC NULLS FIRST,
-                                 broker ASC NULLS FIRST, phys_offset ASC NULLS FIRST
+    WINDOW in_order AS (PARTITION BY {{schedule_pair_key}} ORDER BY {{schedule_pair_order}}
                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
 ranked AS (
     SELECT c.*,
-           row_number() OVER (PARTITION BY run_id, message_key, `group`, broker, rec_origin_msg_id, delay_level,
-                                           reconsume_times, pair_class
-                              ORDER BY waits_from_ms ASC NULLS FIRST, pair_role ASC NULLS FIRST,
-                                       store_ts ASC NULLS FIRST, broker ASC NULLS FIRST,
-                                       phys_offset ASC NULLS FIRST) AS pair_rank
+           row_number() OVER (PARTITION BY {{schedule_pair_key}}, pair_class ORDER BY {{schedule_pair_order}})
+             AS pair_rank
     FROM classed c
 ),
 paired AS (
@@ -81,9 +72,7 @@ paired AS (
            CASE WHEN pair_class = 0 AND lead(pair_class) OVER pairs = 1 AND lead(pair_rank) OVER pairs = pair_rank
                 THEN lead(store_ts) OVER pairs END AS delivered_ts
     FROM ranked r
-    WINDOW pairs AS (PARTITION BY run_id, message_key, `group`, broker, rec_origin_msg_id, delay_level,
-                                  reconsume_times
-                     ORDER BY pair_rank ASC NULLS FIRST, pair_class ASC NULLS FIRST)
+    WINDOW pairs AS (PARTITION BY {{schedule_pair_key}} ORDER BY pair_rank ASC NULLS FIRST, pair_class ASC NULLS FIRST)
 ),
 delivered AS (
     -- A SCHEDULE hop without a delivery (still waiting, or lost) keeps the next hop of its chain.
