@@ -159,6 +159,11 @@ public class Driver {
                 producer = new DefaultMQProducer(m[2]);
                 producer.setNamesrvAddr(namesrv);
                 producer.setInstanceName("producer-" + p);
+                // A plan may shorten the route refresh (default 30 s): after a DLedger group elects
+                // a new master, sends reach it once the producer has read the new route.
+                if (settings.containsKey("route_poll_ms")) {
+                    producer.setPollNameServerInterval(settings.get("route_poll_ms").intValue());
+                }
                 producer.start();
                 producers.put(p, producer);
             }
