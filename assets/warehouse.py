@@ -442,6 +442,8 @@ TABLE_DESCRIPTIONS = {
                       "with the UNIQ_KEY and queue offset the consumer saw.",
     "schedule_units": "One row per unit of a SCHEDULE_TOPIC_XXXX consume queue: the record it names and its "
                       "due time (the unit's tags code).",
+    "dledger_entries": "A DLedger store's entries, one row per (Raft index, term): committed (its record is in "
+                       "commitlog), uncommitted or divergent (never handed out), and which replicas hold it.",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
     "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
     "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",
