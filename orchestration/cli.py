@@ -152,7 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory (an earlier run's is replaced)")
     p.add_argument("--broker-outage", action="append", default=[], metavar="BROKER@FROM-TO",
                    help="kill a real broker with SIGKILL at FROM and restart it at TO (times from the "
-                        "first send, e.g. broker-a@3s-6s); repeatable")
+                        "first send, e.g. broker-a@3s-6s; BROKER@FROM: not restarted); repeatable")
+    p.add_argument("--dledger-nodes", type=int, default=0, metavar="N",
+                   help="the real cluster is one broker, broker-a, a DLedger group of N nodes "
+                        "(enableDLegerCommitLog); an outage of it kills its master (default 0: two brokers)")
 
     p = add_command("swarm", help="run random scenarios with faults and check every invariant")
     p.add_argument("--seeds", default="1..20", help="A..B (inclusive)")
