@@ -86,7 +86,8 @@ def test_the_three_replicas_merge_into_one_broker(real_run):
     entries = pq.read_table(real / "parquet" / "dledger_entries").to_pylist()
     committed = [e for e in entries if e["state"] == "committed"]
     assert len(committed) == merged["committed"] == pq.read_table(real / "parquet" / "commitlog").num_rows
-    assert {e["term"] for e in committed} >= {1, 2}, "the election started a new term"
+    # The first election may take more than one term (a split vote); the one after the kill adds one.
+    assert len({e["term"] for e in committed}) >= 2, "the election after the kill started a new term"
     killed = report["faults"][0]["node"]
     for node in NODES:
         assert (out / "stores" / node / "abort").exists() == (node == killed)
