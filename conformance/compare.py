@@ -74,9 +74,9 @@ EXPLAINED = {
         "which messages a crash redelivers depends on when the client last persisted its offsets "
         "(docs/decisions.md, 'Redeliveries after a consumer crash are timing')",
     "real_broker_outage":
-        "a real broker was killed and restarted while the message was sent, stored or consumed; the "
-        "model has one broker and plays no such outage, so only the audit and the clients are "
-        "compared for it (docs/conformance.md, 'Broker outages')",
+        "a real broker was killed and restarted (or, a DLedger group's master, replaced by an election) "
+        "while the message was sent, stored or consumed; the model has one broker and plays no such "
+        "outage, so only the audit and the clients are compared for it (docs/conformance.md, 'Broker outages')",
     "broadcast_group_absent_from_store":
         "a broadcasting group keeps its offsets in the client and drops failures: its store holds "
         "nothing of it (docs/decisions.md, 'Broadcasting groups leave no trace in a store')",
