@@ -45,6 +45,8 @@ KIND_BAD_ENTRY = "dledger-bad-entry"  # a header DLedger's recovery refuses
 KIND_BAD_BODY = "dledger-bad-body"  # an entry whose body is not one message
 KIND_BLANK_SIZE = "dledger-blank-size"
 KIND_CHECKPOINT_MISSING = "dledger-checkpoint-missing"
+# What follows the last entry the checkpoint names and fails recovery's checks: a truncated tail's bytes.
+KIND_LEFT_BEHIND = "dledger-left-behind"
 
 
 @dataclass
@@ -172,6 +174,13 @@ class DLedgerScan:
                 return "end", cf.start + pos
             problem = self._entry_problem(cf, rel, buf, pos, limit)
             if isinstance(problem, Problem):
+                if not lenient and self._past_end_index():
+                    self._scan_problems.append(Problem(
+                        problem.file, problem.offset, KIND_LEFT_BEHIND,
+                        f"{problem.reason}; the log already holds every entry up to the checkpoint's endIndex "
+                        f"{self.raft.checkpoint.end_index}: bytes a truncation left behind (DLedger cuts its log "
+                        "by moving the write position, without zeroing), where recovery stops", WARNING))
+                    return "end", cf.start + pos
                 if not lenient:
                     self._scan_problems.append(problem)
                     return "damage", cf.start + pos
@@ -184,6 +193,12 @@ class DLedgerScan:
             if progress is not None and self.record_count and self.record_count % PROGRESS_EVERY_RECORDS == 0:
                 progress(ScanProgress(cf.name, index, len(self.files), self.record_count))
         return ("skip" if lenient else "end"), cf.start + pos
+
+    def _past_end_index(self) -> bool:
+        """Whether the walk has read the entry the node's checkpoint names as its last (endIndex)."""
+        log = self.raft
+        return (log.checkpoint is not None and log.checkpoint.end_index is not None and log.last_index is not None
+                and log.last_index >= log.checkpoint.end_index)
 
     def _entry_problem(self, cf: CommitLogFile, rel: str, buf, pos: int,
                        limit: int) -> Problem | tuple[EntryHeader, Record]:

@@ -190,3 +190,23 @@ def test_entries_kept_elsewhere_are_read_from_the_directory_given(tmp_path):
     assert "storePathDLedgerCommitLog" in refused.value.hint
     reader = StoreReader(store, dledger_data=elsewhere)
     assert len(_records(reader)) == 122 and reader.problems == []
+
+
+@pytest.mark.parametrize("reader_class", [StoreReader, ColumnarStoreReader])
+def test_bytes_after_the_checkpoints_last_entry_are_what_a_truncation_left(tmp_path, reader_class):
+    """DLedger truncates by moving its write position, leaving the old bytes: a header that fails
+    after the log reached the checkpoint's endIndex ends the log with a warning, not an error."""
+    store = tmp_path / "n2"
+    shutil.copytree(_store("broker-a-n2"), store)
+    last = _records(StoreReader(store))[-1]
+    path = _data_file(store, last.file_name)
+    data = bytearray(path.read_bytes())
+    end = last.phys_offset - int(last.file_name) + last.size
+    data[end:end + 48] = bytes(range(1, 49))  # what an older, longer tail could have left there
+    path.write_bytes(bytes(data))
+    reader = reader_class(store)
+    list(reader.entries())
+    assert reader.raft.last_index == reader.dledger_checkpoint.end_index == 103
+    assert [(p.kind, p.severity, p.offset) for p in reader.problems] == [
+        ("dledger-left-behind", "warning", int(last.file_name) + end)]
+    assert reader.valid_end == int(last.file_name) + end
