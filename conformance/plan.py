@@ -51,7 +51,6 @@ class Plan:
     messages: int
     expected_calls: dict[tuple[str, str], int]
     timeout_ms: int
-    idle_ms: int = IDLE_MS_MIN  # the driver stops once no listener was called for this long
 
 
 def _body_head(keys: str) -> str:
@@ -228,4 +227,4 @@ def build_plan(scenario: Scenario, model_run: Path, *, namesrv: str, brokers: di
     lines += [f"side\t{group}\t{index}" for group, index in sides]
     if side_dir is not None:
         lines.append(f"sidedir\t{side_dir}")
-    return Plan("\n".join(lines) + "\n", len(produced), expected, timeout_ms, idle_ms)
+    return Plan("\n".join(lines) + "\n", len(produced), expected, timeout_ms)

@@ -39,12 +39,13 @@ DLEDGER_BROKERS = ("broker-a",)
 # A DLedger master elected after a kill registers with the name server at once; the producers
 # read the new route this often (their default is every 30 s).
 DLEDGER_ROUTE_POLL_MS = 1000
-# The clients stop once no listener was called for this long (the plan's idle_ms, at least): more
-# than an election (6-7 s measured on 4.9.4, after three missed 2 s heartbeats) plus the consumers'
-# way back to the new master (a failed pull waits 3 s, a rebalance every 2 s). With the plan's 8 s
-# a run once ended before any consumer was back, leaving the retries the new master put again
-# unconsumed.
-DLEDGER_IDLE_MS = 20_000
+# After a DLedger master is killed the clients run at least this long before they may stop (the
+# plan's min_run_ms, from the kill): a 4.9.4 push consumer whose pull the killed master was holding
+# waits for it until its 30 s timeout (DefaultMQPushConsumerImpl CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND;
+# the client fails requests at once only on a channel it closes itself), so no listener is called
+# for about 30 s (measured: the first call 31.6 s after the kill); the election (5-6 s measured) is
+# long over by then. The margin covers a retry chain's delays after that.
+DLEDGER_CONSUMER_STALL_MS = 40_000
 # The real stores are one run: a message's hops may be on both brokers (an orderly client's send
 # past the maximum, a client's fallback send, a producer's retry go to any broker's queue).
 REAL_RUN_DIR = "real"
@@ -156,8 +157,9 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
                               side_dir=work / SIDE_DIR)
             report["messages"] = plan.messages
             plan_path = work / "plan.tsv"
+            kills_ms = [o.at_ms for o in outages]
             plan_path.write_text(plan.text + (f"setting\troute_poll_ms\t{DLEDGER_ROUTE_POLL_MS}\n"
-                                              f"setting\tidle_ms\t{max(plan.idle_ms, DLEDGER_IDLE_MS)}\n"
+                                              f"setting\tmin_run_ms\t{max(kills_ms, default=0) + DLEDGER_CONSUMER_STALL_MS}\n"
                                               if dledger_nodes else ""))
             say(f"real clients: {plan.messages} messages on {', '.join(brokers)} (RocketMQ {version})")
             with _timed(timings, "real_clients_s"):
