@@ -446,6 +446,8 @@ TABLE_DESCRIPTIONS = {
                          "its answer (simulations; a conformance run's real clients).",
     "transaction_ops": "One row per transaction op record (RMQ_SYS_TRANS_OP_HALF_TOPIC): the half-queue offsets "
                        "of the half records a commit or rollback decided, read from its body.",
+    "dledger_entries": "A DLedger store's entries, one row per (Raft index, term): committed (its record is in "
+                       "commitlog), uncommitted or divergent (never handed out), and which replicas hold it.",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
     "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
     "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",

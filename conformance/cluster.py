@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -57,6 +58,13 @@ PORT_BASE_MIN, PORT_BASE_MAX = 21000, 59000
 PORT_RANGE_ENV = "RETRY_AUDIT_PORT_RANGE"
 PORT_TRIES_MAX = 50
 LOG_TAIL_LINES = 40
+# A DLedger node's own port (dLegerPeers), this far above its listen port: pick_ports probes it too.
+DLEDGER_PORT_OFFSET = 3
+# How long a DLedger group may take to elect a leader and make it the master (BrokerController
+# changeToMaster once the new leader has committed and dispatched everything it holds).
+DLEDGER_LEADER_TIMEOUT_S = 90.0
+# What DLedgerRoleChangeHandler logs once a node is its group's master (4.9.4 and 5.x).
+_ROLE_LINE = re.compile(r"Finish handling broker role change succ=(\w+) term=(\d+) role=(\w+)")
 
 # 4.9.4 configures logback from <rocketmq.home>/conf/logback_*.xml and exits without it.
 _LOGBACK = """<configuration>
@@ -77,6 +85,20 @@ class BrokerSpec:
     message_delay_level: str
     commitlog_file_size_bytes: int = 1 << 20
     extra: dict[str, str] = field(default_factory=dict)
+    # More than 0: the broker is a DLedger group of this many nodes (enableDLegerCommitLog), each
+    # a process of its own named dledger_node_name(name, i), with its own store and ports.
+    dledger_nodes: int = 0
+
+    def node_names(self) -> list[str]:
+        """The processes of this broker: itself, or its DLedger group's nodes."""
+        if not self.dledger_nodes:
+            return [self.name]
+        return [dledger_node_name(self.name, i) for i in range(self.dledger_nodes)]
+
+
+def dledger_node_name(broker: str, index: int) -> str:
+    """The process of node ``n<index>`` of broker ``broker``'s DLedger group (its dLegerSelfId is n<index>)."""
+    return f"{broker}-n{index}"
 
 
 @dataclass
@@ -115,15 +137,17 @@ def port_base_range() -> tuple[int, int]:
     return int(low), int(high)
 
 
-def pick_ports(brokers: int) -> tuple[int, list[int]]:
-    """A name-server port and one listen port per broker, each with its P-2 and P+1 free."""
+def pick_ports(brokers: int, extra_offsets: tuple[int, ...] = ()) -> tuple[int, list[int]]:
+    """A name-server port and one listen port per broker, each with its P-2 and P+1 free (and
+    P + each of ``extra_offsets``: a DLedger node's own port)."""
+    assert brokers <= 8, f"ten ports per broker above a base of 100: {brokers} brokers do not fit"
     chooser = random.SystemRandom()
     low, high = port_base_range()
     for _ in range(PORT_TRIES_MAX):
         base = chooser.randrange(low, high, 100)
         ns = base
         listen = [base + 11 + 10 * i for i in range(brokers)]
-        needed = [ns] + [p + d for p in listen for d in (-2, 0, 1)]
+        needed = [ns] + [p + d for p in listen for d in (-2, 0, 1, *extra_offsets)]
         if all(_port_free(p) for p in needed):
             return ns, listen
     raise RetryAuditError("no free ports for a name server and brokers on 127.0.0.1")
@@ -161,6 +185,8 @@ class Cluster:
         self.procs: dict[str, Proc] = {}
         self.namesrv_addr: str | None = None
         self.broker_addrs: dict[str, str] = {}
+        self.node_addrs: dict[str, str] = {}  # a DLedger node's own address, by its process name
+        self._booting: dict[str, tuple[int, str, float]] = {}  # launched, boot line not seen yet
         self.proxy_grpc_addr: str | None = None
         self.boot_seconds: dict[str, float] = {}
         self._ports: list[int] = []
@@ -183,7 +209,9 @@ class Cluster:
         (self._home / "conf").mkdir(parents=True, exist_ok=True)
         for name in ("logback_namesrv.xml", "logback_broker.xml", "logback_tools.xml"):
             (self._home / "conf" / name).write_text(_LOGBACK)
-        ns_port, listen = pick_ports(len(self.specs))
+        nodes = sum(len(spec.node_names()) for spec in self.specs)
+        extra = (DLEDGER_PORT_OFFSET,) if any(spec.dledger_nodes for spec in self.specs) else ()
+        ns_port, listen = pick_ports(nodes, extra)
         self.namesrv_addr = f"127.0.0.1:{ns_port}"
         ns_home = self.root / "namesrv"
         ns_home.mkdir(parents=True, exist_ok=True)
@@ -192,22 +220,27 @@ class Cluster:
                         f"kvConfigPath={ns_home / 'kvConfig.json'}\n"
                         f"configStorePath={ns_home / 'namesrv-config.properties'}\n")
         self._launch("namesrv", ns_home, NAMESRV_MEMORY, [NAMESRV_MAIN, "-c", str(conf)], NAMESRV_BOOT_LINE)
-        for spec, port in zip(self.specs, listen, strict=True):
-            self.start_broker(spec, port)
+        ports = iter(listen)
+        for spec in self.specs:
+            if spec.dledger_nodes:
+                self.start_dledger_group(spec, [next(ports) for _ in spec.node_names()])
+            else:
+                self.start_broker(spec, next(ports))
 
     def restart_broker(self, name: str) -> float:
-        """Start broker ``name`` again on its port and store (after a kill: abnormal recovery); seconds to boot."""
-        spec = next(s for s in self.specs if s.name == name)
-        self.start_broker(spec)
-        return self.boot_seconds[name]
+        """Start broker ``name`` again on its port and store (after a kill: abnormal recovery); seconds to boot.
 
-    def start_broker(self, spec: BrokerSpec, port: int | None = None) -> None:
-        """Start (or restart, on the same port and store) the broker ``spec``."""
-        home = self.root / spec.name
-        store = home / "store"
-        store.mkdir(parents=True, exist_ok=True)
-        if port is None:
-            port = int(self.broker_addrs[spec.name].rsplit(":", 1)[1])
+        For a DLedger group: its nodes that are not running, each on its own port and store."""
+        spec = next(s for s in self.specs if s.name == name)
+        if not spec.dledger_nodes:
+            self.start_broker(spec)
+            return self.boot_seconds[name]
+        down = [n for n in spec.node_names() if not self.procs[n].alive()]
+        for node in down:
+            self.start_broker(spec, node=node)
+        return max((self.boot_seconds[n] for n in down), default=0.0)
+
+    def _broker_props(self, spec: BrokerSpec, store: Path, port: int) -> dict[str, str]:
         props = {
             "brokerClusterName": self.cluster_name,
             "brokerName": spec.name,
@@ -232,11 +265,83 @@ class Cluster:
             "fileReservedTime": "72",
         }
         props.update(spec.extra)
+        return props
+
+    def start_broker(self, spec: BrokerSpec, port: int | None = None, *, node: str | None = None,
+                     wait: bool = True) -> None:
+        """Start (or restart, on the same port and store) the broker ``spec``, or its DLedger node ``node``."""
+        name = node or spec.name
+        home = self.root / name
+        store = home / "store"
+        store.mkdir(parents=True, exist_ok=True)
+        if port is None:
+            port = int((self.node_addrs if node else self.broker_addrs)[name].rsplit(":", 1)[1])
+        props = self._broker_props(spec, store, port)
+        if node is not None:
+            props.update(self._dledger_props(spec, node))
         conf = home / "broker.properties"
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.broker_addrs[spec.name] = f"127.0.0.1:{port}"
-        self._launch(spec.name, home, BROKER_MEMORY, [BROKER_MAIN, "-c", str(conf)], BROKER_BOOT_LINE,
-                     store=store, addr=self.broker_addrs[spec.name])
+        addr = f"127.0.0.1:{port}"
+        if node is None:
+            self.broker_addrs[name] = addr
+        else:
+            self.node_addrs[name] = addr
+        self._launch(name, home, BROKER_MEMORY, [BROKER_MAIN, "-c", str(conf)], BROKER_BOOT_LINE,
+                     store=store, addr=addr, wait=wait)
+
+    # --- DLedger groups --------------------------------------------------------------------------
+
+    def _dledger_props(self, spec: BrokerSpec, node: str) -> dict[str, str]:
+        """A DLedger node's settings: the group is the broker's name, each peer ``n<i>-host:port``."""
+        peers = ";".join(f"n{i}-127.0.0.1:{int(self.node_addrs[n].rsplit(':', 1)[1]) + DLEDGER_PORT_OFFSET}"
+                         for i, n in enumerate(spec.node_names()))
+        return {"enableDLegerCommitLog": "true", "dLegerGroup": spec.name, "dLegerPeers": peers,
+                "dLegerSelfId": f"n{spec.node_names().index(node)}"}
+
+    def start_dledger_group(self, spec: BrokerSpec, ports: list[int]) -> None:
+        """Start the nodes of a DLedger group at once (on ``ports``), then wait until one is master.
+
+        ``broker_addrs[spec.name]`` is then the master's address (a slave refuses to create topics
+        and groups; the others copy them from the master every 10 s, SlaveSynchronize)."""
+        for node, port in zip(spec.node_names(), ports, strict=True):
+            self.node_addrs[node] = f"127.0.0.1:{port}"
+        for node in spec.node_names():
+            self.start_broker(spec, node=node, wait=False)
+        for node in spec.node_names():
+            self._await_boot(node)
+        self.broker_addrs[spec.name] = self.node_addrs[self.wait_leader(spec.name)]
+
+    def leader(self, name: str) -> str | None:
+        """The running node of DLedger broker ``name`` that is master now: of the running nodes whose
+        last role change made them LEADER, the one of the highest term (None when there is none)."""
+        spec = next(s for s in self.specs if s.name == name)
+        best: tuple[int, str] | None = None
+        for node in spec.node_names():
+            proc = self.procs.get(node)
+            if proc is None or not proc.alive():
+                continue
+            try:
+                found = _ROLE_LINE.findall((proc.home / "logs" / "rocketmq.log").read_text(errors="replace"))
+            except OSError:
+                continue
+            if found and found[-1][0] == "true" and found[-1][2] == "LEADER":
+                term = int(found[-1][1])
+                if best is None or term > best[0]:
+                    best = (term, node)
+        return best[1] if best else None
+
+    def wait_leader(self, name: str, timeout_s: float = DLEDGER_LEADER_TIMEOUT_S) -> str:
+        """Wait until DLedger broker ``name`` has a master; its node."""
+        deadline = time.monotonic() + timeout_s
+        while (node := self.leader(name)) is None:
+            if time.monotonic() > deadline:
+                spec = next(s for s in self.specs if s.name == name)
+                logs = "\n".join(tail(self.procs[n].home / "logs" / "rocketmq.log", 10) for n in spec.node_names())
+                raise RetryAuditError(f"DLedger group {name} elected no master within {timeout_s:.0f} s:\n{logs}",
+                                      where=str(self.root))
+            time.sleep(0.2)
+        self.log(f"{name}: {node} is the master")
+        return node
 
     def start_proxy(self, lib: Path, extra: dict | None = None) -> str:
         """Start a 5.x gRPC proxy in cluster mode (its own jars, ``lib``) in front of this cluster's
@@ -264,7 +369,9 @@ class Cluster:
                 time.sleep(1.0)
 
     def _launch(self, name: str, home: Path, memory, main_args: list[str], boot_line: str, *,
-                store: Path | None = None, addr: str | None = None, lib: Path | None = None) -> None:
+                store: Path | None = None, addr: str | None = None, lib: Path | None = None,
+                wait: bool = True) -> None:
+        """Start a process; unless ``wait`` is False, wait for its boot line (``_await_boot``)."""
         log = home / "stdout.log"
         # A restart appends to the same log: wait for a boot line written after this launch.
         offset = log.stat().st_size if log.exists() else 0
@@ -277,22 +384,30 @@ class Cluster:
                                      env=dict(os.environ, ROCKETMQ_HOME=str(self._home)))
         proc = Proc(name, popen, log, home, store, addr)
         self.procs[name] = proc
+        self._booting[name] = (offset, boot_line, started)
+        if wait:
+            self._await_boot(name)
+
+    def _await_boot(self, name: str) -> None:
+        """Wait for the boot line of ``name`` (launched by ``_launch``), written after its launch."""
+        proc = self.procs[name]
+        offset, boot_line, started = self._booting.pop(name)
         deadline = started + BOOT_TIMEOUT_S
         while True:
-            with open(log, "rb") as f:
+            with open(proc.log, "rb") as f:
                 f.seek(offset)
                 text = f.read().decode(errors="replace")
             if boot_line in text:
                 break
             if not proc.alive():
-                raise RetryAuditError(f"{name} exited with code {popen.returncode} before it booted:\n"
-                                      f"{tail(log)}", where=str(log))
+                raise RetryAuditError(f"{name} exited with code {proc.popen.returncode} before it booted:\n"
+                                      f"{tail(proc.log)}", where=str(proc.log))
             if time.monotonic() > deadline:
-                raise RetryAuditError(f"{name} did not boot within {BOOT_TIMEOUT_S:.0f} s:\n{tail(log)}",
-                                      where=str(log))
+                raise RetryAuditError(f"{name} did not boot within {BOOT_TIMEOUT_S:.0f} s:\n{tail(proc.log)}",
+                                      where=str(proc.log))
             time.sleep(0.1)
         self.boot_seconds[name] = time.monotonic() - started
-        self.log(f"{name} booted in {self.boot_seconds[name]:.1f} s ({addr or self.namesrv_addr})")
+        self.log(f"{name} booted in {self.boot_seconds[name]:.1f} s ({proc.addr or self.namesrv_addr})")
 
     # --- stopping --------------------------------------------------------------------------------
 
@@ -328,12 +443,20 @@ class Cluster:
                                       f"{tail(proc.log)}", where=str(proc.store / "abort"))
         return seconds
 
-    def kill(self, name: str) -> None:
-        """SIGKILL ``name`` (a crash: the broker's store keeps its abort file)."""
+    def kill(self, name: str) -> str:
+        """SIGKILL ``name`` (a crash: the broker's store keeps its abort file); the process killed.
+
+        For a DLedger broker, its node that is master now (the group elects another)."""
+        if name not in self.procs and any(s.name == name and s.dledger_nodes for s in self.specs):
+            node = self.leader(name)
+            if node is None:
+                raise RetryAuditError(f"DLedger group {name} has no master to kill", where=str(self.root))
+            name = node
         proc = self.procs[name]
         if proc.alive():
             os.killpg(proc.popen.pid, signal.SIGKILL)
             proc.popen.wait()
+        return name
 
     def stop_all(self) -> dict[str, float]:
         """Stop the brokers, then the name server (a broker unregisters from it on the way out)."""

@@ -83,9 +83,9 @@ EXPLAINED = {
         "which messages a crash redelivers depends on when the client last persisted its offsets "
         "(docs/decisions.md, 'Redeliveries after a consumer crash are timing')",
     "real_broker_outage":
-        "a real broker was killed and restarted while the message was sent, stored or consumed; the "
-        "model has one broker and plays no such outage, so only the audit and the clients are "
-        "compared for it (docs/conformance.md, 'Broker outages')",
+        "a real broker was killed and restarted (or, a DLedger group's master, replaced by an election) "
+        "while the message was sent, stored or consumed; the model has one broker and plays no such "
+        "outage, so only the audit and the clients are compared for it (docs/conformance.md, 'Broker outages')",
     "broker_transaction_group":
         "CID_RMQ_SYS_TRANS is the broker's own walk of the transaction half queue, not a consumer: the "
         "lineage gives its chains a final state from consume attempts in a simulation (it has none) and "

@@ -71,25 +71,27 @@ def _java(classes: Path, lib: Path, home: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class Outage:
-    """A real broker killed with SIGKILL at ``at_ms`` and started again at ``until_ms`` (from the first send)."""
+    """A real broker killed with SIGKILL at ``at_ms`` and started again at ``until_ms`` (from the first
+    send; None: not started again). A DLedger broker's kill is of its group's master node."""
 
     broker: str
     at_ms: int
-    until_ms: int
+    until_ms: int | None
 
     @staticmethod
     def parse(text: str) -> Outage:
-        """``BROKER@FROM-TO`` in seconds or milliseconds, e.g. ``broker-a@3s-6s``."""
+        """``BROKER@FROM-TO`` in seconds or milliseconds, e.g. ``broker-a@3s-6s``; ``BROKER@FROM``
+        kills the broker for the rest of the run."""
         from broker_core.sim.scenario import parse_duration_ms
 
         try:
             broker, window = text.split("@", 1)
-            start, end = window.split("-", 1)
-            outage = Outage(broker, parse_duration_ms(start), parse_duration_ms(end))
+            start, dash, end = window.partition("-")
+            outage = Outage(broker, parse_duration_ms(start), parse_duration_ms(end) if dash else None)
         except (ValueError, BadInputError) as e:
             raise BadInputError(f"not an outage: {text!r} ({e})", where="--broker-outage",
-                                hint="BROKER@FROM-TO, e.g. broker-a@3s-6s") from None
-        if not 0 <= outage.at_ms < outage.until_ms:
+                                hint="BROKER@FROM-TO, e.g. broker-a@3s-6s, or BROKER@FROM") from None
+        if outage.at_ms < 0 or (outage.until_ms is not None and outage.until_ms <= outage.at_ms):
             raise BadInputError(f"an outage must end after it starts: {text!r}", where="--broker-outage")
         return outage
 
@@ -120,7 +122,7 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
     actions = sorted([(f.at_ms, n, f.kind, (f.group, f.consumer)) for n, f in enumerate(scenario.faults)
                       if f.kind in SIDE_FAULTS]
                      + [(o.at_ms, -1, "broker_kill", o.broker) for o in outages]
-                     + [(o.until_ms, -1, "broker_restart", o.broker) for o in outages])
+                     + [(o.until_ms, -1, "broker_restart", o.broker) for o in outages if o.until_ms is not None])
     assert not outages or cluster is not None, "broker outages need the cluster"
     stdout_path, stderr_path = work / "driver.out", work / "driver.err"
     peak_rss = 0.0
@@ -182,8 +184,8 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
                 if kind in ("broker_kill", "broker_restart"):
                     wall_ms = int(time.time() * 1000)
                     if kind == "broker_kill":
-                        cluster.kill(key)
-                        detail = {}
+                        killed = cluster.kill(key)
+                        detail = {} if killed == key else {"node": killed}
                     else:
                         detail = {"boot_s": round(cluster.restart_broker(key), 2)}
                     faults.append({"at_ms": at_ms, "kind": kind, "broker": key, "wall_ts_ms": wall_ms,

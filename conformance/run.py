@@ -33,6 +33,19 @@ from conformance.plan import build_plan, check_groups, grpc_groups, is_grpc
 from conformance.play import SIDE_DIR, GrpcSide, Outage, play, side_consumers
 
 BROKERS = ("broker-a", "broker-b")
+# A run on a DLedger group: one broker, broker-a, whose nodes are the group (cluster.py names them
+# broker-a-n0, ...); each node's store is imported as a replica of broker-a.
+DLEDGER_BROKERS = ("broker-a",)
+# A DLedger master elected after a kill registers with the name server at once; the producers
+# read the new route this often (their default is every 30 s).
+DLEDGER_ROUTE_POLL_MS = 1000
+# After a DLedger master is killed the clients run at least this long before they may stop (the
+# plan's min_run_ms, from the kill): a 4.9.4 push consumer whose pull the killed master was holding
+# waits for it until its 30 s timeout (DefaultMQPushConsumerImpl CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND;
+# the client fails requests at once only on a channel it closes itself), so no listener is called
+# for about 30 s (measured: the first call 31.6 s after the kill); the election (5-6 s measured) is
+# long over by then. The margin covers a retry chain's delays after that.
+DLEDGER_CONSUMER_STALL_MS = 40_000
 # The real stores are one run: a message's hops may be on both brokers (an orderly client's send
 # past the maximum, a client's fallback send, a producer's retry go to any broker's queue).
 REAL_RUN_DIR = "real"
@@ -65,12 +78,17 @@ def _timed(timings: dict[str, float], name: str):
 
 
 def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path, *, spark=None,
-                    log: Callable[[str], None] | None = None, outages: tuple[Outage, ...] = ()) -> dict:
+                    log: Callable[[str], None] | None = None, outages: tuple[Outage, ...] = (),
+                    dledger_nodes: int = 0) -> dict:
     """Run the scenario on RocketMQ ``version`` and on the model; write and return the report.
 
     ``outages`` kill real brokers with SIGKILL and restart them (abnormal recovery) while the
     clients run; the model plays no such fault, so the messages they touch are compared between
     the audit and the clients only (docs/conformance.md).
+
+    ``dledger_nodes`` (more than 0): the real cluster is one broker, a DLedger group of that many
+    nodes (``enableDLegerCommitLog``); an outage of it kills its master, and the group elects
+    another. Every node's store is imported as a replica of the broker (``--role replica``).
     """
     say = log or (lambda _m: None)
     jars.check_version(version)
@@ -80,20 +98,22 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     scenario = _model_rules_of_release(load_scenario(scenario_path), version)
     side_consumers(scenario)  # refuses faults the real cluster cannot play, before anything starts
     check_groups(scenario)  # and groups its clients cannot
+    brokers = DLEDGER_BROKERS if dledger_nodes else BROKERS
     for outage in outages:
-        if outage.broker not in BROKERS:
+        if outage.broker not in brokers:
             raise BadInputError(f"no broker {outage.broker!r} in the cluster", where="--broker-outage",
-                                hint=f"one of {', '.join(BROKERS)}")
+                                hint=f"one of {', '.join(brokers)}")
     work = Path(out_dir).absolute()
     work.parent.mkdir(parents=True, exist_ok=True)
     lock = _lock_output(work)
     try:
-        return _run(version, scenario_path, scenario, work, spark=spark, say=say, outages=outages)
+        return _run(version, scenario_path, scenario, work, spark=spark, say=say, outages=outages,
+                    dledger_nodes=dledger_nodes)
     finally:
         lock.close()  # closing the file releases the lock
 
 
-def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say, outages) -> dict:
+def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say, outages, dledger_nodes: int) -> dict:
     from broker_core.export.store_import import import_store
     from broker_core.sim.run import simulate
 
@@ -106,9 +126,10 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
     work.mkdir(parents=True)
     (work / MARKER_NAME).write_text("a retry-audit conformance run; report.json is written last\n")
     timings: dict[str, float] = {}
+    brokers = DLEDGER_BROKERS if dledger_nodes else BROKERS
     report: dict = {"rocketmq_version": version, "rocketmq_client_version": jars.client_side_release(version),
                     "scenario": scenario.name,
-                    "scenario_file": str(scenario_path), "brokers": list(BROKERS),
+                    "scenario_file": str(scenario_path), "brokers": list(brokers),
                     "model_semantics": scenario.broker.semantics}
     try:
         with _timed(timings, "model_simulate_s"):
@@ -122,8 +143,9 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
                 grpc_classpath = compile_grpc_driver(lib, jars.resolve_grpc_client(log=say))
 
         specs = [BrokerSpec(name, scenario.broker.message_delay_level,
-                            scenario.broker.commitlog_file_size_bytes, extra=broker_settings(scenario))
-                 for name in BROKERS]
+                            scenario.broker.commitlog_file_size_bytes, extra=broker_settings(scenario),
+                            dledger_nodes=dledger_nodes)
+                 for name in brokers]
         with Cluster(work / "cluster", lib, specs, cluster_name=scenario.broker.cluster, log=say) as cluster:
             grpc_side = None
             if grpc:
@@ -135,8 +157,11 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
                               side_dir=work / SIDE_DIR)
             report["messages"] = plan.messages
             plan_path = work / "plan.tsv"
-            plan_path.write_text(plan.text)
-            say(f"real clients: {plan.messages} messages on {', '.join(BROKERS)} (RocketMQ {version})")
+            kills_ms = [o.at_ms for o in outages]
+            plan_path.write_text(plan.text + (f"setting\troute_poll_ms\t{DLEDGER_ROUTE_POLL_MS}\n"
+                                              f"setting\tmin_run_ms\t{max(kills_ms, default=0) + DLEDGER_CONSUMER_STALL_MS}\n"
+                                              if dledger_nodes else ""))
+            say(f"real clients: {plan.messages} messages on {', '.join(brokers)} (RocketMQ {version})")
             with _timed(timings, "real_clients_s"):
                 played = play(scenario, classes, lib, plan_path, work, plan.timeout_ms, log=say,
                               cluster=cluster, outages=tuple(outages), grpc=grpc_side)
@@ -148,8 +173,9 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
                 cluster.stop_all()
             _keep_logs(cluster, work)
             (work / "stores").mkdir()
-            for name in BROKERS:
-                shutil.move(cluster.procs[name].store, work / "stores" / name)
+            for spec in specs:
+                for node in spec.node_names():
+                    shutil.move(cluster.procs[node].store, work / "stores" / node)
         shutil.rmtree(work / "cluster", ignore_errors=True)
         report["driver"] = {"phases_ms": seen.phases, "end": seen.done,
                             "recalls": sum(1 for x in seen.sends if x.get("recalled_id")),
@@ -161,8 +187,11 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
         real_dir = work / "runs" / REAL_RUN_DIR
         runs = [work / "runs" / "model", real_dir]
         with _timed(timings, "import_s"):
-            for name in BROKERS:
-                import_store(work / "stores" / name, real_dir, name=real_run_id(scenario.name), broker=name)
+            for spec in specs:
+                for node in spec.node_names():
+                    report.setdefault("imports", {})[node] = _import_summary(import_store(
+                        work / "stores" / node, real_dir, name=real_run_id(scenario.name), broker=spec.name,
+                        role="replica" if spec.dledger_nodes else "master"))
         with _timed(timings, "lineage_s"):
             _lineage(runs, spark)
         with _timed(timings, "warehouse_s"):
@@ -181,6 +210,12 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
         e.hint = (e.hint + "; " if e.hint else "") + f"logs and partial output kept in {work} (no report.json)"
         raise
     return report
+
+
+def _import_summary(summary) -> dict:
+    """What the report keeps of a store's import: counts, problems, and a DLedger store's entries."""
+    return {"records": summary.records, "errors": len(summary.errors),
+            "warnings": len(summary.problems) - len(summary.errors), "dledger": summary.dledger}
 
 
 def broker_settings(scenario) -> dict[str, str]:
@@ -243,12 +278,18 @@ OUTAGE_AFTERMATH_MS = 15_000
 # Before a broker dies, what its clients committed in the last few seconds may die with it: a client
 # sends its offsets every 5 s and the broker writes them to consumerOffset.json every 5 s.
 OUTAGE_LEAD_MS = 10_000
+RUN_END_MS = 2**62  # the end of an outage that lasts as long as the run
 
 
 def _outage_windows(faults: list[dict]) -> list[tuple[int, int]]:
-    """Wall-clock (from, to) ms of each broker outage, the offsets it may lose and its aftermath included."""
+    """Wall-clock (from, to) ms of each broker outage, the offsets it may lose and its aftermath included.
+
+    A broker killed and not started again (a DLedger group's master: the group elects another) is
+    out for the rest of the run: a new master starts its schedule from the delay offsets it copied,
+    which can deliver again a retry of a message sent long before."""
     kills = {f["broker"]: f["wall_ts_ms"] for f in faults if f["kind"] == "broker_kill"}
-    out = []
+    restarted = {f["broker"] for f in faults if f["kind"] == "broker_restart"}
+    out = [(at - OUTAGE_LEAD_MS, RUN_END_MS) for broker, at in kills.items() if broker not in restarted]
     for f in faults:
         if f["kind"] == "broker_restart" and f["broker"] in kills:
             end = f["wall_ts_ms"] + int(f.get("boot_s", 0) * 1000) + OUTAGE_AFTERMATH_MS

@@ -75,15 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     p = add_command("import-store", help="read a RocketMQ store directory (read-only) into RUN_DIR")
-    p.add_argument("store_dir", help="RocketMQ store root (holds commitlog/, consumequeue/, config/)")
+    p.add_argument("store_dir", help="RocketMQ store root (holds commitlog/ or a DLedger broker's "
+                                     "dledger-<selfId>/, consumequeue/, config/)")
     p.add_argument("--out", required=True, help="run directory to write (replaced atomically)")
     p.add_argument("--name", default=None, help="run id (default: the output directory's name)")
     p.add_argument("--broker", default=None, metavar="NAME",
                    help="the store is broker NAME of the run: replaces NAME's earlier import and "
                         "keeps the other brokers' (default: the run is this one store, replaced whole)")
-    p.add_argument("--role", choices=("master", "slave"), default="master",
+    p.add_argument("--role", choices=("master", "slave", "replica"), default="master",
                    help="slave: the store is a slave of broker NAME (--broker): merged with its master, "
-                        "each record once, what only one side has kept and reported (default master)")
+                        "each record once, what only one side has kept and reported; replica: the store is "
+                        "one replica of broker NAME's DLedger group, merged with the replicas imported "
+                        "before by (index, term) (default master)")
+    p.add_argument("--dledger-data", default=None, metavar="DIR",
+                   help="a DLedger store's entries when its broker kept them outside dledger-<selfId>/data "
+                        "(storePathDLedgerCommitLog)")
     p.add_argument("--strict", action="store_true", help="any damage is an error (exit 2)")
     p.add_argument("--live", action="store_true",
                    help="the broker is running: the record it is writing at the end of the log is not damage")
@@ -152,7 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory (an earlier run's is replaced)")
     p.add_argument("--broker-outage", action="append", default=[], metavar="BROKER@FROM-TO",
                    help="kill a real broker with SIGKILL at FROM and restart it at TO (times from the "
-                        "first send, e.g. broker-a@3s-6s); repeatable")
+                        "first send, e.g. broker-a@3s-6s; BROKER@FROM: not restarted); repeatable")
+    p.add_argument("--dledger-nodes", type=int, default=0, metavar="N",
+                   help="the real cluster is one broker, broker-a, a DLedger group of N nodes "
+                        "(enableDLegerCommitLog); an outage of it kills its master (default 0: two brokers)")
 
     p = add_command("swarm", help="run random scenarios with faults and check every invariant")
     p.add_argument("--seeds", default="1..20", help="A..B (inclusive)")

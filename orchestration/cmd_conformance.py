@@ -78,7 +78,8 @@ def conformance(args) -> int:
     from conformance.play import Outage
 
     outages = tuple(Outage.parse(text) for text in args.broker_outage)
-    report = run_conformance(args.rocketmq, args.scenario, out, log=lambda m: _say(args, m), outages=outages)
+    report = run_conformance(args.rocketmq, args.scenario, out, log=lambda m: _say(args, m), outages=outages,
+                             dledger_nodes=getattr(args, "dledger_nodes", 0))
     print(format_summary(report, out))
     failures = verdict_failures(report)
     if failures:

@@ -51,6 +51,8 @@ def format_summary(summary: ImportSummary) -> str:
         lines.append(f"  {summary.role} of {summary.broker}, merged with its other side: {m['records']} records, "
                      f"{m['only_on_master']} on the master only, {m['only_on_slave']} on the slave only, "
                      f"{m['offsets_differ']} offset(s) where they differ")
+    if summary.dledger is not None:
+        lines.extend(_dledger_lines(summary.dledger))
     if len(summary.brokers) > 1:
         lines.append(f"  the run holds brokers {', '.join(summary.brokers)}")
     if summary.first_offset:
@@ -82,6 +84,28 @@ def format_summary(summary: ImportSummary) -> str:
     return "\n".join(lines)
 
 
+def _dledger_lines(raft: dict) -> list[str]:
+    """What a DLedger store's summary says beside the records: its committed index, its
+    uncommitted tail (not imported), and what merging the group's replicas found."""
+    terms = ", ".join(f"{t}: {r['first_index']}-{r['last_index']}" for t, r in raft["terms"].items())
+    lines = [f"  DLedger node {raft['self_id']}: entries {raft['first_index']}-{raft['last_index']} (terms {terms or '-'}), "
+             f"committed through index {raft['committed_through']} (checkpoint committedIndex "
+             f"{raft['checkpoint_committed_index']}, taken by the {raft['committed_by'] or '-'})"]
+    if raft["uncommitted"]:
+        lines.append(f"  uncommitted: {raft['uncommitted']} entr(ies) from index {raft['first_uncommitted_index']} "
+                     f"(offset {raft['first_uncommitted_offset']}) were never committed: not damage, not imported as "
+                     "records (dledger_entries lists them)")
+    merged = raft.get("merged")
+    if merged is not None:
+        lines.append(f"  DLedger group of replicas {', '.join(merged['replicas'])}: {merged['entries']} entries, "
+                     f"{merged['committed']} committed (through index {merged['committed_through']}), "
+                     f"{merged['uncommitted']} uncommitted, {merged['divergent']} divergent; {merged['records']} records")
+        for e in merged["divergent_entries"]:
+            lines.append(f"    divergent: index {e['raft_index']} term {e['term']} only on {', '.join(e['replicas'])}: "
+                         f"{e['topic']} queue {e['queue_id']} offset {e['queue_offset']} {e['uniq_key']}")
+    return lines
+
+
 def import_store(args) -> int:
     """CLI handler: check the arguments, import, print the summary; 0 on success."""
     engine = getattr(args, "engine", "local")
@@ -100,13 +124,15 @@ def import_store(args) -> int:
     if not store.exists():
         raise BadInputError("store directory does not exist", where=str(store),
                             hint="pass the RocketMQ store root (storePathRootDir, e.g. ~/store)")
-    if not (store / "commitlog").is_dir():
+    if not (store / "commitlog").is_dir() and not any(p.is_dir() for p in store.glob("dledger-*")):
         raise BadInputError("no commitlog/ directory: not a RocketMQ store root", where=str(store),
-                            hint="pass the directory that holds commitlog/, consumequeue/ and config/")
+                            hint="pass the directory that holds commitlog/ (or a DLedger broker's "
+                                 "dledger-<selfId>/), consumequeue/ and config/")
     options = dict(name=args.name, strict=args.strict, broker=getattr(args, "broker", None),
                    role=getattr(args, "role", "master"),
                    progress=_progress_printer(getattr(args, "quiet", False)),
-                   wall_clock=time.monotonic, decoder=decoder, live=getattr(args, "live", False))
+                   wall_clock=time.monotonic, decoder=decoder, live=getattr(args, "live", False),
+                   dledger_data=getattr(args, "dledger_data", None))
     if engine == "spark":
         from assets.spark import spark_session
         from assets.spark_import import SparkStoreReader

@@ -12,6 +12,10 @@ COMMITLOG_FIXTURES = DATA / "rocketmq-commitlog"
 STORE_FIXTURES = DATA / "rocketmq-store-4.9.4"
 STORE_MANIFEST = STORE_FIXTURES / "manifest.json"
 CLEAN_STORE = STORE_FIXTURES / "store-clean"
+# A three-node DLedger group's stores, with an uncommitted and a divergent tail (its README.md).
+DLEDGER_FIXTURES = DATA / "rocketmq-dledger-4.9.4"
+DLEDGER_MANIFEST = DLEDGER_FIXTURES / "manifest.json"
+DLEDGER_REPLICAS = ("broker-a-n0", "broker-a-n1", "broker-a-n2")
 
 
 def data_path(*parts: str) -> Path:

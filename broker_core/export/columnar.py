@@ -51,7 +51,7 @@ from broker_core.constants import (
     TOPIC_LENGTH_V1_BYTES_MAX,
 )
 from broker_core.export.parquet import COMPRESSION, DEFAULT_PART, ROW_GROUP_ROWS
-from broker_core.export.schema import COMMITLOG
+from broker_core.export.schema import COMMITLOG, DLEDGER_ENTRIES, DLEDGER_STATES
 from broker_core.message import (
     JAVA_INT_MAX,
     JAVA_INT_MIN,
@@ -69,6 +69,8 @@ from broker_core.message import (
     bytes_to_host,
     create_message_id,
 )
+from broker_core.store.dledger import ENTRY_HEADER, ENTRY_HEADER_BYTES, ENTRY_MAGIC
+from broker_core.store.dledger_scan import RaftLog
 from broker_core.store.reader import (
     _SIZE_MAGIC,
     CQ_PRE_BLANK_UNIT_SIZE,
@@ -134,6 +136,10 @@ class RecordColumns:
     file_name: str
     columns: dict[str, pa.Array]
     num_rows: int
+    # A DLedger log's records: each one's entry (raft_index, term, entry_size arrays), and whether
+    # they are committed (a slice never holds both kinds).
+    raft: dict[str, np.ndarray] | None = None
+    committed: bool = True
 
     def table(self, run_id: str, broker: str) -> pa.Table:
         """The ``commitlog`` contract table of these records."""
@@ -142,6 +148,20 @@ class RecordColumns:
         return pa.Table.from_arrays([constant[name] if name in constant else self.columns[name]
                                      for name in _COLUMN_NAMES],
                                     schema=COMMITLOG)
+
+    def dledger_table(self, run_id: str, broker: str, self_id: str) -> pa.Table:
+        """The ``dledger_entries`` rows of these records' entries (a DLedger log's slice)."""
+        assert self.raft is not None, "not a DLedger log's slice"
+        n = self.num_rows
+        state = DLEDGER_STATES[0] if self.committed else DLEDGER_STATES[1]
+        values = {"run_id": _repeat_string(run_id, n), "broker": _repeat_string(broker, n),
+                  "raft_index": pa.array(self.raft["raft_index"], pa.int64()),
+                  "term": pa.array(self.raft["term"], pa.int64()),
+                  "entry_size": pa.array(self.raft["entry_size"], pa.int32()),
+                  "state": _repeat_string(state, n),
+                  "replicas": pa.array([[self_id]] * n, pa.list_(pa.string()))}
+        return pa.Table.from_arrays([values[name] if name in values else self.columns[name]
+                                     for name in DLEDGER_ENTRIES.names], schema=DLEDGER_ENTRIES)
 
 
 class ColumnarStoreReader(StoreReader):
@@ -176,7 +196,33 @@ class ColumnarStoreReader(StoreReader):
             return walked_to, True
         return starts[raw.count], False
 
-    def _record_entry(self, cf: CommitLogFile, rel: str, buf, pos: int, item) -> LogEntry:
+    def _fast_dledger_entries(self, cf: CommitLogFile, rel: str, buf, pos: int, limit: int, progress,
+                              index: int):
+        """Walk a slice of DLedger entries from ``pos`` and emit the messages of those that pass
+        every check, as :meth:`_fast_records` does for a commitlog/ file; the reference
+        (``DLedgerScan._scan_dledger_buffer``) judges the entry where it stops."""
+        walk = _walk_dledger(buf, pos, limit, cf.start, self._raft_last, self.raft)
+        if not walk.starts:
+            return pos, False
+        starts = np.frombuffer(walk.starts, dtype=np.int64)
+        raw = _read_slice(buf, limit, starts + ENTRY_HEADER_BYTES, self.check_crc)
+        taken = raw.count
+        if taken:
+            indexes = np.frombuffer(walk.indexes, dtype=np.int64)[:taken]
+            terms = np.frombuffer(walk.terms, dtype=np.int64)[:taken]
+            sizes = np.frombuffer(walk.sizes, dtype=np.int64)[:taken]
+            for i, t, at in zip(indexes.tolist(), terms.tolist(), (starts[:taken] + cf.start).tolist(), strict=True):
+                committed, by_checkpoint = self.raft.committed(i, at + ENTRY_HEADER_BYTES)
+                self.raft.add(i, t, at, committed, by_checkpoint)
+            self._raft_last = (int(indexes[-1]), int(terms[-1]))
+            yield self._emit(cf, rel, raw, self._hosts, progress, index,
+                             raft={"raft_index": indexes, "term": terms, "entry_size": sizes.astype(np.int32)},
+                             committed=walk.committed)
+        if taken == len(starts):
+            return walk.walked_to, True
+        return int(starts[taken]), False
+
+    def _record_entry(self, cf: CommitLogFile, rel: str, buf, pos: int, item, counted: bool = True) -> LogEntry:
         raise AssertionError(f"{rel}@{cf.start + pos}: decode_record accepts a record the "
                              "columnar checks refused")
 
@@ -229,9 +275,9 @@ class ColumnarStoreReader(StoreReader):
         return True
 
     def _emit(self, cf: CommitLogFile, rel: str, raw: _Slice, hosts: _HostNames, progress,
-              index: int) -> RecordColumns:
-        """Count the slice's records, note misplaced ones and values their columns cannot hold,
-        and build their columns."""
+              index: int, raft: dict[str, np.ndarray] | None = None, committed: bool = True) -> RecordColumns:
+        """Count the slice's records (a DLedger log's committed ones), note misplaced ones and
+        values their columns cannot hold, and build their columns."""
         sits_at = raw.starts + cf.start
         columns, odd_values = _columns(raw, cf.name, hosts)
         # (row, rank, problem) in the order the reference lists a record's problems: the misplaced
@@ -248,6 +294,8 @@ class ColumnarStoreReader(StoreReader):
         found.extend((row, crc_rank, property_crc_problem(rel, int(sits_at[row]), stored, computed))
                      for row, stored, computed in raw.prop_crc_bad)
         self._scan_problems.extend(problem for _, _, problem in sorted(found, key=lambda f: f[:2]))
+        if not committed:
+            return RecordColumns(cf.name, columns, raw.count, raft, committed)
         before = self.record_count
         self.record_count += raw.count
         if self.first_store_ts is None:
@@ -255,7 +303,7 @@ class ColumnarStoreReader(StoreReader):
         self.last_store_ts = int(raw.store_ts[-1])
         if progress is not None and self.record_count // PROGRESS_EVERY_RECORDS > before // PROGRESS_EVERY_RECORDS:
             progress(ScanProgress(cf.name, index, len(self.files), self.record_count))
-        return RecordColumns(cf.name, columns, raw.count)
+        return RecordColumns(cf.name, columns, raw.count, raft, committed)
 
 
 def _walk(buf, pos: int, limit: int) -> tuple[array, int]:
@@ -280,6 +328,58 @@ def _walk(buf, pos: int, limit: int) -> tuple[array, int]:
         append(pos)
         pos += total
     return starts, pos
+
+
+@dataclass
+class _DLedgerWalk:
+    """Where the entries of one DLedger slice start, and their header fields."""
+
+    starts: array  # each entry's position in the file (its message is 48 bytes on)
+    indexes: array
+    terms: array
+    sizes: array
+    walked_to: int
+    committed: bool  # every entry of the slice is, or none is
+
+
+def _walk_dledger(buf, pos: int, limit: int, file_start: int, last: tuple[int, int] | None,
+                  log: RaftLog) -> _DLedgerWalk:
+    """The DLedger entries from ``pos`` whose header DLedger's recovery keeps (``header_fault``)
+    and whose body starts a v1/v2 message of the body's length, one slice's worth.
+
+    Stops at the slice's bounds, at anything else (a blank, zeros, a header or body that fails a
+    check) and where the committed entries end, so a slice is all committed or all not.
+    """
+    starts, indexes, terms, sizes = array("q"), array("q"), array("q"), array("q")
+    unpack = ENTRY_HEADER.unpack_from
+    message_head = _SIZE_MAGIC.unpack_from
+    v1, v2 = MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+    stop_after = min(limit - ENTRY_HEADER_BYTES - 8, pos + SLICE_BYTES)
+    committed: bool | None = None
+    for _ in range(SLICE_RECORDS):
+        if pos > stop_after:
+            break
+        magic, size, index, term, stored_pos, _, _, _, body_len = unpack(buf, pos)
+        if magic != ENTRY_MAGIC or body_len + ENTRY_HEADER_BYTES != size or size > limit - pos \
+                or stored_pos != file_start + pos:
+            break
+        if last is not None and (index != last[0] + 1 or term < last[1]):
+            break
+        total, message_magic = message_head(buf, pos + ENTRY_HEADER_BYTES)
+        if (message_magic != v1 and message_magic != v2) or total < _MIN_TOTAL or total != body_len:
+            break
+        this, _ = log.committed(index, stored_pos + ENTRY_HEADER_BYTES)
+        if committed is None:
+            committed = this
+        elif this != committed:
+            break
+        starts.append(pos)
+        indexes.append(index)
+        terms.append(term)
+        sizes.append(size)
+        last = (index, term)
+        pos += size
+    return _DLedgerWalk(starts, indexes, terms, sizes, pos, bool(committed))
 
 
 @dataclass
@@ -449,7 +549,9 @@ def _pieces(buf, starts, topic_at, props_at, end) -> tuple[pa.Array, pa.Array]:
         return pa.array([], pa.binary()), pa.array([], pa.binary())
     base = int(starts[0])
     bounds = np.empty(4 * n + 1, dtype=np.int64)
-    bounds[0::4][:n] = starts
+    # Piece 4k runs from the end of record k-1 (a DLedger entry's header lies between records).
+    bounds[0] = starts[0]
+    bounds[4:-1:4] = end[:-1]
     bounds[1::4] = topic_at
     bounds[2::4] = props_at
     bounds[3::4] = props_at + _PROPS_LEN_BYTES
@@ -758,13 +860,15 @@ def _ints(texts: pa.Array, default: int | None) -> tuple[pa.Array, list[tuple[in
 
 
 class CommitlogWriter:
-    """Writes commitlog tables into ``<parquet_dir>/commitlog/<part>``.
+    """Writes commitlog tables (or another table's, ``schema``) into ``<parquet_dir>/<table>/<part>``.
 
     Row groups are :data:`ROW_GROUP_ROWS` rows, as :class:`~broker_core.export.parquet.TableWriter`
     writes them, so the file holds the same row groups whichever decoder filled it.
     """
 
-    def __init__(self, parquet_dir, table: str = "commitlog", part: str = DEFAULT_PART):
+    def __init__(self, parquet_dir, table: str = "commitlog", part: str = DEFAULT_PART,
+                 schema: pa.Schema = COMMITLOG):
+        self.schema = schema
         self.dir = parquet_dir / table
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / part
@@ -787,7 +891,7 @@ class CommitlogWriter:
 
     def _write(self, table: pa.Table) -> None:
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, COMMITLOG, compression=COMPRESSION)
+            self._writer = pq.ParquetWriter(self.path, self.schema, compression=COMPRESSION)
         self._writer.write_table(table.combine_chunks())
         self.rows_written += table.num_rows
 
@@ -797,7 +901,7 @@ class CommitlogWriter:
             self._write(pa.concat_tables(self._pending))
         self._pending = []
         if self._writer is None:
-            pq.write_table(COMMITLOG.empty_table(), self.path, compression=COMPRESSION)
+            pq.write_table(self.schema.empty_table(), self.path, compression=COMPRESSION)
         else:
             self._writer.close()
         return self.rows_written

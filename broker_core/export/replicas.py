@@ -141,10 +141,12 @@ def _offsets(table: pa.Table) -> np.ndarray:
     return table.column("phys_offset").to_numpy()
 
 
-def _merge_commitlog(master: Path, slave: Path, dest: Path, part: str, result: MergeResult) -> None:
+def _merge_commitlog(master: Path, slave: Path, dest: Path, part: str, result: MergeResult,
+                     names: tuple[str, str] = ROLES) -> None:
     """Both commit logs in physical order, one window of master rows at a time: the slave's rows
     up to the window's last offset are taken; those at an offset the master has are compared with
-    its record, the others kept. Memory holds one master row group and the slave rows it spans."""
+    its record, the others kept. Memory holds one master row group and the slave rows it spans.
+    ``names`` are the two sides' names in the problems (two DLedger replicas': their ids)."""
     writer = CommitlogWriter(dest, part=part)
     slaves = _row_groups(slave)
     pending = pa.Table.from_batches([], schema=RAW_TABLES["commitlog"])
@@ -190,7 +192,7 @@ def _merge_commitlog(master: Path, slave: Path, dest: Path, part: str, result: M
             result.only_master += missing
             if first_master_only is None:
                 first_master_only = int(offsets[~on_slave][0])
-        _compare(window.filter(pa.array(on_slave)), seen.filter(pa.array(on_master)), result)
+        _compare(window.filter(pa.array(on_slave)), seen.filter(pa.array(on_master)), result, names)
         slave_only = seen.filter(pa.array(~on_master))
         keep_slave_only(slave_only)
         merged = pa.concat_tables([window, slave_only]) if slave_only.num_rows else window
@@ -216,11 +218,11 @@ def _merge_commitlog(master: Path, slave: Path, dest: Path, part: str, result: M
     if result.differ > DIFFERENCES_LISTED_MAX:
         result.problems.append(Problem(
             "commitlog", None, KIND_DIFFER,
-            f"master and slave differ at {result.differ} offsets in all ({DIFFERENCES_LISTED_MAX} listed); "
-            "the master's records are kept", "error"))
+            f"{names[0]} and {names[1]} differ at {result.differ} offsets in all ({DIFFERENCES_LISTED_MAX} listed); "
+            f"the {names[0]}'s records are kept", "error"))
 
 
-def _compare(master: pa.Table, slave: pa.Table, result: MergeResult) -> None:
+def _compare(master: pa.Table, slave: pa.Table, result: MergeResult, names: tuple[str, str] = ROLES) -> None:
     """Record a problem at each offset where the two sides' records (aligned by offset) differ."""
     if master.num_rows == 0:
         return
@@ -241,8 +243,9 @@ def _compare(master: pa.Table, slave: pa.Table, result: MergeResult) -> None:
             result.problems.append(Problem(
                 f"commitlog/{mine['file_name']}" if mine["file_name"] else "commitlog", mine["phys_offset"],
                 KIND_DIFFER,
-                f"master and slave differ at offset {mine['phys_offset']}: {mine['topic']} {mine['msg_id']} "
-                f"on the master, {other['topic']} {other['msg_id']} on the slave; the master's is kept",
+                f"{names[0]} and {names[1]} differ at offset {mine['phys_offset']}: {mine['topic']} "
+                f"{mine['msg_id']} on the {names[0]}, {other['topic']} {other['msg_id']} on the {names[1]}; "
+                f"the {names[0]}'s is kept",
                 "error"))
 
 

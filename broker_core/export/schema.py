@@ -307,6 +307,26 @@ TRANSACTION_CALLS = pa.schema([
     ("queue_offset", pa.int64()),
 ])
 
+# A DLedger store's entries (enableDLegerCommitLog), one row per entry holding a record, imported
+# or not: its Raft index and term, whether it is committed (only committed entries' records are in
+# commitlog, at the same phys_offset), and which replicas of the group hold it (docs/data-contract.md).
+DLEDGER_STATES = ("committed", "uncommitted", "divergent")
+DLEDGER_ENTRIES = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("raft_index", pa.int64()),
+    ("term", pa.int64()),
+    ("phys_offset", pa.int64()),  # the record's: the entry's position + 48 (commitlog.phys_offset)
+    ("entry_size", pa.int32()),  # the whole entry, its 48-byte header included
+    ("state", pa.string()),  # committed | uncommitted | divergent (DLEDGER_STATES)
+    ("replicas", pa.list_(pa.string())),  # the dLegerSelfIds of the stores holding this (index, term)
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("uniq_key", pa.string()),
+    ("store_ts", TS),
+])
+
 # Tables a run directory's parquet/ holds, by name.
 RAW_TABLES: dict[str, pa.Schema] = {
     "commitlog": COMMITLOG,
@@ -324,6 +344,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "schedule_units": SCHEDULE_UNITS,
     "transaction_ops": TRANSACTION_OPS,
     "transaction_calls": TRANSACTION_CALLS,
+    "dledger_entries": DLEDGER_ENTRIES,
 }
 LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_hops": MESSAGE_HOPS,

@@ -37,6 +37,13 @@ from broker_core.export.broker_parts import (
     validate_broker,
 )
 from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter, RecordColumns
+from broker_core.export.dledger_replicas import (
+    ROLE_REPLICA,
+    ReplicaMerge,
+    link_replicas,
+    merge_replicas,
+    replica_side,
+)
 from broker_core.export.increments import (
     FileStats,
     ImportState,
@@ -64,7 +71,7 @@ from broker_core.export.replicas import (
     other_role,
     side_dir,
 )
-from broker_core.export.schema import RAW_TABLES, RUN_SOURCE_IMPORT
+from broker_core.export.schema import DLEDGER_STATES, RAW_TABLES, RUN_SOURCE_IMPORT
 from broker_core.export.transaction_ops import write_transaction_ops
 from broker_core.message import create_message_id
 from broker_core.store.checkpoint import Checkpoint
@@ -124,6 +131,10 @@ class ImportSummary:
     # of them only the RocksDB consumer offsets are read, into consumer_offsets):
     # path under the store root -> what was found there (broker_core.store.layout_5x).
     store_items_5x: dict[str, str] = field(default_factory=dict)
+    # A DLedger store: what its entries hold beside the records (broker_core.store.dledger_scan
+    # RaftLog.to_json: committed index, uncommitted tail, terms) and, when replicas of the group
+    # were merged, what the merge found (broker_core.export.dledger_replicas).
+    dledger: dict | None = None
 
     @property
     def errors(self) -> list[Problem]:
@@ -149,6 +160,7 @@ class ImportSummary:
             "records_added": self.records_added, "full_import_reason": self.full_import_reason,
             "next_file": self.next_file, "next_offset": self.next_offset,
             "store_items_5x": self.store_items_5x,
+            "dledger": self.dledger,
         }
 
 
@@ -292,7 +304,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                  broker: str | None = None, role: str = ROLE_MASTER,
                  wall_clock: Callable[[], float] | None = None,
                  decoder: str = DECODERS[0], live: bool = False,
-                 reader_factory: Callable[..., StoreReader] | None = None) -> ImportSummary:
+                 reader_factory: Callable[..., StoreReader] | None = None,
+                 dledger_data: Path | str | None = None) -> ImportSummary:
     """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
 
     ``name`` is the run id (default: the output directory's name). Without ``broker`` the run
@@ -311,6 +324,13 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     ``reader_factory``, when given, makes the store's reader instead (called as the
     decoders' classes are, with ``live``): a :class:`ColumnarStoreReader` whose files are decoded
     elsewhere, e.g. by Spark tasks (``assets.spark_import``); the tables are the same.
+
+    A DLedger store (``dledger-<selfId>/``, :mod:`broker_core.store.dledger`) is recognized by its
+    files; ``dledger_data`` is its entries' directory when the broker kept them elsewhere
+    (``storePathDLedgerCommitLog``). Only its committed entries' records are ``commitlog`` rows;
+    every entry is a ``dledger_entries`` row. ``role`` ``replica`` imports it as one replica of
+    ``broker``'s DLedger group, merged with the replicas imported before (``dledger_replicas``).
+    A DLedger store is always read whole.
     """
     _check_arguments(decoder, role, broker)
     started = wall_clock() if wall_clock is not None else None
@@ -320,7 +340,10 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     adding = broker is not None
     broker = validate_broker(broker) if adding else run_id
     part = part_name(broker)
-    reader = (reader_factory or (ColumnarStoreReader if decoder == "columnar" else StoreReader))(store_dir, live=live)
+    extra = {"dledger_data": dledger_data} if dledger_data is not None else {}
+    reader = (reader_factory or (ColumnarStoreReader if decoder == "columnar" else StoreReader))(store_dir, live=live,
+                                                                                                **extra)
+    _check_dledger(reader, role, live, reader_factory)
     store_root = store_dir.resolve()
     out_resolved = out_dir.resolve()
     if out_resolved == store_root or store_root in out_resolved.parents:
@@ -330,11 +353,13 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         raise _strict_error(reader.errors)
 
     merged: MergeResult | None = None
+    merged_replicas: ReplicaMerge | None = None
     with run_lock(out_dir):
         # The other side of a replicated broker, kept to merge with (None: nothing to merge with).
-        earlier = earlier_side(out_dir, broker, role) if adding else None
+        earlier = earlier_side(out_dir, broker, role) if adding and role != ROLE_REPLICA else None
         replicated = role != ROLE_MASTER or earlier is not None
-        state = load_state(out_dir, broker) if out_dir.is_dir() else None
+        # A DLedger log is read whole: its uncommitted tail may be committed or cut by the next import.
+        state = load_state(out_dir, broker) if out_dir.is_dir() and reader.dledger is None else None
         plan = plan_import(state, reader, store_root, replicated)
         resume, full_reason = plan.resume, plan.reason
         kept = kept_parts(out_dir, run_id, broker) if adding else []
@@ -343,16 +368,25 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                               dict(plan.files))
         with atomic_dir(out_dir) as tmp:
             link_parts(out_dir, kept, tmp)
-            parquet = side_dir(tmp, broker, role) if earlier is not None else tmp / PARQUET_DIR_NAME
+            if role == ROLE_REPLICA:
+                side = replica_side(reader.dledger.self_id)
+                parquet = side_dir(tmp, broker, side)
+                link_replicas(out_dir, tmp, broker, side)
+            else:
+                parquet = side_dir(tmp, broker, role) if earlier is not None else tmp / PARQUET_DIR_NAME
             if resume is not None:
                 carry_commitlog(out_dir / PARQUET_DIR_NAME, parquet, broker, plan.drop_before)
             commitlog_part = increment_part_name(broker, resume.offset) if resume is not None else part
             write_commitlog = _write_columnar if isinstance(reader, ColumnarStoreReader) else _write_decoded
+            entries = (_DLedgerEntriesWriter(parquet, part, run_id, broker, reader.dledger.self_id,
+                                             isinstance(reader, ColumnarStoreReader))
+                       if reader.dledger is not None else None)
             added, commitlog_path = write_commitlog(reader, parquet, commitlog_part, run_id, broker,
-                                                    progress, resume, book)
+                                                    progress, resume, book, entries)
             if resume is not None and not added:
                 commitlog_path.unlink()  # nothing new: no empty file per import
-            rows_by_table = {"commitlog": reader.record_count if resume is not None else added}
+            rows_by_table = {"commitlog": reader.record_count if resume is not None else added,
+                             **({"dledger_entries": entries.close()} if entries is not None else {})}
             if strict and reader.errors:
                 raise _strict_error(reader.errors)
             store_rows, body_problems = _write_store_tables(reader, parquet, part, run_id, broker, book.files)
@@ -364,9 +398,13 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                     rows_by_table[table] = TableWriter(parquet, table, part=part).close()
             if earlier is not None:
                 merged = _merge_sides(tmp, broker, role, earlier, strict)
+            elif role == ROLE_REPLICA:
+                merged_replicas = merge_replicas(tmp, broker, tmp / PARQUET_DIR_NAME)
+                if strict and merged_replicas.errors:
+                    raise _strict_error(merged_replicas.errors)
             brokers = brokers_of(tmp)
             new_state = None
-            if reader.resume_point is not None and not replicated:
+            if reader.resume_point is not None and not replicated and reader.dledger is None:
                 prints = fingerprints(reader, book.tail.spans())
                 if prints is not None:
                     new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
@@ -379,7 +417,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         records=reader.record_count, blanks=reader.blank_count, valid_end=reader.valid_end or 0,
         first_offset=reader.first_offset,
         records_by_topic=records_by_topic(book.files),
-        problems=reader.problems + body_problems + (merged.problems if merged is not None else []),
+        problems=(reader.problems + body_problems + (merged.problems if merged is not None else [])
+                  + (merged_replicas.problems if merged_replicas is not None else [])),
         rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
         wall_seconds=wall, checkpoint=reader.checkpoint,
         recovery_start_file=(reader.files[reader.recovery_start_index()].name if reader.files else None),
@@ -391,17 +430,50 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         records_added=added, full_import_reason=full_reason,
         next_file=reader.resume_point.file_name if new_state is not None else None,
         next_offset=reader.resume_point.offset if new_state is not None else None,
-        store_items_5x=store_items_5x(store_root))
+        store_items_5x=store_items_5x(store_root),
+        dledger=_dledger_summary(reader, merged_replicas))
+
+
+def _check_dledger(reader: StoreReader, role: str, live: bool, reader_factory) -> None:
+    """Refuse what a DLedger store cannot be imported with (and ``--role replica`` without one)."""
+    if reader.dledger is None:
+        if role == ROLE_REPLICA:
+            raise BadInputError("--role replica imports a replica of a DLedger group, and this store has no "
+                                "dledger-<selfId>/ directory", where=str(reader.root),
+                                hint="a master/slave pair is imported with --role master and --role slave")
+        return
+    if role == ROLE_SLAVE:
+        raise BadInputError("a DLedger store is a replica of its group, not a slave", where="--role slave",
+                            hint="import each replica with --role replica")
+    if live:
+        raise BadInputError("a DLedger store is imported at rest (--live reads a commitlog/ being written)",
+                            where="--live", hint="import it without --live")
+    if reader_factory is not None:
+        raise BadInputError("a DLedger store is decoded by the local engine", where=str(reader.root),
+                            hint="import it without --engine spark")
+
+
+def _dledger_summary(reader: StoreReader, merged: ReplicaMerge | None) -> dict | None:
+    if reader.raft is None:
+        return None
+    summary = reader.raft.to_json()
+    if merged is not None:
+        summary["merged"] = merged.to_json()
+    return summary
 
 
 def _check_arguments(decoder: str, role: str, broker: str | None) -> None:
     if decoder not in DECODERS:
         raise BadInputError(f"unknown decoder {decoder!r}", hint=f"use one of {', '.join(DECODERS)}")
-    if role not in ROLES:
-        raise BadInputError(f"unknown role {role!r}", where="--role", hint=f"use one of {', '.join(ROLES)}")
+    if role not in (*ROLES, ROLE_REPLICA):
+        raise BadInputError(f"unknown role {role!r}", where="--role",
+                            hint=f"use one of {', '.join((*ROLES, ROLE_REPLICA))}")
     if role == ROLE_SLAVE and broker is None:
         raise BadInputError("a slave's store is imported as a side of its master's broker", where="--role slave",
                             hint="pass --broker with the brokerName master and slave share")
+    if role == ROLE_REPLICA and broker is None:
+        raise BadInputError("a DLedger replica's store is imported as a replica of its group's broker",
+                            where="--role replica", hint="pass --broker with the group's brokerName")
 
 
 @dataclass
@@ -423,14 +495,43 @@ class _CommitlogBook:
         self.tail.record(*last)
 
 
+class _DLedgerEntriesWriter:
+    """The ``dledger_entries`` rows of one DLedger store, from either decoder."""
+
+    def __init__(self, parquet: Path, part: str, run_id: str, broker: str, self_id: str, columnar: bool):
+        self.run_id, self.broker, self.self_id = run_id, broker, self_id
+        schema = RAW_TABLES["dledger_entries"]
+        self.writer = (CommitlogWriter(parquet, "dledger_entries", part=part, schema=schema) if columnar
+                       else TableWriter(parquet, "dledger_entries", part=part))
+
+    def write_columns(self, batch: RecordColumns) -> None:
+        self.writer.write(batch.dledger_table(self.run_id, self.broker, self.self_id))
+
+    def write_entry(self, entry) -> None:
+        record, raft = entry.record, entry.raft
+        self.writer.write_values((self.run_id, self.broker, raft.index, raft.term, entry.phys_offset,
+                                  raft.entry_size, DLEDGER_STATES[0] if raft.committed else DLEDGER_STATES[1],
+                                  [self.self_id], record.topic, record.queue_id, record.queue_offset,
+                                  record.uniq_key, record.store_ts))
+
+    def close(self) -> int:
+        return self.writer.close()
+
+
 def _write_columnar(reader: ColumnarStoreReader, parquet: Path, part: str, run_id: str, broker: str,
-                    progress, resume, book: _CommitlogBook) -> tuple[int, Path]:
-    """The ``commitlog`` rows, a slice of Arrow columns at a time; return (rows, file written)."""
+                    progress, resume, book: _CommitlogBook,
+                    entries: _DLedgerEntriesWriter | None = None) -> tuple[int, Path]:
+    """The ``commitlog`` rows, a slice of Arrow columns at a time; return (rows, file written).
+    A DLedger log's entries go to ``entries`` too; only its committed records are commitlog rows."""
     writer = CommitlogWriter(parquet, part=part)
     for batch in reader.entries(progress, resume):
         if not isinstance(batch, RecordColumns):
             book.blank(batch.file_name, batch.phys_offset, batch.size)
             continue
+        if batch.raft is not None:
+            entries.write_columns(batch)
+            if not batch.committed:
+                continue
         columns = batch.columns
         counts = pc.value_counts(columns["topic"]).to_pylist()
         book.records(batch.file_name, batch.num_rows, columns["store_ts"][0].value, columns["store_ts"][-1].value,
@@ -441,13 +542,19 @@ def _write_columnar(reader: ColumnarStoreReader, parquet: Path, part: str, run_i
 
 
 def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
-                   progress, resume, book: _CommitlogBook) -> tuple[int, Path]:
-    """The ``commitlog`` rows, one decoded record at a time; return (rows, file written)."""
+                   progress, resume, book: _CommitlogBook,
+                   entries: _DLedgerEntriesWriter | None = None) -> tuple[int, Path]:
+    """The ``commitlog`` rows, one decoded record at a time; return (rows, file written).
+    A DLedger log's entries go to ``entries`` too; only its committed records are commitlog rows."""
     writer = TableWriter(parquet, "commitlog", part=part)
     for entry in reader.entries(progress, resume):
         if entry.record is None:
             book.blank(entry.file_name, entry.phys_offset, entry.size)
             continue
+        if entry.raft is not None:
+            entries.write_entry(entry)
+            if not entry.raft.committed:
+                continue
         values = record_to_values(entry.record, run_id, broker, entry.file_name)
         book.records(entry.file_name, 1, entry.record.store_ts, entry.record.store_ts, {values[_TOPIC]: 1},
                      (values[_STORE_HOST],), (entry.phys_offset, entry.size))

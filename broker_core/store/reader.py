@@ -62,6 +62,19 @@ from broker_core.message import (
 )
 from broker_core.store import config_files
 from broker_core.store.checkpoint import ABORT_FILE_NAME, CHECKPOINT_FILE_NAME, Checkpoint, parse_checkpoint
+from broker_core.store.dledger import RECOVER_FILES_FROM_END as DLEDGER_RECOVER_FILES_FROM_END
+from broker_core.store.dledger import DLedgerCheckpoint, DLedgerLayout, find_layout
+from broker_core.store.dledger import parse_checkpoint as parse_dledger_checkpoint
+from broker_core.store.dledger_scan import KIND_CHECKPOINT_MISSING, DLedgerScan, RaftLog
+from broker_core.store.log_files import (
+    KEPT_NOTE,
+    PROGRESS_EVERY_RECORDS,
+    RELEASE_MAPPED_EVERY_BYTES,
+    CommitLogFile,
+    LogEntry,
+    ScanProgress,
+    release_pages,
+)
 from broker_core.store.mapped_file import offset_to_file_name
 from broker_core.store.problem import ERROR, WARNING, Problem
 from broker_core.store.rocksdb_metadata import GROUPS, OFFSETS, TOPICS, RocksDBMetadata
@@ -76,8 +89,6 @@ CQ_PRE_BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes (0, Integer.MAX_VALUE,
 _SIZE_MAGIC = struct.Struct(">iI")
 _KNOWN_MAGICS = (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE)
 _FILE_NAME = re.compile(rf"\d{{{FILE_NAME_DIGITS}}}")
-_KEPT_NOTE = ("; this file is before the part recovery checks, so RocketMQ keeps it as it is: "
-              "the scan goes on")
 
 # Problems a scan finds at or after where it stops; a scan resumed there finds them again.
 _AT_THE_END_KINDS = ("gap-between-files", "unreachable-data", "in-flight")
@@ -88,33 +99,6 @@ _OFFSET_MAX = 2**63 - 1
 # Consume-queue files are read in pieces of this many bytes (a whole number of units), and the
 # zero check after the end of data looks at this much at a time: memory stays bounded.
 READ_CHUNK_BYTES = CQ_UNIT_SIZE_BYTES * 64 * 1024
-# A scan hands the pages it has read back to the OS this often, so a 1 GiB mapped file does not
-# stay resident while it is walked (records hold copies of their bytes, never views).
-RELEASE_MAPPED_EVERY_BYTES = 32 * 1024 * 1024
-# How often a long scan reports progress, in records.
-PROGRESS_EVERY_RECORDS = 50_000
-
-@dataclass(frozen=True)
-class LogEntry:
-    """One commit-log entry: a record, or (``record is None``) the BLANK that ends a file."""
-
-    file_name: str  # the commit-log file's 20-digit name
-    phys_offset: int
-    size: int  # TOTALSIZE of the record, or the BLANK's length
-    record: Record | None
-
-    @property
-    def is_blank(self) -> bool:
-        return self.record is None
-
-
-@dataclass(frozen=True)
-class CommitLogFile:
-    name: str
-    path: Path
-    start: int  # physical offset of the first byte (the name)
-    length: int  # bytes on disk
-
 
 @dataclass(frozen=True)
 class CqUnit:
@@ -146,14 +130,6 @@ class ResumePoint:
     @property
     def offset(self) -> int:
         return int(self.file_name) + self.position
-
-
-@dataclass(frozen=True)
-class ScanProgress:
-    file_name: str
-    file_index: int
-    file_count: int
-    records: int
 
 
 # Numeric properties the contract keeps as int32 columns, in the order their problems are listed.
@@ -198,14 +174,17 @@ def record_value_problems(rel: str, phys: int, record: Record) -> list[Problem]:
     return found
 
 
-class StoreReader:
-    """Read-only scan of a RocketMQ store root (the directory holding ``commitlog/``)."""
+class StoreReader(DLedgerScan):
+    """Read-only scan of a RocketMQ store root (the directory holding ``commitlog/``, or a DLedger
+    node's ``dledger-<selfId>/``: :mod:`broker_core.store.dledger`)."""
 
     def __init__(self, root: Path | str, *, check_crc: bool = True,
-                 commitlog_file_size_bytes: int | None = None, live: bool = False):
+                 commitlog_file_size_bytes: int | None = None, live: bool = False,
+                 dledger_data: Path | str | None = None):
         """``commitlog_file_size_bytes``: the broker's mappedFileSizeCommitLog when known; by
         default it is taken from the files themselves. ``live``: a broker is writing the store
-        while it is read (see :meth:`entries`)."""
+        while it is read (see :meth:`entries`). ``dledger_data``: where a DLedger node's entries
+        are when its broker set ``storePathDLedgerCommitLog`` (default ``dledger-<selfId>/data``)."""
         assert commitlog_file_size_bytes is None or commitlog_file_size_bytes > 0, \
             f"commit-log file size must be positive, got {commitlog_file_size_bytes}"
         self.root = Path(root)
@@ -216,10 +195,16 @@ class StoreReader:
             raise BadInputError("store directory does not exist" if not self.root.exists()
                                 else "not a directory", where=str(self.root),
                                 hint="pass the RocketMQ store root (storePathRootDir, e.g. ~/store)")
-        if not (self.root / COMMITLOG_DIR_NAME).is_dir():
+        # A DLedger broker keeps its log in dledger-<selfId>/data/ instead of commitlog/.
+        self.dledger: DLedgerLayout | None = find_layout(self.root, dledger_data)
+        if self.dledger is None and dledger_data is not None:
+            raise BadInputError("--dledger-data names a DLedger data directory, but the store root holds no "
+                                "dledger-<selfId>/ directory", where=str(self.root))
+        if self.dledger is None and not (self.root / COMMITLOG_DIR_NAME).is_dir():
             raise BadInputError(f"no {COMMITLOG_DIR_NAME}/ directory: not a RocketMQ store root",
                                 where=str(self.root),
-                                hint="pass the directory that holds commitlog/, consumequeue/ and config/")
+                                hint="pass the directory that holds commitlog/ (or a DLedger broker's "
+                                     "dledger-<selfId>/), consumequeue/ and config/")
         self._file_problems: list[Problem] = []
         self._scan_problems: list[Problem] = []
         self._after_scan_problems: list[Problem] = []
@@ -236,6 +221,7 @@ class StoreReader:
                 "last shutdown was abnormal (the abort file is present): RocketMQ would run abnormal "
                 "recovery; a torn tail is expected", WARNING))
         self.checkpoint = self._read_checkpoint()
+        self.dledger_checkpoint = self._read_dledger_checkpoint() if self.dledger is not None else None
         # Set by a complete scan of entries().
         self.valid_end: int | None = None
         self.record_count = 0
@@ -270,10 +256,24 @@ class StoreReader:
     # --- commit-log files -------------------------------------------------------------------
 
     def _rel(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
+        """A path as problems name it: relative to the store root (a DLedger data directory kept
+        elsewhere, storePathDLedgerCommitLog, is named in full)."""
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return path.as_posix()
 
     def _list_commitlog_files(self) -> None:
+        found: list[CommitLogFile] = []
         directory = self.root / COMMITLOG_DIR_NAME
+        if directory.is_dir():
+            found = self._log_files(directory, dledger=False)
+        if self.dledger is not None:
+            found = self._mixed_log(found, self._log_files(self.dledger.data_dir, dledger=True))
+        self._check_file_sizes(found)
+
+    def _log_files(self, directory: Path, dledger: bool) -> list[CommitLogFile]:
+        """The files of one commit-log directory (commitlog/ or a DLedger data directory), in order."""
         found: list[CommitLogFile] = []
         for path in sorted(directory.iterdir()):
             if not _FILE_NAME.fullmatch(path.name):
@@ -294,7 +294,50 @@ class StoreReader:
                 self._file_problems.append(Problem(self._rel(path), int(path.name), "unreadable-file",
                                                    str(exc)))
                 continue
-            found.append(CommitLogFile(path.name, path, int(path.name), length))
+            found.append(CommitLogFile(path.name, path, int(path.name), length, dledger))
+        return found
+
+    def _mixed_log(self, old: list[CommitLogFile], entries: list[CommitLogFile]) -> list[CommitLogFile]:
+        """A broker switched to DLedger keeps its old ``commitlog/`` files below the first DLedger
+        data file (``dividedCommitlogOffset``, the end of the last old file, whose tail the switch
+        filled with a BLANK) and reads both (``DLedgerCommitLog.recover``, ``getData``): the old
+        records, then the entries. An old file at or past that offset is not read."""
+        if not old or not entries:
+            return old + entries
+        divided = entries[0].start
+        for cf in old:
+            if cf.start >= divided:
+                self._file_problems.append(Problem(
+                    self._rel(cf.path), cf.start, "commitlog-past-dledger",
+                    f"an old commit-log file at or past the first DLedger data file ({entries[0].name}): "
+                    "the broker reads DLedger entries from that offset on; not read"))
+        return [cf for cf in old if cf.start < divided] + entries
+
+    def _read_dledger_checkpoint(self) -> DLedgerCheckpoint | None:
+        """The node's ``dledger-<selfId>/checkpoint`` (committed and end index)."""
+        path = self.dledger.checkpoint_path
+        try:
+            text = path.read_text(encoding="latin-1")
+        except FileNotFoundError:
+            self._file_problems.append(Problem(
+                self._rel(path), 0, KIND_CHECKPOINT_MISSING,
+                "no DLedger checkpoint: only entries a consume queue names are taken as committed", WARNING))
+            return None
+        except OSError as exc:
+            self._file_problems.append(Problem(self._rel(path), 0, "unreadable-file", str(exc)))
+            return None
+        return parse_dledger_checkpoint(text)
+
+    def _consume_queue_offset_max(self) -> int | None:
+        """The highest physical offset a unit of any consume queue names (None without units)."""
+        best = None
+        for _topic, _queue_id, files in self.consume_queues():
+            for unit in self._last_units(files, 1):
+                if best is None or unit.phys_offset > best:
+                    best = unit.phys_offset
+        return best
+
+    def _check_file_sizes(self, found: list[CommitLogFile]) -> None:
         # The size every file is created at is taken from the files themselves: the most common
         # size (ties: the largest), since a torn or foreign file is the exception.
         # An empty file (a live broker's newest, just created) says nothing of the size.
@@ -364,6 +407,10 @@ class StoreReader:
         """
         self._scan_problems = list(resume.problems) if resume is not None else []
         self._after_scan_problems = []
+        assert resume is None or self.dledger is None, "a DLedger log is read whole"
+        if self.dledger is not None:
+            self.raft = RaftLog(self.dledger.self_id, self.dledger_checkpoint, self._consume_queue_offset_max())
+            self._raft_last = None
         self.record_count = resume.records if resume is not None else 0
         self.blank_count = resume.blanks if resume is not None else 0
         self.first_store_ts = resume.first_store_ts if resume is not None else None
@@ -426,8 +473,8 @@ class StoreReader:
         return [p for p in self._scan_problems if p.offset < end and p.kind not in _AT_THE_END_KINDS]
 
     def records(self, progress: Callable[[ScanProgress], None] | None = None) -> Iterator[LogEntry]:
-        """Like :meth:`entries` without the BLANKs."""
-        return (e for e in self.entries(progress) if e.record is not None)
+        """Like :meth:`entries` without the BLANKs and a DLedger log's uncommitted entries."""
+        return (e for e in self.entries(progress) if e.record is not None and (e.raft is None or e.raft.committed))
 
     def recovery_start_index(self) -> int:
         """Index of the first file RocketMQ's recovery checks (§3.8); earlier files it keeps as they are.
@@ -435,7 +482,12 @@ class StoreReader:
         Normal recovery (no abort file) starts at the third-last file. Abnormal recovery starts
         at the newest file whose first record has a valid magic and a store time no later than
         the checkpoint's min timestamp (``isMappedFileMatchedRecover``), else at the first file.
+        A DLedger log's recovery checks its last three data files, after a crash too; the old
+        ``commitlog/`` files of a store switched to DLedger are not checked at all.
         """
+        if self.dledger is not None:
+            old = sum(1 for cf in self.files if not cf.dledger)
+            return old + max(0, len(self.files) - old - DLEDGER_RECOVER_FILES_FROM_END)
         if not self.abort_file_present:
             return max(0, len(self.files) - RECOVER_NORMAL_FILES_FROM_END)
         min_ts = self.checkpoint.min_timestamp() if self.checkpoint is not None else 0
@@ -495,12 +547,14 @@ class StoreReader:
         (the columnar decoder does), and wherever it stops, ``decode_record`` and the
         classification below decide what lies there.
         """
+        if cf.dledger:
+            return (yield from self._scan_dledger_buffer(cf, buf, limit, progress, index, lenient, start))
         pos = start
         released = 0
         rel = self._rel(cf.path)
         while pos < limit:
             if pos - released >= RELEASE_MAPPED_EVERY_BYTES:
-                released = _release_pages(buf, released, pos)
+                released = release_pages(buf, released, pos)
             pos, took_every_record = yield from self._fast_records(cf, rel, buf, pos, limit, progress, index)
             if took_every_record:
                 continue
@@ -511,7 +565,7 @@ class StoreReader:
                 if not lenient:
                     self._scan_problems.append(problem)
                     return "damage", cf.start + pos
-                self._scan_problems.append(dataclasses.replace(problem, reason=problem.reason + _KEPT_NOTE))
+                self._scan_problems.append(dataclasses.replace(problem, reason=problem.reason + KEPT_NOTE))
                 if problem.kind == "crc-mismatch":
                     # The record's length is sound: step over it as a reader of this file would.
                     pos += _SIZE_MAGIC.unpack_from(buf, pos)[0]
@@ -523,7 +577,7 @@ class StoreReader:
                     reason = f"illegal magic code {magic:#010x} (TOTALSIZE {total})"
                     if lenient:
                         self._scan_problems.append(Problem(rel, cf.start + pos, "bad-magic",
-                                                           reason + _KEPT_NOTE))
+                                                           reason + KEPT_NOTE))
                         return "skip", cf.start + pos
                     self._scan_problems.append(Problem(rel, cf.start + pos, "bad-magic",
                                                        reason + ": the data ends here"))
@@ -559,8 +613,10 @@ class StoreReader:
         yield from ()
         return pos, False
 
-    def _record_entry(self, cf: CommitLogFile, rel: str, buf, pos: int, item: Record) -> LogEntry:
-        """Note a decoded record's problems, count it, and make its entry."""
+    def _record_entry(self, cf: CommitLogFile, rel: str, buf, pos: int, item: Record,
+                      counted: bool = True) -> LogEntry:
+        """Note a decoded record's problems, count it (unless not ``counted``: a DLedger entry past
+        the committed index), and make its entry."""
         phys = cf.start + pos
         if item.phys_offset != phys:
             self._scan_problems.append(Problem(
@@ -571,6 +627,8 @@ class StoreReader:
         crc_values = property_crc_values(buf, pos, pos + item.total_size)
         if crc_values is not None and crc_values[0] != crc_values[1]:
             self._scan_problems.append(property_crc_problem(rel, phys, *crc_values))
+        if not counted:
+            return LogEntry(cf.name, phys, item.total_size, item)
         self.record_count += 1
         if self.first_store_ts is None:
             self.first_store_ts = item.store_ts
@@ -947,15 +1005,6 @@ def _head_nonzero(path: Path) -> bool:
             return any(fh.read(8))
     except OSError:
         return False
-
-
-def _release_pages(buf, start: int, pos: int) -> int:
-    """Drop the already-read pages [start, pos) of a read-only mapping; returns the new start."""
-    aligned = pos - pos % mmap.PAGESIZE
-    if hasattr(buf, "madvise") and hasattr(mmap, "MADV_DONTNEED") and aligned > start:
-        buf.madvise(mmap.MADV_DONTNEED, start, aligned - start)
-        return aligned
-    return start
 
 
 def tree_digest(root: Path) -> dict[str, tuple[int, str]]:

@@ -173,6 +173,11 @@ public class Driver {
                 producer = transactionalProducers.contains(p) ? transactionalProducer(m[2]) : new DefaultMQProducer(m[2]);
                 producer.setNamesrvAddr(namesrv);
                 producer.setInstanceName("producer-" + p);
+                // A plan may shorten the route refresh (default 30 s): after a DLedger group elects
+                // a new master, sends reach it once the producer has read the new route.
+                if (settings.containsKey("route_poll_ms")) {
+                    producer.setPollNameServerInterval(settings.get("route_poll_ms").intValue());
+                }
                 producer.start();
                 producers.put(p, producer);
             }
@@ -183,11 +188,15 @@ public class Driver {
         // The clients stop once no listener anywhere was called for idle_ms (more than twice the
         // longest delay level): a retry still in the schedule, or a record a crash made the broker
         // hand out again, is consumed before the end, whether or not the model's call counts were
-        // reached ("complete" when they were).
+        // reached ("complete" when they were). A plan may keep them running until min_run_ms after
+        // the first send whatever the listeners do (after a DLedger master is killed, no listener is
+        // called until the consumers' pulls it held time out).
+        long minRunMs = settings.getOrDefault("min_run_ms", 0L);
         String reason = "timeout";
         while (System.currentTimeMillis() - t0 < timeoutMs) {
             Thread.sleep(200);
             long lastCall = Math.max(PlanSupport.LAST_EMIT_MS.get(), lastSideCallMs());
+            if (System.currentTimeMillis() - sendStart < minRunMs) continue;
             if (System.currentTimeMillis() - lastCall > idleMs) {
                 reason = allDone() ? "complete" : "idle";
                 break;

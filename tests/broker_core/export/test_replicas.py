@@ -149,6 +149,6 @@ def test_a_slave_needs_its_masters_broker_name(tmp_path):
     store.put("K0")
     with pytest.raises(BadInputError, match="side of its master's broker"):
         import_store(store.root, tmp_path / "run", role="slave")
-    with pytest.raises(BadInputError, match="unknown role 'replica'"):
-        import_store(store.root, tmp_path / "run", broker="broker-a", role="replica")
+    with pytest.raises(BadInputError, match="unknown role 'follower'"):
+        import_store(store.root, tmp_path / "run", broker="broker-a", role="follower")
     assert not (tmp_path / "run").exists()

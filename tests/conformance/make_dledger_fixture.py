@@ -1,0 +1,114 @@
+"""Write tests/data/rocketmq-dledger-4.9.4: the stores of a three-node DLedger group of real RocketMQ 4.9.4
+brokers, with an uncommitted tail and a divergent one.
+
+    .venv/bin/python tests/conformance/make_dledger_fixture.py [OUT_DIR]
+
+Steps (each replica's store is copied at the end, without its index files: dledger-<id>/index/ is
+160 MiB of mostly zeros, and the reader needs neither it nor the IndexFile):
+
+1. three nodes start; the master gets FixtureTopic; a consumer fails every attempt of each key
+   i % 4 == 0 (DLQ after 2 retries) and the first of each i % 5 == 0; 40 sends, all SEND_OK;
+2. both followers are killed (SIGKILL); 3 sends to the master, without client retries: it appends
+   each entry but no follower acknowledges it, so each send fails and its entry stays uncommitted;
+   the master is stopped (SIGTERM: its checkpoint keeps a committedIndex below its endIndex);
+3. the two followers start again and elect a master of a higher term; 10 sends, all SEND_OK: they
+   take the indexes the old master's uncommitted entries hold there, a divergent tail;
+4. everything stops (SIGTERM).
+
+The manifest holds the clients' lines (every send's status, msgId and queue offset; every listener
+call), each replica's checkpoint and currterm files, and the steps' order.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from conformance import jars  # noqa: E402
+from conformance.cluster import BrokerSpec, Cluster  # noqa: E402
+
+VERSION = "4.9.4"
+TOPIC, GROUP = "FixtureTopic", "fixture-group"
+DELAY_LEVELS = " ".join(["1s"] * 18)
+DATA_FILE_BYTES = 32 * 1024  # mappedFileSizeCommitLog: DLedger's data files too, so the log rolls
+CQ_FILE_BYTES = 6000  # 300 units per consume-queue file
+OUT_DEFAULT = ROOT / "tests" / "data" / "rocketmq-dledger-4.9.4"
+DRIVER = Path(__file__).with_name("DLedgerFixtureDriver.java")
+
+
+def run(classpath: str, *args, timeout_s: float = 120) -> list[dict]:
+    proc = subprocess.run(["java", "-Xmx128m", "-Drocketmq.client.rebalance.waitInterval=1000", "-cp", classpath,
+                           "DLedgerFixtureDriver", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout_s)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def main(out: Path) -> None:
+    lib = jars.resolve(VERSION, log=print)
+    work = Path(tempfile.mkdtemp(prefix="dledger-fixture-"))
+    classes = work / "classes"
+    classes.mkdir()
+    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)], check=True)
+    classpath = f"{classes}:{lib / '*'}"
+    spec = BrokerSpec("broker-a", DELAY_LEVELS, DATA_FILE_BYTES,
+                      extra={"mappedFileSizeConsumeQueue": str(CQ_FILE_BYTES)}, dledger_nodes=3)
+    steps: list[dict] = []
+    events: list[dict] = []
+    with Cluster(work / "cluster", lib, [spec], log=print) as cluster:
+        master = cluster.leader("broker-a")
+        steps.append({"step": "started", "master": master})
+        events += run(classpath, "topic", cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, 2)
+        events += run(classpath, "play", cluster.namesrv_addr, TOPIC, GROUP, "a", 40, 8000)
+        followers = [n for n in spec.node_names() if n != master]
+        for node in followers:
+            cluster.kill(node)
+        steps.append({"step": "followers killed", "nodes": followers})
+        events += run(classpath, "send", cluster.namesrv_addr, TOPIC, "b", 3)
+        cluster.stop(master)
+        steps.append({"step": "old master stopped", "node": master})
+        for node in followers:
+            cluster.start_broker(spec, node=node, wait=False)
+        for node in followers:
+            cluster._await_boot(node)
+        new_master = cluster.wait_leader("broker-a")
+        steps.append({"step": "followers restarted", "master": new_master})
+        time.sleep(2)
+        events += run(classpath, "send", cluster.namesrv_addr, TOPIC, "c", 10)
+        cluster.stop_all()
+        steps.append({"step": "stopped"})
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        replicas = {}
+        for node in spec.node_names():
+            store = cluster.procs[node].store
+            dest = out / node
+            shutil.copytree(store, dest, ignore=shutil.ignore_patterns("index", "lock"))
+            base = next(dest.glob("dledger-*"))
+            replicas[node] = {"dledger_dir": base.name,
+                              "checkpoint": (base / "checkpoint").read_text(),
+                              "currterm": (base / "currterm").read_text(),
+                              "abort_file": (dest / "abort").exists(),
+                              "data_files": sorted(p.name for p in (base / "data").iterdir())}
+    manifest = {"rocketmq": VERSION, "dledger": "0.2.6",
+                "storeConfig": {"mappedFileSizeCommitLog": DATA_FILE_BYTES,
+                                "mappedFileSizeConsumeQueue": CQ_FILE_BYTES,
+                                "messageDelayLevel": DELAY_LEVELS, "brokerName": "broker-a",
+                                "dLegerGroup": "broker-a", "storeHost": "127.0.0.1 (the port is the run's)"},
+                "topic": TOPIC, "group": GROUP, "steps": steps, "replicas": replicas, "events": events}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT_DEFAULT)
