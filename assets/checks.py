@@ -6,9 +6,12 @@ holding one run's Parquet (``assets.warehouse.run_views``), which is how the Dag
 the lineage before anything downstream is built.
 
 Each check's SQL is ``assets/sql/checks/<check name>.sql``. A ``{{name}}`` in it is replaced, as
-text, by ``SQL_VALUES[name]`` (a limit or list whose owner is Python) or else by the shared
-fragment ``assets/sql/checks/shared/<name>.sql`` (filled in the same way, its leading comment
-lines left out): see :func:`check_sql`.
+text, by ``SQL_VALUES[name]`` (a limit, list or name whose owner is Python), else by the word
+``DIALECT_WORDS[name]`` gives the SQL engine the text is for, else by the shared fragment
+``assets/sql/checks/shared/<name>.sql`` or ``assets/sql/lineage/shared/<name>.sql`` (filled in the
+same way, its leading comment lines left out): see :func:`check_sql`. The lineage
+(``assets/sql/lineage/``) is filled by the same loader for Spark SQL or DuckDB
+(:func:`fill_sql`); the checks are DuckDB's.
 
 Broken invariants are ERROR (blocking: downstream assets do not run); drifts are WARN.
 The broker model restates the same rules from the other side (``broker_core/sim``): the same
@@ -26,9 +29,16 @@ import duckdb
 
 from broker_core.client.behavior import DLQ_REQUESTED
 from broker_core.constants import (
+    DLQ_GROUP_TOPIC_PREFIX,
     ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED,
+    POP_RETRY_V1_SEPARATOR,
+    POP_RETRY_V2_SEPARATOR,
     PROP_FIRST_POP_TIME,
+    PROP_INNER_NUM,
+    PROP_TIMER_DEL_UNIQKEY,
+    PROP_TIMER_DEQUEUE_MS,
     PROP_TIMER_OUT_MS,
+    RETRY_GROUP_TOPIC_PREFIX,
     RETRY_MAX_TIMES_DEFAULT,
     SCHEDULE_TOPIC,
     SYSTEM_GROUP_PREFIX,
@@ -36,7 +46,15 @@ from broker_core.constants import (
     TIMER_TOPIC,
 )
 from broker_core.export.schema import RUN_SOURCE_IMPORT, RUN_SOURCE_SIMULATION
-from broker_core.message import MSG_ID_OFFSET_HEX_CHARS, OFFSET_MSG_ID_REGEX
+from broker_core.message import (
+    MSG_ID_OFFSET_HEX_CHARS,
+    OFFSET_MSG_ID_REGEX,
+    PROP_DELAY,
+    PROP_ORIGIN_MESSAGE_ID,
+    PROP_REAL_TOPIC,
+    PROP_RECONSUME_TIME,
+    PROP_RETRY_TOPIC,
+)
 
 # Offending rows kept as evidence in a check's metadata (the count is always complete).
 EVIDENCE_ROWS_MAX = 10
@@ -109,68 +127,124 @@ SQL_VALUES: dict[str, str] = {
     "prop_first_pop_time": _sql_quotable(PROP_FIRST_POP_TIME),
     "system_topic_prefix": _sql_quotable(SYSTEM_TOPIC_PREFIX),
     "system_group_prefix": _sql_quotable(SYSTEM_GROUP_PREFIX),
+    "retry_topic_prefix": _sql_quotable(RETRY_GROUP_TOPIC_PREFIX),
+    "dlq_topic_prefix": _sql_quotable(DLQ_GROUP_TOPIC_PREFIX),
+    "pop_retry_v1_separator": _sql_quotable(POP_RETRY_V1_SEPARATOR),
+    "pop_retry_v2_separator": _sql_quotable(POP_RETRY_V2_SEPARATOR),
+    "prop_delay": _sql_quotable(PROP_DELAY),
+    "prop_origin_message_id": _sql_quotable(PROP_ORIGIN_MESSAGE_ID),
+    "prop_real_topic": _sql_quotable(PROP_REAL_TOPIC),
+    "prop_retry_topic": _sql_quotable(PROP_RETRY_TOPIC),
+    "prop_reconsume_time": _sql_quotable(PROP_RECONSUME_TIME),
+    "prop_timer_dequeue_ms": _sql_quotable(PROP_TIMER_DEQUEUE_MS),
+    "prop_timer_del_uniqkey": _sql_quotable(PROP_TIMER_DEL_UNIQKEY),
+    "prop_inner_num": _sql_quotable(PROP_INNER_NUM),
+}
+
+# The SQL engines a text is filled for. The lineage's SQL is written once for both: standard
+# SQL both parse (backquoted `group`, explicit NULLS FIRST on every ORDER BY, CASE rather than
+# FILTER in windows), and where the two name a function differently it says {{word}} and this
+# table gives each engine's name. Kept to the few functions one side lacks under any name;
+# tests/assets/test_lineage_sql.py runs every word on both engines.
+SPARK = "spark"
+DUCKDB = "duckdb"
+DIALECTS = (SPARK, DUCKDB)
+DIALECT_WORDS: dict[str, dict[str, str]] = {
+    # prefix test: startswith(text, prefix)
+    "starts_with": {SPARK: "startswith", DUCKDB: "starts_with"},
+    # a timestamp as epoch milliseconds
+    "unix_millis": {SPARK: "unix_millis", DUCKDB: "epoch_ms"},
+    # one row per element of an array, in the select list (no row for a null or empty one)
+    "explode": {SPARK: "explode", DUCKDB: "unnest"},
+    # an array of its arguments
+    "array": {SPARK: "array", DUCKDB: "list_value"},
+    # an array of the integers from its first argument to its second, both included
+    "sequence": {SPARK: "sequence", DUCKDB: "generate_series"},
+    # an array's element by 1-based position (within its bounds)
+    "element_at": {SPARK: "element_at", DUCKDB: "list_extract"},
+    # whether a regular expression matches anywhere in a text
+    "regexp_like": {SPARK: "regexp_like", DUCKDB: "regexp_matches"},
+    # a string aggregate's ORDER BY, which DuckDB takes inside the call and Spark after it:
+    # string_agg(x, sep {{aggregate_order_by}} k) reads string_agg(x, sep ORDER BY k) on DuckDB
+    # and string_agg(x, sep ) WITHIN GROUP (ORDER BY k) on Spark
+    "aggregate_order_by": {SPARK: ") WITHIN GROUP (ORDER BY", DUCKDB: "ORDER BY"},
 }
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\s*\}\}")
 _FRAGMENT_DEPTH_MAX = 4  # a fragment may use fragments; a cycle is an error, not a hang
 
 
+# Where a {{name}} that is no value or word is looked for: the checks' fragments, then the
+# lineage's (the rules the lineage and the checks share: bookkeeping records, cut heads).
+FRAGMENT_DIRS = ("checks/shared", "lineage/shared")
+
+
 def _sql_file(relative: str) -> str:
-    """A file under ``assets/sql/checks/`` (packaged beside this module, as the audit tables' SQL is)."""
-    path = resources.files(__package__).joinpath("sql", "checks", *relative.split("/"))
+    """A file under ``assets/sql/`` (packaged beside this module, as the audit tables' SQL is)."""
+    path = resources.files(__package__).joinpath("sql", *relative.split("/"))
     return path.read_text(encoding="utf-8")
 
 
-def _fill(text: str, where: str, depth: int = 0) -> str:
-    """``text`` (read from ``where``) with every {{name}} replaced by its value or shared fragment."""
+def _fill(text: str, where: str, dialect: str = DUCKDB, depth: int = 0) -> str:
+    """``text`` (read from ``where``) with every {{name}} replaced by its value, its word in
+    ``dialect`` or its shared fragment."""
+    assert dialect in DIALECTS, dialect
+
     def value(match: re.Match) -> str:
         name = match.group(1)
         if name in SQL_VALUES:
             return SQL_VALUES[name]
-        return _fragment(name, where, depth + 1)
+        if name in DIALECT_WORDS:
+            return DIALECT_WORDS[name][dialect]
+        return _fragment(name, where, dialect, depth + 1)
     return _PLACEHOLDER.sub(value, text)
 
 
-def _fragment(name: str, where: str, depth: int) -> str:
+def _fragment(name: str, where: str, dialect: str, depth: int) -> str:
     if depth > _FRAGMENT_DEPTH_MAX:
         raise ValueError(f"{where}: {{{{{name}}}}} nests fragments deeper than {_FRAGMENT_DEPTH_MAX} "
                          f"(a fragment that includes itself?)")
-    relative = f"shared/{name}.sql"
-    try:
-        text = _sql_file(relative)
-    except FileNotFoundError:
-        raise ValueError(f"{where}: {{{{{name}}}}} is neither in assets.checks.SQL_VALUES nor a file "
-                         f"assets/sql/checks/{relative}") from None
-    lines = text.splitlines(keepends=True)
-    while lines and lines[0].lstrip().startswith("--"):
-        lines.pop(0)
-    return _fill("".join(lines).rstrip("\n"), f"assets/sql/checks/{relative}", depth)
+    for folder in FRAGMENT_DIRS:
+        relative = f"{folder}/{name}.sql"
+        try:
+            text = _sql_file(relative)
+        except FileNotFoundError:
+            continue
+        lines = text.splitlines(keepends=True)
+        while lines and lines[0].lstrip().startswith("--"):
+            lines.pop(0)
+        return _fill("".join(lines).rstrip("\n"), f"assets/sql/{relative}", dialect, depth)
+    raise ValueError(f"{where}: {{{{{name}}}}} is neither in assets.checks.SQL_VALUES or DIALECT_WORDS nor a "
+                     f"file {name}.sql in " + " or ".join(f"assets/sql/{d}" for d in FRAGMENT_DIRS))
 
 
-def sql_fragment(name: str) -> str:
-    """The shared SQL fragment ``assets/sql/checks/shared/<name>.sql``, filled, without its
-    leading comment lines (what it is for) and its final newline."""
-    return _fragment(name, "assets.checks.sql_fragment", 0)
+def sql_fragment(name: str, dialect: str = DUCKDB) -> str:
+    """The shared SQL fragment ``<name>.sql`` (``FRAGMENT_DIRS``), filled for ``dialect``, without
+    its leading comment lines (what it is for) and its final newline."""
+    return _fragment(name, "assets.checks.sql_fragment", dialect, 0)
 
 
-def fill_sql(text: str, where: str) -> str:
-    """``text`` (read from ``where``) with its {{placeholders}} filled: what the audit tables' SQL
-    shares with the checks (``SQL_VALUES``, then shared fragments)."""
-    return _fill(text, where)
+def fill_sql(text: str, where: str, dialect: str = DUCKDB) -> str:
+    """``text`` (read from ``where``) with its {{placeholders}} filled for ``dialect``: the values
+    (``SQL_VALUES``), the engine's words (``DIALECT_WORDS``), then shared fragments."""
+    return _fill(text, where, dialect)
+
+
+def sql_file(relative: str, dialect: str = DUCKDB) -> str:
+    """The file ``assets/sql/<relative>`` with its {{placeholders}} filled for ``dialect``."""
+    return _fill(_sql_file(relative), f"assets/sql/{relative}", dialect)
 
 
 def check_sql(name: str) -> str:
     """The SQL of the check ``name``: ``assets/sql/checks/<name>.sql`` with its {{placeholders}}
     filled (``SQL_VALUES``, then shared fragments)."""
-    relative = f"{name}.sql"
-    return _fill(_sql_file(relative), f"assets/sql/checks/{relative}")
+    return sql_file(f"checks/{name}.sql")
 
 
 def evidence_sql(name: str) -> str:
     """What the check ``name`` judges, per run: ``assets/sql/checks/evidence/<name>.sql``, a query
     returning ``run_id, judged`` (how many things it looked at), filled as the checks are."""
-    relative = f"evidence/{name}.sql"
-    return _fill(_sql_file(relative), f"assets/sql/checks/{relative}")
+    return sql_file(f"checks/evidence/{name}.sql")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ lineage stops the warehouse from being built on it.
 
 import json
 import time
+from enum import StrEnum
 from pathlib import Path
 
 import dagster as dg
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from assets.checks import ERROR, INVARIANTS, Check, CheckOutcome, run_checks
+from assets.lineage_engine import AUTO_ENGINE, DUCKDB_ENGINE, ENGINE_DEFAULT, SPARK_ENGINE, pick_engine
 from assets.progress import LOG_PROGRESS_INTERVAL_S, Throttle
 from assets.resources import DataHome, SparkResource
 from assets.run_source import IMPORTED, SCENARIO, STORE, RunSource
@@ -59,6 +61,24 @@ class RawRunConfig(dg.Config):
 
     # A broker is writing the store partition, so the record at the end of its log may be in flight.
     live: bool = Field(default=False, description="a broker is writing the store: an in-flight tail is not damage")
+
+
+class LineageEngine(StrEnum):
+    """The engines the lineage asset can build with (assets.lineage_engine)."""
+
+    spark = SPARK_ENGINE
+    duckdb = DUCKDB_ENGINE
+    auto = AUTO_ENGINE
+
+
+class LineageConfig(dg.Config):
+    """The lineage asset's settings: which engine builds it (both write the same tables)."""
+
+    engine: LineageEngine = Field(
+        default=LineageEngine(ENGINE_DEFAULT),
+        description="spark (the pipeline's engine), duckdb (in the step's process, the same SQL), or auto: "
+                    "duckdb for a run whose commit-log Parquet is below "
+                    "assets.lineage_engine.AUTO_DUCKDB_COMMITLOG_BYTES_MAX, else spark")
 
 
 def materialize_run(source: RunSource, run_dir: Path, log=None, live: bool = False) -> dict:
@@ -116,18 +136,26 @@ def raw_assets(partitions_def: dg.PartitionsDefinition) -> list:
         specs=[dg.AssetSpec(key, deps=[RAW_RUN_KEY], group_name="lineage", kinds={"spark", "parquet"},
                             description=LINEAGE_DESCRIPTIONS[name]) for name, key in LINEAGE_KEYS.items()],
         check_specs=[check_spec(c) for c in INVARIANTS], partitions_def=partitions_def, name="lineage")
-    def lineage(context: dg.AssetExecutionContext, home: DataHome, spark: SparkResource):
-        from assets.lineage import run_lineage
-
+    def lineage(context: dg.AssetExecutionContext, config: LineageConfig, home: DataHome, spark: SparkResource):
         run_dir = home.run_dir(context.partition_key)
+        engine = pick_engine(run_dir, config.engine.value)
+        context.log.info(f"lineage: engine {engine} (engine: {config.engine.value})")
         started = time.perf_counter()
-        counts = run_lineage(run_dir, spark.session(), progress=context.log.info)
+        if engine == DUCKDB_ENGINE:
+            from assets.lineage_duckdb import run_lineage_duckdb
+
+            counts = run_lineage_duckdb(run_dir, progress=context.log.info)
+        else:
+            from assets.lineage import run_lineage
+
+            counts = run_lineage(run_dir, spark.session(), progress=context.log.info)
         seconds = time.perf_counter() - started
         records = table_rows(run_dir, ["commitlog"])["commitlog"]
         for name, key in LINEAGE_KEYS.items():
             yield dg.MaterializeResult(asset_key=key, metadata={
                 "dagster/row_count": counts[name], "seconds": round(seconds, 3),
                 "records_per_second": round(records / seconds, 1) if seconds > 0 else 0.0,
+                "engine": engine,
                 "path": dg.MetadataValue.path(str(run_dir / "lineage" / name))})
         con = run_views(run_dir)
         try:

@@ -10,10 +10,11 @@ Measured. Spark ``local[2]``: session start (JVM) timed once and reported apart;
 warm-up, a few untimed lineage runs on the smallest input (the first timed and reported apart:
 a fresh JVM compiles as much as it computes at small sizes); then
 ``assets.lineage.run_lineage`` (message_hops + message_lineage, written as Parquet) per size.
-DuckDB (same run, same files): the whole lineage as DuckDB SQL (``bench/duckdb_lineage.py``),
-run once per run_id (the whole input in one statement ran out of memory at 50M records;
-``--duckdb-mode whole`` runs it that way), both tables written as Parquet -- the same rows in the
-same order as run_lineage writes, which ``tests/bench/test_duckdb_lineage.py`` checks. Beside wall time, CPU time of the Spark JVM (all threads)
+DuckDB (same run, same files): the lineage's own SQL files (``assets/sql/lineage/``) run by
+``assets.lineage_duckdb``, once per run_id (the whole input in one statement ran out of memory
+at 50M records; ``--duckdb-mode whole`` runs it that way), both tables written as Parquet -- the
+same rows in the same order as run_lineage writes, which ``tests/bench/test_duckdb_lineage.py``
+checks. Beside wall time, CPU time of the Spark JVM (all threads)
 and of the DuckDB process. The floor, in the same run: each engine reads the same commit-log
 columns, sorts the records by message (Spark: one range shuffle) and writes them back.
 
@@ -35,10 +36,9 @@ from pathlib import Path
 
 import duckdb
 
+from assets.lineage_duckdb import write_lineage
 from bench import common, inputs
 from bench.common import Stats, load_note, write_result
-from bench.duckdb_lineage import duckdb_lineage as whole_lineage
-from bench.duckdb_lineage import duckdb_lineage_by_run
 from bench.inputs import SHARD_MESSAGES, set_runs, simulated_set
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +62,7 @@ RUNS_BY_SIZE = ((200_000, 2), (10**12, 1))  # repeats, fewer for big inputs
 WARMUP_RUNS_FULL = 3
 WARMUP_RUNS_QUICK = 1
 DUCKDB_THREADS = 2  # the same two cores Spark local[2] gets
-DUCKDB_MODES = ("by-run", "whole")  # bench/duckdb_lineage.py: one statement per run_id, or one
+DUCKDB_MODES = ("by-run", "whole")  # assets.lineage_duckdb: one statement per run_id, or one
 
 def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
@@ -143,20 +143,17 @@ def ensure_lineage(run_dir: Path) -> None:
 
 def duckdb_lineage(run_dir: Path, out: Path, memory_limit: str | None = None,
                    mode: str = DUCKDB_MODES[0]) -> None:
-    """The whole lineage in DuckDB (bench/duckdb_lineage.py: the rows run_lineage writes, in the
-    same order), written as Parquet into ``out``: one run_id at a time (``by-run``, progress
-    logged for inputs of many runs) or the whole input at once (``whole``)."""
+    """The whole lineage in DuckDB (assets.lineage_duckdb: the SQL files run_lineage runs, the rows
+    it writes, in the same order), written as Parquet into ``out``: one run_id at a time
+    (``by-run``, progress logged for inputs of many runs) or the whole input at once (``whole``)."""
     with _duck_writing(out, memory_limit) as con:
-        if mode == "whole":
-            whole_lineage(con, run_dir, out)
-            return
         start = time.perf_counter()
 
         def progress(done: int, runs: int) -> None:
             if runs >= 10 and (done % 10 == 0 or done == runs):
                 say(f"  duckdb: {done}/{runs} runs, {time.perf_counter() - start:.0f} s")
 
-        duckdb_lineage_by_run(con, run_dir, out, progress)
+        write_lineage(con, run_dir, out, by_run=mode != "whole", progress=progress)
 
 
 # --- the floor: read the records, one shuffle by key, write them sorted -------------------------
@@ -589,8 +586,8 @@ def main(argv: list[str] | None = None) -> Path:
             "shuffling and writing alone.\n\n"
             "Both sides write their rows sorted (hops by run, key, hop index, group; lineage by "
             "run, key, group), as the lineage contract requires, and the same rows: the DuckDB side "
-            "is the whole lineage (bench/duckdb_lineage.py; tests/bench/test_duckdb_lineage.py "
-            "compares its tables with run_lineage's, in both modes). By run, DuckDB writes one file "
+            "runs the lineage's own SQL files (assets/sql/lineage/, assets/lineage_duckdb.py; "
+            "tests/bench/test_duckdb_lineage.py compares its tables with run_lineage's, in both modes). By run, DuckDB writes one file "
             "per run and table, in run_id order; every lineage key holds run_id, so the runs never "
             "meet, and Spark's single pass over the set does the same work.\n\n"
             f"Inputs: every row is simulated from {BENCH_SCENARIO.relative_to(PROJECT_ROOT)}; the "

@@ -12,6 +12,7 @@ import importlib
 import sys
 import traceback
 
+from assets.lineage_engine import ENGINE_DEFAULT, ENGINES
 from broker_core.errors import RetryAuditError
 
 EXAMPLES = """\
@@ -97,9 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spark-master", default=None,
                    help="Spark master URL for --engine spark (default RETRY_AUDIT_SPARK_MASTER, else local[*])")
 
-    p = add_command("lineage", help="build message_hops and message_lineage with Spark")
+    p = add_command("lineage", help="build message_hops and message_lineage (Spark, DuckDB or auto)")
     p.add_argument("run_dir")
-    p.add_argument("--spark-master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument("--engine", choices=ENGINES, default=ENGINE_DEFAULT,
+                   help="spark (default: the pipeline's engine, local or a cluster), duckdb (in this "
+                        "process, the same SQL and the same tables), or auto: duckdb for a local run "
+                        "whose commit-log Parquet is below assets.lineage_engine."
+                        "AUTO_DUCKDB_COMMITLOG_BYTES_MAX, else spark")
+    p.add_argument("--spark-master", default=None, help="Spark master URL for --engine spark (default local[*])")
 
     p = add_command("warehouse", help="load runs into the DuckDB audit warehouse",
                        description="Load runs into the DuckDB audit warehouse and run the checks. "

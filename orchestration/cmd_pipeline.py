@@ -47,10 +47,10 @@ def _say(args, text: str) -> None:
 # --- lineage --------------------------------------------------------------------------------------
 
 def lineage(args) -> int:
-    """``retry-audit lineage RUN_DIR``: build message_hops and message_lineage with Spark."""
-    from assets.lineage import is_uri, run_lineage
+    """``retry-audit lineage RUN_DIR [--engine spark|duckdb|auto]``: build message_hops and
+    message_lineage with Spark (the default), DuckDB, or the engine that suits the run's size."""
+    from assets.lineage_engine import DUCKDB_ENGINE, ENGINE_DEFAULT, is_uri, pick_engine
     from assets.raw import table_rows
-    from assets.spark import spark_session
 
     # A cluster's run directory may be a URI (hdfs://, s3a://): Spark checks it, not this process.
     remote = is_uri(args.run_dir)
@@ -59,13 +59,30 @@ def lineage(args) -> int:
         raise BadInputError("not a run directory (no parquet/commitlog inside)", where=str(run_dir),
                             hint="create one with `retry-audit simulate` or `retry-audit import-store`")
     records = 0 if remote else table_rows(run_dir, ["commitlog"])["commitlog"]
-    # Quiet keeps the JVM's start-up chatter off stderr too; --debug lets it through.
-    quiet = getattr(args, "quiet", False) and not getattr(args, "debug", False)
-    # A process that already runs Spark (a test run, a notebook calling main()) keeps its session.
-    with spark_session(args.spark_master, quiet=quiet) as spark:
+    requested = getattr(args, "engine", None) or ENGINE_DEFAULT
+    engine = pick_engine(run_dir, requested)
+    if engine == DUCKDB_ENGINE:
+        if remote:
+            raise BadInputError("--engine duckdb reads a local run directory, not a URI", where=str(run_dir),
+                                hint="use --engine spark for a run directory on a cluster's file system")
+        from assets.lineage_duckdb import run_lineage_duckdb
+
+        _say(args, f"lineage: engine duckdb (--engine {requested})")
         started = time.perf_counter()
-        counts = run_lineage(run_dir, spark, progress=lambda m: _say(args, m))
+        counts = run_lineage_duckdb(run_dir, progress=lambda m: _say(args, m))
         seconds = time.perf_counter() - started
+    else:
+        from assets.lineage import run_lineage
+        from assets.spark import spark_session
+
+        _say(args, f"lineage: engine spark (--engine {requested})")
+        # Quiet keeps the JVM's start-up chatter off stderr too; --debug lets it through.
+        quiet = getattr(args, "quiet", False) and not getattr(args, "debug", False)
+        # A process that already runs Spark (a test run, a notebook calling main()) keeps its session.
+        with spark_session(args.spark_master, quiet=quiet) as spark:
+            started = time.perf_counter()
+            counts = run_lineage(run_dir, spark, progress=lambda m: _say(args, m))
+            seconds = time.perf_counter() - started
     if remote:
         records = counts["message_hops"]  # one hop per commit-log record of a journey
     rate = records / seconds if seconds > 0 else 0.0

@@ -54,8 +54,9 @@ def _git_show(repo: Path, rev: str, path: str) -> str:
 def checks_at(rev: str, repo: Path) -> ModuleType:
     """``assets/checks.py`` as it was at git revision ``rev``, imported as its own module.
 
-    Its check SQL files (``assets/sql/checks/``, where the revision has them) are copied beside it
-    into a package of its own, so that it reads the revision's SQL and not the working tree's.
+    Its check SQL files (``assets/sql/checks/`` and the lineage fragments they share,
+    ``assets/sql/lineage/shared/``, where the revision has them) are copied beside it into a
+    package of its own, so that it reads the revision's SQL and not the working tree's.
     """
     text = _git_show(repo, rev, "assets/checks.py")
     name = "checks_at_" + re.sub(r"\W", "_", rev)
@@ -63,7 +64,8 @@ def checks_at(rev: str, repo: Path) -> ModuleType:
     package.mkdir()
     (package / "__init__.py").write_text("", encoding="utf-8")
     (package / "checks.py").write_text(text, encoding="utf-8")
-    listed = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--name-only", rev, "--", "assets/sql/checks"],
+    listed = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--name-only", rev, "--", "assets/sql/checks",
+                             "assets/sql/lineage/shared"],
                             check=True, capture_output=True, text=True).stdout.split()
     for path in listed:
         target = package / Path(path).relative_to("assets")

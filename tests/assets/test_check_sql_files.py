@@ -48,7 +48,7 @@ def test_a_shared_fragment_is_filled_and_left_without_its_comment():
 
 def test_an_unknown_placeholder_is_an_error_that_names_it(monkeypatch):
     """A {{name}} that is neither a value nor a fragment stops the load with the name and file."""
-    monkeypatch.setattr(c, "_sql_file", lambda relative: "SELECT {{no_such_value}}" if relative == "x.sql"
+    monkeypatch.setattr(c, "_sql_file", lambda relative: "SELECT {{no_such_value}}" if relative == "checks/x.sql"
                         else (_ for _ in ()).throw(FileNotFoundError(relative)))
     with pytest.raises(ValueError, match=r"assets/sql/checks/x\.sql: \{\{no_such_value\}\} is neither"):
         c.check_sql("x")

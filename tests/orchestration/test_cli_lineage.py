@@ -7,6 +7,7 @@ real warehouse, small enough that each lineage takes seconds on the test run's s
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,54 @@ def test_quiet_lineage_prints_nothing_on_stderr(tiny_run):
     """`retry-audit -q lineage RUN` starting its own JVM writes nothing to stderr when it succeeds."""
     proc = subprocess.run([str(SCRIPT), "-q", "lineage", str(tiny_run)], capture_output=True, text=True,
                           timeout=LINEAGE_SUBPROCESS_S_MAX, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout.startswith(f"lineage {tiny_run}: message_hops ")
+
+
+def _tables(run_dir: Path) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return {table: pa.concat_tables([pq.read_table(p) for p in sorted((run_dir / "lineage" / table).glob("part-*"))])
+            for table in ("message_hops", "message_lineage")}
+
+
+def test_the_duckdb_engine_writes_the_spark_engines_tables(spark, tiny_run, capsys):
+    """`lineage --engine duckdb` replaces the lineage with the same rows, order and types as Spark's,
+    and says the same progress and summary lines."""
+    assert main(["lineage", str(tiny_run)]) == 0
+    on_spark = _tables(tiny_run)
+    spark_out = capsys.readouterr()
+    assert main(["lineage", str(tiny_run), "--engine", "duckdb"]) == 0
+    duck_out = capsys.readouterr()
+    on_duckdb = _tables(tiny_run)
+    for table, rows in on_spark.items():
+        assert on_duckdb[table].schema == rows.schema and on_duckdb[table].equals(rows), table
+    assert not list(tiny_run.glob(".lineage.*")), "the lineage directory is replaced whole"
+
+    def shape(out):  # the lines, without the engine's name and the timing
+        return [line.split(" in ")[0] for line in (out.err + out.out).splitlines() if "engine" not in line]
+    assert shape(duck_out) == shape(spark_out)
+
+
+def test_auto_picks_duckdb_for_a_small_local_run_and_spark_otherwise(tiny_run, monkeypatch):
+    """auto: DuckDB below the commit-log size threshold, Spark at or above it and for a URI."""
+    from assets import lineage_engine as e
+
+    assert e.pick_engine(tiny_run, "auto") == "duckdb"
+    assert e.pick_engine(tiny_run, "spark") == "spark" and e.pick_engine(tiny_run, "duckdb") == "duckdb"
+    assert e.pick_engine("hdfs://nn/runs/x", "auto") == "spark"
+    monkeypatch.setattr(e, "AUTO_DUCKDB_COMMITLOG_BYTES_MAX", e.commitlog_parquet_bytes(tiny_run))
+    assert e.pick_engine(tiny_run, "auto") == "spark"
+
+
+def test_lineage_auto_builds_a_small_run_without_a_jvm(tiny_run):
+    """`retry-audit -q lineage RUN --engine auto` on a small run takes DuckDB: no JVM is started,
+    nothing is written on stderr, the summary line is the same."""
+    proc = subprocess.run([str(SCRIPT), "-q", "lineage", str(tiny_run), "--engine", "auto"], capture_output=True,
+                          text=True, timeout=LINEAGE_SUBPROCESS_S_MAX, cwd=ROOT,
+                          env={**os.environ, "JAVA_HOME": "/nonexistent"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert proc.stdout.startswith(f"lineage {tiny_run}: message_hops ")

@@ -6,23 +6,29 @@
 -- for a record on `broker` whose ORIGIN_MESSAGE_ID starts with store host `host`, the first offset
 -- of the broker that host names: the broker itself when its records have that host, else the first
 -- by name among those whose records have it. A host no broker has names the record's own broker.
--- cut_runs: the runs with such a broker. Three CTEs, inserted after WITH or a comma.
+-- cut_runs: the runs with such a broker. Four CTEs, inserted after WITH or a comma; the lineage
+-- and the checks read them (Spark SQL and DuckDB).
 cut_brokers AS (
     SELECT run_id, broker,
-           max(CASE WHEN first_offset > 0 THEN printf('%0{{msg_id_offset_hex_chars}}X', first_offset)
-                    ELSE '' END) AS first_offset_hex,
-           list_distinct(flatten(list(coalesce(msg_id_hosts, []::VARCHAR[])))) AS hosts
+           max(CASE WHEN first_offset > 0 THEN lpad(hex(first_offset), {{msg_id_offset_hex_chars}}, '0')
+                    ELSE '' END) AS first_offset_hex
     FROM runs
     WHERE broker IS NOT NULL
       AND run_id IN (SELECT run_id FROM runs WHERE first_offset > 0)
     GROUP BY run_id, broker
 ),
+cut_broker_hosts AS (
+    SELECT DISTINCT run_id, broker, host
+    FROM (SELECT run_id, broker, {{explode}}(msg_id_hosts) AS host
+          FROM runs
+          WHERE broker IS NOT NULL AND run_id IN (SELECT run_id FROM cut_brokers)) h
+),
 host_cuts AS (
     SELECT o.run_id, o.broker, t.host,
-           arg_min(t.first_offset_hex, (t.broker <> o.broker, t.broker)) AS first_offset_hex
+           min_by(b.first_offset_hex, (t.broker <> o.broker, t.broker)) AS first_offset_hex
     FROM cut_brokers o
-    JOIN (SELECT run_id, broker, first_offset_hex, unnest(hosts) AS host FROM cut_brokers) t
-      ON t.run_id = o.run_id
+    JOIN cut_broker_hosts t ON t.run_id = o.run_id
+    JOIN cut_brokers b ON b.run_id = t.run_id AND b.broker = t.broker
     GROUP BY o.run_id, o.broker, t.host
 ),
 cut_runs AS (

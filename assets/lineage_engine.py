@@ -1,0 +1,48 @@
+"""Which engine builds a run's lineage: Spark (the pipeline's), DuckDB, or the one that suits its size.
+
+Both run the same SQL files (``assets/sql/lineage/``) and write the same tables. Spark is the
+pipeline's engine: it runs on a cluster and reads a run directory given as a URI. DuckDB runs in
+this process: no JVM to start, so on a small run it is done before Spark has planned its first job.
+``auto`` sends a local run whose commit-log Parquet is below ``AUTO_DUCKDB_COMMITLOG_BYTES_MAX`` to
+DuckDB and every other run to Spark (docs/lineage.md, "Choosing the engine", says how the number
+was measured).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+SPARK_ENGINE = "spark"
+DUCKDB_ENGINE = "duckdb"
+AUTO_ENGINE = "auto"
+ENGINES = (SPARK_ENGINE, DUCKDB_ENGINE, AUTO_ENGINE)
+ENGINE_DEFAULT = SPARK_ENGINE
+# auto: the largest commit-log Parquet (bytes, summed over its files) DuckDB gets. DuckDB was the
+# faster engine at every size measured on the project's 2-core machine, a JVM's start included
+# (docs/lineage.md); above this its memory for one run, which it holds whole, was not measured,
+# and Spark's bounded heap and spilling are the known quantity.
+AUTO_DUCKDB_COMMITLOG_BYTES_MAX = 256 * 2**20
+
+Progress = Callable[[str], None]
+
+
+def is_uri(run_dir: str | Path) -> bool:
+    """True for a run directory given as a URI (hdfs://, s3a://, file://...) rather than a path."""
+    return "://" in str(run_dir)
+
+
+def commitlog_parquet_bytes(run_dir: str | Path) -> int:
+    """Bytes of a local run directory's commit-log Parquet (what sizes the work)."""
+    return sum(f.stat().st_size for f in (Path(run_dir) / "parquet" / "commitlog").glob("*.parquet"))
+
+
+def pick_engine(run_dir: str | Path, engine: str = ENGINE_DEFAULT) -> str:
+    """The engine that builds ``run_dir``'s lineage: ``engine`` itself, or for ``auto``, DuckDB
+    for a local run whose commit-log Parquet is below ``AUTO_DUCKDB_COMMITLOG_BYTES_MAX``."""
+    assert engine in ENGINES, f"unknown lineage engine {engine!r}; one of {ENGINES}"
+    if engine != AUTO_ENGINE:
+        return engine
+    if is_uri(run_dir) or commitlog_parquet_bytes(run_dir) >= AUTO_DUCKDB_COMMITLOG_BYTES_MAX:
+        return SPARK_ENGINE
+    return DUCKDB_ENGINE

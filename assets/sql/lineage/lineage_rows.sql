@@ -1,0 +1,257 @@
+-- The rows of message_lineage (docs/lineage.md, "message_lineage"), unsorted: one per (message,
+-- group) of every chain, and the LOST messages. Reads chained (chained.sql), records (records.sql),
+-- consume_attempts, consumer_offsets, produced, runs and pop_evidence. The per-message facts are
+-- windows over the chained hops and the per-chain aggregation groups them by (run_id, message_key,
+-- group): in Spark both run inside the hops' range partitions, and every small table (cuts,
+-- subscriptions, committed offsets, snapshots) is broadcast.
+WITH {{origin_cuts_ctes}},
+hop_facts AS (
+    -- Per hop: what it says of its message's origin, and whether its ORIGIN_MESSAGE_ID names a
+    -- record retention deleted (a truncated head).
+    SELECT /*+ BROADCAST(own_cut), BROADCAST(host_cut) */
+           c.run_id, c.message_key, c.`group`, c.hop_index, c.hop_kind, c.topic, c.queue_id, c.broker,
+           c.phys_offset, c.msg_id, c.delay_level, c.reconsume_times, c.store_ts, c.uniq_key, c.queue_offset,
+           c.origin_msg_id AS rec_origin_msg_id, c.recall, c.inner_num,
+           -- The origin topic its RETRY_TOPIC names (names.origin_of_retry_topic_property): the
+           -- property itself, or, for a POP retry topic of the hop's group (the 5.x proxy's DLQ
+           -- record), the topic after %RETRY%<group>+ or %RETRY%<group>_; another %RETRY% name
+           -- names none.
+           CASE WHEN NOT {{starts_with}}(c.retry_topic_named, '{{retry_topic_prefix}}') THEN c.retry_topic_named
+                WHEN {{starts_with}}(c.retry_topic_named, c.pop_retry_v2)
+                     AND length(c.retry_topic_named) > length(c.pop_retry_v2)
+                THEN substr(c.retry_topic_named, length(c.pop_retry_v2) + 1)
+                WHEN {{starts_with}}(c.retry_topic_named, c.pop_retry_v1)
+                     AND length(c.retry_topic_named) > length(c.pop_retry_v1)
+                THEN substr(c.retry_topic_named, length(c.pop_retry_v1) + 1) END AS retry_origin,
+           -- The REAL_TOPIC of a delayed publish's SCHEDULE hop or a timer message's TIMER hop.
+           CASE WHEN c.hop_kind IN ('SCHEDULE', 'TIMER') AND c.`group` IS NULL THEN nullif(c.real_topic, '')
+           END AS delayed_topic,
+           CASE WHEN c.hop_kind IN ('PUBLISH', 'DELIVER') THEN c.topic END AS published_topic,
+           -- The proxy's DLQ record of a POP message (RETRY_TOPIC a %RETRY% name) carries as
+           -- ORIGIN_MESSAGE_ID the msgId of the retry record it was sent back from, not the origin's.
+           CASE WHEN NOT coalesce({{starts_with}}(c.retry_topic_named, '{{retry_topic_prefix}}'), false)
+                THEN nullif(c.origin_msg_id, '') END AS kept_origin_msg_id,
+           {{names_a_removed_record}} AS names_removed,
+           -- On a group hop, the retries its record says happened up to it: the larger of the
+           -- header's reconsume times and RECONSUME_TIME (a client's send keeps the count there);
+           -- the k-th RETRY record carries k, a SCHEDULE or DLQ record one more than the retries
+           -- before it.
+           CASE WHEN c.`group` IS NOT NULL
+                THEN greatest(c.reconsume_times, coalesce(TRY_CAST(c.rec_reconsume_time AS INT), 0))
+                     - CASE WHEN c.hop_kind = 'RETRY' THEN 0 ELSE 1 END END AS retries_seen
+    FROM (SELECT h.*, h.rec_origin_msg_id AS origin_msg_id, nullif(h.retry_topic, '') AS retry_topic_named,
+                 '{{retry_topic_prefix}}' || h.`group` || '{{pop_retry_v2_separator}}' AS pop_retry_v2,
+                 '{{retry_topic_prefix}}' || h.`group` || '{{pop_retry_v1_separator}}' AS pop_retry_v1
+          FROM chained h) c
+    {{origin_cut_joins}}
+),
+message_facts AS (
+    -- Per message, the same on every hop of it: the origin topic (RETRY_TOPIC, else a delayed or
+    -- timer publish's REAL_TOPIC, else the PUBLISH or DELIVER topic) and origin msgId (a later
+    -- hop's ORIGIN_MESSAGE_ID, else the first record's msgId), each the first by record order;
+    -- whether its head is gone (no shared hop, a DELIVER as the first, or an ORIGIN_MESSAGE_ID
+    -- naming a deleted record); and the groups holding a hop of it.
+    SELECT f.*,
+           coalesce(min_by(retry_origin, CASE WHEN retry_origin IS NOT NULL THEN (store_ts, broker, phys_offset) END)
+                      OVER message,
+                    min_by(delayed_topic, CASE WHEN delayed_topic IS NOT NULL THEN (store_ts, broker, phys_offset) END)
+                      OVER message,
+                    min_by(published_topic, CASE WHEN published_topic IS NOT NULL THEN (store_ts, broker, phys_offset) END)
+                      OVER message) AS origin_topic,
+           coalesce(min_by(kept_origin_msg_id,
+                           CASE WHEN kept_origin_msg_id IS NOT NULL THEN (store_ts, broker, phys_offset) END) OVER message,
+                    min_by(msg_id, (store_ts, broker, phys_offset)) OVER message) AS origin_msg_id,
+           min_by(CASE WHEN `group` IS NULL THEN hop_kind END,
+                  CASE WHEN `group` IS NULL THEN (store_ts, broker, phys_offset) END) OVER message AS first_shared_kind,
+           bool_or(names_removed) OVER message AS head_removed,
+           array_distinct(array_agg(`group`) OVER message) AS hop_groups
+    FROM hop_facts f
+    WINDOW message AS (PARTITION BY run_id, message_key)
+),
+subs AS (
+    -- (run_id, group, topic) a group is known to consume: deliveries (the message's topic and the
+    -- queue's), committed offsets, the RETRY_TOPIC of the group's own %RETRY%/%DLQ% records, and
+    -- the topics a POP group popped (its checkpoints: the only witness of a POP group that never
+    -- failed a message on a store whose offsets are in RocksDB). Retry, DLQ and schedule topics
+    -- are never subscriptions.
+    SELECT DISTINCT run_id, `group`, topic
+    FROM (SELECT run_id, `group`, {{explode}}({{array}}(topic, queue_topic)) AS topic FROM consume_attempts
+          UNION ALL
+          SELECT run_id, `group`, topic FROM consumer_offsets
+          UNION ALL
+          SELECT run_id, {{group_of}} AS `group`, nullif(retry_topic, '') AS topic
+          FROM (SELECT run_id, topic AS named_topic, retry_topic FROM records) r
+          UNION ALL
+          SELECT run_id, `group`, topic FROM pop_evidence WHERE kind = 'ck') s
+    WHERE `group` IS NOT NULL AND topic IS NOT NULL
+      AND NOT ({{starts_with}}(topic, '{{retry_topic_prefix}}') OR {{starts_with}}(topic, '{{dlq_topic_prefix}}')
+               OR topic = '{{schedule_topic}}' OR {{starts_with}}(topic, '{{system_topic_prefix}}'))
+),
+subscribers AS (
+    SELECT run_id, topic AS origin_topic, array_distinct(array_agg(`group`)) AS sub_groups
+    FROM subs
+    GROUP BY run_id, topic
+),
+fanned_groups AS (
+    -- The groups of a message: the subscribers of its origin topic and the groups with hops of it.
+    SELECT /*+ BROADCAST(s) */ m.*,
+           CASE WHEN s.sub_groups IS NULL THEN m.hop_groups
+                ELSE array_distinct(s.sub_groups || m.hop_groups) END AS message_groups
+    FROM message_facts m
+    LEFT JOIN subscribers s ON s.run_id = m.run_id AND s.origin_topic = m.origin_topic
+),
+chains AS (
+    -- One row per (hop, group whose chain holds it): a shared hop is repeated for every group of
+    -- its message, or kept once with group null when the message has none.
+    SELECT g.*,
+           {{explode}}(CASE WHEN g.`group` IS NOT NULL THEN {{array}}(g.`group`)
+                            WHEN cardinality(g.message_groups) > 0 THEN g.message_groups
+                            ELSE {{array}}(CAST(NULL AS STRING)) END) AS chain_group
+    FROM fanned_groups g
+),
+per_chain AS (
+    -- A chain: its hops and RETRY hops, its path (a SCHEDULE hop shown with its delay level, or
+    -- its schedule queue id + 1), its last hop, its first and last store times, and its last
+    -- consumable record (PUBLISH, DELIVER or RETRY: what the group pulls).
+    SELECT run_id, message_key, chain_group AS `group`,
+           CAST(count(*) AS INT) AS hops,
+           CAST(count_if(hop_kind = 'RETRY') AS INT) AS retries,
+           string_agg(hop_label, ' > ' {{aggregate_order_by}} hop_index) AS path,
+           max_by(hop_kind, hop_index) AS last_kind,
+           max_by(topic, hop_index) AS final_topic,
+           max_by(store_ts, hop_index) AS last_store_ts,
+           min_by(store_ts, hop_index) AS first_store_ts,
+           max_by(broker, consumable_index) AS c_broker,
+           max_by(phys_offset, consumable_index) AS c_phys,
+           max_by(topic, consumable_index) AS c_topic,
+           max_by(queue_id, consumable_index) AS c_queue,
+           max_by(queue_offset, consumable_index) AS c_offset,
+           coalesce(max_by(coalesce(nullif(uniq_key, ''), ''), consumable_index), '') AS c_key,
+           max_by(inner_num, consumable_index) AS c_inner_num,
+           max(origin_topic) AS origin_topic,
+           max(origin_msg_id) AS origin_msg_id,
+           bool_or(first_shared_kind IS NULL OR coalesce(first_shared_kind = 'DELIVER', false) OR head_removed)
+             AS truncated,
+           max(retries_seen) AS retries_seen,
+           bool_or(recall) AS recalled
+    FROM (SELECT c.*,
+                 CASE WHEN hop_kind = 'SCHEDULE'
+                      THEN topic || '[' || CAST(CASE WHEN delay_level > 0 THEN delay_level ELSE queue_id + 1 END
+                                                AS STRING) || ']'
+                      ELSE topic END AS hop_label,
+                 CASE WHEN hop_kind IN ('PUBLISH', 'DELIVER', 'RETRY') THEN hop_index END AS consumable_index
+          FROM chains c) c
+    GROUP BY run_id, message_key, chain_group
+),
+acked AS (
+    -- An ACKED delivery counts for the record it names: by offset and, for a record with a
+    -- UNIQ_KEY, by that key (after a crash a lost record's offset may hold another message). For
+    -- a record without one the consumer reports the offset msgId, so the offset alone decides;
+    -- '' stands for "no key" on both sides.
+    SELECT DISTINCT run_id, `group`, phys_offset AS c_phys,
+           coalesce(CASE WHEN nullif(uniq_key, '') IS DISTINCT FROM msg_id THEN nullif(uniq_key, '') END, '')
+             AS c_key
+    FROM consume_attempts
+    WHERE outcome = 'ACKED'
+),
+committed AS (
+    -- Committed offsets witness consumption only in runs without delivery rows (imported
+    -- stores); they are per broker and queue, the last event per key by time. One row per (group,
+    -- topic, broker, queue): broadcast.
+    SELECT /*+ BROADCAST(a) */ o.run_id, o.`group`, o.topic AS c_topic, o.broker AS c_broker, o.queue_id AS c_queue,
+           max_by(o.`offset`, (o.ts, o.`offset`)) AS committed
+    FROM consumer_offsets o
+    ANTI JOIN (SELECT DISTINCT run_id FROM consume_attempts) a ON a.run_id = o.run_id
+    GROUP BY o.run_id, o.`group`, o.topic, o.broker, o.queue_id
+),
+pop_offsets AS (
+    SELECT run_id, broker, `group`, topic, queue_id, start_offset, pop_ts, revive_ts, kind,
+           {{explode}}(offsets) AS c_offset
+    FROM pop_evidence
+),
+pop_last AS (
+    -- Per record a POP group popped: whether its last checkpoint (latest pop time; then start
+    -- offset, revive time) was acked, and that checkpoint's revive time. A failed POP delivery
+    -- writes a new checkpoint and acks the old one, so only the last checkpoint's ack is
+    -- consumption. Each checkpoint and ack is in the store twice (timer, then revive topic).
+    SELECT k.run_id, k.`group`, k.topic AS c_topic, k.broker AS c_broker, k.queue_id AS c_queue, k.c_offset,
+           max_by(a.c_offset IS NOT NULL, (k.pop_ts, k.start_offset, k.revive_ts)) AS pop_acked,
+           max_by(k.revive_ts, (k.pop_ts, k.start_offset, k.revive_ts)) AS pop_revive_ts
+    FROM (SELECT DISTINCT run_id, broker, `group`, topic, queue_id, start_offset, pop_ts, c_offset, revive_ts
+          FROM pop_offsets WHERE kind = 'ck') k
+    LEFT JOIN (SELECT DISTINCT run_id, broker, `group`, topic, queue_id, start_offset, pop_ts, c_offset
+               FROM pop_offsets WHERE kind <> 'ck') a
+      ON a.run_id = k.run_id AND a.broker = k.broker AND a.`group` = k.`group` AND a.topic = k.topic
+     AND a.queue_id = k.queue_id AND a.start_offset = k.start_offset AND a.pop_ts = k.pop_ts
+     AND a.c_offset = k.c_offset
+    GROUP BY k.run_id, k.`group`, k.topic, k.broker, k.queue_id, k.c_offset
+),
+snapshots AS (
+    -- When each broker's store was taken (runs.sim_end_ts): an import's last record's store
+    -- time, a simulation's clock when the run stopped. One row per broker: broadcast.
+    SELECT run_id, broker AS c_broker, max(sim_end_ts) AS snapshot_ts
+    FROM runs
+    WHERE broker IS NOT NULL
+    GROUP BY run_id, broker
+),
+judged AS (
+    SELECT /*+ BROADCAST(o), BROADCAST(sn) */ p.*,
+           a.c_phys IS NOT NULL AS attempt_acked, o.committed, k.pop_acked, k.pop_revive_ts, sn.snapshot_ts,
+           -- The chain ends at a record a POP group popped whose last checkpoint is not acked: it
+           -- is invisible until that checkpoint's revive time, then the revive service's retry is
+           -- pending.
+           NOT coalesce(k.pop_acked, true) AND p.last_kind NOT IN ('DLQ', 'SCHEDULE', 'TIMER') AS awaits_revive
+    FROM per_chain p
+    LEFT JOIN acked a ON a.run_id = p.run_id AND a.`group` = p.`group` AND a.c_phys = p.c_phys AND a.c_key = p.c_key
+    LEFT JOIN committed o ON o.run_id = p.run_id AND o.`group` = p.`group` AND o.c_topic = p.c_topic
+                         AND o.c_broker = p.c_broker AND o.c_queue = p.c_queue
+    LEFT JOIN pop_last k ON k.run_id = p.run_id AND k.`group` = p.`group` AND k.c_topic = p.c_topic
+                        AND k.c_broker = p.c_broker AND k.c_queue = p.c_queue AND k.c_offset = p.c_offset
+    LEFT JOIN snapshots sn ON sn.run_id = p.run_id AND sn.c_broker = p.c_broker
+),
+stored AS (
+    -- final_state, decided in this order: the chain's end first (a record sent back to the
+    -- schedule was delivered, and offsets move past it, without being consumed), then
+    -- consumption (the last POP checkpoint's ack; else an ACKED delivery, or the committed offset
+    -- past the record's last queue offset), then a POP record's invisible time against its
+    -- broker's snapshot.
+    SELECT run_id, message_key, `group`, origin_topic, origin_msg_id, hops,
+           -- A truncated chain lost RETRY hops with its head: its retries are what its surviving
+           -- records say happened, when that is more.
+           CASE WHEN truncated THEN greatest(retries, coalesce(retries_seen, 0)) ELSE retries END AS retries,
+           path, final_topic,
+           CASE WHEN last_kind = 'DLQ' THEN 'DLQ'
+                WHEN last_kind = 'TIMER' AND recalled THEN 'RECALLED'
+                WHEN last_kind IN ('SCHEDULE', 'TIMER') THEN 'RETRYING'
+                WHEN coalesce(pop_acked, attempt_acked OR coalesce(committed > c_offset + c_inner_num - 1, false))
+                  THEN 'CONSUMED'
+                WHEN awaits_revive AND coalesce(snapshot_ts < pop_revive_ts, false) THEN 'IN_FLIGHT'
+                WHEN last_kind = 'RETRY' THEN 'RETRYING'
+                WHEN awaits_revive THEN 'RETRYING'
+                ELSE 'UNCONSUMED' END AS final_state,
+           first_store_ts, last_store_ts,
+           {{unix_millis}}(last_store_ts) - {{unix_millis}}(first_store_ts) AS total_delay_ms,
+           truncated,
+           CASE WHEN awaits_revive THEN pop_revive_ts END AS invisible_until
+    FROM judged
+),
+accepted AS (
+    -- LOST: the producer got SEND_OK for a UNIQ_KEY that no commit-log record carries.
+    SELECT run_id, uniq_key, min(topic) AS origin_topic, min(msg_id) AS origin_msg_id
+    FROM produced
+    WHERE status = 'SEND_OK' AND uniq_key IS NOT NULL
+    GROUP BY run_id, uniq_key
+),
+lost AS (
+    SELECT a.*
+    FROM accepted a
+    ANTI JOIN (SELECT DISTINCT run_id, uniq_key FROM records WHERE uniq_key IS NOT NULL) k
+      ON k.run_id = a.run_id AND k.uniq_key = a.uniq_key
+)
+SELECT * FROM stored
+UNION ALL
+-- One row per group subscribing to its topic (group null when none does).
+SELECT /*+ BROADCAST(s) */ l.run_id, l.uniq_key, s.`group`, l.origin_topic, l.origin_msg_id, 0, 0, NULL, NULL,
+       'LOST', NULL, NULL, NULL, false, NULL
+FROM lost l
+LEFT JOIN subs s ON s.run_id = l.run_id AND s.topic = l.origin_topic
