@@ -76,6 +76,7 @@ WARN = "WARN"
 HOP_GRAMMAR = "hop_grammar_valid"
 NO_UNEXPLAINED_LOSS = "nothing_lost_unexplained"
 DLQ_AFTER_MAX_RETRIES = "dlq_only_after_max_retries"
+RETRIES_WITHIN_MAX = "retries_within_group_maximum"
 NO_EARLY_DELIVERY = "no_delivery_before_due_time"
 ORIGIN_STABLE = "origin_and_retry_topic_stable"
 LINEAGE_MATCHES_COMMITLOG = "lineage_matches_commitlog"
@@ -324,6 +325,10 @@ INVARIANTS: tuple[Check, ...] = (
           "the revive, a client's own send at its maximum), or a send-back before it that a consumer "
           "asked for (delay level < 0, a lower maximum of its own client); dlq_messages.dlq_reason says which.",
           ERROR, check_sql(DLQ_AFTER_MAX_RETRIES), no_evidence="no DLQ record"),
+    Check(RETRIES_WITHIN_MAX, "lineage/message_lineage",
+          "No (message, group) chain is deeper than the group's maximum reconsume times: neither the "
+          "lineage's retries (a forked chain's copies are no retries) nor the count a RETRY record carries.",
+          ERROR, check_sql(RETRIES_WITHIN_MAX), no_evidence="no retried chain"),
     Check(NO_EARLY_DELIVERY, "lineage/message_hops",
           "No delayed message leaves SCHEDULE_TOPIC_XXXX before its due time (lateness_ms >= 0), no "
           "timer message is put to its real topic before its TIMER_OUT_MS, and no POP retry is written "

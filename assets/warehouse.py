@@ -449,17 +449,20 @@ TABLE_DESCRIPTIONS = {
     "dledger_entries": "A DLedger store's entries, one row per (Raft index, term): committed (its record is in "
                        "commitlog), uncommitted or divergent (never handed out), and which replicas hold it.",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
-    "message_lineage": "One row per (message, group): path, retries, final state, from the Spark lineage.",
+    "message_lineage": "One row per (message, group): path, retries (the chain's depth), forks, final state, "
+                       "from the Spark lineage.",
     "run_manifest": "A simulated run's settings from run.json (flush mode, semantics, end reason).",
     "run_groups": "A simulated run's consumer groups from run.json (model, mode, max reconsume times).",
     "delay_levels": "A simulated run's delay-level table (level -> ms) from run.json.",
-    "dlq_messages": "One row per DLQ record: origin topic and msgId, uniq key, group, retries, all "
-                    "properties and the last failed delivery.",
+    "dlq_messages": "One row per (message, group) in a DLQ: origin topic and msgId, uniq key, retries, "
+                    "its DLQ copies and the first one (the copy a resend uses) with all its properties, "
+                    "and the last failed delivery.",
     "delay_accuracy": "Per run and delay level: deliveries, expected delay, lateness p50/p99/max, early count.",
     "retry_funnel": "Per run, group and origin topic: messages reaching each attempt, succeeding there, "
                     "going to the DLQ after it.",
     "delivery_accounting": "Per run and group, the OpenChaos queue checker's fields: enqueue_invoke, "
-                           "enqueue_success, dequeue_success, lost, duplicated, at_least_once, exactly_once.",
+                           "enqueue_success, dequeue_success, lost, duplicated, at_least_once, exactly_once; forked "
+                           "messages and their extra copies, those a broker restart explains.",
     "group_health": "Per run and group: messages, consumed, DLQ, retrying, retry rate, end-to-end p50/p99.",
     "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, DLQ_UNEXPLAINED, "
                  "STORE_DAMAGE, REVIVE_LOST.",

@@ -32,7 +32,13 @@ from broker_core.client.behavior import DLQ_REQUESTED
 from broker_core.client.pop_consumer import CLIENT_GRPC_FIFO, POP_MODE
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels
-from broker_core.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_GROUP, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from broker_core.names import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_GROUP,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    is_retry_topic,
+)
 from broker_core.sim.scenario import Scenario
 from conformance.plan import is_grpc
 
@@ -181,7 +187,7 @@ def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = defaultdict(list)
     for h in _rows(con, f"""
             SELECT h.run_id, h.message_key, h."group", h.hop_index, h.hop_kind, h.topic, h.queue_id,
-                   h.delay_level, h.reconsume_times, h.dwell_ms, c.properties
+                   h.delay_level, h.reconsume_times, h.dwell_ms, c.properties, c.msg_id
             FROM message_hops h
             JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
             WHERE h.run_id IN ({marks})
@@ -193,7 +199,7 @@ def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
 def _lineage(con, run_ids: list[str]) -> dict[tuple[str, str], dict]:
     marks = ", ".join("?" for _ in run_ids)
     return {(r["message_key"], r["group"]): r for r in _rows(con, f"""
-        SELECT message_key, "group", final_state, retries, path FROM message_lineage
+        SELECT message_key, "group", final_state, retries, path, forks FROM message_lineage
         WHERE run_id IN ({marks})""", run_ids)}
 
 
@@ -205,6 +211,28 @@ def _consumable(hops: list[dict], group: str, handed_below: int | None = None) -
     return [(h["topic"], h["reconsume_times"]) for h in hops
             if h["group"] in (None, group) and h["hop_kind"] in ("PUBLISH", "DELIVER", "RETRY")
             and not (handed_below is not None and h["hop_kind"] == "RETRY" and h["reconsume_times"] >= handed_below)]
+
+
+def _clients_depth(delivered: list[tuple[str, int]]) -> int:
+    """How many retries deep the clients saw a chain: the reconsume counts they were handed from
+    a %RETRY% topic, each once (a count handed out twice is one attempt)."""
+    return len({times for topic, times in delivered if is_retry_topic(topic)})
+
+
+def _clients_copies(calls: list[dict], hops: list[dict]) -> int:
+    """The copies the clients' log implies in a concurrent group's chain (docs/lineage.md "forks"):
+    send-backs beyond one per reconsume count (a count handed out twice and failed twice is sent
+    back twice), and records handed out beyond one per count, from the retry topic or, for a
+    delayed publish, its DELIVER records (a producer's second send of a key is no copy)."""
+    sent_back = Counter(c["reconsume_times"] for c in calls
+                        if c["status"] != SUCCESS and c["outcome"] in (SENT_BACK, SENT_BACK_BY_CLIENT))
+    delivers = {h["msg_id"] for h in hops if h["hop_kind"] == "DELIVER" and h["group"] is None}
+    records: dict[int, set] = defaultdict(set)
+    for c in calls:
+        if is_retry_topic(c["queue_topic"]) or c["msg_id"] in delivers:
+            records[c["reconsume_times"]].add((c["queue_topic"], c["queue_id"], c["queue_offset"], c["phys_offset"]))
+    return (sum(n - 1 for n in sent_back.values() if n > 1)
+            + sum(len(r) - 1 for r in records.values() if len(r) > 1))
 
 
 def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) -> bool:
@@ -257,6 +285,8 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
     bad_messages: set[str] = set()
     compared: set[str] = set()
     examples: list[dict] = []
+    forked: dict[str, int] = {}
+    deepest_forked = 0
 
     def disagree(key: str, group: str | None, what: str, audit, clients) -> None:
         bad_messages.add(key)
@@ -340,11 +370,23 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                 explained[key] = "offset_lost_in_broker_crash"
             else:
                 disagree(key, group, "final_state", state, expected_state)
-        retries_seen = sum(1 for t, _ in delivered if t.startswith("%RETRY%"))
+        # The chain's depth: the deepest attempt, however many times it was handed out.
+        retries_seen = _clients_depth(delivered)
         if group in grpc and group not in fifo and expected_state == "DLQ":
             retries_seen += 1  # the retry the proxy popped and dead-lettered, which no client saw
         if chain is not None and chain["retries"] != retries_seen:
             disagree(key, group, "retries", chain["retries"], retries_seen)
+        # A concurrent remoting group's copies: what the lineage counts as forks against what the
+        # clients' deliveries and send-backs imply (POP, gRPC and orderly groups send nothing back
+        # per failure).
+        if (chain is not None and group not in grpc and modes.get(group) not in ("orderly", POP_MODE)):
+            copies = _clients_copies(calls, hops.get(key, []))
+            forks = chain.get("forks") or 0
+            if forks:
+                forked[key] = max(forked.get(key, 0), forks)
+                deepest_forked = max(deepest_forked, chain["retries"])
+            if forks != copies:
+                disagree(key, group, "forks", forks, copies)
         # A concurrent listener's failures go through %RETRY% (max retries, then the DLQ); an orderly
         # one retries locally and its client sends the message to the DLQ once past the max.
         # The deepest retry the audit found, by reconsume count: a message handed out twice from
@@ -374,6 +416,10 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
             "disagree": len(bad_messages), "examples": examples,
             "explained": dict(Counter(explained_ok.values())),
             "pairs_compared": sum(1 for (_, g) in by_pair if models.get(g) != "broadcasting"),
+            # Messages whose chain forked (copies of an attempt), their copies, and the deepest
+            # forked chain's retries: each compared with the clients' log above.
+            "forked_messages": len(forked), "fork_copies": sum(forked.values()),
+            "deepest_forked_retries": deepest_forked,
             "delayed_hops_checked": sum(1 for hs in hops.values() for h in hs if h["hop_kind"] == "SCHEDULE"),
             "delayed_hops_early": early,
             "not_auditable": {g: {"pairs": n, "reason": EXPLAINED["broadcast_group_absent_from_store"]}

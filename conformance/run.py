@@ -198,6 +198,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
             checks = _warehouse(runs, work / "warehouse.duckdb")
         report["checks"] = checks
         report["revives_lost"] = _revives_lost(work / "warehouse.duckdb")
+        report["forks"] = _forks(work / "warehouse.duckdb", real_run_id(scenario.name))
         with _timed(timings, "compare_s"):
             windows = _outage_windows(played.faults)
             report.update(compare.compare_all(work, scenario, outage_windows=windows, model_run_id=scenario.name,
@@ -335,6 +336,26 @@ def _revives_lost(db: Path) -> list[dict]:
                WHERE kind = 'REVIVE_LOST' ORDER BY ALL""").fetchall()]
     finally:
         con.close()
+
+
+def _forks(db: Path, run_id: str) -> dict:
+    """What the real run's forked chains read as in the audit (docs/lineage.md "forks"): the
+    messages with copies, the deepest chain, the funnel's top attempt, and the DLQ's records
+    against its rows (one per message and group)."""
+    from assets.warehouse import open_read_only
+
+    con = open_read_only(db)
+    try:
+        forked, copies, deepest = con.execute(
+            "SELECT count(DISTINCT message_key) FILTER (WHERE forks > 0), coalesce(sum(forks), 0), "
+            "coalesce(max(retries), 0) FROM message_lineage WHERE run_id = ?", [run_id]).fetchone()
+        (top,) = con.execute("SELECT coalesce(max(attempt), 0) FROM retry_funnel WHERE run_id = ?", [run_id]).fetchone()
+        rows, dlq_copies = con.execute("SELECT count(*), coalesce(sum(dlq_copies), 0) FROM dlq_messages "
+                                       "WHERE run_id = ?", [run_id]).fetchone()
+    finally:
+        con.close()
+    return {"messages_with_forks": forked, "fork_copies": int(copies), "deepest_chain_retries": deepest,
+            "funnel_top_attempt": top, "dlq_rows": rows, "dlq_records": int(dlq_copies)}
 
 
 def _warehouse(runs: list[Path], db: Path) -> dict:

@@ -154,7 +154,7 @@ ORDER BY "group" NULLS FIRST, hop_index
 """
 _CHAINS = """
 SELECT "group", final_state, retries, hops, path, origin_topic, origin_msg_id, total_delay_ms, truncated,
-       invisible_until
+       invisible_until, forks, fork_hop_index, fork_broker, fork_cause
 FROM message_lineage WHERE run_id = $run AND message_key = $key
 ORDER BY "group" NULLS FIRST
 """
@@ -211,13 +211,28 @@ def _duration(ms) -> str:
     return f"{hours}h{minutes:02d}m{sec:02d}s" if hours else f"{minutes}m{sec:02d}s"
 
 
-def _hop_line(hop: dict) -> str:
+# How trace tells a forked chain's hops from the hop its first copy is on (docs/lineage.md "forks").
+FORK_CAUSE_TEXT = {"BROKER_RESTART": "a broker restart: its schedule put records again",
+                   "DUPLICATE_DELIVERY": "a message handed out twice and sent back twice"}
+
+
+def _hop_line(hop: dict, branch: str = " ") -> str:
     topic = f"{hop['topic']}[{hop['queue_id']}]"
     if hop["hop_kind"] == "SCHEDULE":
         topic += f" level {hop['delay_level']}"
-    return (f"  {hop['hop_index']:>3}  {hop['hop_kind']:<8}  {topic:<36}  {hop['broker'] or '-':<12}  "
+    return (f" {branch}{hop['hop_index']:>3}  {hop['hop_kind']:<8}  {topic:<36}  {hop['broker'] or '-':<12}  "
             f"{_ts(hop['store_ts'])}  {_duration(hop['dwell_ms']):>10}  {hop['reconsume_times']:>9}  "
             f"{hop['msg_id']}")
+
+
+def _fork_lines(chain: dict, hop: dict) -> list[str]:
+    """A group hop's line; from the hop a chain's first copy is on, the branch it starts."""
+    start = chain.get("fork_hop_index")
+    if start is None or hop["hop_index"] < start:
+        return [_hop_line(hop)]
+    if hop["hop_index"] == start:
+        return ["  +- fork: from here on the chain holds copies of attempts it already made", _hop_line(hop, "|")]
+    return [_hop_line(hop, "|")]
 
 
 def format_trace(messages: Sequence[dict]) -> str:
@@ -248,8 +263,13 @@ def format_trace(messages: Sequence[dict]) -> str:
                              "(its last checkpoint's revive time)")
             lines.append(f"  path: {chain['path']}")
             lines.append(f"  origin: {chain['origin_topic']} {chain['origin_msg_id'] or ''}".rstrip())
-            if own:
-                lines.extend(_hop_line(h) for h in own)
+            if chain.get("forks"):
+                lines.append(f"  forked: {chain['forks']} extra copies, the first at hop "
+                             f"#{chain['fork_hop_index']} on {chain['fork_broker']} "
+                             f"({FORK_CAUSE_TEXT.get(chain['fork_cause'], chain['fork_cause'])}); "
+                             f"{chain['retries']} retries deep")
+            for h in own:
+                lines.extend(_fork_lines(chain, h))
             if chain["consumes"]:
                 lines.append(f"  consumes ({len(chain['consumes'])}):")
                 for a in chain["consumes"]:
@@ -287,17 +307,20 @@ def trace(args) -> int:
 
 _RESEND = """
 SELECT run_id, "group", message_key, dlq_msg_id, origin_topic AS resend_topic, origin_msg_id, retries,
-       tags, keys, properties, dlq_store_ts, last_failure
+       dlq_copies, tags, keys, properties, dlq_store_ts, last_failure
 FROM dlq_messages
 WHERE "group" = $group AND ($topic IS NULL OR origin_topic = $topic)
 ORDER BY run_id, dlq_store_ts, dlq_broker, dlq_phys_offset
 """
 RESEND_COLUMNS = ("run_id", "group", "message_key", "dlq_msg_id", "resend_topic", "origin_msg_id",
-                  "retries", "tags", "keys", "user_properties", "dlq_store_ts", "last_failure")
+                  "retries", "dlq_copies", "tags", "keys", "user_properties", "dlq_store_ts", "last_failure")
 
 
 def resend_plan_rows(con: duckdb.DuckDBPyConnection, group: str, origin_topic: str | None) -> list[dict]:
-    """DLQ messages of ``group`` to resend to their RETRY_TOPIC, with every user property kept."""
+    """DLQ messages of ``group`` to resend to their RETRY_TOPIC, with every user property kept.
+
+    One row per message: a forked chain's DLQ copies are one resend, of the first copy by store
+    order (``dlq_messages``), with ``dlq_copies`` saying how many the DLQ holds."""
     rows = _rows(con, _RESEND, {"group": group, "topic": origin_topic})
     for row in rows:
         props = row.pop("properties") or {}

@@ -6,14 +6,23 @@
 --   lost             SEND_OK messages with no commit-log record at all (final_state LOST)
 --   duplicated       messages consumed successfully more than once (per consumer when broadcasting)
 --   at_least_once   lost = 0;  exactly_once: lost = 0 and duplicated = 0
+--   forked_messages  messages whose chain forked (docs/lineage.md "forks"): handed out again
+--   fork_copies      their extra copies (records beyond one per attempt and hop kind), each a
+--                    delivery or send-back the message would not have had without the fork
+--   fork_copies_at_restart  of those, in chains a broker restart explains (fork_cause BROKER_RESTART)
 -- A run without producer ground truth (an imported store) counts from its lineage and consumer
--- offsets instead: sent = the messages seen, dequeued = CONSUMED, duplicates unknown (NULL).
+-- offsets instead: sent = the messages seen, dequeued = CONSUMED, duplicated = the forked
+-- messages (each was delivered more than once; a duplicate that left no copy in the store is not
+-- seen, so 0 says nothing and exactly_once stays unknown, NULL, unless a fork was seen).
 CREATE OR REPLACE TABLE delivery_accounting AS
 WITH groups AS (
     SELECT run_id, "group",
            count(*) FILTER (WHERE final_state <> 'LOST') AS seen,
            count(*) FILTER (WHERE final_state = 'CONSUMED') AS consumed,
-           count(*) FILTER (WHERE final_state = 'LOST') AS lost
+           count(*) FILTER (WHERE final_state = 'LOST') AS lost,
+           count(*) FILTER (WHERE forks > 0) AS forked_messages,
+           coalesce(sum(forks), 0) AS fork_copies,
+           coalesce(sum(forks) FILTER (WHERE fork_cause = 'BROKER_RESTART'), 0) AS fork_copies_at_restart
     FROM message_lineage
     WHERE "group" IS NOT NULL
     GROUP BY run_id, "group"
@@ -86,10 +95,14 @@ SELECT g.run_id,
        CASE WHEN r.run_id IS NULL THEN g.consumed ELSE coalesce(CAST(d.dequeue_success AS BIGINT), 0) END
            AS dequeue_success,
        g.lost,
-       CASE WHEN r.run_id IS NULL THEN NULL ELSE coalesce(d.duplicated, 0) END AS duplicated,
+       CASE WHEN r.run_id IS NOT NULL THEN coalesce(d.duplicated, 0)
+            WHEN g.forked_messages > 0 THEN g.forked_messages END AS duplicated,
        g.lost = 0 AS at_least_once,
-       CASE WHEN r.run_id IS NULL THEN NULL ELSE g.lost = 0 AND coalesce(d.duplicated, 0) = 0 END
-           AS exactly_once,
+       CASE WHEN r.run_id IS NOT NULL THEN g.lost = 0 AND coalesce(d.duplicated, 0) = 0
+            WHEN g.forked_messages > 0 THEN false END AS exactly_once,
+       CAST(g.forked_messages AS BIGINT) AS forked_messages,
+       CAST(g.fork_copies AS BIGINT) AS fork_copies,
+       CAST(g.fork_copies_at_restart AS BIGINT) AS fork_copies_at_restart,
        CASE WHEN r.run_id IS NULL THEN 'lineage' ELSE 'producer' END AS counted_from
 FROM groups g
 LEFT JOIN sim_runs r ON r.run_id = g.run_id

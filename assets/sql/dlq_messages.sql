@@ -1,5 +1,8 @@
--- dlq_messages: one row per record stored in a %DLQ%<group> topic, with what a resender or an
--- on-call engineer needs: where it came from (origin topic and message id), how often it was
+-- dlq_messages: one row per (message, group) with a record in the %DLQ%<group> topic, with what a
+-- resender or an on-call engineer needs: how many DLQ records the message has there (dlq_copies:
+-- more than one when its chain forked, docs/lineage.md "forks"), the one a resend uses (the first
+-- DLQ copy by store order: store time, broker, physical offset; the dlq_* columns and the record's
+-- own fields are that copy's), where it came from (origin topic and message id), how often it was
 -- retried, every property it carries, and the last failed delivery the group saw. A 5.x proxy's
 -- DLQ record carries the POP retry topic %RETRY%<group>_<topic> as RETRY_TOPIC and that retry
 -- record's msgId as ORIGIN_MESSAGE_ID (it sends back the retry record): when retry_topics knows the
@@ -8,16 +11,25 @@
 -- CONSUMER_REQUESTED; NULL when nothing explains it, which dlq_only_after_max_retries reports),
 -- with the maximum it was judged against (dlq_reasons: the shared fragment dlq_explained has the rules).
 CREATE OR REPLACE TABLE dlq_messages AS
-WITH dlq_hops AS (
-    SELECT run_id, message_key, "group", broker, phys_offset
+WITH dlq_records AS (
+    SELECT run_id, message_key, "group", broker, phys_offset,
+           row_number() OVER (PARTITION BY run_id, message_key, "group"
+                              ORDER BY store_ts, broker, phys_offset) AS copy_rank,
+           count(*) OVER (PARTITION BY run_id, message_key, "group") AS dlq_copies
     FROM message_hops
     WHERE hop_kind = 'DLQ'
+),
+dlq_hops AS (
+    -- The copy a resend uses: the first by store order.
+    SELECT run_id, message_key, "group", broker, phys_offset, dlq_copies
+    FROM dlq_records
+    WHERE copy_rank = 1
 ),
 dlq_chains AS (
     -- The lineage rows of the DLQ hops only: a semi join probes message_lineage once, where a
     -- plain join would hash every lineage row.
     SELECT l.run_id, l.message_key, l."group", l.origin_topic, l.origin_msg_id, l.retries,
-           l.first_store_ts, l.path
+           l.first_store_ts, l.path, l.forks
     FROM message_lineage l
     SEMI JOIN dlq_hops h ON h.run_id = l.run_id AND h.message_key = l.message_key AND h."group" = l."group"
 ),
@@ -59,6 +71,7 @@ SELECT h.run_id,
        c.broker AS dlq_broker,
        c.phys_offset AS dlq_phys_offset,
        c.topic AS dlq_topic,
+       CAST(h.dlq_copies AS INTEGER) AS dlq_copies,
        CASE WHEN p.retry_topic IS NOT NULL THEN coalesce(l.origin_topic, p.origin_topic)
             ELSE coalesce(c.retry_topic, l.origin_topic) END AS origin_topic,
        CASE WHEN p.retry_topic IS NOT NULL THEN coalesce(l.origin_msg_id, c.origin_msg_id)
@@ -76,6 +89,7 @@ SELECT h.run_id,
        l.first_store_ts,
        c.store_ts AS dlq_store_ts,
        l.path,
+       l.forks,
        c.properties,
        f.failed_deliveries,
        f.last_status,

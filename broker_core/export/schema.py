@@ -205,6 +205,12 @@ MESSAGE_LINEAGE = pa.schema([
     # group popped that record and no retry followed: ahead of the snapshot (IN_FLIGHT) or passed
     # with the revive still pending (RETRYING). Null on every other row.
     ("invisible_until", TS),
+    # Forks (docs/lineage.md "forks"): records beyond one per (attempt, hop kind) in the chain, the
+    # hop index and broker of the first such copy, and what explains it (FORK_CAUSES).
+    ("forks", pa.int32()),
+    ("fork_hop_index", pa.int32()),
+    ("fork_broker", pa.string()),
+    ("fork_cause", pa.string()),
 ])
 
 # 5.x POP bookkeeping, decoded by an import (broker_core.store.pop): one row per checkpoint or ack
@@ -354,4 +360,8 @@ LINEAGE_TABLES: dict[str, pa.Schema] = {
 HOP_KINDS = ("PUBLISH", "SCHEDULE", "TIMER", "DELIVER", "RETRY", "DLQ")
 # message_lineage.final_state values (docs/lineage.md "final_state"): IN_FLIGHT is a 5.x POP record
 # still invisible at the snapshot, RECALLED a 5.x timer recalled in the wheel.
+# message_lineage.fork_cause values: the first copy of a forked chain is a record the schedule put
+# again (its broker restarted from older delay offsets) or a second send-back or re-put of a message
+# handed out twice.
+FORK_CAUSES = ("BROKER_RESTART", "DUPLICATE_DELIVERY")
 FINAL_STATES = ("CONSUMED", "DLQ", "RETRYING", "IN_FLIGHT", "UNCONSUMED", "RECALLED", "LOST")

@@ -53,6 +53,17 @@ COLUMNS: dict[str, dict[str, str]] = {
         "consume_attempts": 'run_id VARCHAR, "group" VARCHAR, uniq_key VARCHAR, status VARCHAR',
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, truncated BOOLEAN',
     },
+    c.RETRIES_WITHIN_MAX: {
+        "message_hops": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hop_kind VARCHAR, '
+                        'broker VARCHAR, phys_offset BIGINT, hop_index INTEGER, reconsume_times INTEGER',
+        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, reconsume_times INTEGER, "
+                     "max_reconsume_times INTEGER, properties MAP(VARCHAR, VARCHAR), uniq_key VARCHAR",
+        "run_groups": 'run_id VARCHAR, "group" VARCHAR, max_reconsume_times INTEGER, mode VARCHAR',
+        "runs": "run_id VARCHAR, source VARCHAR",
+        "consume_attempts": 'run_id VARCHAR, "group" VARCHAR, uniq_key VARCHAR, status VARCHAR',
+        "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, truncated BOOLEAN, '
+                           'final_state VARCHAR, retries INTEGER, forks INTEGER',
+    },
     c.NO_EARLY_DELIVERY: {
         "schedule_deliveries": "run_id VARCHAR, uniq_key VARCHAR, delay_level INTEGER, lateness_ms BIGINT, "
                                "delivered_msg_id VARCHAR, delivered_ts TIMESTAMPTZ, due_ts TIMESTAMPTZ",
@@ -829,3 +840,52 @@ def test_lateness_p99_above_the_maximum_is_reported():
     assert violations(c.LATENESS_P99, {"delay_accuracy": rows}) == [
         (RUN, None, None, "delay level 3: p99 lateness 1500 ms > 1000 ms over 10 deliveries"),
     ]
+
+
+# --- retries_within_group_maximum ----------------------------------------------------------------
+
+def retry_chain(key: str, counts: list[int], *, group: str = "g", retries: int | None = None, forks: int = 0,
+            state: str = "RETRYING") -> dict[str, list[tuple]]:
+    """A chain: its PUBLISH, a RETRY record per reconsume count in ``counts`` (copies repeat a
+    count), and its lineage row with ``retries`` (default: the deepest count) and ``forks``."""
+    offset = next(_offsets)
+    hops = [(RUN, key, None, "PUBLISH", "broker-a", offset, 0, 0)]
+    records = []
+    for i, count in enumerate(counts, start=1):
+        hops.append((RUN, key, group, "RETRY", "broker-a", offset + i, i, count))
+        records.append((RUN, "broker-a", offset + i, count, None, {}, key))
+    depth = max(counts, default=0) if retries is None else retries
+    return {"message_hops": hops, "commitlog": records,
+            "message_lineage": [(RUN, key, group, False, state, depth, forks)]}
+
+
+def test_retries_within_the_maximum_pass_also_when_the_chain_forked():
+    """A chain up to its group's maximum passes, however many copies its forks added: the
+    default maximum, a configured one, an orderly group's unlimited one."""
+    tables = merged(
+        groups(("small", 2, "CONCURRENTLY"), ("orderly", -1, "ORDERLY")),
+        retry_chain("plain", [1, 2, 3]),
+        retry_chain("forked", [*range(1, 8), *[n for n in range(7, RETRY_MAX_TIMES_DEFAULT + 1) for _ in range(3)]],
+                forks=2 * (RETRY_MAX_TIMES_DEFAULT - 6), state="DLQ"),
+        retry_chain("configured", [1, 2], group="small"),
+        retry_chain("orderly", [40], group="orderly"),
+    )
+    assert violations(c.RETRIES_WITHIN_MAX, tables) == []
+
+
+def test_a_chain_deeper_than_its_maximum_is_reported():
+    """A RETRY record past the group's maximum, or a lineage whose retries counted a forked
+    chain's copies, is reported with the depth and the maximum."""
+    tables = merged(
+        groups(("small", 2, "CONCURRENTLY")),
+        retry_chain("past-default", [*range(1, RETRY_MAX_TIMES_DEFAULT + 2)]),
+        retry_chain("past-configured", [1, 2, 3], group="small"),
+        retry_chain("copies-counted", [1, 1, 2, 2], group="small", retries=4, forks=2),
+    )
+    found = violations(c.RETRIES_WITHIN_MAX, tables)
+    assert [(key, group) for _run, key, group, _detail in found] == [
+        ("copies-counted", "small"), ("past-configured", "small"), ("past-default", "g")]
+    details = {key: detail for _run, key, _group, detail in found}
+    assert details["past-default"].startswith(f"{RETRY_MAX_TIMES_DEFAULT + 1} retries deep")
+    assert details["past-default"].endswith(f"the group's maximum is {RETRY_MAX_TIMES_DEFAULT}")
+    assert "lineage retries 4, deepest RETRY record at reconsume 2, 2 forked copies" in details["copies-counted"]

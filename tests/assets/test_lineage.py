@@ -611,6 +611,34 @@ def test_a_schedule_hop_dwells_until_its_own_delivery_when_retry_sequences_inter
         ("SCHEDULE", 1000), ("RETRY", 3990), ("RETRY", 200), ("SCHEDULE", 1000), ("RETRY", None)]
 
 
+def test_a_forked_chain_counts_its_copies_and_its_depth_not_its_retry_records(built):
+    """Records beyond one per (attempt, hop kind) are forks: retries is the chain's depth (the
+    deepest reconsume count), hops every record, and the first copy's hop, broker and cause are
+    kept; a chain with a record the schedule put again forked at a broker restart."""
+    cases = {
+        # U7: a record sent back twice; both retry sequences run to reconsume count 2.
+        (RUN, "U7", "G7"): (9, 2, 4, 2, "DUPLICATE_DELIVERY"),
+        # U8: a copy re-put with no SCHEDULE waiting (index 3), then a second send-back.
+        (RUN, "U8", "G8"): (6, 1, 3, 3, "BROKER_RESTART"),
+        # U9: the second send-back comes first (index 3); the re-put copy still names the restart.
+        (LEVEL_DELAYS_RUN, "U9", "G9"): (6, 1, 3, 3, "BROKER_RESTART"),
+        (NO_LEVELS_RUN, "U9", "G9"): (6, 1, 3, 3, "BROKER_RESTART"),
+    }
+    for (run, key, group), expected in cases.items():
+        row = built[run][1][(key, group)]
+        assert (row.hops, row.retries, row.forks, row.fork_hop_index, row.fork_cause) == expected, (run, key)
+        assert row.fork_broker == "broker-a"
+
+
+def test_a_chain_without_copies_has_no_fork(built):
+    """A chain with one record per (attempt, hop kind) has forks 0 and no fork hop, broker or
+    cause, and its retries are its RETRY hops."""
+    row = built[RUN][1][("U2", "GroupB")]
+    assert (row.hops, row.retries, row.forks, row.fork_hop_index, row.fork_broker, row.fork_cause) == (
+        7, 2, 0, None, None, None)
+    assert all(r.forks == 0 for r in built[FIXTURE_RUN][1].values())
+
+
 # --- every journey above, built once (each Spark build costs seconds) ----------------------------
 
 @pytest.fixture(scope="module")

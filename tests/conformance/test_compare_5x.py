@@ -99,11 +99,11 @@ def _rolled_runs(model_hops, real_hops):
                    queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT)""")
     con.execute("""CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
                    properties MAP(VARCHAR, VARCHAR), topic VARCHAR, queue_id INT, queue_offset BIGINT,
-                   uniq_key VARCHAR)""")
+                   uniq_key VARCHAR, msg_id VARCHAR)""")
     con.execute("""CREATE TABLE transaction_ops (run_id VARCHAR, broker VARCHAR, queue_id INT,
                    half_queue_offsets BIGINT[])""")
     con.execute("""CREATE TABLE message_lineage (run_id VARCHAR, message_key VARCHAR, "group" VARCHAR,
-                   final_state VARCHAR, retries INT, path VARCHAR)""")
+                   final_state VARCHAR, retries INT, path VARCHAR, forks INT)""")
     for run, hops in ((MODEL, model_hops), (REAL, real_hops)):
         for i, (kind, topic, rolls, dwell) in enumerate(hops):
             props = {"UNIQ_KEY": KEY, "TIMER_OUT_MS": str(1000 * i)}
@@ -113,7 +113,7 @@ def _rolled_runs(model_hops, real_hops):
                         [run, i * 100, KEY, i, kind, topic, dwell])
             con.execute("INSERT INTO commitlog (run_id, broker, phys_offset, properties) VALUES (?, 'broker-a', ?, MAP(?, ?))",
                         [run, i * 100, list(props), list(props.values())])
-        con.execute("INSERT INTO message_lineage VALUES (?, ?, 'order-service', 'CONSUMED', 0, '')", [run, KEY])
+        con.execute("INSERT INTO message_lineage VALUES (?, ?, 'order-service', 'CONSUMED', 0, '', 0)", [run, KEY])
     return con
 
 

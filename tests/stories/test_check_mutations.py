@@ -146,6 +146,16 @@ def send_to_the_dlq_at_the_first_failure(con, rng):
     return run, key, "in the DLQ after 0 reconsumes"
 
 
+def retry_past_the_maximum(con, rng):
+    # A retry record whose count is past its group's maximum (the larger of the configured one and
+    # the default, so whatever the group's setting the record reads deeper).
+    run, key, phys, group = pick(con, rng, "SELECT run_id, message_key, phys_offset, \"group\" FROM message_hops "
+                                           "WHERE hop_kind = 'RETRY'")
+    deepest = 1000
+    con.execute("UPDATE commitlog SET reconsume_times = ? WHERE run_id = ? AND phys_offset = ?", [deepest, run, phys])
+    return run, key, f"{deepest} retries deep"
+
+
 def deliver_a_delayed_message_early(con, rng):
     run, key, offset = pick(con, rng, "SELECT run_id, uniq_key, schedule_queue_offset FROM schedule_deliveries")
     con.execute("UPDATE schedule_deliveries SET delivered_ts = due_ts - INTERVAL 1 SECOND, lateness_ms = -1000 "
@@ -167,6 +177,7 @@ BREAKAGES: dict[str, tuple[str, Callable]] = {
     "lose_a_message_without_a_crash": (c.NO_UNEXPLAINED_LOSS, lose_a_message_without_a_crash),
     "send_to_the_dlq_at_the_first_failure": (c.DLQ_AFTER_MAX_RETRIES, send_to_the_dlq_at_the_first_failure),
     "deliver_a_delayed_message_early": (c.NO_EARLY_DELIVERY, deliver_a_delayed_message_early),
+    "retry_past_the_maximum": (c.RETRIES_WITHIN_MAX, retry_past_the_maximum),
 }
 
 

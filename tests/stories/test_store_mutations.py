@@ -158,9 +158,13 @@ def test_a_clean_494_store_passes_every_check_it_can_judge(clean_494):
     what only a producer's log or a consumer's could say is not applicable, never passed."""
     found = verdicts(clean_494)
     assert_clean(found, NOT_JUDGED_ON_IMPORTS)
-    # 30 SCHEDULE records with a unit each; 8 DLQ records, each a send-back at GroupA's maximum.
+    # 30 SCHEDULE records with a unit each; 8 DLQ records, each a send-back at GroupA's maximum;
+    # 12 retried chains (GroupA's 8, GroupB's 4), none forked, none past its group's maximum.
     assert found[c.NO_EARLY_DELIVERY].judged == 30
     assert found[c.DLQ_AFTER_MAX_RETRIES].judged == 8
+    assert found[c.RETRIES_WITHIN_MAX].judged == 12
+    assert rows(clean_494, "SELECT sum(forks), count(*), count(DISTINCT message_key) FROM dlq_messages") == [
+        (0, 8, 8)]
     assert rows(clean_494, "SELECT DISTINCT dlq_reason FROM dlq_messages") == [("MAX_RECONSUME_TIMES",)]
     # Each delivery measured against its record's own due time from the schedule queue.
     assert rows(clean_494, "SELECT delay_level, expected_delay_ms, early_count, measured_from FROM delay_accuracy "
@@ -214,6 +218,9 @@ def broken_494(clean_494, spark, tmp_path_factory) -> tuple[Path, dict[str, str]
     # A retry record whose RETRY_TOPIC names another topic than its chain's other records.
     keys[c.ORIGIN_STABLE], phys = retry[-1]
     replace_in_record(store, phys, b"RETRY_TOPIC\x01PayTopic", b"RETRY_TOPIC\x01PayTopiX")
+    # A retry record at reconsume 40: deeper than GroupB's maximum (the default 16).
+    keys[c.RETRIES_WITHIN_MAX], phys = retry[1]
+    set_reconsume_times(store, phys, 40)
     assert len(set(keys.values())) == len(keys), keys
     return audit(tmp, spark, {None: store}, "broken-494"), keys
 
@@ -224,6 +231,7 @@ def broken_494(clean_494, spark, tmp_path_factory) -> tuple[Path, dict[str, str]
      "DLQ_UNEXPLAINED"),
     (c.HOP_GRAMMAR, "", None),
     (c.ORIGIN_STABLE, "", None),
+    (c.RETRIES_WITHIN_MAX, "40 retries deep", None),
 ])
 def test_a_broken_494_store_fails_the_check_that_guards_it(broken_494, check, detail, anomaly):
     db, keys = broken_494
@@ -314,6 +322,13 @@ def broken_5x(clean_5x, spark, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     other = origin[:-1] + ("1" if origin[-1] != "1" else "2")
     replace_in_record(stores[broker], phys, b"ORIGIN_MESSAGE_ID\x01" + origin.encode(),
                       b"ORIGIN_MESSAGE_ID\x01" + other.encode())
+    # A revive retry record at reconsume 40: deeper than its group's maximum.
+    keys[c.RETRIES_WITHIN_MAX], broker, phys = rows(clean_5x, """
+        SELECT h.message_key, h.broker, h.phys_offset FROM message_hops h
+        WHERE h.hop_kind = 'RETRY' AND h.message_key NOT IN (?, ?, ?, ?)
+        ORDER BY 1 LIMIT 1""", [keys[c.NO_EARLY_DELIVERY], keys[c.DLQ_AFTER_MAX_RETRIES], keys[c.HOP_GRAMMAR],
+                                 keys[c.ORIGIN_STABLE]])[0]
+    set_reconsume_times(stores[broker], phys, 40)
     assert len(set(keys.values())) == len(keys), keys
     return audit(tmp, spark, stores, "broken-5x"), keys
 
@@ -324,6 +339,7 @@ def broken_5x(clean_5x, spark, tmp_path_factory) -> tuple[Path, dict[str, str]]:
      "DLQ_UNEXPLAINED"),
     (c.HOP_GRAMMAR, "", None),
     (c.ORIGIN_STABLE, "", None),
+    (c.RETRIES_WITHIN_MAX, "40 retries deep", None),
 ])
 def test_a_broken_5x_store_fails_the_check_that_guards_it(broken_5x, check, detail, anomaly):
     db, keys = broken_5x
@@ -375,11 +391,12 @@ def test_every_check_has_a_breakage_on_every_input_it_judges():
     or that the input has no evidence for it (asserted above as 'not applicable')."""
     broken = {
         "simulation": {c.HOP_GRAMMAR, c.NO_UNEXPLAINED_LOSS, c.DLQ_AFTER_MAX_RETRIES, c.NO_EARLY_DELIVERY,
-                       c.ORIGIN_STABLE, c.LINEAGE_MATCHES_COMMITLOG, c.DUPLICATE_RATE, c.LATENESS_P99},
+                       c.ORIGIN_STABLE, c.LINEAGE_MATCHES_COMMITLOG, c.DUPLICATE_RATE, c.LATENESS_P99,
+                       c.RETRIES_WITHIN_MAX},
         "4.9.4": {c.NO_EARLY_DELIVERY, c.DLQ_AFTER_MAX_RETRIES, c.HOP_GRAMMAR, c.ORIGIN_STABLE,
-                  c.LINEAGE_MATCHES_COMMITLOG, c.LATENESS_P99},
+                  c.LINEAGE_MATCHES_COMMITLOG, c.LATENESS_P99, c.RETRIES_WITHIN_MAX},
         "5.x": {c.NO_EARLY_DELIVERY, c.DLQ_AFTER_MAX_RETRIES, c.HOP_GRAMMAR, c.ORIGIN_STABLE,
-                c.LINEAGE_MATCHES_COMMITLOG},
+                c.LINEAGE_MATCHES_COMMITLOG, c.RETRIES_WITHIN_MAX},
     }
     not_applicable = {"simulation": set(), "4.9.4": NOT_JUDGED_ON_IMPORTS,
                       "5.x": NOT_JUDGED_ON_IMPORTS | {c.LATENESS_P99}}

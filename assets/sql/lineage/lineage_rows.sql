@@ -11,7 +11,7 @@ hop_facts AS (
     SELECT /*+ BROADCAST(own_cut), BROADCAST(host_cut) */
            c.run_id, c.message_key, c.`group`, c.hop_index, c.hop_kind, c.topic, c.queue_id, c.broker,
            c.phys_offset, c.msg_id, c.delay_level, c.reconsume_times, c.store_ts, c.uniq_key, c.queue_offset,
-           c.origin_msg_id AS rec_origin_msg_id, c.recall, c.inner_num,
+           c.origin_msg_id AS rec_origin_msg_id, c.recall, c.inner_num, c.reput_copy,
            -- The origin topic its RETRY_TOPIC names (names.origin_of_retry_topic_property): the
            -- property itself, or, for a POP retry topic of the hop's group (the 5.x proxy's DLQ
            -- record), the topic after %RETRY%<group>+ or %RETRY%<group>_; another %RETRY% name
@@ -100,7 +100,7 @@ fanned_groups AS (
     FROM message_facts m
     LEFT JOIN subscribers s ON s.run_id = m.run_id AND s.origin_topic = m.origin_topic
 ),
-chains AS (
+exploded AS (
     -- One row per (hop, group whose chain holds it): a shared hop is repeated for every group of
     -- its message, or kept once with group null when the message has none.
     SELECT g.*,
@@ -109,13 +109,38 @@ chains AS (
                             ELSE {{array}}(CAST(NULL AS STRING)) END) AS chain_group
     FROM fanned_groups g
 ),
+chains AS (
+    -- A fork: a record that continues its chain from an attempt another record of the same kind
+    -- already continued it from. The steps that can fork are what the schedule re-puts (a DELIVER
+    -- of a delayed publish) and a group's SCHEDULE, RETRY and DLQ records, whose attempt is the
+    -- reconsume count they carry (retries_seen); the first record of each (attempt, kind) in
+    -- chain order is the chain's, every later one an extra copy. PUBLISH and TIMER records are
+    -- no steps: a producer's second send is another message's head, a timer roll is a roll.
+    SELECT e.*,
+           CASE WHEN e.hop_kind = 'DELIVER' OR (e.`group` IS NOT NULL AND e.hop_kind IN ('SCHEDULE', 'RETRY', 'DLQ'))
+                THEN row_number() OVER (PARTITION BY e.run_id, e.message_key, e.chain_group, e.hop_kind,
+                                                     e.retries_seen
+                                        ORDER BY e.hop_index ASC NULLS FIRST) > 1
+                ELSE false END AS extra_copy
+    FROM exploded e
+),
 per_chain AS (
     -- A chain: its hops and RETRY hops, its path (a SCHEDULE hop shown with its delay level, or
     -- its schedule queue id + 1), its last hop, its first and last store times, and its last
     -- consumable record (PUBLISH, DELIVER or RETRY: what the group pulls).
     SELECT run_id, message_key, chain_group AS `group`,
            CAST(count(*) AS INT) AS hops,
-           CAST(count_if(hop_kind = 'RETRY') AS INT) AS retries,
+           CAST(count_if(hop_kind = 'RETRY' AND NOT extra_copy) AS INT) AS retries,
+           CAST(count_if(extra_copy) AS INT) AS forks,
+           min(CASE WHEN extra_copy THEN hop_index END) AS fork_hop_index,
+           min_by(broker, CASE WHEN extra_copy THEN hop_index END) AS fork_broker,
+           -- A chain holding a record the schedule put again (no SCHEDULE record was waiting for
+           -- it: a broker's schedule restarted from the delay offsets it last persisted) forked at
+           -- a restart, which also lost the consumers' offsets and handed messages out twice; any
+           -- other fork is a second send-back of a message handed out twice.
+           CASE WHEN count_if(extra_copy) = 0 THEN NULL
+                WHEN bool_or(reput_copy) THEN 'BROKER_RESTART'
+                ELSE 'DUPLICATE_DELIVERY' END AS fork_cause,
            string_agg(hop_label, ' > ' {{aggregate_order_by}} hop_index) AS path,
            max_by(hop_kind, hop_index) AS last_kind,
            max_by(topic, hop_index) AS final_topic,
@@ -216,9 +241,11 @@ stored AS (
     -- past the record's last queue offset), then a POP record's invisible time against its
     -- broker's snapshot.
     SELECT run_id, message_key, `group`, origin_topic, origin_msg_id, hops,
-           -- A truncated chain lost RETRY hops with its head: its retries are what its surviving
-           -- records say happened, when that is more.
-           CASE WHEN truncated THEN greatest(retries, coalesce(retries_seen, 0)) ELSE retries END AS retries,
+           -- A truncated chain lost RETRY hops with its head, and a forked chain's copies are no
+           -- retries: its retries are the deepest reconsume count its records carry, when that is
+           -- more than its RETRY attempts.
+           CASE WHEN truncated OR forks > 0 THEN greatest(retries, coalesce(retries_seen, 0)) ELSE retries END
+             AS retries,
            path, final_topic,
            CASE WHEN last_kind = 'DLQ' THEN 'DLQ'
                 WHEN last_kind = 'TIMER' AND recalled THEN 'RECALLED'
@@ -232,7 +259,8 @@ stored AS (
            first_store_ts, last_store_ts,
            {{unix_millis}}(last_store_ts) - {{unix_millis}}(first_store_ts) AS total_delay_ms,
            truncated,
-           CASE WHEN awaits_revive THEN pop_revive_ts END AS invisible_until
+           CASE WHEN awaits_revive THEN pop_revive_ts END AS invisible_until,
+           forks, fork_hop_index, fork_broker, fork_cause
     FROM judged
 ),
 accepted AS (
@@ -252,6 +280,6 @@ SELECT * FROM stored
 UNION ALL
 -- One row per group subscribing to its topic (group null when none does).
 SELECT /*+ BROADCAST(s) */ l.run_id, l.uniq_key, s.`group`, l.origin_topic, l.origin_msg_id, 0, 0, NULL, NULL,
-       'LOST', NULL, NULL, NULL, false, NULL
+       'LOST', NULL, NULL, NULL, false, NULL, 0, NULL, NULL, NULL
 FROM lost l
 LEFT JOIN subs s ON s.run_id = l.run_id AND s.topic = l.origin_topic

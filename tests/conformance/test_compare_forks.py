@@ -1,0 +1,46 @@
+"""The audit-vs-clients comparison of a forked chain, without a real broker: a real DuckDB holding
+the few columns the comparison reads, with the rows a real 4.9.4 store gives for a message whose
+broker was killed while it waited in the schedule: a restarted schedule put its first retry again,
+each copy failed and was sent back, so every later attempt was handed out twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from compare_rows import real_run
+
+from broker_core.sim.scenario import load_scenario
+from conformance import compare
+
+ROOT = Path(__file__).resolve().parents[2]
+LONG = ROOT / "scenarios" / "conformance-long.yaml"
+REAL = "conformance-long-real"
+KEY = "0A0001024C036A74CBCF0000000000F0"
+GROUP = "dlq-service"  # at most 4 retries
+RETRY, SCHED = f"%RETRY%{GROUP}", "SCHEDULE_TOPIC_XXXX"
+# PUBLISH; its send-back and retry 1, and the retry's copy; from then on two of everything.
+HOPS = [("PUBLISH", "DlqTopic", 0, 0), ("SCHEDULE", SCHED, 3, 1), ("RETRY", RETRY, 3, 1), ("RETRY", RETRY, 3, 1),
+        *[hop for n in (2, 3, 4) for hop in (("SCHEDULE", SCHED, n + 2, n),) * 2 + (("RETRY", RETRY, n + 2, n),) * 2],
+        ("DLQ", f"%DLQ%{GROUP}", 0, 5), ("DLQ", f"%DLQ%{GROUP}", 0, 5)]
+# 1 RETRY copy at count 1; at counts 2..4 a SCHEDULE and a RETRY copy each; one DLQ copy.
+FORKS = 1 + 2 * 3 + 1
+HANDED = 1 + 2 * 4  # the PUBLISH, and every retry record
+
+
+@pytest.mark.parametrize("retries, forks, disagree", [
+    (4, FORKS, []),
+    (8, FORKS, ["retries"]),  # the RETRY records counted, not the depth
+    (4, 0, ["forks"]),  # the copies not seen
+])
+def test_a_forked_chain_agrees_by_its_depth_and_its_copies(retries, forks, disagree):
+    """The clients saw 4 attempts from the retry topic (each handed out twice from count 2 on) and
+    sent 9 failures back: the audit agrees when its retries are the chain's depth, 4, and its forks
+    the copies those deliveries and send-backs made, 8."""
+    con, attempts = real_run(REAL, KEY, GROUP, HOPS, retries, ["RECONSUME_LATER"] * HANDED,
+                             ["SENT_BACK"] * HANDED, forks=forks)
+    result = compare.lineage_vs_clients(con, load_scenario(LONG), attempts, [REAL])
+    assert result["messages"] == 1
+    assert [e["what"] for e in result["examples"]] == disagree, result["examples"]
+    if not disagree:
+        assert (result["forked_messages"], result["fork_copies"], result["deepest_forked_retries"]) == (1, FORKS, 4)
