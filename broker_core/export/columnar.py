@@ -211,9 +211,13 @@ class ColumnarStoreReader(StoreReader):
             indexes = np.frombuffer(walk.indexes, dtype=np.int64)[:taken]
             terms = np.frombuffer(walk.terms, dtype=np.int64)[:taken]
             sizes = np.frombuffer(walk.sizes, dtype=np.int64)[:taken]
-            for i, t, at in zip(indexes.tolist(), terms.tolist(), (starts[:taken] + cf.start).tolist(), strict=True):
-                committed, by_checkpoint = self.raft.committed(i, at + ENTRY_HEADER_BYTES)
-                self.raft.add(i, t, at, committed, by_checkpoint)
+            # One count per run of entries of one term (the walk made the slice all committed or not).
+            cuts = [0, *(np.flatnonzero(np.diff(terms)) + 1).tolist(), taken]
+            for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+                last_offset = int(starts[hi - 1]) + cf.start
+                _, by_checkpoint = self.raft.committed(int(indexes[hi - 1]), last_offset + ENTRY_HEADER_BYTES)
+                self.raft.add_run(int(indexes[lo]), int(indexes[hi - 1]), int(terms[lo]), hi - lo,
+                                  int(starts[lo]) + cf.start, walk.committed, by_checkpoint)
             self._raft_last = (int(indexes[-1]), int(terms[-1]))
             yield self._emit(cf, rel, raw, self._hosts, progress, index,
                              raft={"raft_index": indexes, "term": terms, "entry_size": sizes.astype(np.int32)},

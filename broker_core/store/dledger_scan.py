@@ -87,23 +87,29 @@ class RaftLog:
 
     def add(self, index: int, term: int, entry_offset: int, committed: bool, by_checkpoint: bool = True) -> None:
         """Count one entry of the walk (in log order)."""
-        self.entries += 1
+        self.add_run(index, index, term, 1, entry_offset, committed, by_checkpoint)
+
+    def add_run(self, first_index: int, last_index: int, term: int, count: int, first_offset: int,
+                committed: bool, by_checkpoint: bool) -> None:
+        """Count ``count`` consecutive entries of one term, all committed or none (in log order);
+        ``by_checkpoint`` is the last one's."""
+        self.entries += count
         if self.first_index is None:
-            self.first_index = index
-        self.last_index, self.last_term = index, term
+            self.first_index = first_index
+        self.last_index, self.last_term = last_index, term
         known = self.terms.get(term)
         if known is None:
-            self.terms[term] = RaftTerm(index, index)
+            self.terms[term] = RaftTerm(first_index, last_index, count)
         else:
-            known.last_index = index
-            known.entries += 1
+            known.last_index = last_index
+            known.entries += count
         if committed:
-            self.committed_through = index
+            self.committed_through = last_index
             self.committed_by = "checkpoint" if by_checkpoint else "consume queue"
         else:
-            self.uncommitted += 1
+            self.uncommitted += count
             if self.first_uncommitted_index is None:
-                self.first_uncommitted_index, self.first_uncommitted_offset = index, entry_offset
+                self.first_uncommitted_index, self.first_uncommitted_offset = first_index, first_offset
 
     def to_json(self) -> dict:
         return {"self_id": self.self_id,
