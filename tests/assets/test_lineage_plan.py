@@ -33,6 +33,7 @@ from broker_core.sim.run import simulate
 from tests.conftest import SCENARIOS
 
 AGGREGATES = ("HashAggregate", "SortAggregate", "ObjectHashAggregate")
+METADATA_STRING_KEY = "spark.sql.maxMetadataStringLength"
 
 
 def _physical(df):
@@ -99,6 +100,18 @@ def plans(spark, tmp_path_factory):
     run_lineage builds and keeps them."""
     run_dir = tmp_path_factory.mktemp("plan") / "small"
     simulate(SCENARIOS / "small.yaml", run_dir)
+    # A scan's plan text names its files only up to spark.sql.maxMetadataStringLength (100 by
+    # default): a temporary directory's path (longer in a pytest-xdist worker) would cut off the
+    # "/parquet/commitlog" by which a scan of the commit log is told.
+    before = spark.conf.get(METADATA_STRING_KEY)
+    spark.conf.set(METADATA_STRING_KEY, "100000")
+    try:
+        yield _plans(spark, run_dir)
+    finally:
+        spark.conf.set(METADATA_STRING_KEY, before)
+
+
+def _plans(spark, run_dir):
     tables = L.read_run_tables(spark, run_dir)
     records = L._records(tables["commitlog"], tables.get("inner_messages"))
     chained = L._chained_hops(records, tables["retry_topics"], tables["runs"])
@@ -112,7 +125,7 @@ def plans(spark, tmp_path_factory):
         kept.append(rows.persist())
         lineage = L._step(spark, "message_lineage", {"lineage_rows": rows})
         seen["message_lineage"] = (commitlog_shuffles(lineage), exchanges(lineage))
-        yield seen
+        return seen
     finally:
         for df in kept:
             df.unpersist()
