@@ -134,12 +134,12 @@ per_chain AS (
            CAST(count_if(extra_copy) AS INT) AS forks,
            min(CASE WHEN extra_copy THEN hop_index END) AS fork_hop_index,
            min_by(broker, CASE WHEN extra_copy THEN hop_index END) AS fork_broker,
-           -- A chain holding a record the schedule put again (no SCHEDULE record was waiting for
-           -- it: a broker's schedule restarted from the delay offsets it last persisted) forked at
-           -- a restart, which also lost the consumers' offsets and handed messages out twice; any
-           -- other fork is a second send-back of a message handed out twice.
+           -- A chain one of whose copies the schedule put again (no SCHEDULE record was waiting
+           -- for it: a broker's schedule restarted from the delay offsets it last persisted) forked
+           -- at a restart, which also lost the consumers' offsets and handed messages out twice;
+           -- any other fork is a second send-back of a message handed out twice.
            CASE WHEN count_if(extra_copy) = 0 THEN NULL
-                WHEN bool_or(reput_copy) THEN 'BROKER_RESTART'
+                WHEN bool_or(extra_copy AND reput_copy) THEN 'BROKER_RESTART'
                 ELSE 'DUPLICATE_DELIVERY' END AS fork_cause,
            string_agg(hop_label, ' > ' {{aggregate_order_by}} hop_index) AS path,
            max_by(hop_kind, hop_index) AS last_kind,
