@@ -28,6 +28,12 @@ JOURNEY = [(110, SCHED, 10, 3, 1), (120, RETRY, 1010, 3, 1), (130, SCHED, 1100, 
            (150, DLQ, 2200, 0, 3), (160, RETRY, 5000, 3, 1), (170, SCHED, 5100, 4, 2), (180, RETRY, 6100, 4, 2),
            (190, DLQ, 6200, 0, 3)]
 DELAYS_MS = [1000] * 4
+# UO's orderly group retried it locally and its client sent it to %RETRY% at the maximum twice (it was
+# handed out twice): two DLQ records carrying the client's local count, 3, and no retry.
+ORDERLY = "Go"
+ORDERLY_DLQ = [rec(phys, f"%DLQ%{ORDERLY}", at, uniq="UO", origin="M0200", real_topic=f"%RETRY%{ORDERLY}",
+                   retry_topic="Basket", reconsume=3, reconsume_time=3, run=RUN)
+               for phys, at in ((210, 900), (220, 1900))]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +42,8 @@ def warehouse(tmp_path_factory):
     run = tmp / "run"
     commitlog = [rec(100, "Basket", 0, uniq="UF", run=RUN)] + [
         rec(phys, topic, at, delay=level, reconsume=times, queue_id=level - 1 if topic == SCHED else 0,
-            **GROUP_HOPS) for phys, topic, at, level, times in JOURNEY]
+            **GROUP_HOPS) for phys, topic, at, level, times in JOURNEY] + [
+        rec(200, "Basket", 0, uniq="UO", run=RUN), *ORDERLY_DLQ]
     for r in commitlog:
         r["msg_id"] = f"M{r['phys_offset']:04d}"
     write_rows(run / "parquet", "commitlog", commitlog)
@@ -56,28 +63,39 @@ def test_the_lineage_counts_the_copies_and_the_depth(warehouse):
     DLQ); two retries deep; the first copy, R1' at hop 6, is a re-put with no SCHEDULE waiting."""
     assert warehouse.execute(
         'SELECT hops, retries, forks, fork_hop_index, fork_broker, fork_cause, final_state FROM message_lineage '
-        'WHERE "group" = ?', [GROUP]).fetchall() == [(10, 2, 4, 6, "broker-a", "BROKER_RESTART", "DLQ")]
+        "WHERE \"group\" = ? AND message_key = 'UF'", [GROUP]).fetchall() == [(10, 2, 4, 6, "broker-a", "BROKER_RESTART", "DLQ")]
+
+
+def test_an_orderly_chain_forked_at_its_dlq_has_no_retries(warehouse):
+    """Two DLQ records of one orderly message: one copy, a second send of a message handed out
+    twice, and still no retry (its DLQ records carry the client's local count, not retries)."""
+    assert warehouse.execute(
+        "SELECT hops, retries, forks, fork_hop_index, fork_cause FROM message_lineage "
+        "WHERE \"group\" = ? AND message_key = 'UO'",
+        [ORDERLY]).fetchall() == [(3, 0, 1, 2, "DUPLICATE_DELIVERY")]
 
 
 def test_the_dlq_lists_the_message_once_with_its_copies(warehouse):
     """One dlq_messages row for two DLQ records: the first by store order is the one to resend."""
-    assert warehouse.execute("SELECT message_key, dlq_copies, dlq_phys_offset, retries, forks FROM dlq_messages"
-                             ).fetchall() == [("UF", 2, 150, 2, 4)]
+    assert warehouse.execute("SELECT message_key, dlq_copies, dlq_phys_offset, retries, forks FROM dlq_messages "
+                             "ORDER BY 1").fetchall() == [("UF", 2, 150, 2, 4), ("UO", 2, 210, 0, 1)]
     plan = resend_plan_rows(warehouse, GROUP, None)
     assert [(r["message_key"], r["dlq_msg_id"], r["dlq_copies"]) for r in plan] == [("UF", "M0150", 2)]
 
 
 def test_the_funnel_counts_the_message_once_per_attempt(warehouse):
-    """Attempts 0, 1 and 2 reached once each (not once per copy), the DLQ after the second retry."""
+    """UF reaches attempts 0, 1 and 2 once each (not once per copy), the DLQ after the second retry;
+    UO, not consumed by this group, attempt 0."""
     assert warehouse.execute('SELECT attempt, reached, to_dlq FROM retry_funnel WHERE "group" = ? ORDER BY 1',
-                             [GROUP]).fetchall() == [(0, 1, 0), (1, 1, 0), (2, 1, 1)]
+                             [GROUP]).fetchall() == [(0, 2, 0), (1, 1, 0), (2, 1, 1)]
 
 
 def test_accounting_puts_the_copies_down_to_the_restart(warehouse):
-    """The forked message was delivered more than once: a duplicate, whose copies the restart explains."""
+    """The forked message was delivered more than once: its copies are duplicate deliveries, which
+    the restart explains; whether one was consumed twice a store cannot say."""
     assert warehouse.execute(
-        "SELECT duplicated, exactly_once, forked_messages, fork_copies, fork_copies_at_restart "
-        'FROM delivery_accounting WHERE "group" = ?', [GROUP]).fetchall() == [(1, False, 1, 4, 4)]
+        "SELECT duplicated, exactly_once, forked_messages, duplicate_deliveries, duplicate_deliveries_at_restart "
+        'FROM delivery_accounting WHERE "group" = ?', [GROUP]).fetchall() == [(None, None, 1, 4, 4)]
 
 
 def test_a_forked_chain_within_its_maximum_passes_the_depth_check(warehouse):
