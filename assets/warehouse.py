@@ -462,7 +462,7 @@ TABLE_DESCRIPTIONS = {
                     "going to the DLQ after it.",
     "delivery_accounting": "Per run and group, the OpenChaos queue checker's fields: enqueue_invoke, "
                            "enqueue_success, dequeue_success, lost, duplicated, at_least_once, exactly_once; forked "
-                           "messages and their extra copies, those a broker restart explains.",
+                           "messages, their duplicate deliveries and those a broker restart explains.",
     "group_health": "Per run and group: messages, consumed, DLQ, retrying, retry rate, end-to-end p50/p99.",
     "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, DLQ_UNEXPLAINED, "
                  "STORE_DAMAGE, REVIVE_LOST.",

@@ -7,13 +7,14 @@
 --   duplicated       messages consumed successfully more than once (per consumer when broadcasting)
 --   at_least_once   lost = 0;  exactly_once: lost = 0 and duplicated = 0
 --   forked_messages  messages whose chain forked (docs/lineage.md "forks"): handed out again
---   fork_copies      their extra copies (records beyond one per attempt and hop kind), each a
---                    delivery or send-back the message would not have had without the fork
---   fork_copies_at_restart  of those, in chains a broker restart explains (fork_cause BROKER_RESTART)
+--   duplicate_deliveries  their extra copies (records beyond one per attempt and hop kind), each a
+--                    delivery or send-back the message would not have had without the fork: the
+--                    duplicates the store shows, whether or not a duplicate was consumed
+--   duplicate_deliveries_at_restart  of those, in chains a broker restart explains
+--                    (fork_cause BROKER_RESTART)
 -- A run without producer ground truth (an imported store) counts from its lineage and consumer
--- offsets instead: sent = the messages seen, dequeued = CONSUMED, duplicated = the forked
--- messages (each was delivered more than once; a duplicate that left no copy in the store is not
--- seen, so 0 says nothing and exactly_once stays unknown, NULL, unless a fork was seen).
+-- offsets instead: sent = the messages seen, dequeued = CONSUMED, duplicated unknown (NULL: a
+-- store shows a message delivered twice, not consumed twice).
 CREATE OR REPLACE TABLE delivery_accounting AS
 WITH groups AS (
     SELECT run_id, "group",
@@ -21,8 +22,8 @@ WITH groups AS (
            count(*) FILTER (WHERE final_state = 'CONSUMED') AS consumed,
            count(*) FILTER (WHERE final_state = 'LOST') AS lost,
            count(*) FILTER (WHERE forks > 0) AS forked_messages,
-           coalesce(sum(forks), 0) AS fork_copies,
-           coalesce(sum(forks) FILTER (WHERE fork_cause = 'BROKER_RESTART'), 0) AS fork_copies_at_restart
+           coalesce(sum(forks), 0) AS duplicate_deliveries,
+           coalesce(sum(forks) FILTER (WHERE fork_cause = 'BROKER_RESTART'), 0) AS duplicate_deliveries_at_restart
     FROM message_lineage
     WHERE "group" IS NOT NULL
     GROUP BY run_id, "group"
@@ -95,14 +96,13 @@ SELECT g.run_id,
        CASE WHEN r.run_id IS NULL THEN g.consumed ELSE coalesce(CAST(d.dequeue_success AS BIGINT), 0) END
            AS dequeue_success,
        g.lost,
-       CASE WHEN r.run_id IS NOT NULL THEN coalesce(d.duplicated, 0)
-            WHEN g.forked_messages > 0 THEN g.forked_messages END AS duplicated,
+       CASE WHEN r.run_id IS NULL THEN NULL ELSE coalesce(d.duplicated, 0) END AS duplicated,
        g.lost = 0 AS at_least_once,
-       CASE WHEN r.run_id IS NOT NULL THEN g.lost = 0 AND coalesce(d.duplicated, 0) = 0
-            WHEN g.forked_messages > 0 THEN false END AS exactly_once,
+       CASE WHEN r.run_id IS NULL THEN NULL ELSE g.lost = 0 AND coalesce(d.duplicated, 0) = 0 END
+           AS exactly_once,
        CAST(g.forked_messages AS BIGINT) AS forked_messages,
-       CAST(g.fork_copies AS BIGINT) AS fork_copies,
-       CAST(g.fork_copies_at_restart AS BIGINT) AS fork_copies_at_restart,
+       CAST(g.duplicate_deliveries AS BIGINT) AS duplicate_deliveries,
+       CAST(g.duplicate_deliveries_at_restart AS BIGINT) AS duplicate_deliveries_at_restart,
        CASE WHEN r.run_id IS NULL THEN 'lineage' ELSE 'producer' END AS counted_from
 FROM groups g
 LEFT JOIN sim_runs r ON r.run_id = g.run_id

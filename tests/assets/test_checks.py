@@ -448,6 +448,10 @@ def _two_retries(tables):
     cl.append(dict(retry, phys_offset=340, msg_id="0A00000100002A9F0000000000000154", store_ts=ts(10_026),
                    reconsume_times=2, delay_level=4))
     dlq["reconsume_times"] = 3
+    # Two retries before the DLQ: the client's maximum (carried on every record) is 2.
+    for rec in cl:
+        if rec["uniq_key"] == "UB" and rec["max_reconsume_times"] is not None:
+            rec["max_reconsume_times"] = 2
     hops = tables["message_hops"]
     base = {h["phys_offset"]: h for h in hops}
     hops.append(dict(base[200], phys_offset=320, store_ts=ts(10_024), reconsume_times=2, delay_level=4))

@@ -49,7 +49,7 @@ chains AS (
 SELECT run_id, message_key, "group",
        CAST(depth AS VARCHAR) || ' retries deep (lineage retries ' || CAST(retries AS VARCHAR)
        || ', deepest RETRY record at reconsume ' || coalesce(CAST(deepest_retry AS VARCHAR), '-')
-       || ', ' || CAST(forks AS VARCHAR) || ' forked copies); the group''s maximum is '
+       || ', ' || CAST(coalesce(forks, 0) AS VARCHAR) || ' forked copies); the group''s maximum is '
        || CAST(max_times AS VARCHAR) AS detail
 FROM chains
 WHERE depth > max_times

@@ -134,12 +134,12 @@ per_chain AS (
            CAST(count_if(extra_copy) AS INT) AS forks,
            min(CASE WHEN extra_copy THEN hop_index END) AS fork_hop_index,
            min_by(broker, CASE WHEN extra_copy THEN hop_index END) AS fork_broker,
-           -- A chain holding a record the schedule put again (no SCHEDULE record was waiting for
-           -- it: a broker's schedule restarted from the delay offsets it last persisted) forked at
-           -- a restart, which also lost the consumers' offsets and handed messages out twice; any
-           -- other fork is a second send-back of a message handed out twice.
+           -- A chain one of whose copies the schedule put again (no SCHEDULE record was waiting
+           -- for it: a broker's schedule restarted from the delay offsets it last persisted) forked
+           -- at a restart, which also lost the consumers' offsets and handed messages out twice;
+           -- any other fork is a second send-back of a message handed out twice.
            CASE WHEN count_if(extra_copy) = 0 THEN NULL
-                WHEN bool_or(reput_copy) THEN 'BROKER_RESTART'
+                WHEN bool_or(extra_copy AND reput_copy) THEN 'BROKER_RESTART'
                 ELSE 'DUPLICATE_DELIVERY' END AS fork_cause,
            string_agg(hop_label, ' > ' {{aggregate_order_by}} hop_index) AS path,
            max_by(hop_kind, hop_index) AS last_kind,
@@ -158,6 +158,7 @@ per_chain AS (
            bool_or(first_shared_kind IS NULL OR coalesce(first_shared_kind = 'DELIVER', false) OR head_removed)
              AS truncated,
            max(retries_seen) AS retries_seen,
+           max(CASE WHEN hop_kind = 'RETRY' THEN retries_seen END) AS retry_depth,
            bool_or(recall) AS recalled
     FROM (SELECT c.*,
                  CASE WHEN hop_kind = 'SCHEDULE'
@@ -241,11 +242,13 @@ stored AS (
     -- past the record's last queue offset), then a POP record's invisible time against its
     -- broker's snapshot.
     SELECT run_id, message_key, `group`, origin_topic, origin_msg_id, hops,
-           -- A truncated chain lost RETRY hops with its head, and a forked chain's copies are no
-           -- retries: its retries are the deepest reconsume count its records carry, when that is
-           -- more than its RETRY attempts.
-           CASE WHEN truncated OR forks > 0 THEN greatest(retries, coalesce(retries_seen, 0)) ELSE retries END
-             AS retries,
+           -- A truncated chain lost RETRY hops with its head: its retries are what its surviving
+           -- records say happened, when that is more. A forked chain's copies are no retries: its
+           -- retries are the deepest count its RETRY records carry (an orderly group's DLQ record
+           -- carries its local count, no retry), when that is more than its RETRY attempts.
+           CASE WHEN truncated THEN greatest(retries, coalesce(retries_seen, 0))
+                WHEN forks > 0 THEN greatest(retries, coalesce(retry_depth, 0))
+                ELSE retries END AS retries,
            path, final_topic,
            CASE WHEN last_kind = 'DLQ' THEN 'DLQ'
                 WHEN last_kind = 'TIMER' AND recalled THEN 'RECALLED'
