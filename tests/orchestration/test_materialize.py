@@ -102,3 +102,32 @@ def test_a_blocking_check_stops_the_warehouse(tmp_path):
     assert failed[0].metadata["first_offending_keys"].value == "EARLY"
     assert not (home / "warehouse.duckdb").exists()
     assert failed_blocking_checks(home / "runs" / "broken") == [NO_EARLY_DELIVERY]
+
+
+def test_the_lineage_asset_builds_with_the_engine_its_run_config_names(tmp_path):
+    """The lineage asset's run config `engine: duckdb` builds the lineage with DuckDB: the same rows
+    Spark wrote for the partition, and the engine in the materialization's metadata."""
+    import pyarrow as pa
+
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    shutil.copy(TINY_SCENARIO, scenarios / "tiny.yaml")
+    home = tmp_path / "home"
+    assert materialize(home, scenarios, "tiny").success
+    lineage_dir = home / "runs" / "tiny" / "lineage"
+
+    def tables():
+        return {t: pa.concat_tables([pq.read_table(p) for p in sorted((lineage_dir / t).glob("part-*"))])
+                for t in ("message_hops", "message_lineage")}
+    on_spark = tables()
+    defs = build_definitions(home, scenarios)
+    lineage = [a for a in defs.assets if set(a.keys) == set(LINEAGE_KEYS.values())]
+    result = dg.materialize(lineage, partition_key="tiny", resources=defs.resources,
+                            instance=instance_with_runs(defs),
+                            run_config={"ops": {"lineage": {"config": {"engine": "duckdb"}}}})
+    assert result.success
+    engines = {m.metadata["engine"].value for m in result.asset_materializations_for_node("lineage")}
+    assert engines == {"duckdb"}
+    on_duckdb = tables()
+    for table, rows in on_spark.items():
+        assert on_duckdb[table].equals(rows), table
