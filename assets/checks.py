@@ -41,6 +41,8 @@ from broker_core.constants import (
     RETRY_GROUP_TOPIC_PREFIX,
     RETRY_MAX_TIMES_DEFAULT,
     SCHEDULE_TOPIC,
+    SYSFLAG_TRANSACTION_COMMIT,
+    SYSFLAG_TRANSACTION_MASK,
     SYSTEM_GROUP_PREFIX,
     SYSTEM_TOPIC_PREFIX,
     TIMER_TOPIC,
@@ -54,7 +56,9 @@ from broker_core.message import (
     PROP_REAL_TOPIC,
     PROP_RECONSUME_TIME,
     PROP_RETRY_TOPIC,
+    PROP_TRANSACTION_CHECK_TIMES,
 )
+from broker_core.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 # Offending rows kept as evidence in a check's metadata (the count is always complete).
 EVIDENCE_ROWS_MAX = 10
@@ -139,6 +143,12 @@ SQL_VALUES: dict[str, str] = {
     "prop_timer_dequeue_ms": _sql_quotable(PROP_TIMER_DEQUEUE_MS),
     "prop_timer_del_uniqkey": _sql_quotable(PROP_TIMER_DEL_UNIQKEY),
     "prop_inner_num": _sql_quotable(PROP_INNER_NUM),
+    "trans_half_topic": _sql_quotable(TRANS_HALF_TOPIC),
+    "trans_op_half_topic": _sql_quotable(TRANS_OP_HALF_TOPIC),
+    "trans_check_max_time_topic": _sql_quotable(TRANS_CHECK_MAX_TIME_TOPIC),
+    "prop_transaction_check_times": _sql_quotable(PROP_TRANSACTION_CHECK_TIMES),
+    "sysflag_transaction_mask": str(SYSFLAG_TRANSACTION_MASK),
+    "sysflag_transaction_commit": str(SYSFLAG_TRANSACTION_COMMIT),
 }
 
 # The SQL engines a text is filled for. The lineage's SQL is written once for both: standard

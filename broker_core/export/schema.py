@@ -205,6 +205,14 @@ MESSAGE_LINEAGE = pa.schema([
     # group popped that record and no retry followed: ahead of the snapshot (IN_FLIGHT) or passed
     # with the revive still pending (RETRYING). Null on every other row.
     ("invisible_until", TS),
+    # A transactional message's outcome (docs/transactions.md), the same on every row of it:
+    # COMMITTED (a commit record), ROLLED_BACK (an op record decided a half copy and nothing was
+    # committed), DISCARDED (copied to TRANS_CHECK_MAX_TIME_TOPIC undecided), UNDECIDED (none of
+    # these at the snapshot); null for a plain message.
+    ("transaction_state", pa.string()),
+    # The most checks the broker made of it (TRANSACTION_CHECK_TIMES of its last copy; 0 for a
+    # message decided at once); null for a plain message.
+    ("transaction_checks", pa.int32()),
 ])
 
 # 5.x POP bookkeeping, decoded by an import (broker_core.store.pop): one row per checkpoint or ack

@@ -84,5 +84,6 @@ delivered AS (
 SELECT run_id, message_key, `group`, hop_index, hop_kind, topic, queue_id, broker, phys_offset, msg_id,
        delay_level, reconsume_times, store_ts, next_store_ts,
        {{unix_millis}}(next_store_ts) - {{unix_millis}}(store_ts) AS dwell_ms,
-       uniq_key, queue_offset, rec_origin_msg_id, real_topic, retry_topic, rec_reconsume_time, recall, inner_num
+       uniq_key, queue_offset, rec_origin_msg_id, real_topic, retry_topic, rec_reconsume_time, recall, inner_num,
+       tx_check_times, tx_commit_of
 FROM delivered
