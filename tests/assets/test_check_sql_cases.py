@@ -758,12 +758,13 @@ def test_lineage_that_does_not_match_the_commit_log_is_reported():
 
 def test_bookkeeping_records_are_in_no_hop_row():
     """5.x bookkeeping records (the revive topic, a POP checkpoint waiting in the timer, a broker
-    group's retry) need no hop row and may have none; a message's timer record needs one."""
+    group's retry) and transaction op records need no hop row and may have none; a message's timer record needs one."""
     tables = {"commitlog": [(RUN, "b", 1, "ck1", "rmq_sys_REVIVE_LOG_DefaultCluster", "rmq_sys_REVIVE_LOG_DefaultCluster"),
                             (RUN, "b", 2, "ck1", "rmq_sys_wheel_timer", "rmq_sys_REVIVE_LOG_DefaultCluster"),
                             (RUN, "b", 3, "u1", "%RETRY%CID_RMQ_SYS_REVIVE_GROUP", None),
                             (RUN, "b", 4, "m1", "rmq_sys_wheel_timer", "T"),
-                            (RUN, "b", 5, "m1", "T", "T")],
+                            (RUN, "b", 5, "m1", "T", "T"),
+                            (RUN, "b", 6, None, "RMQ_SYS_TRANS_OP_HALF_TOPIC", None)],
               "message_hops": [(RUN, "m1", None, "b", 5), (RUN, "ck1", None, "b", 1)],
               "message_lineage": [(RUN, "m1", "g", 1)]}
     assert violations(c.LINEAGE_MATCHES_COMMITLOG, tables) == [

@@ -1,0 +1,93 @@
+"""The lineage of transactional messages on the stores real 4.9.4 and 5.3.3 brokers wrote
+(tests/data/rocketmq-*-transactions): each message's transaction_state is what its producer
+decided (plan.tsv), and the consuming group's chain of a committed message ends CONSUMED.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from assets.lineage import run_lineage
+from broker_core.export.store_import import import_store
+from broker_core.names import TRANS_GROUP
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+VERSIONS = ("4.9.4", "5.3.3")
+# transactionCheckMax the probe's brokers ran with (docs/transactions.md): a message never decided
+# is discarded with this many checks.
+CHECK_MAX = 3
+GROUP = "tx-service"
+
+
+def planned(store: Path) -> dict[str, tuple[str | None, int | None]]:
+    """KEYS -> (transaction_state, transaction_checks) the producer's answers in plan.tsv give: the
+    first answer is executeLocalTransaction's, the n-th after it the n-th check's."""
+    out = {}
+    for line in (store / "plan.tsv").read_text().splitlines():
+        fields = line.split("\t")
+        if fields[0] != "msg":
+            continue
+        keys, answers = fields[6], fields[-1]
+        if answers == "-":
+            out[keys] = (None, None)
+            continue
+        answers = answers.split(",")
+        decided = [k for k, a in enumerate(answers) if a != "UNKNOW"]
+        if not decided or decided[0] > CHECK_MAX:
+            out[keys] = ("DISCARDED", CHECK_MAX)
+        else:
+            k = decided[0]
+            out[keys] = ("COMMITTED" if answers[k] == "COMMIT_MESSAGE" else "ROLLED_BACK", k)
+    return out
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def lineage(request, spark, tmp_path_factory):
+    store = DATA / f"rocketmq-{request.param}-transactions"
+    run = tmp_path_factory.mktemp("tx") / f"tx-{request.param.replace('.', '')}"
+    import_store(store, run)
+    run_lineage(run, spark)
+    keys = {r["uniq_key"]: r["keys"] for r in pq.read_table(run / "parquet" / "commitlog").to_pylist()
+            if r["uniq_key"]}
+    rows = pq.read_table(run / "lineage" / "message_lineage").to_pylist()
+    hops = pq.read_table(run / "lineage" / "message_hops").to_pylist()
+    return store, keys, rows, hops
+
+
+def test_each_message_has_the_transaction_state_its_producer_decided(lineage):
+    """transaction_state and transaction_checks per message match the plan's answers, and a plain send has none."""
+    store, keys, rows, _ = lineage
+    expected = planned(store)
+    got = {keys[r["message_key"]]: (r["transaction_state"], r["transaction_checks"]) for r in rows}
+    assert got == expected
+
+
+def test_the_consuming_group_consumed_every_committed_message(lineage):
+    """Every row is the consuming group's (the broker's own group is none), and a committed message's row is CONSUMED."""
+    _, keys, rows, _ = lineage
+    assert {r["group"] for r in rows} == {GROUP}
+    assert TRANS_GROUP not in {r["group"] for r in rows}
+    for row in rows:
+        assert row["origin_topic"] == "TxTopic" and not row["truncated"], row
+        if row["transaction_state"] in ("COMMITTED", None):
+            assert row["final_state"] == "CONSUMED", (keys[row["message_key"]], row)
+            assert row["final_topic"] == "TxTopic"
+        else:
+            assert row["final_state"] == "UNCONSUMED", row
+
+
+def test_half_copies_and_discards_are_shared_hops_and_op_records_are_none(lineage):
+    """Every transactional record is a shared hop of its message (HALF, DISCARD, the commit a PUBLISH); no op record is a hop."""
+    _, _, _, hops = lineage
+    assert {h["group"] for h in hops} == {None}
+    kinds = {(h["topic"], h["hop_kind"]) for h in hops}
+    assert kinds == {("RMQ_SYS_TRANS_HALF_TOPIC", "HALF"), ("TRANS_CHECK_MAX_TIME_TOPIC", "DISCARD"),
+                     ("TxTopic", "PUBLISH")}
+    for message in {h["message_key"] for h in hops}:
+        chain = sorted((h for h in hops if h["message_key"] == message), key=lambda h: h["hop_index"])
+        # The half first; a chain ends in its commit or the discard, or a copy.
+        assert chain[0]["hop_kind"] in ("HALF", "PUBLISH") and [h["hop_index"] for h in chain] == list(
+            range(len(chain)))
