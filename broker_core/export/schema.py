@@ -338,7 +338,9 @@ LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_lineage": MESSAGE_LINEAGE,
 }
 
-HOP_KINDS = ("PUBLISH", "SCHEDULE", "TIMER", "DELIVER", "RETRY", "DLQ")
+HOP_KINDS = ("PUBLISH", "SCHEDULE", "TIMER", "DELIVER", "RETRY", "DLQ", "HALF", "DISCARD")
+# message_lineage.transaction_state values (docs/lineage.md "transaction_state"); null for a plain message.
+TRANSACTION_STATES = ("COMMITTED", "ROLLED_BACK", "DISCARDED", "UNDECIDED")
 # message_lineage.final_state values (docs/lineage.md "final_state"): IN_FLIGHT is a 5.x POP record
 # still invisible at the snapshot, RECALLED a 5.x timer recalled in the wheel.
 FINAL_STATES = ("CONSUMED", "DLQ", "RETRYING", "IN_FLIGHT", "UNCONSUMED", "RECALLED", "LOST")
