@@ -246,13 +246,14 @@ def test_hop_grammar_reports_timer_hops_out_of_order():
     SCHEDULE: none is a timer message's journey."""
     tables = merged(journey("m1", "TDT"), journey("m2", "TDD"), journey("m3", "PT"), journey("m4", "TSD"))
     assert violations(c.HOP_GRAMMAR, tables) == [
-        (RUN, "m1", None, "shared hops TIMER > DELIVER > TIMER are not PUBLISH, SCHEDULE -> DELIVER or "
-                          "TIMER+ -> DELIVER"),
-        (RUN, "m2", None, "shared hops TIMER > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or "
-                          "TIMER+ -> DELIVER"),
-        (RUN, "m3", None, "shared hops PUBLISH > TIMER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
-        (RUN, "m4", None, "shared hops TIMER > SCHEDULE > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or "
-                          "TIMER+ -> DELIVER"),
+        (RUN, "m1", None, "shared hops TIMER > DELIVER > TIMER are not PUBLISH, SCHEDULE -> DELIVER, "
+                          "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
+        (RUN, "m2", None, "shared hops TIMER > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER, "
+                          "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
+        (RUN, "m3", None, "shared hops PUBLISH > TIMER are not PUBLISH, SCHEDULE -> DELIVER, "
+        "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
+        (RUN, "m4", None, "shared hops TIMER > SCHEDULE > DELIVER are not PUBLISH, SCHEDULE -> DELIVER, "
+                          "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
     ]
 
 
@@ -260,9 +261,12 @@ def test_hop_grammar_reports_shared_hops_out_of_order():
     """Shared hops are PUBLISHes, or one SCHEDULE then a DELIVER (more DELIVERs only after a crash)."""
     tables = merged(journey("m1", "PD"), journey("m2", "SDD"), journey("m3", "DS"))
     assert violations(c.HOP_GRAMMAR, tables) == [
-        (RUN, "m1", None, "shared hops PUBLISH > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
-        (RUN, "m2", None, "shared hops SCHEDULE > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
-        (RUN, "m3", None, "shared hops DELIVER > SCHEDULE are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
+        (RUN, "m1", None, "shared hops PUBLISH > DELIVER are not PUBLISH, SCHEDULE -> DELIVER, "
+        "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
+        (RUN, "m2", None, "shared hops SCHEDULE > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER, "
+        "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
+        (RUN, "m3", None, "shared hops DELIVER > SCHEDULE are not PUBLISH, SCHEDULE -> DELIVER, "
+        "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
     ]
 
 
