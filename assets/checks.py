@@ -91,6 +91,8 @@ TX_CHECK_MAX = "transaction_decided_by_check_max"
 TX_COMMIT_HALF = "transaction_commit_names_its_half"
 TX_OP_HALF = "transaction_op_names_a_half"
 TX_COMMITTED_ONCE = "transaction_committed_once"
+# The checks that judge transactional messages only (not applicable to a run without them).
+TRANSACTION_CHECKS = (TX_CHECK_MAX, TX_COMMIT_HALF, TX_OP_HALF, TX_COMMITTED_ONCE)
 
 # A group's branch, as one letter per hop (S SCHEDULE, R RETRY, Q DLQ, O a 5.x POP retry the
 # revive service wrote), must match this (hop_grammar_valid.sql says why each part is there; it
