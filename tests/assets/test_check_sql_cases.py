@@ -25,13 +25,16 @@ HOST = "0A00000100002A9F"  # the store host part of an offset msgId: 10.0.0.1:10
 HOPS = 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hop_kind VARCHAR, hop_index INTEGER, ' \
        'store_ts TIMESTAMPTZ, broker VARCHAR, phys_offset BIGINT, delay_level INTEGER, reconsume_times INTEGER'
 RUNS = "run_id VARCHAR, broker VARCHAR, first_offset BIGINT, msg_id_hosts VARCHAR[]"
+TX_HOPS = 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hop_kind VARCHAR, broker VARCHAR, phys_offset BIGINT'
+TX_COMMITLOG = ("run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, uniq_key VARCHAR, topic VARCHAR, sys_flag INTEGER, "
+                "prepared_tx_offset BIGINT")
 COLUMNS: dict[str, dict[str, str]] = {
     c.HOP_GRAMMAR: {
         "faults": "run_id VARCHAR, kind VARCHAR",
         "runs": RUNS + ", source VARCHAR",
         "message_hops": HOPS,
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, origin_msg_id VARCHAR, uniq_key VARCHAR, "
-                     "properties MAP(VARCHAR, VARCHAR)",
+                     "properties MAP(VARCHAR, VARCHAR), sys_flag INTEGER, prepared_tx_offset BIGINT",
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, final_state VARCHAR, '
                            'truncated BOOLEAN',
         "consume_attempts": 'run_id VARCHAR, "group" VARCHAR, uniq_key VARCHAR, queue_topic VARCHAR, '
@@ -86,6 +89,26 @@ COLUMNS: dict[str, dict[str, str]] = {
     },
     c.LATENESS_P99: {
         "delay_accuracy": "run_id VARCHAR, delay_level INTEGER, lateness_p99_ms BIGINT, deliveries BIGINT",
+    },
+    c.TX_CHECK_MAX: {
+        "message_hops": TX_HOPS,
+        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, properties MAP(VARCHAR, VARCHAR)",
+        "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, transaction_state VARCHAR',
+    },
+    c.TX_COMMIT_HALF: {
+        "commitlog": TX_COMMITLOG,
+        "message_hops": TX_HOPS,
+        "runs": RUNS,
+    },
+    c.TX_OP_HALF: {
+        "transaction_ops": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, queue_id INTEGER, "
+                           "half_queue_offsets BIGINT[]",
+        "commitlog": "run_id VARCHAR, broker VARCHAR, topic VARCHAR, queue_id INTEGER, queue_offset BIGINT",
+        "runs": RUNS,
+    },
+    c.TX_COMMITTED_ONCE: {
+        "commitlog": TX_COMMITLOG,
+        "message_hops": TX_HOPS,
     },
 }
 
@@ -833,4 +856,77 @@ def test_lateness_p99_above_the_maximum_is_reported():
     rows = [(RUN, 3, 1500, 10)]
     assert violations(c.LATENESS_P99, {"delay_accuracy": rows}) == [
         (RUN, None, None, "delay level 3: p99 lateness 1500 ms > 1000 ms over 10 deliveries"),
+    ]
+
+
+# --- transactions ----------------------------------------------------------------------------------
+
+HALF, DISCARD = "RMQ_SYS_TRANS_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"
+COMMIT = 8  # sysFlag TRANSACTION_COMMIT_TYPE
+
+
+def checked(times: int | None) -> dict[str, str]:
+    return {} if times is None else {"TRANSACTION_CHECK_TIMES": str(times)}
+
+
+def test_a_transaction_checked_past_the_maximum_without_a_decision_is_reported():
+    """Past the broker's maximum (its discards' count, else RocketMQ's 15) a message neither
+    committed nor rolled back is reported; one decided, or checked up to the maximum, is not."""
+    hops = [(RUN, "d", None, "DISCARD", "b", 1), (RUN, "m1", None, "HALF", "b", 2), (RUN, "m1", None, "HALF", "b", 3),
+            (RUN, "m2", None, "HALF", "b", 4), (RUN, "m3", None, "HALF", "b", 5), (RUN, "m4", None, "HALF", "b", 6),
+            (RUN, "m5", None, "HALF", "c", 7)]
+    commitlog = [(RUN, "b", 1, checked(3)), (RUN, "b", 2, checked(None)), (RUN, "b", 3, checked(4)),
+                 (RUN, "b", 4, checked(3)), (RUN, "b", 5, checked(5)), (RUN, "b", 6, checked(9)),
+                 (RUN, "c", 7, checked(15))]
+    lineage = [(RUN, "d", "g", "DISCARDED"), (RUN, "m1", "g", "UNDECIDED"), (RUN, "m2", "g", "UNDECIDED"),
+               (RUN, "m3", "g", "COMMITTED"), (RUN, "m4", "g", "DISCARDED"), (RUN, "m5", "g", "UNDECIDED")]
+    assert violations(c.TX_CHECK_MAX, {"message_hops": hops, "commitlog": commitlog, "message_lineage": lineage}) == [
+        (RUN, "m1", None, "checked 4 times on b, past the maximum of 3 checks (its discarded copies' count), "
+                          "and undecided: no commit and no op record decided it"),
+        (RUN, "m4", None, "checked 9 times on b, past the maximum of 3 checks (its discarded copies' count), "
+                          "and discarded: no commit and no op record decided it"),
+    ]
+    commitlog[-1] = (RUN, "c", 7, checked(16))
+    assert violations(c.TX_CHECK_MAX, {"message_hops": hops, "commitlog": commitlog, "message_lineage": lineage})[-1] == (
+        RUN, "m5", None, "checked 16 times on c, past the maximum of 15 checks (RocketMQ's default: the broker "
+                         "discarded nothing), and undecided: no commit and no op record decided it")
+
+
+def test_a_commit_whose_back_pointer_names_no_half_copy_of_it_is_reported():
+    """A commit names a half copy of its own message on its broker; another record, no record, or
+    another message's half is reported, unless the offset is below the broker's first offset."""
+    commitlog = [(RUN, "b", 100, "m1", HALF, 0, 0), (RUN, "b", 200, "m1", "T", COMMIT, 100),
+                 (RUN, "b", 300, "m2", HALF, 0, 0), (RUN, "b", 400, "m2", "T", COMMIT, 200),
+                 (RUN, "b", 500, "m3", "T", COMMIT, 350), (RUN, "b", 600, "m4", "T", COMMIT, 100),
+                 (RUN, "c", 700, "m5", "T", COMMIT, 10), (RUN, "b", 800, "m6", "T", 0, 0)]
+    hops = [(RUN, k, None, "PUBLISH", b, p) for _, b, p, k, t, f, _ in commitlog if t == "T"]
+    runs = [(RUN, "b", 0, []), (RUN, "c", 50, [])]
+    assert violations(c.TX_COMMIT_HALF, {"commitlog": commitlog, "message_hops": hops, "runs": runs}) == [
+        (RUN, "m2", None, "commit at b@400 points at offset 200, a T record of m1, not a half copy of it"),
+        (RUN, "m3", None, "commit at b@500 points at offset 350, where the commit log holds no record, "
+                          "not a half copy of it"),
+        (RUN, "m4", None, f"commit at b@600 points at offset 100, a {HALF} record of m1, not a half copy of it"),
+    ]
+
+
+def test_an_op_record_deciding_a_half_the_store_never_had_is_reported():
+    """Every half queue offset an op record decided is a half record of its queue on its broker,
+    unless retention explains it (a cut log, below its first half left)."""
+    ops = [(RUN, "b", 900, 0, [0, 1, 7]), (RUN, "c", 950, 0, [0, 4])]
+    commitlog = [(RUN, "b", HALF, 0, 0), (RUN, "b", HALF, 0, 1), (RUN, "b", "T", 0, 7), (RUN, "c", HALF, 0, 3),
+                 (RUN, "c", HALF, 0, 5)]
+    runs = [(RUN, "b", 0, []), (RUN, "c", 4096, [])]
+    assert violations(c.TX_OP_HALF, {"transaction_ops": ops, "commitlog": commitlog, "runs": runs}) == [
+        (RUN, None, None, "op record at b@900 decided half queue offset 7 of queue 0, which the store never had"),
+        (RUN, None, None, "op record at c@950 decided half queue offset 4 of queue 0, which the store never had"),
+    ]
+
+
+def test_a_message_committed_twice_is_reported():
+    """Two commit records of one message are reported with both; one commit is not."""
+    commitlog = [(RUN, "b", 200, "m1", "T", COMMIT, 100), (RUN, "b", 400, "m1", "T", COMMIT, 300),
+                 (RUN, "b", 500, "m2", "T", COMMIT, 350), (RUN, "b", 600, "m3", "T", 0, 0)]
+    hops = [(RUN, k, None, "PUBLISH", b, p) for _, b, p, k, *_ in commitlog]
+    assert violations(c.TX_COMMITTED_ONCE, {"commitlog": commitlog, "message_hops": hops}) == [
+        (RUN, "m1", None, "committed 2 times: b@200 (copy at 100), b@400 (copy at 300)"),
     ]
