@@ -11,8 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.lineage import run_lineage
+from assets.warehouse import build_warehouse, open_read_only
 from broker_core.export.store_import import import_store
 from broker_core.names import TRANS_GROUP
+from orchestration.cmd_pipeline import format_trace, trace_messages
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 VERSIONS = ("4.9.4", "5.3.3")
@@ -54,12 +56,14 @@ def lineage(request, spark, tmp_path_factory):
             if r["uniq_key"]}
     rows = pq.read_table(run / "lineage" / "message_lineage").to_pylist()
     hops = pq.read_table(run / "lineage" / "message_hops").to_pylist()
-    return store, keys, rows, hops
+    db = run.parent / "warehouse.duckdb"
+    build_warehouse([run], db)
+    return store, keys, rows, hops, db
 
 
 def test_each_message_has_the_transaction_state_its_producer_decided(lineage):
     """transaction_state and transaction_checks per message match the plan's answers, and a plain send has none."""
-    store, keys, rows, _ = lineage
+    store, keys, rows, _, _ = lineage
     expected = planned(store)
     got = {keys[r["message_key"]]: (r["transaction_state"], r["transaction_checks"]) for r in rows}
     assert got == expected
@@ -67,7 +71,7 @@ def test_each_message_has_the_transaction_state_its_producer_decided(lineage):
 
 def test_the_consuming_group_consumed_every_committed_message(lineage):
     """Every row is the consuming group's (the broker's own group is none), and a committed message's row is CONSUMED."""
-    _, keys, rows, _ = lineage
+    _, keys, rows, _, _ = lineage
     assert {r["group"] for r in rows} == {GROUP}
     assert TRANS_GROUP not in {r["group"] for r in rows}
     for row in rows:
@@ -81,7 +85,7 @@ def test_the_consuming_group_consumed_every_committed_message(lineage):
 
 def test_half_copies_and_discards_are_shared_hops_and_op_records_are_none(lineage):
     """Every transactional record is a shared hop of its message (HALF, DISCARD, the commit a PUBLISH); no op record is a hop."""
-    _, _, _, hops = lineage
+    _, _, _, hops, _ = lineage
     assert {h["group"] for h in hops} == {None}
     kinds = {(h["topic"], h["hop_kind"]) for h in hops}
     assert kinds == {("RMQ_SYS_TRANS_HALF_TOPIC", "HALF"), ("TRANS_CHECK_MAX_TIME_TOPIC", "DISCARD"),
@@ -91,3 +95,24 @@ def test_half_copies_and_discards_are_shared_hops_and_op_records_are_none(lineag
         # The half first; a chain ends in its commit or the discard, or a copy.
         assert chain[0]["hop_kind"] in ("HALF", "PUBLISH") and [h["hop_index"] for h in chain] == list(
             range(len(chain)))
+
+
+def test_trace_prints_the_transaction_part_of_a_journey(lineage):
+    """trace shows a transactional message's outcome, its half and check copies, its commit with
+    the copy it commits, and the op record that decided it; a plain message shows none."""
+    _, keys, _, _, db = lineage
+    by_keys = {v: k for k, v in keys.items()}
+    with open_read_only(db) as con:
+        (committed,) = trace_messages(con, by_keys["p0-2"])
+        (plain,) = trace_messages(con, by_keys["p0-7"])
+    tx = committed["transaction"]
+    assert (tx["transaction_state"], tx["transaction_checks"], tx["commits"]) == ("COMMITTED", 1, 1)
+    assert [r["kind"] for r in tx["records"]] == ["half", "half", "commit"]
+    copy = tx["records"][1]
+    assert tx["records"][2]["commits_copy"] == copy["phys_offset"] and copy["check_times"] == 1
+    assert [o["half_queue_offsets"] for o in tx["ops"]] in ([[10]], [[10]])
+    text = format_trace([committed])
+    assert "transaction: COMMITTED after 1 check (producer group tx-producer)" in text
+    assert f"commits the copy at {copy['broker']}@{copy['phys_offset']}" in text
+    assert "decided half queue offsets 10" in text
+    assert plain["transaction"] is None and "transaction:" not in format_trace([plain])
