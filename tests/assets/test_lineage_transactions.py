@@ -5,6 +5,7 @@ decided (plan.tsv), and the consuming group's chain of a committed message ends 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,6 +15,7 @@ from assets.lineage import run_lineage
 from assets.warehouse import build_warehouse, open_read_only
 from broker_core.export.store_import import import_store
 from broker_core.names import TRANS_GROUP
+from conformance.compare import producer_decision, transactions_vs_producers
 from orchestration.cmd_pipeline import format_trace, trace_messages
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -116,3 +118,29 @@ def test_trace_prints_the_transaction_part_of_a_journey(lineage):
     assert f"commits the copy at {copy['broker']}@{copy['phys_offset']}" in text
     assert "decided half queue offsets 10" in text
     assert plain["transaction"] is None and "transaction:" not in format_trace([plain])
+
+
+def _listener_calls(store: Path) -> list[dict]:
+    """The real producer's listener calls (clients.jsonl) as transaction_calls rows."""
+    events = [json.loads(line) for line in (store / "clients.jsonl").read_text().splitlines()]
+    return [{"uniq_key": e["uniq_key"], "stage": e["stage"], "check_times": e["n"], "answer": e["answer"],
+             "ts": e["ts"]} for e in events if e["ev"] == "txn"]
+
+
+def test_the_conformance_comparison_finds_every_transaction_state_the_producer_decided(lineage):
+    """The audit's transaction_state of every transactional message agrees with what the real
+    producer's listener answered; a changed answer is a disagreement naming the message."""
+    store, keys, _, _, db = lineage
+    calls = _listener_calls(store)
+    with open_read_only(db) as con:
+        run_ids = [r[0] for r in con.execute("SELECT DISTINCT run_id FROM runs").fetchall()]
+        report = transactions_vs_producers(con, run_ids, calls)
+        assert (report["messages"], report["agree"], report["disagree"]) == (10, 10, 0), report
+        assert report["audit_states"] == {"COMMITTED": 6, "DISCARDED": 1, "ROLLED_BACK": 3}
+        key = next(k for k, v in keys.items() if v == "p0-1")
+        flipped = [{**c, "answer": "COMMIT_MESSAGE"} if c["uniq_key"] == key else c for c in calls]
+        report = transactions_vs_producers(con, run_ids, flipped)
+    assert report["disagree"] == 1
+    assert report["examples"] == [{"uniq_key": key, "audit": "ROLLED_BACK", "producer": ["COMMITTED"]}]
+    assert producer_decision([{"check_times": 1, "ts": 2, "answer": "COMMIT_MESSAGE"},
+                              {"check_times": 0, "ts": 1, "answer": "UNKNOW"}]) == "COMMITTED"
