@@ -379,7 +379,7 @@ DRIFTS: tuple[Check, ...] = (
     Check(LATENESS_P99, "audit/delay_accuracy",
           f"Every delay level's p99 lateness is at most {LATENESS_P99_MS_MAX} ms.", WARN, check_sql(LATENESS_P99),
           no_evidence="no delayed delivery with a known due time"),
-    Check(TX_COMMITTED_ONCE, "lineage/message_lineage",
+    Check(TX_COMMITTED_ONCE, "audit/transactions",
           "No transactional message is committed twice (a 5.x broker's late op batch and a producer that "
           "answers the repeated check again do it: the consumers get the message twice).",
           WARN, check_sql(TX_COMMITTED_ONCE), no_evidence="no committed transactional message"),
