@@ -76,10 +76,11 @@ SELECT run_id, broker, phys_offset, topic, queue_id, queue_offset, msg_id, uniq_
        greatest(coalesce(TRY_CAST(properties['{{prop_inner_num}}'] AS INT), 1), 1) AS inner_num,
        -- A transaction's records: the check a half copy (or the discarded copy) was made by
        -- (TRANSACTION_CHECK_TIMES, which a commit keeps; 0 for the half itself), and a commit record's back-pointer
-       -- (sysFlag COMMIT): the commit-log offset of the copy it commits, on its own broker.
+       -- (sysFlag COMMIT): the commit-log offset of the copy it commits, on its own broker; -1 in a
+       -- run written before commitlog.prepared_tx_offset existed (a commit, its copy unknown).
        CASE WHEN topic IN ('{{trans_half_topic}}', '{{trans_check_max_time_topic}}')
                  OR (coalesce(sys_flag, 0) & {{sysflag_transaction_mask}}) = {{sysflag_transaction_commit}}
             THEN coalesce(TRY_CAST(properties['{{prop_transaction_check_times}}'] AS INT), 0) END AS tx_check_times,
        CASE WHEN (coalesce(sys_flag, 0) & {{sysflag_transaction_mask}}) = {{sysflag_transaction_commit}}
-            THEN prepared_tx_offset END AS tx_commit_of
+            THEN coalesce(prepared_tx_offset, -1) END AS tx_commit_of
 FROM named
