@@ -41,9 +41,12 @@ from broker_core.constants import (
     RETRY_GROUP_TOPIC_PREFIX,
     RETRY_MAX_TIMES_DEFAULT,
     SCHEDULE_TOPIC,
+    SYSFLAG_TRANSACTION_COMMIT,
+    SYSFLAG_TRANSACTION_MASK,
     SYSTEM_GROUP_PREFIX,
     SYSTEM_TOPIC_PREFIX,
     TIMER_TOPIC,
+    TRANSACTION_CHECK_MAX_DEFAULT,
 )
 from broker_core.export.schema import RUN_SOURCE_IMPORT, RUN_SOURCE_SIMULATION
 from broker_core.message import (
@@ -51,10 +54,13 @@ from broker_core.message import (
     OFFSET_MSG_ID_REGEX,
     PROP_DELAY,
     PROP_ORIGIN_MESSAGE_ID,
+    PROP_PGROUP,
     PROP_REAL_TOPIC,
     PROP_RECONSUME_TIME,
     PROP_RETRY_TOPIC,
+    PROP_TRANSACTION_CHECK_TIMES,
 )
+from broker_core.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 # Offending rows kept as evidence in a check's metadata (the count is always complete).
 EVIDENCE_ROWS_MAX = 10
@@ -82,6 +88,12 @@ ORIGIN_STABLE = "origin_and_retry_topic_stable"
 LINEAGE_MATCHES_COMMITLOG = "lineage_matches_commitlog"
 DUPLICATE_RATE = "duplicate_rate_below_max"
 LATENESS_P99 = "delay_lateness_p99_below_max"
+TX_CHECK_MAX = "transaction_decided_by_check_max"
+TX_COMMIT_HALF = "transaction_commit_names_its_half"
+TX_OP_HALF = "transaction_op_names_a_half"
+TX_COMMITTED_ONCE = "transaction_committed_once"
+# The checks that judge transactional messages only (not applicable to a run without them).
+TRANSACTION_CHECKS = (TX_CHECK_MAX, TX_COMMIT_HALF, TX_OP_HALF, TX_COMMITTED_ONCE)
 
 # A group's branch, as one letter per hop (S SCHEDULE, R RETRY, Q DLQ, O a 5.x POP retry the
 # revive service wrote), must match this (hop_grammar_valid.sql says why each part is there; it
@@ -140,6 +152,14 @@ SQL_VALUES: dict[str, str] = {
     "prop_timer_dequeue_ms": _sql_quotable(PROP_TIMER_DEQUEUE_MS),
     "prop_timer_del_uniqkey": _sql_quotable(PROP_TIMER_DEL_UNIQKEY),
     "prop_inner_num": _sql_quotable(PROP_INNER_NUM),
+    "trans_half_topic": _sql_quotable(TRANS_HALF_TOPIC),
+    "trans_op_half_topic": _sql_quotable(TRANS_OP_HALF_TOPIC),
+    "trans_check_max_time_topic": _sql_quotable(TRANS_CHECK_MAX_TIME_TOPIC),
+    "prop_transaction_check_times": _sql_quotable(PROP_TRANSACTION_CHECK_TIMES),
+    "sysflag_transaction_mask": str(SYSFLAG_TRANSACTION_MASK),
+    "sysflag_transaction_commit": str(SYSFLAG_TRANSACTION_COMMIT),
+    "transaction_check_max_default": str(TRANSACTION_CHECK_MAX_DEFAULT),
+    "prop_pgroup": _sql_quotable(PROP_PGROUP),
 }
 
 # The SQL engines a text is filled for. The lineage's SQL is written once for both: standard
@@ -342,6 +362,18 @@ INVARIANTS: tuple[Check, ...] = (
           "Every commit-log record is in exactly one hop row, every hop row is a commit-log record, "
           "and each lineage row's hop count matches its hops.", ERROR, check_sql(LINEAGE_MATCHES_COMMITLOG),
           no_evidence="no commit-log record"),
+    Check(TX_CHECK_MAX, "lineage/message_lineage",
+          "No transactional message is checked past the broker's transactionCheckMax without a decision: "
+          "no half copy of a message neither committed nor rolled back carries a TRANSACTION_CHECK_TIMES "
+          "above the maximum (the count the broker's discarded copies carry, else RocketMQ's default).",
+          ERROR, check_sql(TX_CHECK_MAX), no_evidence="no transactional message"),
+    Check(TX_COMMIT_HALF, "lineage/message_hops",
+          "Every transaction commit record's back-pointer (prepared_tx_offset) names a half copy of the "
+          "same message on its broker, unless retention deleted it.",
+          ERROR, check_sql(TX_COMMIT_HALF), no_evidence="no transaction commit record"),
+    Check(TX_OP_HALF, "lineage/message_hops",
+          "Every half queue offset a transaction op record decided is a half record of the store, unless "
+          "retention deleted it.", ERROR, check_sql(TX_OP_HALF), no_evidence="no transaction op record"),
 )
 
 DRIFTS: tuple[Check, ...] = (
@@ -352,6 +384,10 @@ DRIFTS: tuple[Check, ...] = (
     Check(LATENESS_P99, "audit/delay_accuracy",
           f"Every delay level's p99 lateness is at most {LATENESS_P99_MS_MAX} ms.", WARN, check_sql(LATENESS_P99),
           no_evidence="no delayed delivery with a known due time"),
+    Check(TX_COMMITTED_ONCE, "audit/transactions",
+          "No transactional message is committed twice (a 5.x broker's late op batch and a producer that "
+          "answers the repeated check again do it: the consumers get the message twice).",
+          WARN, check_sql(TX_COMMITTED_ONCE), no_evidence="no committed transactional message"),
 )
 
 ALL_CHECKS: tuple[Check, ...] = INVARIANTS + DRIFTS

@@ -197,7 +197,8 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
                           consume_attempts_df: DataFrame, consumer_offsets_df: DataFrame,
                           produced_df: DataFrame, runs_df: DataFrame | None = None,
                           pop_evidence_df: DataFrame | None = None,
-                          inner_messages_df: DataFrame | None = None) -> DataFrame:
+                          inner_messages_df: DataFrame | None = None,
+                          transaction_ops_df: DataFrame | None = None) -> DataFrame:
     """message_lineage: one row per (message, subscribing group) with its path and final state,
     and the LOST messages (``lineage_rows.sql``), unsorted.
 
@@ -207,7 +208,8 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
     still carry those facts. ``runs_df`` gives each broker's ``first_offset`` and snapshot time;
     without it no commit log is taken to start past 0 and no POP record is IN_FLIGHT.
     ``pop_evidence_df`` decides whether a POP group consumed a record it popped.
-    ``inner_messages_df`` must be the one ``hops_df`` was built with."""
+    ``inner_messages_df`` must be the one ``hops_df`` was built with. ``transaction_ops_df``
+    (the decoded op records) tells a rolled-back transactional message from an undecided one."""
     spark = hops_df.sparkSession
     records = _records(commitlog_df, inner_messages_df)
     hops = _step(spark, "hops_with_facts", {"message_hops": hops_df, "classified": classify_hops(records)})
@@ -215,7 +217,9 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
               "produced": produced_df,
               "runs": runs_df if runs_df is not None else _empty(spark, RUNS),
               "pop_evidence": (pop_evidence_df if pop_evidence_df is not None
-                               else _empty(spark, RAW_TABLES["pop_evidence"]))}
+                               else _empty(spark, RAW_TABLES["pop_evidence"])),
+              "transaction_ops": (transaction_ops_df if transaction_ops_df is not None
+                                  else _empty(spark, RAW_TABLES["transaction_ops"]))}
     return _lineage_rows(hops, records, tables)
 
 
@@ -223,7 +227,7 @@ def _lineage_rows(chained: DataFrame, records: DataFrame, tables: dict[str, Data
     """The message_lineage rows (``lineage_rows.sql``) in contract shape, unsorted."""
     views = {"chained": chained, "records": records,
              **{name: tables[name] for name in ("consume_attempts", "consumer_offsets", "produced", "runs",
-                                                "pop_evidence")}}
+                                                "pop_evidence", "transaction_ops")}}
     return conform(_step(chained.sparkSession, "lineage_rows", views), MESSAGE_LINEAGE)
 
 

@@ -53,12 +53,21 @@ def _input_view(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str) -> Non
     schema; the steps read ``name``, a view over it (all of it, or one run's rows)."""
     folder = run_dir / "parquet" / name
     if any(folder.glob("*.parquet")):
-        con.execute(f"CREATE OR REPLACE VIEW _all_{name} AS "
-                    f"SELECT * FROM read_parquet('{_quoted(str(folder))}/*.parquet', union_by_name = true)")
+        source = f"read_parquet('{_quoted(str(folder))}/*.parquet', union_by_name = true)"
+        present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+        # A column the contract added after the run was written (commitlog.prepared_tx_offset) is
+        # read as null, as Spark's conform() reads it.
+        added = "".join(f", CAST(NULL AS {_DUCKDB_TYPES[f.type]}) AS {f.name}" for f in RAW_TABLES[name]
+                        if f.name not in present and f.type in _DUCKDB_TYPES)
+        con.execute(f"CREATE OR REPLACE VIEW _all_{name} AS SELECT *{added} FROM {source}")
     else:
         con.register(f"_{name}_empty", pa.table({f.name: pa.array([], f.type) for f in RAW_TABLES[name]}))
         con.execute(f"CREATE OR REPLACE VIEW _all_{name} AS SELECT * FROM _{name}_empty")
     con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _all_{name}")
+
+
+# The DuckDB type of a contract column a run's Parquet may lack (added to the contract later).
+_DUCKDB_TYPES = {pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.string(): "VARCHAR", pa.bool_(): "BOOLEAN"}
 
 
 def _quoted(text: str) -> str:

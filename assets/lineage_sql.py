@@ -32,15 +32,16 @@ STEPS = ("records", "classified", "chained", "message_hops", "hops_with_facts", 
 # of a %RETRY% topic the name alone cannot (%RETRY%<group>_<topic>, 5.x POP v1); `pop_evidence`
 # (an import's) holds the POP checkpoints and acks that say whether a POP group acknowledged a
 # record. `inner_messages` (an import's) holds the messages of 5.x inner-batch records, which
-# stand in for those records.
+# stand in for those records. `transaction_ops` holds the half copies each transaction op record
+# decided (a rolled-back message has no other trace).
 INPUT_TABLES = ("commitlog", "consume_attempts", "consumer_offsets", "produced", "runs", "retry_topics",
-                "pop_evidence", "inner_messages")
+                "pop_evidence", "inner_messages", "transaction_ops")
 LINEAGE_DIR = "lineage"
 # The commit-log columns the lineage reads (records.sql); the others (body facts, tags, hosts)
 # are never decoded.
 RECORD_COLUMNS = ("run_id", "broker", "phys_offset", "topic", "queue_id", "queue_offset", "msg_id", "uniq_key",
                   "origin_msg_id", "real_topic", "retry_topic", "delay_level", "reconsume_times",
-                  "store_ts", "born_ts", "born_host", "body_crc", "properties")
+                  "store_ts", "born_ts", "born_host", "body_crc", "properties", "sys_flag", "prepared_tx_offset")
 # Row order of the written tables (message_hops.sql, message_lineage.sql say it in SQL).
 HOPS_ORDER = ("run_id", "message_key", "hop_index", "group")
 LINEAGE_ORDER = ("run_id", "message_key", "group")

@@ -464,8 +464,11 @@ TABLE_DESCRIPTIONS = {
                            "enqueue_success, dequeue_success, lost, duplicated, at_least_once, exactly_once; forked "
                            "messages, their duplicate deliveries and those a broker restart explains.",
     "group_health": "Per run and group: messages, consumed, DLQ, retrying, retry rate, end-to-end p50/p99.",
+    "transactions": "Per transactional message: its outcome (transaction_state), checks, half and commit "
+                    "records, and the time from its half to the decision.",
     "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, DLQ_UNEXPLAINED, "
-                 "STORE_DAMAGE, REVIVE_LOST.",
+                 "STORE_DAMAGE, REVIVE_LOST, TRANSACTION_PAST_CHECK_MAX, COMMIT_WITHOUT_HALF, OP_WITHOUT_HALF, "
+                 "COMMITTED_TWICE.",
     "delay_periods": "Per run, broker and delay level: each period the broker gave the level one delay, read "
                      "from the schedule queues (a restart with another messageDelayLevel starts a new one).",
 }

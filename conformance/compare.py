@@ -33,10 +33,7 @@ from broker_core.client.pop_consumer import CLIENT_GRPC_FIFO, POP_MODE
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.names import (
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_GROUP,
     TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
     is_retry_topic,
 )
 from broker_core.sim.scenario import Scenario
@@ -71,14 +68,11 @@ MASKED = "*"
 PROXY_TOPICS = frozenset({"DefaultHeartBeatSyncerTopic"})
 SENT_BACK_BY_CLIENT = "SENT_BACK_BY_CLIENT"
 SENT_BACK = "SENT_BACK"
-# The records a transaction leaves beside its commit (docs/transactions.md): its half and check
-# copies, a discard, and the broker's op records (which name no message: compared apart, as the
-# copies they decided).
-TRANSACTION_TOPICS = frozenset({TRANS_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_OP_HALF_TOPIC})
-# Why the audit's final state of a transactional message is not compared with the clients': the
-# lineage does not read the transaction chain yet (a half, its copies and the commit are PUBLISH
-# hops of the broker's own group CID_RMQ_SYS_TRANS, not of the groups that consume the topic).
-TRANSACTION_STATE_NOT_IN_LINEAGE = "transaction_state_not_in_lineage"
+# The transaction_state a producer's listener answers lead to (docs/transactions.md): its first
+# answer that is not UNKNOW decides; a message never decided is discarded after the broker's last
+# check, or still undecided when the store was taken.
+DECIDED_BY_ANSWER = {"COMMIT_MESSAGE": "COMMITTED", "ROLLBACK_MESSAGE": "ROLLED_BACK"}
+NEVER_DECIDED = frozenset({"DISCARDED", "UNDECIDED"})
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).
 _SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
 
@@ -92,10 +86,6 @@ EXPLAINED = {
         "a real broker was killed and restarted (or, a DLedger group's master, replaced by an election) "
         "while the message was sent, stored or consumed; the model has one broker and plays no such "
         "outage, so only the audit and the clients are compared for it (docs/conformance.md, 'Broker outages')",
-    "broker_transaction_group":
-        "CID_RMQ_SYS_TRANS is the broker's own walk of the transaction half queue, not a consumer: the "
-        "lineage gives its chains a final state from consume attempts in a simulation (it has none) and "
-        "from its offsets in an import (docs/decisions.md, 'The broker's transaction group is no consumer')",
     "broadcast_group_absent_from_store":
         "a broadcasting group keeps its offsets in the client and drops failures: its store holds "
         "nothing of it (docs/decisions.md, 'Broadcasting groups leave no trace in a store')",
@@ -127,6 +117,7 @@ def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_i
             "lineage_vs_clients": lineage_vs_clients(
                 con, scenario, attempts, real_run_ids,
                 in_outage=in_outage(con, work, real_run_ids, attempts, outage_windows)),
+            "transactions_vs_producers": transactions_vs_producers(con, real_run_ids, _client_calls(work)),
             "model_vs_real": model_vs_real(con, scenario, model_run_id, real_run_ids,
                                            redelivered=redelivered(model_attempts) | redelivered(attempts),
                                            in_outage=in_outage(con, work, real_run_ids, attempts, outage_windows)),
@@ -179,6 +170,13 @@ def _client_attempts(work: Path) -> list[dict]:
     rows = pq.read_table(work / "clients" / "consume_attempts").to_pylist()
     rows.sort(key=lambda r: (r["start_ts"], r["consumer_id"]))
     return rows
+
+
+def _client_calls(work: Path) -> list[dict]:
+    """The real transactional producers' listener calls (none when the scenario has none)."""
+    import pyarrow.parquet as pq
+    folder = work / "clients" / "transaction_calls"
+    return pq.read_table(folder).to_pylist() if folder.is_dir() and any(folder.glob("*.parquet")) else []
 
 
 def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
@@ -293,21 +291,11 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         if len(examples) < EXAMPLES_MAX:
             examples.append({"uniq_key": key, "group": group, "what": what, "audit": audit, "clients": clients})
 
-    transactional = {k for k, hs in hops.items() if any(h["topic"] == TRANS_HALF_TOPIC for h in hs)}
     for (key, group), calls in sorted(by_pair.items()):
         if models.get(group) == "broadcasting":
             not_auditable[group] += 1  # the store keeps nothing of a broadcasting group
             continue
         compared.add(key)
-        if key in transactional:
-            # What the consumers were handed must be the commit records the audit found in the
-            # topic; the chain's state is not the consuming group's in the lineage yet.
-            if not _transaction_deliveries_agree(hops.get(key, []), group, calls):
-                disagree(key, group, "deliveries", _consumable(_without_transaction_records(hops.get(key, [])), group),
-                         _delivered(calls))
-            else:
-                explained[key] = TRANSACTION_STATE_NOT_IN_LINEAGE
-            continue
         seen, delivered = set(), []
         for c in calls:
             record = (c["queue_topic"], c["queue_id"], c["queue_offset"], c["phys_offset"])
@@ -437,14 +425,40 @@ def _delivered(calls: list[dict]) -> list[tuple[str, int]]:
     return delivered
 
 
-def _without_transaction_records(hops: list[dict]) -> list[dict]:
-    return [h for h in hops if h["topic"] not in TRANSACTION_TOPICS]
+def producer_decision(calls: list[dict]) -> str | None:
+    """What a producer's listener decided for one message (its calls: the execution, then each
+    check): COMMITTED or ROLLED_BACK at its first answer that is not UNKNOW, else None."""
+    for call in sorted(calls, key=lambda c: (c["check_times"], c["ts"])):
+        if call["answer"] in DECIDED_BY_ANSWER:
+            return DECIDED_BY_ANSWER[call["answer"]]
+    return None
 
 
-def _transaction_deliveries_agree(hops: list[dict], group: str, calls: list[dict]) -> bool:
-    """Whether the consumers of a transactional message were handed exactly its records outside
-    the transaction's own topics (its commits, and the retries of the group), as a multiset."""
-    return Counter(_consumable(_without_transaction_records(hops), group)) == Counter(_delivered(calls))
+def transactions_vs_producers(con, real_run_ids: list[str], calls: list[dict]) -> dict:
+    """The audit's transaction_state of each transactional message against what its producer's
+    listener answered (the real clients' ``transaction_calls``), message by message: COMMITTED and
+    ROLLED_BACK as answered, DISCARDED or UNDECIDED for a message never decided."""
+    marks = ", ".join("?" for _ in real_run_ids)
+    audit = dict(con.execute(f"""
+        SELECT message_key, any_value(transaction_state) FROM message_lineage
+        WHERE run_id IN ({marks}) AND transaction_state IS NOT NULL GROUP BY message_key""",
+        real_run_ids).fetchall())
+    by_key: dict[str, list[dict]] = defaultdict(list)
+    for call in calls:
+        by_key[call["uniq_key"]].append(call)
+    examples: list[dict] = []
+    agree = 0
+    for key in sorted(set(audit) | set(by_key)):
+        decided = producer_decision(by_key[key]) if key in by_key else None
+        state = audit.get(key)
+        expected = {decided} if decided else set(NEVER_DECIDED) if key in by_key else {"(no listener call)"}
+        if state in expected:
+            agree += 1
+        elif len(examples) < EXAMPLES_MAX:
+            examples.append({"uniq_key": key, "audit": state, "producer": sorted(expected)})
+    messages = len(set(audit) | set(by_key))
+    return {"messages": messages, "agree": agree, "disagree": messages - agree,
+            "audit_states": dict(sorted(Counter(audit.values()).items())), "examples": examples}
 
 
 def transaction_decisions(con, run_ids: list[str]) -> dict[str, Counter]:
@@ -463,6 +477,11 @@ def transaction_decisions(con, run_ids: list[str]) -> dict[str, Counter]:
             [*run_ids, TRANS_HALF_TOPIC]).fetchall():
         out[key][times] += 1
     return out
+
+
+def _count_op_records(con, run_ids: list[str]) -> int:
+    marks = ", ".join("?" for _ in run_ids)
+    return con.execute(f"SELECT count(*) FROM transaction_ops WHERE run_id IN ({marks})", run_ids).fetchone()[0]
 
 
 def _hop_shape(h: dict) -> tuple:
@@ -488,11 +507,11 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
     real_lineage = _lineage(con, real_run_ids)
     proxy_records = {k for k, hs in real_hops.items()
                      if k not in model_hops and all(h["topic"] in PROXY_TOPICS for h in hs)}
-    # Op records name no message (their lineage key is made of host and time): compared apart,
-    # as the copies they decided (transaction_decisions).
-    op_records = {side: {k for k, hs in hops.items() if all(h["topic"] == TRANS_OP_HALF_TOPIC for h in hs)}
-                  for side, hops in (("model", model_hops), ("real", real_hops))}
-    keys = sorted((set(model_hops) | set(real_hops)) - proxy_records - op_records["model"] - op_records["real"])
+    # Op records name no message and are no hops: compared as the copies they decided
+    # (transaction_decisions), and counted.
+    op_records = {side: _count_op_records(con, runs)
+                  for side, runs in (("model", [model_run_id]), ("real", real_run_ids))}
+    keys = sorted((set(model_hops) | set(real_hops)) - proxy_records)
     model_decided = transaction_decisions(con, [model_run_id])
     real_decided = transaction_decisions(con, real_run_ids)
     differences: list[dict] = []
@@ -539,8 +558,6 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
                 continue
             if rs is None and models.get(group) == "broadcasting":
                 differ(key, group, "broadcast_group_absent_from_store", ms, rs)
-            elif group == TRANS_GROUP:
-                differ(key, group, "broker_transaction_group", ms, rs)
             else:
                 differ(key, group, "final_state", ms, rs)
 
@@ -551,11 +568,10 @@ def model_vs_real(con, scenario: Scenario, model_run_id: str, real_run_ids: list
             "explained_kinds": {k: {"count": n, "reason": EXPLAINED[k]} for k, n in sorted(explained_kinds.items())},
             "unexplained_kinds": dict(sorted(unexplained_kinds.items())),
             "differences": differences,
-            "hops": {"model": sum(len(v) for k, v in model_hops.items() if k not in op_records["model"]),
-                     "real": sum(len(v) for k, v in real_hops.items()
-                                 if k not in proxy_records and k not in op_records["real"])},
+            "hops": {"model": sum(len(v) for v in model_hops.values()),
+                     "real": sum(len(v) for k, v in real_hops.items() if k not in proxy_records)},
             "proxy_records": len(proxy_records),
-            "transaction_op_records": {side: len(keys_) for side, keys_ in op_records.items()},
+            "transaction_op_records": op_records,
             "transaction_decisions": {"model": sum(sum(c.values()) for c in model_decided.values()),
                                       "real": sum(sum(c.values()) for c in real_decided.values())},
             "timer_hops": {"model": sum(h["hop_kind"] == "TIMER" for v in model_hops.values() for h in v),

@@ -29,6 +29,11 @@ def format_summary(report: dict, out: Path) -> str:
         f"{mvr['explained']} explained, {mvr['unexplained']} unexplained "
         f"({mvr['hops']['model']} model hops, {mvr['hops']['real']} real hops)",
     ]
+    tvp = report.get("transactions_vs_producers")
+    if tvp and tvp["messages"]:
+        states = ", ".join(f"{k} {v}" for k, v in tvp["audit_states"].items())
+        lines.append(f"  audit vs producers' transaction decisions: {tvp['messages']} messages, "
+                     f"{tvp['agree']} agree, {tvp['disagree']} disagree ({states})")
     if mvr.get("proxy_records"):
         lines.append(f"    the proxy's own records, left out: {mvr['proxy_records']}")
     for kind, info in mvr["explained_kinds"].items():
@@ -59,6 +64,9 @@ def verdict_failures(report: dict) -> list[str]:
     out = []
     if report["lineage_vs_clients"]["disagree"]:
         out.append(f"{report['lineage_vs_clients']['disagree']} message(s) where the audit and the real clients disagree")
+    tvp = report.get("transactions_vs_producers", {})
+    if tvp.get("disagree"):
+        out.append(f"{tvp['disagree']} transactional message(s) whose audited state is not what the producer decided")
     if report["model_vs_real"]["unexplained"]:
         out.append(f"{report['model_vs_real']['unexplained']} message(s) with unexplained model/real differences")
     errors = report.get("driver", {}).get("recall_errors")

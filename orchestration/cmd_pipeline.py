@@ -20,7 +20,9 @@ import duckdb
 
 from assets.warehouse import open_read_only
 from broker_core import message
+from broker_core.constants import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK
 from broker_core.errors import BadInputError, RetryAuditError
+from broker_core.message import PROP_TRANSACTION_CHECK_TIMES
 from orchestration import term
 
 # Rows fetched from DuckDB at a time when printing a query's result: bounded memory for any size.
@@ -168,6 +170,50 @@ WHERE a.run_id = $run AND a."group" IS NOT DISTINCT FROM $group
 ORDER BY a.start_ts, a.consumer_id
 """
 
+# A transactional message (docs/transactions.md): its outcome (the transactions table), its
+# records in store order (the half, each check copy, the discard, each commit with the copy its
+# back-pointer names), the op records that decided a copy of it, and its producer's listener calls.
+_TRANSACTION = """
+SELECT transaction_state, transaction_checks, producer_group, half_ts, decided_ts, decision_ms, commits
+FROM transactions WHERE run_id = $run AND message_key = $key
+"""
+_TX_RECORDS = """
+SELECT CASE WHEN (coalesce(c.sys_flag, 0) & $mask) = $commit THEN 'commit' ELSE lower(h.hop_kind) END AS kind,
+       h.broker, h.phys_offset, h.store_ts, c.queue_offset,
+       TRY_CAST(c.properties[$check_times] AS INTEGER) AS check_times,
+       CASE WHEN (coalesce(c.sys_flag, 0) & $mask) = $commit THEN c.prepared_tx_offset END AS commits_copy
+FROM message_hops h
+JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+WHERE h.run_id = $run AND h.message_key = $key AND h."group" IS NULL
+  AND (h.hop_kind IN ('HALF', 'DISCARD') OR (coalesce(c.sys_flag, 0) & $mask) = $commit)
+ORDER BY h.store_ts, h.broker, h.phys_offset
+"""
+_TX_OPS = """
+SELECT o.broker, o.phys_offset, o.store_ts, o.half_queue_offsets
+FROM transaction_ops o
+WHERE o.run_id = $run
+  AND EXISTS (SELECT 1 FROM message_hops h
+              JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+              WHERE h.run_id = $run AND h.message_key = $key AND h.hop_kind = 'HALF'
+                AND c.broker = o.broker AND c.queue_id = o.queue_id AND list_contains(o.half_queue_offsets, c.queue_offset))
+ORDER BY o.store_ts, o.broker, o.phys_offset
+"""
+_TX_CALLS = """
+SELECT ts, stage, check_times, answer FROM transaction_calls
+WHERE run_id = $run AND uniq_key = $key ORDER BY ts, check_times
+"""
+
+
+def _transaction(con, params: dict) -> dict | None:
+    """The transaction part of a journey, or None for a plain message."""
+    found = _rows(con, _TRANSACTION, params)
+    if not found:
+        return None
+    marks = {"mask": SYSFLAG_TRANSACTION_MASK, "commit": SYSFLAG_TRANSACTION_COMMIT,
+             "check_times": PROP_TRANSACTION_CHECK_TIMES}
+    return {**found[0], "records": _rows(con, _TX_RECORDS, {**params, **marks}),
+            "ops": _rows(con, _TX_OPS, params), "calls": _rows(con, _TX_CALLS, params)}
+
 
 def _rows(con, query: str, params: dict) -> list[dict]:
     cur = con.execute(query, params)
@@ -185,7 +231,8 @@ def trace_messages(con: duckdb.DuckDBPyConnection, key: str) -> list[dict]:
         chains = _rows(con, _CHAINS, params)
         for chain in chains:
             chain["consumes"] = _rows(con, _CONSUMES, {**params, "group": chain["group"]})
-        messages.append({"run_id": run_id, "message_key": message_key, "hops": hops, "groups": chains})
+        messages.append({"run_id": run_id, "message_key": message_key, "hops": hops, "groups": chains,
+                         "transaction": _transaction(con, params)})
     return messages
 
 
@@ -235,6 +282,32 @@ def _fork_lines(chain: dict, hop: dict) -> list[str]:
     return [_hop_line(hop, "|")]
 
 
+def _transaction_lines(tx: dict) -> list[str]:
+    """What the producer and the broker decided: the outcome, each record, op record and call."""
+    checks = tx["transaction_checks"] or 0
+    lines = [f"transaction: {tx['transaction_state']} after {checks} check{'s' if checks != 1 else ''} "
+             f"(producer group {tx['producer_group'] or '-'}), "
+             f"{_duration(tx['decision_ms'])} from its half to the decision"]
+    for r in tx["records"]:
+        what = {"half": "check copy" if r["check_times"] else "half", "discard": "discarded"}.get(r["kind"], r["kind"])
+        note = f"check {r['check_times']}" if r["check_times"] else ""
+        if r["kind"] == "commit":
+            note = f"commits the copy at {r['broker']}@{r['commits_copy']}"
+        elif r["kind"] == "half":
+            note = f"half queue offset {r['queue_offset']}" + (f", {note}" if note else "")
+        lines.append(f"  {what:<10}  {r['broker'] or '-'}@{r['phys_offset']:<10}  {_ts(r['store_ts'])}  {note}")
+    for o in tx["ops"]:
+        offsets = ",".join(str(x) for x in o["half_queue_offsets"] or [])
+        lines.append(f"  {'op record':<10}  {o['broker'] or '-'}@{o['phys_offset']:<10}  {_ts(o['store_ts'])}  "
+                     f"decided half queue offsets {offsets}")
+    for call in tx["calls"]:
+        stage = "execute" if call["stage"] == "execute" else f"check {call['check_times']}"
+        lines.append(f"  {'listener':<10}  {stage:<22}  {_ts(call['ts'])}  {call['answer']}")
+    if tx["commits"] and tx["commits"] > 1:
+        lines.append(f"  committed {tx['commits']} times: the consumers get it {tx['commits']} times")
+    return lines
+
+
 def format_trace(messages: Sequence[dict]) -> str:
     """The readable timeline: hops, then per group the final state and the consume outcomes."""
     lines: list[str] = []
@@ -245,6 +318,9 @@ def format_trace(messages: Sequence[dict]) -> str:
         shared = [h for h in m["hops"] if h["group"] is None]
         lines.append(header)
         lines.extend(_hop_line(h) for h in shared)
+        if m.get("transaction"):
+            lines.append("")
+            lines.extend(_transaction_lines(m["transaction"]))
         for chain in m["groups"]:
             group = chain["group"]
             own = [h for h in m["hops"] if h["group"] == group and group is not None]

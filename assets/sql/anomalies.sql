@@ -12,6 +12,11 @@
 --   STORE_DAMAGE       damage found while reading an imported store
 --   REVIVE_LOST        5.x POP: the revive service passed the checkpoint of a record a group
 --                      popped and never acked, and wrote no retry of it: the message is stuck
+--   TRANSACTION_PAST_CHECK_MAX, COMMIT_WITHOUT_HALF, OP_WITHOUT_HALF, COMMITTED_TWICE
+--                      a transaction checked past the maximum undecided, a commit whose
+--                      back-pointer names no half copy of it, an op record deciding a half the
+--                      store never had, a message committed twice: the rows of the transaction
+--                      checks (their shared fragments)
 CREATE OR REPLACE TABLE anomalies AS
 WITH dup_acks AS (
     SELECT * FROM consume_acks WHERE n > 1
@@ -175,4 +180,12 @@ SELECT run_id, 'REVIVE_LOST', message_key, "group",
        || revive_topic || ':' || CAST(revive_queue AS VARCHAR) || ' to ' || CAST(committed AS VARCHAR)
        || ' (its checkpoint is at ' || CAST(ck_offset AS VARCHAR) || ') and wrote no retry'
 FROM revive_passed
+UNION ALL
+SELECT run_id, 'TRANSACTION_PAST_CHECK_MAX', message_key, "group", detail FROM ({{transactions_past_check_max}}) t
+UNION ALL
+SELECT run_id, 'COMMIT_WITHOUT_HALF', message_key, "group", detail FROM ({{commits_without_half}}) t
+UNION ALL
+SELECT run_id, 'OP_WITHOUT_HALF', message_key, "group", detail FROM ({{ops_without_half}}) t
+UNION ALL
+SELECT run_id, 'COMMITTED_TWICE', message_key, "group", detail FROM ({{commits_repeated}}) t
 ORDER BY 1, 2, 3, 4;

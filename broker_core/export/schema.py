@@ -211,6 +211,14 @@ MESSAGE_LINEAGE = pa.schema([
     ("fork_hop_index", pa.int32()),
     ("fork_broker", pa.string()),
     ("fork_cause", pa.string()),
+    # A transactional message's outcome (docs/transactions.md), the same on every row of it:
+    # COMMITTED (a commit record), ROLLED_BACK (an op record decided a half copy and nothing was
+    # committed), DISCARDED (copied to TRANS_CHECK_MAX_TIME_TOPIC undecided), UNDECIDED (none of
+    # these at the snapshot); null for a plain message.
+    ("transaction_state", pa.string()),
+    # The most checks the broker made of it (TRANSACTION_CHECK_TIMES of its last copy; 0 for a
+    # message decided at once); null for a plain message.
+    ("transaction_checks", pa.int32()),
 ])
 
 # 5.x POP bookkeeping, decoded by an import (broker_core.store.pop): one row per checkpoint or ack
@@ -357,7 +365,9 @@ LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_lineage": MESSAGE_LINEAGE,
 }
 
-HOP_KINDS = ("PUBLISH", "SCHEDULE", "TIMER", "DELIVER", "RETRY", "DLQ")
+HOP_KINDS = ("PUBLISH", "SCHEDULE", "TIMER", "DELIVER", "RETRY", "DLQ", "HALF", "DISCARD")
+# message_lineage.transaction_state values (docs/lineage.md "transaction_state"); null for a plain message.
+TRANSACTION_STATES = ("COMMITTED", "ROLLED_BACK", "DISCARDED", "UNDECIDED")
 # message_lineage.final_state values (docs/lineage.md "final_state"): IN_FLIGHT is a 5.x POP record
 # still invisible at the snapshot, RECALLED a 5.x timer recalled in the wheel.
 # message_lineage.fork_cause values: the first copy of a forked chain is a record the schedule put

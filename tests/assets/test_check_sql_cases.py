@@ -25,13 +25,16 @@ HOST = "0A00000100002A9F"  # the store host part of an offset msgId: 10.0.0.1:10
 HOPS = 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hop_kind VARCHAR, hop_index INTEGER, ' \
        'store_ts TIMESTAMPTZ, broker VARCHAR, phys_offset BIGINT, delay_level INTEGER, reconsume_times INTEGER'
 RUNS = "run_id VARCHAR, broker VARCHAR, first_offset BIGINT, msg_id_hosts VARCHAR[]"
+TX_HOPS = 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hop_kind VARCHAR, broker VARCHAR, phys_offset BIGINT'
+TX_COMMITLOG = ("run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, uniq_key VARCHAR, topic VARCHAR, sys_flag INTEGER, "
+                "prepared_tx_offset BIGINT")
 COLUMNS: dict[str, dict[str, str]] = {
     c.HOP_GRAMMAR: {
         "faults": "run_id VARCHAR, kind VARCHAR",
         "runs": RUNS + ", source VARCHAR",
         "message_hops": HOPS,
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, origin_msg_id VARCHAR, uniq_key VARCHAR, "
-                     "properties MAP(VARCHAR, VARCHAR)",
+                     "properties MAP(VARCHAR, VARCHAR), sys_flag INTEGER, prepared_tx_offset BIGINT",
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, final_state VARCHAR, '
                            'truncated BOOLEAN',
         "consume_attempts": 'run_id VARCHAR, "group" VARCHAR, uniq_key VARCHAR, queue_topic VARCHAR, '
@@ -97,6 +100,26 @@ COLUMNS: dict[str, dict[str, str]] = {
     },
     c.LATENESS_P99: {
         "delay_accuracy": "run_id VARCHAR, delay_level INTEGER, lateness_p99_ms BIGINT, deliveries BIGINT",
+    },
+    c.TX_CHECK_MAX: {
+        "message_hops": TX_HOPS,
+        "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, properties MAP(VARCHAR, VARCHAR)",
+        "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, transaction_state VARCHAR',
+    },
+    c.TX_COMMIT_HALF: {
+        "commitlog": TX_COMMITLOG,
+        "message_hops": TX_HOPS,
+        "runs": RUNS,
+    },
+    c.TX_OP_HALF: {
+        "transaction_ops": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, queue_id INTEGER, "
+                           "half_queue_offsets BIGINT[]",
+        "commitlog": "run_id VARCHAR, broker VARCHAR, topic VARCHAR, queue_id INTEGER, queue_offset BIGINT",
+        "runs": RUNS,
+    },
+    c.TX_COMMITTED_ONCE: {
+        "commitlog": TX_COMMITLOG,
+        "message_hops": TX_HOPS,
     },
 }
 
@@ -257,13 +280,14 @@ def test_hop_grammar_reports_timer_hops_out_of_order():
     SCHEDULE: none is a timer message's journey."""
     tables = merged(journey("m1", "TDT"), journey("m2", "TDD"), journey("m3", "PT"), journey("m4", "TSD"))
     assert violations(c.HOP_GRAMMAR, tables) == [
-        (RUN, "m1", None, "shared hops TIMER > DELIVER > TIMER are not PUBLISH, SCHEDULE -> DELIVER or "
-                          "TIMER+ -> DELIVER"),
-        (RUN, "m2", None, "shared hops TIMER > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or "
-                          "TIMER+ -> DELIVER"),
-        (RUN, "m3", None, "shared hops PUBLISH > TIMER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
-        (RUN, "m4", None, "shared hops TIMER > SCHEDULE > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or "
-                          "TIMER+ -> DELIVER"),
+        (RUN, "m1", None, "shared hops TIMER > DELIVER > TIMER are not PUBLISH, SCHEDULE -> DELIVER, "
+                          "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
+        (RUN, "m2", None, "shared hops TIMER > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER, "
+                          "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
+        (RUN, "m3", None, "shared hops PUBLISH > TIMER are not PUBLISH, SCHEDULE -> DELIVER, "
+        "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
+        (RUN, "m4", None, "shared hops TIMER > SCHEDULE > DELIVER are not PUBLISH, SCHEDULE -> DELIVER, "
+                          "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
     ]
 
 
@@ -271,9 +295,12 @@ def test_hop_grammar_reports_shared_hops_out_of_order():
     """Shared hops are PUBLISHes, or one SCHEDULE then a DELIVER (more DELIVERs only after a crash)."""
     tables = merged(journey("m1", "PD"), journey("m2", "SDD"), journey("m3", "DS"))
     assert violations(c.HOP_GRAMMAR, tables) == [
-        (RUN, "m1", None, "shared hops PUBLISH > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
-        (RUN, "m2", None, "shared hops SCHEDULE > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
-        (RUN, "m3", None, "shared hops DELIVER > SCHEDULE are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"),
+        (RUN, "m1", None, "shared hops PUBLISH > DELIVER are not PUBLISH, SCHEDULE -> DELIVER, "
+        "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
+        (RUN, "m2", None, "shared hops SCHEDULE > DELIVER > DELIVER are not PUBLISH, SCHEDULE -> DELIVER, "
+        "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
+        (RUN, "m3", None, "shared hops DELIVER > SCHEDULE are not PUBLISH, SCHEDULE -> DELIVER, "
+        "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"),
     ]
 
 
@@ -769,12 +796,13 @@ def test_lineage_that_does_not_match_the_commit_log_is_reported():
 
 def test_bookkeeping_records_are_in_no_hop_row():
     """5.x bookkeeping records (the revive topic, a POP checkpoint waiting in the timer, a broker
-    group's retry) need no hop row and may have none; a message's timer record needs one."""
+    group's retry) and transaction op records need no hop row and may have none; a message's timer record needs one."""
     tables = {"commitlog": [(RUN, "b", 1, "ck1", "rmq_sys_REVIVE_LOG_DefaultCluster", "rmq_sys_REVIVE_LOG_DefaultCluster"),
                             (RUN, "b", 2, "ck1", "rmq_sys_wheel_timer", "rmq_sys_REVIVE_LOG_DefaultCluster"),
                             (RUN, "b", 3, "u1", "%RETRY%CID_RMQ_SYS_REVIVE_GROUP", None),
                             (RUN, "b", 4, "m1", "rmq_sys_wheel_timer", "T"),
-                            (RUN, "b", 5, "m1", "T", "T")],
+                            (RUN, "b", 5, "m1", "T", "T"),
+                            (RUN, "b", 6, None, "RMQ_SYS_TRANS_OP_HALF_TOPIC", None)],
               "message_hops": [(RUN, "m1", None, "b", 5), (RUN, "ck1", None, "b", 1)],
               "message_lineage": [(RUN, "m1", "g", 1)]}
     assert violations(c.LINEAGE_MATCHES_COMMITLOG, tables) == [
@@ -889,3 +917,76 @@ def test_a_chain_deeper_than_its_maximum_is_reported():
     assert details["past-default"].startswith(f"{RETRY_MAX_TIMES_DEFAULT + 1} retries deep")
     assert details["past-default"].endswith(f"the group's maximum is {RETRY_MAX_TIMES_DEFAULT}")
     assert "lineage retries 4, deepest RETRY record at reconsume 2, 2 forked copies" in details["copies-counted"]
+
+
+# --- transactions ----------------------------------------------------------------------------------
+
+HALF, DISCARD = "RMQ_SYS_TRANS_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"
+COMMIT = 8  # sysFlag TRANSACTION_COMMIT_TYPE
+
+
+def checked(times: int | None) -> dict[str, str]:
+    return {} if times is None else {"TRANSACTION_CHECK_TIMES": str(times)}
+
+
+def test_a_transaction_checked_past_the_maximum_without_a_decision_is_reported():
+    """Past the broker's maximum (its discards' count, else RocketMQ's 15) a message neither
+    committed nor rolled back is reported; one decided, or checked up to the maximum, is not."""
+    hops = [(RUN, "d", None, "DISCARD", "b", 1), (RUN, "m1", None, "HALF", "b", 2), (RUN, "m1", None, "HALF", "b", 3),
+            (RUN, "m2", None, "HALF", "b", 4), (RUN, "m3", None, "HALF", "b", 5), (RUN, "m4", None, "HALF", "b", 6),
+            (RUN, "m5", None, "HALF", "c", 7)]
+    commitlog = [(RUN, "b", 1, checked(3)), (RUN, "b", 2, checked(None)), (RUN, "b", 3, checked(4)),
+                 (RUN, "b", 4, checked(3)), (RUN, "b", 5, checked(5)), (RUN, "b", 6, checked(9)),
+                 (RUN, "c", 7, checked(15))]
+    lineage = [(RUN, "d", "g", "DISCARDED"), (RUN, "m1", "g", "UNDECIDED"), (RUN, "m2", "g", "UNDECIDED"),
+               (RUN, "m3", "g", "COMMITTED"), (RUN, "m4", "g", "DISCARDED"), (RUN, "m5", "g", "UNDECIDED")]
+    assert violations(c.TX_CHECK_MAX, {"message_hops": hops, "commitlog": commitlog, "message_lineage": lineage}) == [
+        (RUN, "m1", None, "checked 4 times on b, past the maximum of 3 checks (its discarded copies' count), "
+                          "and undecided: no commit and no op record decided it"),
+        (RUN, "m4", None, "checked 9 times on b, past the maximum of 3 checks (its discarded copies' count), "
+                          "and discarded: no commit and no op record decided it"),
+    ]
+    commitlog[-1] = (RUN, "c", 7, checked(16))
+    assert violations(c.TX_CHECK_MAX, {"message_hops": hops, "commitlog": commitlog, "message_lineage": lineage})[-1] == (
+        RUN, "m5", None, "checked 16 times on c, past the maximum of 15 checks (RocketMQ's default: the broker "
+                         "discarded nothing), and undecided: no commit and no op record decided it")
+
+
+def test_a_commit_whose_back_pointer_names_no_half_copy_of_it_is_reported():
+    """A commit names a half copy of its own message on its broker; another record, no record, or
+    another message's half is reported, unless the offset is below the broker's first offset."""
+    commitlog = [(RUN, "b", 100, "m1", HALF, 0, 0), (RUN, "b", 200, "m1", "T", COMMIT, 100),
+                 (RUN, "b", 300, "m2", HALF, 0, 0), (RUN, "b", 400, "m2", "T", COMMIT, 200),
+                 (RUN, "b", 500, "m3", "T", COMMIT, 350), (RUN, "b", 600, "m4", "T", COMMIT, 100),
+                 (RUN, "c", 700, "m5", "T", COMMIT, 10), (RUN, "b", 800, "m6", "T", 0, 0)]
+    hops = [(RUN, k, None, "PUBLISH", b, p) for _, b, p, k, t, f, _ in commitlog if t == "T"]
+    runs = [(RUN, "b", 0, []), (RUN, "c", 50, [])]
+    assert violations(c.TX_COMMIT_HALF, {"commitlog": commitlog, "message_hops": hops, "runs": runs}) == [
+        (RUN, "m2", None, "commit at b@400 points at offset 200, a T record of m1, not a half copy of it"),
+        (RUN, "m3", None, "commit at b@500 points at offset 350, where the commit log holds no record, "
+                          "not a half copy of it"),
+        (RUN, "m4", None, f"commit at b@600 points at offset 100, a {HALF} record of m1, not a half copy of it"),
+    ]
+
+
+def test_an_op_record_deciding_a_half_the_store_never_had_is_reported():
+    """Every half queue offset an op record decided is a half record of its queue on its broker,
+    unless retention explains it (a cut log, below its first half left)."""
+    ops = [(RUN, "b", 900, 0, [0, 1, 7]), (RUN, "c", 950, 0, [0, 4])]
+    commitlog = [(RUN, "b", HALF, 0, 0), (RUN, "b", HALF, 0, 1), (RUN, "b", "T", 0, 7), (RUN, "c", HALF, 0, 3),
+                 (RUN, "c", HALF, 0, 5)]
+    runs = [(RUN, "b", 0, []), (RUN, "c", 4096, [])]
+    assert violations(c.TX_OP_HALF, {"transaction_ops": ops, "commitlog": commitlog, "runs": runs}) == [
+        (RUN, None, None, "op record at b@900 decided half queue offset 7 of queue 0, which the store never had"),
+        (RUN, None, None, "op record at c@950 decided half queue offset 4 of queue 0, which the store never had"),
+    ]
+
+
+def test_a_message_committed_twice_is_reported():
+    """Two commit records of one message are reported with both; one commit is not."""
+    commitlog = [(RUN, "b", 200, "m1", "T", COMMIT, 100), (RUN, "b", 400, "m1", "T", COMMIT, 300),
+                 (RUN, "b", 500, "m2", "T", COMMIT, 350), (RUN, "b", 600, "m3", "T", 0, 0)]
+    hops = [(RUN, k, None, "PUBLISH", b, p) for _, b, p, k, *_ in commitlog]
+    assert violations(c.TX_COMMITTED_ONCE, {"commitlog": commitlog, "message_hops": hops}) == [
+        (RUN, "m1", None, "committed 2 times: b@200 (copy at 100), b@400 (copy at 300)"),
+    ]

@@ -375,10 +375,12 @@ def _uc_shared(tables):
 
 @pytest.mark.parametrize("case, expected", [
     # hop_index alone orders them.
-    ("deliver index first", ["shared hops DELIVER > SCHEDULE are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"]),
+    ("deliver index first", ["shared hops DELIVER > SCHEDULE are not PUBLISH, SCHEDULE -> DELIVER, "
+        "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"]),
     # A tie on hop_index: store_ts orders them.
     ("tie, schedule stored first", []),
-    ("tie, deliver stored first", ["shared hops DELIVER > SCHEDULE are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER"]),
+    ("tie, deliver stored first", ["shared hops DELIVER > SCHEDULE are not PUBLISH, SCHEDULE -> DELIVER, "
+        "TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH"]),
 ])
 def test_hop_grammar_orders_a_delayed_publish_by_index_then_store_time(tmp_path, case, expected):
     """SCHEDULE -> DELIVER must come in hop order (hop_index, store_ts, phys_offset)."""

@@ -230,6 +230,10 @@ def test_names_tell_bookkeeping_and_pop_v2_groups():
     assert is_bookkeeping_record("%RETRY%CID_RMQ_SYS_REVIVE_GROUP", None) is True
     assert is_bookkeeping_record("%RETRY%g", None) is False
     assert is_bookkeeping_record("SCHEDULE_TOPIC_XXXX", "%RETRY%g") is False
+    # Transactions: an op record is evidence; a half copy and a discarded copy are hops.
+    assert is_bookkeeping_record("RMQ_SYS_TRANS_OP_HALF_TOPIC", None) is True
+    assert is_bookkeeping_record("RMQ_SYS_TRANS_HALF_TOPIC", "TxTopic") is False
+    assert is_bookkeeping_record("TRANS_CHECK_MAX_TIME_TOPIC", "TxTopic") is False
     assert pop_retry_v2_group("%RETRY%pg+PopTopic") == "pg"
     assert pop_retry_v2_group("%RETRY%pg_PopTopic") is None
     assert pop_retry_v2_group("%DLQ%pg+x") is None

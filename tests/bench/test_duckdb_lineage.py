@@ -9,7 +9,8 @@ fixtures imported (committed offsets, no deliveries), whole and without their ol
 files (truncated chains), and the lineage tests' hand-built journeys (records without UNIQ_KEY, a
 crash-reused offset, LOST sends, a message without groups, heads deleted by retention, POP records
 in flight at the snapshot, past their revive time without a retry, and acked, 5.x inner batches
-unwrapped and not).
+unwrapped and not), and the transactional stores real 4.9.4 and 5.3.3 brokers wrote (half copies,
+commits, rollbacks decided by op records, a discard).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ SWARM_SCENARIOS = 3  # random scenarios, seeds seed .. seed + 2
 IMPORTED = ("store-clean", "store-crashed")
 # Imported again without their oldest commit-log files: (fixture, files retention deleted).
 RETAINED = (("store-clean", 1), ("store-crashed", 2))
+# Real transactional stores (tests/data).
+TRANSACTIONAL = ("rocketmq-4.9.4-transactions", "rocketmq-5.3.3-transactions")
 
 
 def _merge_into(run: Path, combined: Path) -> None:
@@ -74,6 +77,10 @@ def runs(tmp_path, store_fixtures, seed) -> Path:
     for name in IMPORTED:
         import_store(store_fixtures / name, root / name)
         _merge_into(root / name, combined)
+    for name in TRANSACTIONAL:
+        run_name = name.replace(".", "")
+        import_store(TESTS / "data" / name, root / run_name)
+        _merge_into(root / run_name, combined)
     for name, count in RETAINED:
         cut = f"{name}-cut{count}"
         shutil.copytree(store_fixtures / name, root / "stores" / cut)
@@ -139,7 +146,11 @@ def test_duckdb_writes_the_spark_lineage_rows_in_order(spark, runs, tmp_path, se
             # An unwrapped inner batch: its messages are there, the batch record's UNIQ_KEY is not.
             keys = set(expected.column("message_key").to_pylist())
             assert {m["uniq_key"] for m in hand5.INNER_MESSAGES} <= keys and "U18" not in keys
-            runs_built = len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + len(RETAINED) + 1
+            # Transactions: every outcome a real broker left.
+            assert set(expected.column("transaction_state").to_pylist()) == {
+                None, "COMMITTED", "ROLLED_BACK", "DISCARDED"}
+            runs_built = (len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + len(RETAINED) + len(TRANSACTIONAL)
+                          + 1)
             assert len(set(expected.column("run_id").to_pylist())) >= runs_built
         if not got.equals(expected):
             diff = [(i, a, b) for i, (a, b) in enumerate(zip(got.to_pylist(), expected.to_pylist(), strict=True))

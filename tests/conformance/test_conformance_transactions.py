@@ -62,10 +62,13 @@ def test_the_import_and_the_model_agree_on_a_real_transactional_workload(version
     assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
     lvc, mvr = report["lineage_vs_clients"], report["model_vs_real"]
     assert mvr["messages"] == MESSAGES and mvr["unexplained"] == 0, mvr["differences"]
-    assert set(mvr["explained_kinds"]) <= {"broker_transaction_group"}
+    assert mvr["explained_kinds"] == {}, mvr["explained_kinds"]
     assert mvr["hops"]["model"] == mvr["hops"]["real"] > MESSAGES
     assert mvr["transaction_decisions"]["model"] == mvr["transaction_decisions"]["real"] > 0
-    assert lvc["disagree"] == 0 and lvc["agree"] == lvc["messages"] > 0
+    assert lvc["disagree"] == 0 and lvc["agree"] == lvc["messages"] > 0 and lvc["explained"] == {}
+    # Every transactional message's audited state is what its producer's listener decided.
+    tvp = report["transactions_vs_producers"]
+    assert tvp["disagree"] == 0 and tvp["agree"] == tvp["messages"] == 24, tvp
     assert report["driver"]["end"]["reason"] == "complete", report["driver"]
 
     model, real = _commitlog(out / "runs" / "model"), _commitlog(out / "runs" / "real")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shutil
 import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,8 @@ from broker_core.export.store_import import import_store
 
 STORE_494 = CLEAN_STORE
 STORES_5X = data_path("rocketmq-5.5.1-lost-revive")
+# Transactional stores real brokers wrote (docs/transactions.md).
+TX_STORES = {"4.9.4": data_path("rocketmq-4.9.4-transactions"), "5.3.3": data_path("rocketmq-5.3.3-transactions")}
 BROKERS_5X = ("broker-a", "broker-b")
 
 # Field positions in a commit-log record with IPv4 hosts (CommitLog.calMsgLength's order): total
@@ -37,10 +40,16 @@ BROKERS_5X = ("broker-a", "broker-b")
 # timestamp 8, born host 8, store timestamp 8, store host 8, reconsume times 4.
 STORE_TS_AT = 56
 RECONSUME_TIMES_AT = 72
+PREPARED_TX_OFFSET_AT = 76  # after reconsume times: the commit's back-pointer, 8 bytes
+BODY_CRC_AT = 8
 CQ_UNIT_BYTES = 20  # physical offset 8, size 4, tags code 8 (a schedule unit's: its deliver time)
 CQ_TAGS_AT = 12
 
 NOT_JUDGED_ON_IMPORTS = {c.NO_UNEXPLAINED_LOSS, c.DUPLICATE_RATE}
+NO_TRANSACTIONS = set(c.TRANSACTION_CHECKS)
+# What a transactional store (no retry, DLQ or delayed record) gives nothing to judge.
+NOT_JUDGED_ON_TX_STORES = NOT_JUDGED_ON_IMPORTS | {c.DLQ_AFTER_MAX_RETRIES, c.NO_EARLY_DELIVERY, c.ORIGIN_STABLE,
+                                                   c.LATENESS_P99}
 
 
 # --- the audit of a store ------------------------------------------------------------------------
@@ -157,7 +166,7 @@ def test_a_clean_494_store_passes_every_check_it_can_judge(clean_494):
     """The real 4.9.4 store: delayed deliveries, retries and the DLQ are judged from its own bytes;
     what only a producer's log or a consumer's could say is not applicable, never passed."""
     found = verdicts(clean_494)
-    assert_clean(found, NOT_JUDGED_ON_IMPORTS)
+    assert_clean(found, NOT_JUDGED_ON_IMPORTS | NO_TRANSACTIONS)
     # 30 SCHEDULE records with a unit each; 8 DLQ records, each a send-back at GroupA's maximum;
     # 12 retried chains (GroupA's 8, GroupB's 4), none forked, none past its group's maximum.
     assert found[c.NO_EARLY_DELIVERY].judged == 30
@@ -179,7 +188,7 @@ def test_a_clean_5x_store_passes_every_check_it_can_judge(clean_5x):
     """The real 5.5.1 stores: POP retries are judged against their checkpoints' revive times, and
     every DLQ record (the proxy's forwards at the policy's maximum) is explained."""
     found = verdicts(clean_5x)
-    assert_clean(found, NOT_JUDGED_ON_IMPORTS | {c.LATENESS_P99})
+    assert_clean(found, NOT_JUDGED_ON_IMPORTS | {c.LATENESS_P99} | NO_TRANSACTIONS)
     assert found[c.LATENESS_P99].verdict == "not applicable: no delayed delivery with a known due time"
     assert found[c.DLQ_AFTER_MAX_RETRIES].judged == 7
     assert rows(clean_5x, "SELECT count(*) FROM dlq_messages WHERE dlq_reason IS NULL") == [(0,)]
@@ -267,7 +276,7 @@ def test_a_494_store_whose_delay_table_changed_is_read_per_period(clean_494, spa
         shift_store_ts(store, phys, -7_000)
     db = audit(tmp_path, spark, {None: store}, "periods-494")
     found = verdicts(db)
-    assert_clean(found, NOT_JUDGED_ON_IMPORTS)
+    assert_clean(found, NOT_JUDGED_ON_IMPORTS | NO_TRANSACTIONS)
     assert rows(db, "SELECT delay_level, period, delay_ms, records FROM delay_periods ORDER BY 1, 2") == [
         (3, 1, 10_000, 2), (3, 2, 3000, 20), (4, 1, 4000, 8)]
     assert rows(db, "SELECT count(*) FROM anomalies WHERE kind IN ('EARLY_DELIVERY', 'LATE_DELIVERY')") == [(0,)]
@@ -398,11 +407,109 @@ def test_every_check_has_a_breakage_on_every_input_it_judges():
         "5.x": {c.NO_EARLY_DELIVERY, c.DLQ_AFTER_MAX_RETRIES, c.HOP_GRAMMAR, c.ORIGIN_STABLE,
                 c.LINEAGE_MATCHES_COMMITLOG, c.RETRIES_WITHIN_MAX},
     }
-    not_applicable = {"simulation": set(), "4.9.4": NOT_JUDGED_ON_IMPORTS,
-                      "5.x": NOT_JUDGED_ON_IMPORTS | {c.LATENESS_P99}}
+    not_applicable = {"simulation": NO_TRANSACTIONS, "4.9.4": NOT_JUDGED_ON_IMPORTS | NO_TRANSACTIONS,
+                      "5.x": NOT_JUDGED_ON_IMPORTS | {c.LATENESS_P99} | NO_TRANSACTIONS}
     for kind in broken:
         assert broken[kind] | not_applicable[kind] <= {k.name for k in c.ALL_CHECKS}
         assert not broken[kind] & not_applicable[kind]
-    assert broken["simulation"] == {k.name for k in c.ALL_CHECKS}
+    assert broken["simulation"] | not_applicable["simulation"] == {k.name for k in c.ALL_CHECKS}
+    # The transactional stores: every transaction check broken above; the rest judged as on any import.
+    assert set(TX_BREAKAGES) == NO_TRANSACTIONS
     assert broken["4.9.4"] | not_applicable["4.9.4"] == {k.name for k in c.ALL_CHECKS}
     assert broken["5.x"] | not_applicable["5.x"] == {k.name for k in c.ALL_CHECKS}
+
+
+# --- transactions: the real 4.9.4 and 5.3.3 transactional stores ---------------------------------
+
+@pytest.fixture(scope="module", params=sorted(TX_STORES))
+def clean_tx(request, spark, tmp_path_factory) -> tuple[str, Path]:
+    version = request.param
+    name = f"clean-tx{version.replace('.', '')}"
+    return version, audit(tmp_path_factory.mktemp(name), spark, {None: TX_STORES[version]}, name)
+
+
+def test_a_clean_transactional_store_passes_every_check_it_can_judge(clean_tx):
+    """The real transactional stores: every commit names its half copy, every op record a half,
+    nothing is checked past the maximum or committed twice; the table says each outcome."""
+    version, db = clean_tx
+    found = verdicts(db)
+    assert_clean(found, NOT_JUDGED_ON_TX_STORES)
+    assert found[c.TX_COMMIT_HALF].judged == 6 and found[c.TX_OP_HALF].judged == {"4.9.4": 9, "5.3.3": 4}[version]
+    assert rows(db, "SELECT transaction_state, count(*) FROM transactions GROUP BY 1 ORDER BY 1") == [
+        ("COMMITTED", 6), ("DISCARDED", 1), ("ROLLED_BACK", 3)]
+    assert rows(db, "SELECT count(*) FROM transactions WHERE decision_ms IS NULL OR decision_ms < 0") == [(0,)]
+    assert rows(db, "SELECT count(*) FROM anomalies") == [(0,)]
+
+
+def tx_record(db: Path, keys: str, where: str) -> tuple[str, int]:
+    """(message_key, phys_offset) of the record of the message with KEYS ``keys`` matching ``where``."""
+    return rows(db, f"SELECT uniq_key, phys_offset FROM commitlog WHERE keys = ? AND {where} "
+                    "ORDER BY phys_offset DESC LIMIT 1", [keys])[0]
+
+
+def check_past_the_maximum(store: Path, db: Path) -> tuple[str | None, str]:
+    # The undecided message's last check copy says it was checked once more than the maximum.
+    key, phys = tx_record(db, "p0-5", "topic = 'RMQ_SYS_TRANS_HALF_TOPIC'")
+    replace_in_record(store, phys, b"TRANSACTION_CHECK_TIMES\x013", b"TRANSACTION_CHECK_TIMES\x014")
+    return key, "checked 4 times"
+
+
+def point_a_commit_elsewhere(store: Path, db: Path) -> tuple[str | None, str]:
+    # A commit's back-pointer names the commit itself, not its half.
+    key, phys = tx_record(db, "p0-0", "sys_flag = 8")
+    path, pos = record_at(store, phys)
+    assert peek(path, pos + PREPARED_TX_OFFSET_AT, ">q") == rows(
+        db, "SELECT prepared_tx_offset FROM commitlog WHERE phys_offset = ?", [phys])[0][0]
+    poke(path, pos + PREPARED_TX_OFFSET_AT, ">q", phys)
+    return key, f"points at offset {phys}, a TxTopic record of {key}"
+
+
+def decide_a_half_never_stored(store: Path, db: Path) -> tuple[str | None, str]:
+    # The last op record's body names half queue offset 97 instead of 17 (its body CRC redone).
+    _, phys = rows(db, "SELECT NULL, phys_offset FROM commitlog WHERE topic = 'RMQ_SYS_TRANS_OP_HALF_TOPIC' "
+                       "ORDER BY phys_offset DESC LIMIT 1")[0]
+    path, pos = record_at(store, phys)
+    replace_in_record(store, phys, b"17", b"97")
+    poke(path, pos + BODY_CRC_AT, ">i", zlib.crc32(b"97") & 0x7FFFFFFF)
+    return None, "decided half queue offset 97 of queue 0, which the store never had"
+
+
+def commit_a_message_twice(store: Path, db: Path) -> tuple[str | None, str]:
+    # p0-8's commit record carries p0-9's UNIQ_KEY: p0-9 is committed twice.
+    key8, phys = tx_record(db, "p0-8", "sys_flag = 8")
+    key9, _ = tx_record(db, "p0-9", "sys_flag = 8")
+    replace_in_record(store, phys, key8.encode(), key9.encode())
+    return key9, "committed 2 times"
+
+
+# Each transaction check and the breakage of a store's bytes it must report, with its anomaly kind.
+TX_BREAKAGES = {
+    c.TX_CHECK_MAX: (check_past_the_maximum, "TRANSACTION_PAST_CHECK_MAX"),
+    c.TX_COMMIT_HALF: (point_a_commit_elsewhere, "COMMIT_WITHOUT_HALF"),
+    c.TX_OP_HALF: (decide_a_half_never_stored, "OP_WITHOUT_HALF"),
+    c.TX_COMMITTED_ONCE: (commit_a_message_twice, "COMMITTED_TWICE"),
+}
+
+
+@pytest.fixture(scope="module")
+def broken_tx(spark, tmp_path_factory) -> tuple[Path, dict[str, tuple[str | None, str]]]:
+    """One copy of the 4.9.4 transactional store with one breakage per transaction check, each on
+    its own message."""
+    tmp = tmp_path_factory.mktemp("broken-tx")
+    clean = audit(tmp, spark, {None: TX_STORES["4.9.4"]}, "clean-tx")
+    store = writable_copy(TX_STORES["4.9.4"], tmp / "store")
+    expected = {check: breakage(store, clean) for check, (breakage, _) in TX_BREAKAGES.items()}
+    return audit(tmp, spark, {None: store}, "broken-tx"), expected
+
+
+@pytest.mark.parametrize("check", sorted(TX_BREAKAGES))
+def test_a_broken_transactional_store_fails_the_check_that_guards_it(broken_tx, check):
+    """Each transaction check fails on the store bytes broken for it, naming the message (or the
+    op record) with its rule, and lists an anomaly of its kind."""
+    db, expected = broken_tx
+    key, detail = expected[check]
+    outcome = verdicts(db)[check]
+    assert not outcome.passed and reported(outcome, key, detail), outcome.metadata()
+    kind = TX_BREAKAGES[check][1]
+    assert rows(db, "SELECT count(*) FROM anomalies WHERE kind = ? AND message_key IS NOT DISTINCT FROM ? "
+                    "AND detail LIKE '%' || ? || '%'", [kind, key, detail]) == [(1,)]

@@ -3,7 +3,11 @@
 -- Shared hops: a PUBLISH (repeated when a producer's retried send was stored twice), or a delayed
 -- publish's SCHEDULE -> DELIVER (a lone SCHEDULE while it waits), or a 5.x timer message's
 -- TIMER+ -> DELIVER: its record in rmq_sys_wheel_timer and every roll of it, then the put to its
--- real topic (TIMER+ alone while it waits; after a crash the timer may put it twice).
+-- real topic (TIMER+ alone while it waits; after a crash the timer may put it twice), or a
+-- transactional message's HALF+ -> DISCARD? -> PUBLISH*: its half and check copies, the copy
+-- discarded after the last check, the commit (a message committed at its last check may be both
+-- discarded and committed; a 5.x broker may commit twice, which transaction_committed_once
+-- reports).
 -- A group's hops: real -> (SCHEDULE -> RETRY)* -> (SCHEDULE | DLQ)?, per branch. A 5.x POP
 -- group's retries are written by the broker's revive service straight into the POP retry topic,
 -- with no SCHEDULE and no ORIGIN_MESSAGE_ID, each with 1ST_POP_TIME (letter O): their branch is
@@ -64,6 +68,10 @@ shared AS (
            CASE WHEN hop_kind = 'TIMER' THEN hop_index END AS last_timer_index,
            CASE WHEN hop_kind = 'SCHEDULE' THEN hop_index END AS schedule_index,
            CASE WHEN hop_kind = 'DELIVER' THEN hop_index END AS first_deliver_index,
+           CAST(CASE WHEN hop_kind = 'HALF' THEN 1 ELSE 0 END AS BIGINT) AS halves,
+           CAST(CASE WHEN hop_kind = 'DISCARD' THEN 1 ELSE 0 END AS BIGINT) AS discards,
+           CASE WHEN hop_kind = 'HALF' THEN hop_index END AS last_half_index,
+           CASE WHEN hop_kind <> 'HALF' THEN hop_index END AS first_decided_index,
            CAST(CASE WHEN hop_index IS NULL THEN 0 ELSE 1 END AS BIGINT) AS indexed,
            hop_index AS first_index, hop_index AS last_index
     FROM message_hops
@@ -78,6 +86,10 @@ shared AS (
            max(h.hop_index) FILTER (WHERE h.hop_kind = 'TIMER') AS last_timer_index,
            min(h.hop_index) FILTER (WHERE h.hop_kind = 'SCHEDULE') AS schedule_index,
            min(h.hop_index) FILTER (WHERE h.hop_kind = 'DELIVER') AS first_deliver_index,
+           count(*) FILTER (WHERE h.hop_kind = 'HALF') AS halves,
+           count(*) FILTER (WHERE h.hop_kind = 'DISCARD') AS discards,
+           max(h.hop_index) FILTER (WHERE h.hop_kind = 'HALF') AS last_half_index,
+           min(h.hop_index) FILTER (WHERE h.hop_kind <> 'HALF') AS first_decided_index,
            count(h.hop_index) AS indexed, min(h.hop_index) AS first_index, max(h.hop_index) AS last_index
     FROM message_hops h
     WHERE h."group" IS NULL AND hash(h.run_id, h.message_key) IN (SELECT k FROM shared_repeated)
@@ -132,6 +144,9 @@ shared_misfits AS (
                    AND (s.delivers = 0
                         OR (s.last_timer_index < s.first_deliver_index
                             AND (s.delivers = 1 OR s.run_id IN (SELECT run_id FROM crashed)))))
+               -- A transaction: HALF+ -> DISCARD? -> PUBLISH* (every HALF first).
+               OR (s.halves >= 1 AND s.discards <= 1 AND s.halves + s.discards + s.publishes = s.n
+                   AND s.indexed = s.n AND coalesce(s.last_half_index < s.first_decided_index, true))
                -- A delayed publish whose SCHEDULE retention deleted: its DELIVER alone.
                OR (s.delivers = s.n AND (s.n = 1 OR s.run_id IN (SELECT run_id FROM crashed))
                    AND s.run_id IN (SELECT run_id FROM cut_runs)))
@@ -171,12 +186,15 @@ branch_shapes AS (
 names_removed AS (
     -- Messages of a cut run with a record whose ORIGIN_MESSAGE_ID names a record retention deleted.
     SELECT DISTINCT h.run_id, h.message_key
-    FROM commitlog c
+    -- Or a transaction's commit whose back-pointer names a half copy retention deleted.
+    FROM (SELECT *, CASE WHEN (coalesce(sys_flag, 0) & {{sysflag_transaction_mask}}) = {{sysflag_transaction_commit}}
+                         THEN prepared_tx_offset END AS tx_commit_of
+          FROM commitlog) c
     JOIN cut_runs r ON r.run_id = c.run_id
     JOIN message_hops h ON h.run_id = c.run_id AND h.broker = c.broker AND h.phys_offset = c.phys_offset
     {{origin_cut_joins}}
-    WHERE c.origin_msg_id IS NOT NULL
-      AND {{names_a_removed_record}}
+    WHERE (c.origin_msg_id IS NOT NULL AND {{names_a_removed_record}})
+       OR (c.tx_commit_of IS NOT NULL AND {{commits_a_removed_record}})
 ),
 head_removed AS (
     -- Messages of a cut run whose first hops are not in the commit log (what the lineage marks
@@ -339,7 +357,8 @@ chains AS (
     LEFT JOIN group_tallies g ON g.run_id = l.run_id AND g.message_key = l.message_key AND g."group" = l."group"
 )
 SELECT s.run_id, s.message_key, NULL AS "group",
-       'shared hops ' || s.kinds || ' are not PUBLISH, SCHEDULE -> DELIVER or TIMER+ -> DELIVER' AS detail
+       'shared hops ' || s.kinds || ' are not PUBLISH, SCHEDULE -> DELIVER, TIMER+ -> DELIVER or HALF+ -> DISCARD? -> PUBLISH'
+       AS detail
 FROM shared_kinds s
 UNION ALL
 SELECT run_id, message_key, "group",

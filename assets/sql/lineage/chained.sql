@@ -87,5 +87,6 @@ SELECT run_id, message_key, `group`, hop_index, hop_kind, topic, queue_id, broke
        uniq_key, queue_offset, rec_origin_msg_id, real_topic, retry_topic, rec_reconsume_time, recall, inner_num,
        -- A re-put record no SCHEDULE record was waiting for: a copy the schedule put again (the
        -- lineage reads it as a fork's cause).
-       coalesce(pair_role = 1 AND pair_class IS NULL, false) AS reput_copy
+       coalesce(pair_role = 1 AND pair_class IS NULL, false) AS reput_copy,
+       tx_check_times, tx_commit_of
 FROM delivered

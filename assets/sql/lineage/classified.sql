@@ -13,14 +13,15 @@ WITH owners AS (
 messages AS (
     SELECT c.run_id, c.broker, c.phys_offset, c.topic, c.queue_id, c.queue_offset, c.msg_id, c.uniq_key,
            c.origin_msg_id, c.real_topic, c.retry_topic, c.delay_level, c.reconsume_times, c.store_ts,
-           c.born_ts, c.born_host, c.body_crc, c.properties
+           c.born_ts, c.born_host, c.body_crc, c.properties, c.sys_flag, c.prepared_tx_offset
     FROM records c
     WHERE NOT ({{bookkeeping_record}})
 ),
 keyed AS (
     -- The UNIQ_KEY (the producer's id, copied on every hop).
     SELECT run_id, broker, phys_offset, topic, queue_id, queue_offset, msg_id, uniq_key, origin_msg_id,
-           real_topic, retry_topic, delay_level, reconsume_times, store_ts, properties, uniq_key AS message_key
+           real_topic, retry_topic, delay_level, reconsume_times, store_ts, properties, sys_flag, prepared_tx_offset,
+           uniq_key AS message_key
     FROM messages
     WHERE length(uniq_key) > 0
     UNION ALL
@@ -29,7 +30,7 @@ keyed AS (
     -- host, born time in epoch ms, body CRC); else those fields themselves. The window runs over
     -- these records only, so the common case costs no extra shuffle.
     SELECT run_id, broker, phys_offset, topic, queue_id, queue_offset, msg_id, uniq_key, origin_msg_id,
-           real_topic, retry_topic, delay_level, reconsume_times, store_ts, properties,
+           real_topic, retry_topic, delay_level, reconsume_times, store_ts, properties, sys_flag, prepared_tx_offset,
            coalesce(nullif(origin_msg_id, ''),
                     min(nullif(origin_msg_id, '')) OVER (PARTITION BY run_id, fallback_key),
                     fallback_key) AS message_key
@@ -52,6 +53,10 @@ SELECT run_id, broker, phys_offset, topic, queue_id, queue_offset, msg_id, uniq_
        message_key,
        CASE WHEN topic = '{{schedule_topic}}' THEN 'SCHEDULE'
             WHEN topic = '{{timer_topic}}' THEN 'TIMER'
+            -- A transactional message's half and each check copy of it, and its copy discarded
+            -- after transactionCheckMax checks (docs/transactions.md): shared, as a PUBLISH is.
+            WHEN topic = '{{trans_half_topic}}' THEN 'HALF'
+            WHEN topic = '{{trans_check_max_time_topic}}' THEN 'DISCARD'
             WHEN {{starts_with}}(topic, '{{retry_topic_prefix}}') THEN 'RETRY'
             WHEN {{starts_with}}(topic, '{{dlq_topic_prefix}}') THEN 'DLQ'
             -- Re-put to its real topic by the schedule (it keeps DELAY) or by the 5.x timer (which
@@ -68,5 +73,14 @@ SELECT run_id, broker, phys_offset, topic, queue_id, queue_offset, msg_id, uniq_
        -- and how many queue offsets an inner batch not unwrapped stands for.
        properties['{{prop_reconsume_time}}'] AS rec_reconsume_time,
        properties['{{prop_timer_del_uniqkey}}'] IS NOT NULL AS recall,
-       greatest(coalesce(TRY_CAST(properties['{{prop_inner_num}}'] AS INT), 1), 1) AS inner_num
+       greatest(coalesce(TRY_CAST(properties['{{prop_inner_num}}'] AS INT), 1), 1) AS inner_num,
+       -- A transaction's records: the check a half copy (or the discarded copy) was made by
+       -- (TRANSACTION_CHECK_TIMES, which a commit keeps; 0 for the half itself), and a commit record's back-pointer
+       -- (sysFlag COMMIT): the commit-log offset of the copy it commits, on its own broker; -1 in a
+       -- run written before commitlog.prepared_tx_offset existed (a commit, its copy unknown).
+       CASE WHEN topic IN ('{{trans_half_topic}}', '{{trans_check_max_time_topic}}')
+                 OR (coalesce(sys_flag, 0) & {{sysflag_transaction_mask}}) = {{sysflag_transaction_commit}}
+            THEN coalesce(TRY_CAST(properties['{{prop_transaction_check_times}}'] AS INT), 0) END AS tx_check_times,
+       CASE WHEN (coalesce(sys_flag, 0) & {{sysflag_transaction_mask}}) = {{sysflag_transaction_commit}}
+            THEN coalesce(prepared_tx_offset, -1) END AS tx_commit_of
 FROM named

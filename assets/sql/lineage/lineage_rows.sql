@@ -1,17 +1,24 @@
 -- The rows of message_lineage (docs/lineage.md, "message_lineage"), unsorted: one per (message,
 -- group) of every chain, and the LOST messages. Reads chained (chained.sql), records (records.sql),
--- consume_attempts, consumer_offsets, produced, runs and pop_evidence. The per-message facts are
+-- consume_attempts, consumer_offsets, produced, runs, pop_evidence and transaction_ops. The per-message facts are
 -- windows over the chained hops and the per-chain aggregation groups them by (run_id, message_key,
 -- group): in Spark both run inside the hops' range partitions, and every small table (cuts,
 -- subscriptions, committed offsets, snapshots) is broadcast.
 WITH {{origin_cuts_ctes}},
+tx_decided AS (
+    -- The half copies an op record decided (a commit's or a rollback's): their queue offsets in
+    -- the half queue of the op record's queue id, on its broker (docs/transactions.md).
+    SELECT DISTINCT run_id, broker, queue_id, half_offset
+    FROM (SELECT run_id, broker, queue_id, {{explode}}(half_queue_offsets) AS half_offset FROM transaction_ops) o
+),
 hop_facts AS (
     -- Per hop: what it says of its message's origin, and whether its ORIGIN_MESSAGE_ID names a
     -- record retention deleted (a truncated head).
-    SELECT /*+ BROADCAST(own_cut), BROADCAST(host_cut) */
+    SELECT /*+ BROADCAST(own_cut), BROADCAST(host_cut), BROADCAST(txd) */
            c.run_id, c.message_key, c.`group`, c.hop_index, c.hop_kind, c.topic, c.queue_id, c.broker,
            c.phys_offset, c.msg_id, c.delay_level, c.reconsume_times, c.store_ts, c.uniq_key, c.queue_offset,
-           c.origin_msg_id AS rec_origin_msg_id, c.recall, c.inner_num, c.reput_copy,
+           c.origin_msg_id AS rec_origin_msg_id, c.recall, c.inner_num, c.reput_copy, c.tx_check_times, c.tx_commit_of,
+           txd.half_offset IS NOT NULL AS tx_decided,
            -- The origin topic its RETRY_TOPIC names (names.origin_of_retry_topic_property): the
            -- property itself, or, for a POP retry topic of the hop's group (the 5.x proxy's DLQ
            -- record), the topic after %RETRY%<group>+ or %RETRY%<group>_; another %RETRY% name
@@ -23,15 +30,16 @@ hop_facts AS (
                 WHEN {{starts_with}}(c.retry_topic_named, c.pop_retry_v1)
                      AND length(c.retry_topic_named) > length(c.pop_retry_v1)
                 THEN substr(c.retry_topic_named, length(c.pop_retry_v1) + 1) END AS retry_origin,
-           -- The REAL_TOPIC of a delayed publish's SCHEDULE hop or a timer message's TIMER hop.
-           CASE WHEN c.hop_kind IN ('SCHEDULE', 'TIMER') AND c.`group` IS NULL THEN nullif(c.real_topic, '')
+           -- The REAL_TOPIC of a delayed publish's SCHEDULE hop, a timer message's TIMER hop or a
+           -- transaction's HALF and DISCARD hops.
+           CASE WHEN c.hop_kind IN ('SCHEDULE', 'TIMER', 'HALF', 'DISCARD') AND c.`group` IS NULL THEN nullif(c.real_topic, '')
            END AS delayed_topic,
            CASE WHEN c.hop_kind IN ('PUBLISH', 'DELIVER') THEN c.topic END AS published_topic,
            -- The proxy's DLQ record of a POP message (RETRY_TOPIC a %RETRY% name) carries as
            -- ORIGIN_MESSAGE_ID the msgId of the retry record it was sent back from, not the origin's.
            CASE WHEN NOT coalesce({{starts_with}}(c.retry_topic_named, '{{retry_topic_prefix}}'), false)
                 THEN nullif(c.origin_msg_id, '') END AS kept_origin_msg_id,
-           {{names_a_removed_record}} AS names_removed,
+           {{names_a_removed_record}} OR {{commits_a_removed_record}} AS names_removed,
            -- On a group hop, the retries its record says happened up to it: the larger of the
            -- header's reconsume times and RECONSUME_TIME (a client's send keeps the count there);
            -- the k-th RETRY record carries k, a SCHEDULE or DLQ record one more than the retries
@@ -44,6 +52,8 @@ hop_facts AS (
                  '{{retry_topic_prefix}}' || h.`group` || '{{pop_retry_v1_separator}}' AS pop_retry_v1
           FROM chained h) c
     {{origin_cut_joins}}
+    LEFT JOIN tx_decided txd ON c.hop_kind = 'HALF' AND txd.run_id = c.run_id AND txd.broker = c.broker
+          AND txd.queue_id = c.queue_id AND txd.half_offset = c.queue_offset
 ),
 message_facts AS (
     -- Per message, the same on every hop of it: the origin topic (RETRY_TOPIC, else a delayed or
@@ -64,7 +74,15 @@ message_facts AS (
            min_by(CASE WHEN `group` IS NULL THEN hop_kind END,
                   CASE WHEN `group` IS NULL THEN (store_ts, broker, phys_offset) END) OVER message AS first_shared_kind,
            bool_or(names_removed) OVER message AS head_removed,
-           array_distinct(array_agg(`group`) OVER message) AS hop_groups
+           array_distinct(array_agg(`group`) OVER message) AS hop_groups,
+           -- A transactional message (a HALF, DISCARD or commit record of it): committed (a commit
+           -- record), else rolled back (an op record decided a copy of it), else discarded after its
+           -- last check, else undecided at the snapshot; and the most checks a record of it names.
+           CASE WHEN bool_or(tx_commit_of IS NOT NULL) OVER message THEN 'COMMITTED'
+                WHEN bool_or(tx_decided) OVER message THEN 'ROLLED_BACK'
+                WHEN bool_or(hop_kind = 'DISCARD') OVER message THEN 'DISCARDED'
+                WHEN bool_or(hop_kind = 'HALF') OVER message THEN 'UNDECIDED' END AS transaction_state,
+           max(tx_check_times) OVER message AS transaction_checks
     FROM hop_facts f
     WINDOW message AS (PARTITION BY run_id, message_key)
 ),
@@ -83,7 +101,7 @@ subs AS (
           FROM (SELECT run_id, topic AS named_topic, retry_topic FROM records) r
           UNION ALL
           SELECT run_id, `group`, topic FROM pop_evidence WHERE kind = 'ck') s
-    WHERE `group` IS NOT NULL AND topic IS NOT NULL
+    WHERE `group` IS NOT NULL AND topic IS NOT NULL AND NOT {{starts_with}}(`group`, '{{system_group_prefix}}')
       AND NOT ({{starts_with}}(topic, '{{retry_topic_prefix}}') OR {{starts_with}}(topic, '{{dlq_topic_prefix}}')
                OR topic = '{{schedule_topic}}' OR {{starts_with}}(topic, '{{system_topic_prefix}}'))
 ),
@@ -159,7 +177,9 @@ per_chain AS (
              AS truncated,
            max(retries_seen) AS retries_seen,
            max(CASE WHEN hop_kind = 'RETRY' THEN retries_seen END) AS retry_depth,
-           bool_or(recall) AS recalled
+           bool_or(recall) AS recalled,
+           max(transaction_state) AS transaction_state,
+           max(transaction_checks) AS transaction_checks
     FROM (SELECT c.*,
                  CASE WHEN hop_kind = 'SCHEDULE'
                       THEN topic || '[' || CAST(CASE WHEN delay_level > 0 THEN delay_level ELSE queue_id + 1 END
@@ -263,7 +283,8 @@ stored AS (
            {{unix_millis}}(last_store_ts) - {{unix_millis}}(first_store_ts) AS total_delay_ms,
            truncated,
            CASE WHEN awaits_revive THEN pop_revive_ts END AS invisible_until,
-           forks, fork_hop_index, fork_broker, fork_cause
+           forks, fork_hop_index, fork_broker, fork_cause,
+           transaction_state, transaction_checks
     FROM judged
 ),
 accepted AS (
@@ -283,6 +304,6 @@ SELECT * FROM stored
 UNION ALL
 -- One row per group subscribing to its topic (group null when none does).
 SELECT /*+ BROADCAST(s) */ l.run_id, l.uniq_key, s.`group`, l.origin_topic, l.origin_msg_id, 0, 0, NULL, NULL,
-       'LOST', NULL, NULL, NULL, false, NULL, 0, NULL, NULL, NULL
+       'LOST', NULL, NULL, NULL, false, NULL, 0, NULL, NULL, NULL, NULL, NULL
 FROM lost l
 LEFT JOIN subs s ON s.run_id = l.run_id AND s.topic = l.origin_topic
