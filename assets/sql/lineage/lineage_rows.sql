@@ -265,9 +265,11 @@ stored AS (
            -- A truncated chain lost RETRY hops with its head: its retries are what its surviving
            -- records say happened, when that is more. A forked chain's copies are no retries: its
            -- retries are the deepest count its RETRY records carry (an orderly group's DLQ record
-           -- carries its local count, no retry), when that is more than its RETRY attempts.
+           -- carries its local count, no retry), not its RETRY records' number: after a restart a
+           -- copy can carry a count the chain already had under another reading, and counting it
+           -- made a real crashed store's chain one retry deeper than its group's maximum.
            CASE WHEN truncated THEN greatest(retries, coalesce(retries_seen, 0))
-                WHEN forks > 0 THEN greatest(retries, coalesce(retry_depth, 0))
+                WHEN forks > 0 THEN coalesce(retry_depth, retries)
                 ELSE retries END AS retries,
            path, final_topic,
            CASE WHEN last_kind = 'DLQ' THEN 'DLQ'
