@@ -49,7 +49,7 @@ NOT_JUDGED_ON_IMPORTS = {c.NO_UNEXPLAINED_LOSS, c.DUPLICATE_RATE}
 NO_TRANSACTIONS = set(c.TRANSACTION_CHECKS)
 # What a transactional store (no retry, DLQ or delayed record) gives nothing to judge.
 NOT_JUDGED_ON_TX_STORES = NOT_JUDGED_ON_IMPORTS | {c.DLQ_AFTER_MAX_RETRIES, c.NO_EARLY_DELIVERY, c.ORIGIN_STABLE,
-                                                   c.LATENESS_P99}
+                                                   c.LATENESS_P99, c.RETRIES_WITHIN_MAX}
 
 
 # --- the audit of a store ------------------------------------------------------------------------
