@@ -42,7 +42,14 @@ import pyarrow.parquet as pq
 
 from broker_core.export.broker_parts import PARQUET_DIR_NAME, REPLICAS_DIR_NAME, part_name
 from broker_core.export.parquet import COMPRESSION, ROW_GROUP_ROWS, TableWriter
-from broker_core.export.replicas import KIND_DIFFER, MergeResult, _merge_commitlog, link_side, side_dir
+from broker_core.export.replicas import (
+    KIND_DIFFER,
+    MergeResult,
+    _merge_commitlog,
+    link_side,
+    merged_runs_row,
+    side_dir,
+)
 from broker_core.export.schema import DLEDGER_STATES, RAW_TABLES
 from broker_core.store.dledger import DLEDGER_DIR_PREFIX
 from broker_core.store.problem import ERROR, Problem
@@ -272,19 +279,7 @@ def _write_problems(sides: list[Path], part: str, dest: Path, broker: str, resul
 def _write_runs(sides: list[Path], part: str, dest: Path, result: ReplicaMerge) -> None:
     """One runs row for the broker: the first replica's, over every replica's records."""
     rows = [r for side in sides for r in _read(side, "runs", part).to_pylist()]
-    row = dict(rows[0])
-    firsts = [r["first_offset"] for r in rows if r["first_offset"] is not None]
-    row["first_offset"] = min(firsts) if firsts else None
-    starts = [r["sim_start_ts"] for r in rows if r["sim_start_ts"] is not None]
-    ends = [r["sim_end_ts"] for r in rows if r["sim_end_ts"] is not None]
-    row["sim_start_ts"] = min(starts) if starts else None
-    row["sim_end_ts"] = max(ends) if ends else None
-    row["records_written"] = result.records
-    row["msg_id_hosts"] = sorted({h for r in rows for h in (r["msg_id_hosts"] or [])})
-    levels = [r.get("delay_levels_ms") or [] for r in rows]
-    known = [next((side[k] for side in levels if k < len(side) and side[k] is not None), None)
-             for k in range(max(map(len, levels)))]
-    row["delay_levels_ms"] = known or None
+    row = merged_runs_row(rows, result.records)
     writer = TableWriter(dest, "runs", part=part)
     writer.write(row)
     writer.close()

@@ -269,9 +269,10 @@ def _run_id(side: Path, part: str) -> str:
     return pq.read_table(side / "runs" / part, columns=["run_id"]).column(0)[0].as_py()
 
 
-def _write_runs(master: Path | None, slave: Path | None, dest: Path, part: str, result: MergeResult) -> None:
-    """One runs row for the broker: the master's (else the slave's), over both sides' records."""
-    rows = [pq.read_table(s / "runs" / part).to_pylist()[0] for s in (master, slave) if s is not None]
+def merged_runs_row(rows: list[dict], records: int) -> dict:
+    """One runs row for a broker whose store several copies (master and slave, DLedger replicas)
+    hold: the first row's, over every copy's records (the earliest first offset and start, the
+    latest end, every store host, each delay level from the first copy that knows it)."""
     row = dict(rows[0])
     firsts = [r["first_offset"] for r in rows if r["first_offset"] is not None]
     row["first_offset"] = min(firsts) if firsts else None
@@ -279,13 +280,20 @@ def _write_runs(master: Path | None, slave: Path | None, dest: Path, part: str, 
     ends = [r["sim_end_ts"] for r in rows if r["sim_end_ts"] is not None]
     row["sim_start_ts"] = min(starts) if starts else None
     row["sim_end_ts"] = max(ends) if ends else None
-    row["records_written"] = result.records
+    row["records_written"] = records
     row["msg_id_hosts"] = sorted({h for r in rows for h in (r["msg_id_hosts"] or [])})
-    # Both sides run one delay table; a level one side has no schedule record of is read from the other.
+    # The copies run one delay table; a level one has no schedule record of is read from another.
     levels = [r.get("delay_levels_ms") or [] for r in rows]
     known = [next((side[k] for side in levels if k < len(side) and side[k] is not None), None)
              for k in range(max(map(len, levels)))]
     row["delay_levels_ms"] = known or None
+    return row
+
+
+def _write_runs(master: Path | None, slave: Path | None, dest: Path, part: str, result: MergeResult) -> None:
+    """One runs row for the broker: the master's (else the slave's), over both sides' records."""
+    rows = [pq.read_table(s / "runs" / part).to_pylist()[0] for s in (master, slave) if s is not None]
+    row = merged_runs_row(rows, result.records)
     writer = TableWriter(dest, "runs", part=part)
     writer.write(row)
     writer.close()
