@@ -7,20 +7,7 @@
 -- in order: the group's configuration in the run manifest (-1 = the default when consuming
 -- concurrently, unlimited when orderly); the largest MAX_RECONSUME_TIMES the group's records
 -- carry; the largest maximum its DLQ records were judged against (dlq_explained); the default.
-WITH configured AS (
-    SELECT run_id, "group",
-           CASE WHEN max_reconsume_times >= 0 THEN max_reconsume_times
-                WHEN lower(mode) = 'orderly' THEN {{orderly_max_reconsume_times}}
-                ELSE {{retry_max_times_default}} END AS max_times
-    FROM run_groups
-),
-carried AS (
-    SELECT h.run_id, h."group", max(c.max_reconsume_times) AS max_times
-    FROM message_hops h
-    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
-    WHERE h."group" IS NOT NULL AND c.max_reconsume_times >= 0
-    GROUP BY h.run_id, h."group"
-),
+WITH {{group_maxima_ctes}},
 dlq_judged AS (
     SELECT run_id, "group", max(max_times) AS max_times
     FROM ({{dlq_explained}}) d

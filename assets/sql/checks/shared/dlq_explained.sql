@@ -35,20 +35,7 @@ WITH dlq_records AS (
     JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
     WHERE h.hop_kind = 'DLQ'
 ),
-configured AS (
-    SELECT run_id, "group",
-           CASE WHEN max_reconsume_times >= 0 THEN max_reconsume_times
-                WHEN lower(mode) = 'orderly' THEN {{orderly_max_reconsume_times}}
-                ELSE {{retry_max_times_default}} END AS max_times
-    FROM run_groups
-),
-carried AS (
-    SELECT h.run_id, h."group", max(c.max_reconsume_times) AS max_times
-    FROM message_hops h
-    JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
-    WHERE h."group" IS NOT NULL AND c.max_reconsume_times >= 0
-    GROUP BY h.run_id, h."group"
-),
+{{group_maxima_ctes}},
 observed AS (
     SELECT run_id, "group", max(reconsumes) AS max_times
     FROM dlq_records
