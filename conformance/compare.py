@@ -296,12 +296,7 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
             not_auditable[group] += 1  # the store keeps nothing of a broadcasting group
             continue
         compared.add(key)
-        seen, delivered = set(), []
-        for c in calls:
-            record = (c["queue_topic"], c["queue_id"], c["queue_offset"], c["phys_offset"])
-            if record not in seen:
-                seen.add(record)
-                delivered.append((c["queue_topic"], c["reconsume_times"]))
+        delivered = _delivered(calls)
         audit = _consumable(hops.get(key, []), group,
                             max_attempts(max_by_group[group]) if group in grpc else None)
         # One sequence of deliveries has one order. Where the clients were handed the same attempt
