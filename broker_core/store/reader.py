@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import mmap
+import os
 import re
 import struct
 import zlib
@@ -708,8 +710,11 @@ class StoreReader(DLedgerScan):
                 and not any(buf[pos:pos + 8])):
             self.bytes_read[COMMITLOG_DIR_NAME] += 8
         else:
-            self.bytes_read[COMMITLOG_DIR_NAME] += max(0, limit - pos)
-            self._check_zero_tail(cf, buf, pos, limit)
+            # A file's holes (never written: RocketMQ maps each file at its full size) read as
+            # zeros; only the part that holds data is read.
+            data_end = _data_end(cf.path, pos, limit)
+            self.bytes_read[COMMITLOG_DIR_NAME] += max(0, data_end - pos)
+            self._check_zero_tail(cf, buf, pos, data_end)
         self.zeros_from = cf.start + pos if len(self._scan_problems) == problems else None
 
     def _check_zero_tail(self, cf: CommitLogFile, buf, pos: int, limit: int) -> None:
@@ -1108,6 +1113,37 @@ class StoreReader(DLedgerScan):
         """subscriptionGroup.json's groups or, on a store without it, those kept in RocksDB."""
         kept = self.rocksdb.table(GROUPS)
         return kept if kept is not None else self._load_config(config_files.SUBSCRIPTION_GROUP_FILE).value or {}
+
+
+def _data_end(path: Path, start: int, end: int) -> int:
+    """Where the last part of ``[start, end)`` of a file that holds data ends (``start`` when it is
+    all holes): past it, up to ``end``, the file is holes, which read as zeros (lseek SEEK_DATA and
+    SEEK_HOLE; ``end`` when the file system cannot tell)."""
+    if not hasattr(os, "SEEK_DATA"):
+        return end
+    last = start
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return end
+    try:
+        at = start
+        while at < end:
+            try:
+                data = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data after ``at``
+                    break
+                return end
+            if data >= end:
+                break
+            at = os.lseek(fd, data, os.SEEK_HOLE)
+            last = min(at, end)
+    except OSError:
+        return end
+    finally:
+        os.close(fd)
+    return last
 
 
 def _head_nonzero(path: Path) -> bool:
