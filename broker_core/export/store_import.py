@@ -29,6 +29,7 @@ from broker_core.codec import Record
 from broker_core.errors import BadInputError, CorruptStoreError
 from broker_core.export.broker_parts import (
     PARQUET_DIR_NAME,
+    PART_SUFFIX,
     brokers_of,
     increment_part_name,
     kept_parts,
@@ -296,6 +297,16 @@ class _Carry:
     body_problems: tuple[Problem, ...]
 
 
+def _free_name(parquet: Path, table: str, increment: str) -> str:
+    """``increment``, or, when an earlier increment that began at the same offset has a file of
+    ``table`` (schedule units a live import read before the records they name), a name after it."""
+    name, n = increment, 0
+    while (parquet / table / name).exists():
+        n += 1
+        name = f"{increment.removesuffix(PART_SUFFIX)}-{n:04d}{PART_SUFFIX}"
+    return name
+
+
 def _added_part(parquet: Path, table: str, part: str, increment: str, added: int) -> None:
     """Drop an increment's empty file of ``table``; the broker keeps its part file, if empty."""
     if not added:
@@ -311,8 +322,9 @@ def _schedule_units_table(reader: StoreReader, parquet: Path, part: str, run_id:
     if carry is None or reader.cq_read_whole:
         return write_schedule_units(reader, parquet, part, run_id, broker)
     rows = carry_parts(carry.old_parquet, parquet, broker, "schedule_units", RAW_TABLES["schedule_units"])
-    added = write_schedule_units(reader, parquet, carry.increment, run_id, broker)
-    _added_part(parquet, "schedule_units", part, carry.increment, added)
+    increment = _free_name(parquet, "schedule_units", carry.increment)
+    added = write_schedule_units(reader, parquet, increment, run_id, broker)
+    _added_part(parquet, "schedule_units", part, increment, added)
     return rows + added
 
 
@@ -326,9 +338,10 @@ def _record_body_table(reader: StoreReader, parquet: Path, part: str, run_id: st
         return write(reader, parquet, part, run_id, broker)
     rows = carry_parts(carry.old_parquet, parquet, broker, table, RAW_TABLES[table], carry.keep_from)
     new_log = parquet / "commitlog" / carry.increment
-    added, problems = (write(reader, parquet, carry.increment, run_id, broker, commitlog=new_log)
+    increment = _free_name(parquet, table, carry.increment)
+    added, problems = (write(reader, parquet, increment, run_id, broker, commitlog=new_log)
                        if new_log.exists() else (0, []))
-    _added_part(parquet, table, part, carry.increment, added)
+    _added_part(parquet, table, part, increment, added)
     return rows + added, problems
 
 
