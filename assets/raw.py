@@ -23,7 +23,7 @@ from assets.checks import ERROR, INVARIANTS, Check, CheckOutcome, run_checks
 from assets.lineage_engine import AUTO_ENGINE, DUCKDB_ENGINE, ENGINE_DEFAULT, SPARK_ENGINE, pick_engine
 from assets.progress import LOG_PROGRESS_INTERVAL_S, Throttle
 from assets.resources import DataHome, SparkResource
-from assets.run_source import IMPORTED, SCENARIO, STORE, RunSource
+from assets.run_source import CLUSTER, IMPORTED, SCENARIO, STORE, RunSource, cluster_brokers, is_dledger_store
 from assets.warehouse import parquet_files, run_id_of, run_views
 from broker_core.export.schema import FINAL_STATES, HOP_KINDS, LINEAGE_TABLES, RAW_TABLES
 
@@ -98,20 +98,56 @@ def materialize_run(source: RunSource, run_dir: Path, log=None, live: bool = Fal
     elif source.kind == STORE:
         from broker_core.export.store_import import import_store
 
+        # A DLedger store is read whole every time (its uncommitted tail may be cut), never live.
+        live = live and not is_dledger_store(source.path)
         summary = import_store(source.path, run_dir, name=source.name, live=live)
         meta.update(records=summary.records, problems=len(summary.problems), broker=summary.broker,
                     live=live, bytes_read=summary.bytes_read, records_added=summary.records_added,
                     continued_from_offset=summary.resumed_from if summary.resumed_from is not None else -1,
-                    next_offset=summary.next_offset if summary.next_offset is not None else -1)
+                    next_offset=summary.next_offset if summary.next_offset is not None else -1,
+                    store_bytes_read=sum(summary.store_bytes_read.values()))
         if summary.full_import_reason:
             meta["read_whole_because"] = summary.full_import_reason
             if log:
                 log.info(f"{source.path} read whole: {summary.full_import_reason}")
+    elif source.kind == CLUSTER:
+        meta.update(import_cluster(source, run_dir, log, live))
     else:
         assert source.kind == IMPORTED, f"unknown run source {source.kind!r}"
         if log:
             log.info(f"{run_dir} was imported with `retry-audit import-store`; taken as it is")
     meta["seconds"] = round(time.perf_counter() - started, 3)
+    return meta
+
+
+def import_cluster(source: RunSource, run_dir: Path, log=None, live: bool = False) -> dict:
+    """Every broker of a cluster partition into its one run, as ``import-store --broker`` does
+    (a DLedger group's nodes with ``--role replica``); return what the imports read and found.
+    Each broker's import goes on from its last one (only what its store gained is read)."""
+    from broker_core.export.store_import import import_store
+
+    meta = {"brokers": "", "records": 0, "problems": 0, "bytes_read": 0, "records_added": 0,
+            "store_bytes_read": 0, "live": live}
+    brokers = cluster_brokers(source.path)
+    whole = []
+    for broker, stores in brokers.items():
+        replicas = len(stores) > 1 or stores[0] != source.path / broker
+        for store in stores:
+            summary = import_store(store, run_dir, name=source.name, broker=broker,
+                                   role="replica" if replicas else "master",
+                                   live=live and not is_dledger_store(store))
+            meta["problems"] += len(summary.problems)
+            meta["bytes_read"] += summary.bytes_read
+            meta["store_bytes_read"] += sum(summary.store_bytes_read.values())
+            meta["records_added"] += summary.records_added
+            if summary.full_import_reason:
+                whole.append(f"{broker} ({store.name}): {summary.full_import_reason}")
+        meta["records"] += summary.records  # a group's last import counts the merged records
+    meta["brokers"] = ", ".join(brokers)
+    if whole:
+        meta["read_whole_because"] = "; ".join(whole)
+        if log:
+            log.info(f"{source.path} read whole: {meta['read_whole_because']}")
     return meta
 
 

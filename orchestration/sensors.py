@@ -8,7 +8,8 @@ under ``var/stores/`` shows up in the UI by itself, without "Reload definitions"
 
 ``stores_grown`` (off until turned on) watches every store partition
 (``<data home>/stores/<name>/``, a directory or a symlink to a broker's store root, and the
-conformance stores). On each tick it walks the store's commit log
+conformance stores) and every broker's store of a cluster partition
+(``<data home>/stores/<cluster>/<broker>/``; a run of the cluster when any of them grew). On each tick it walks the store's commit log
 from where it last looked (:func:`broker_core.store.log_end.log_end`, record headers only) and,
 when the records reach further than then (or retention deleted files, or the store was never
 imported), asks for one run of ``store_pipeline`` for that partition: ``raw/run`` with
@@ -26,7 +27,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.resources import DataHome
-from assets.run_source import STORE, RunSource
+from assets.run_source import CLUSTER, STORE, RunSource, cluster_brokers
 from broker_core.export.increments import load_state
 from broker_core.store.log_end import LogEnd, log_end
 from orchestration.partitions import partition_changes
@@ -55,38 +56,52 @@ def store_job():
                     "its lineage and the warehouse; launched by the stores_grown sensor.")
 
 
-def _baseline(name: str, source: RunSource, run_dir: Path, cursor: dict) -> dict | None:
+def _baseline(key: str, broker: str, store: Path, run_dir: Path, cursor: dict) -> dict | None:
     """Where the last look at a store ended: its cursor entry, else where the run's last import of it
     ended (so a store imported before is not imported again until it grows)."""
-    if name in cursor:
-        return cursor[name]
-    state = load_state(run_dir, name)
-    if state is None or state.store_dir != str(Path(source.path).resolve()):
+    if key in cursor:
+        return cursor[key]
+    state = load_state(run_dir, broker)
+    if state is None or state.store_dir != str(Path(store).resolve()):
         return None
     return {"file": state.resume.file_name, "position": state.resume.position, "offset": state.resume.offset,
             "first_file": f"{state.first_offset:020d}"}
 
 
-def grown_stores(sources: dict[str, RunSource], runs_dir: Path, cursor: dict) -> dict[str, tuple[LogEnd, str]]:
-    """The store partitions whose log reaches further than the cursor says (or whose first file
-    changed, or that were never looked at): {name: (where the log ends now, why)}."""
-    found = {}
+def watched_stores(sources: dict[str, RunSource]) -> dict[str, tuple[str, str, Path]]:
+    """Every store the sensor watches: {cursor key: (partition, broker, store root)}. A store
+    partition is one store (its broker is the partition); a cluster partition is its brokers'
+    stores (a DLedger group's nodes each), keyed ``<cluster>/<broker>[/<node>]``."""
+    watched = {}
     for name, source in sorted(sources.items()):
-        if source.kind != STORE:
-            continue
-        seen = _baseline(name, source, runs_dir / name, cursor)
+        if source.kind == STORE:
+            watched[name] = (name, name, source.path)
+        elif source.kind == CLUSTER:
+            for broker, stores in cluster_brokers(source.path).items():
+                for store in stores:
+                    key = f"{name}/{broker}" + (f"/{store.name}" if store != source.path / broker else "")
+                    watched[key] = (name, broker, store)
+    return watched
+
+
+def grown_stores(sources: dict[str, RunSource], runs_dir: Path, cursor: dict) -> dict[str, tuple[LogEnd, str]]:
+    """The stores whose log reaches further than the cursor says (or whose first file changed, or
+    that were never looked at): {cursor key: (where the log ends now, why)}."""
+    found = {}
+    for key, (partition, broker, store) in watched_stores(sources).items():
+        seen = _baseline(key, broker, store, runs_dir / partition, cursor)
         same_start = seen is not None and seen.get("file")
-        end = log_end(source.path, (seen["file"], seen["position"]) if same_start else None)
+        end = log_end(store, (seen["file"], seen["position"]) if same_start else None)
         if end.file_name is None:
             continue  # no commit-log files yet
         if seen is None:
-            found[name] = (end, "never imported")
+            found[key] = (end, "never imported")
         elif end.first_file != seen["first_file"]:
             # Retention deleted files: the import drops their rows (or, if the file it ended in
             # went too, reads the store whole).
-            found[name] = (end, f"the log now starts at {end.first_file}")
+            found[key] = (end, f"the log now starts at {end.first_file}")
         elif end.offset > seen["offset"]:
-            found[name] = (end, f"grew from {seen['offset']} to {end.offset}")
+            found[key] = (end, f"grew from {seen['offset']} to {end.offset}")
     return found
 
 
@@ -130,19 +145,25 @@ def stores_sensor(partitions_def: dg.DynamicPartitionsDefinition):
         cursor = json.loads(context.cursor) if context.cursor else {}
         requests = []
         sources = home.sources()
-        for name, (end, why) in grown_stores(sources, home.runs_dir, cursor).items():
+        watched = watched_stores(sources)
+        grown: dict[str, list] = {}
+        for key, (end, why) in grown_stores(sources, home.runs_dir, cursor).items():
+            grown.setdefault(watched[key][0], []).append((key, end, why))
+        for name, stores in grown.items():
             active = context.instance.get_run_records(
                 dg.RunsFilter(job_name=STORE_JOB_NAME, tags={"dagster/partition": name}, statuses=_ACTIVE),
                 limit=1)
+            whys = "; ".join(f"{key}: {why}" for key, _end, why in stores)
             if active:
-                context.log.info(f"{name}: {why}; its last run has not finished, looked at again next tick")
+                context.log.info(f"{whys}; the last run of {name} has not finished, looked at again next tick")
                 continue
-            cursor[name] = cursor_entry(end)
+            cursor.update({key: cursor_entry(end) for key, end, _why in stores})
+            ends = ",".join(f"{key}@{end.first_file}:{end.offset}" for key, end, _why in stores)
             requests.append(dg.RunRequest(
-                run_key=f"{name}@{end.first_file}:{end.offset}", partition_key=name,
-                run_config={"ops": {RAW_RUN_OP: {"config": {"live": True}}}},
-                tags={TAG_STORE: str(sources[name].path), TAG_LOG_END: str(end.offset)}))
-            context.log.info(f"{name}: {why}")
+                run_key=ends if len(stores) > 1 else f"{name}@{stores[0][1].first_file}:{stores[0][1].offset}",
+                partition_key=name, run_config={"ops": {RAW_RUN_OP: {"config": {"live": True}}}},
+                tags={TAG_STORE: str(sources[name].path), TAG_LOG_END: str(max(e.offset for _k, e, _w in stores))}))
+            context.log.info(whys)
         context.update_cursor(json.dumps(cursor, sort_keys=True))
         if not requests:
             return dg.SkipReason("no store has grown since the last look")

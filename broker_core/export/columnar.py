@@ -77,7 +77,6 @@ from broker_core.store.reader import (
     HOST_ROLES,
     INT_PROPERTIES,
     PROGRESS_EVERY_RECORDS,
-    READ_CHUNK_BYTES,
     WARNING,
     CommitLogFile,
     LogEntry,
@@ -239,44 +238,28 @@ class ColumnarStoreReader(StoreReader):
         if limit > pos and _any_nonzero(cf.path, pos, limit):
             super()._check_zero_tail(cf, buf, pos, limit)
 
-    def _check_consume_queues(self, valid_end: int) -> list[Problem]:
-        """The reference's consume-queue check, skipped when whole-file arrays show it finds nothing.
+    def _valid_units(self, data: bytes) -> int:
+        units = np.frombuffer(data, dtype=_CQ_UNIT, count=len(data) // _CQ_UNIT.itemsize)
+        phys, size = units["phys"], units["size"]
+        pre_blank = (phys == 0) & (size == CQ_PRE_BLANK_UNIT_SIZE) & (units["tags"] == 0)
+        return _first(~pre_blank & ((phys < 0) | (size <= 0)))
+
+    def _unit_findings(self, path, pos: int, data: bytes, valid_end: int, found) -> None:
+        """The reference's check of a piece of a queue, run only when arrays show a unit it names.
 
         The reference reads every unit into an object (a third of an import's CPU when the log is
         decoded by columns). The arrays answer the question it asks of each unit -- does it point
-        past ``valid_end``, or start before the first file and end inside it -- and only when
-        some unit does, or a file is not whole units or cannot be read, does the reference run
-        to name them.
+        past ``valid_end``, or start before the first file and end inside it -- and only a piece
+        where some unit does goes to the reference, to name them.
         """
-        if self._consume_queues_fine(valid_end):
-            return []
-        return super()._check_consume_queues(valid_end)
-
-    def _consume_queues_fine(self, valid_end: int) -> bool:
+        units = np.frombuffer(data, dtype=_CQ_UNIT)
+        phys, size = units["phys"], units["size"].astype(np.int64)
+        used = ~((phys == 0) & (size == CQ_PRE_BLANK_UNIT_SIZE) & (units["tags"] == 0))
+        phys, size = phys[used], size[used]
         first = self.first_offset
-        try:
-            for _topic, _queue_id, files in self.consume_queues():
-                ended = False  # units after the first invalid one are not read (ConsumeQueue.recover)
-                for path in files:
-                    if path.stat().st_size % _CQ_UNIT.itemsize:
-                        return False
-                    with open(path, "rb") as fh:
-                        # In pieces, up to the first invalid unit: a queue file is preallocated
-                        # (zeros after its last unit), as in the reference.
-                        while not ended and len(chunk := fh.read(READ_CHUNK_BYTES)) >= _CQ_UNIT.itemsize:
-                            units = np.frombuffer(chunk, dtype=_CQ_UNIT, count=len(chunk) // _CQ_UNIT.itemsize)
-                            phys, size = units["phys"], units["size"].astype(np.int64)
-                            pre_blank = (phys == 0) & (size == CQ_PRE_BLANK_UNIT_SIZE) & (units["tags"] == 0)
-                            count = _first(~pre_blank & ((phys < 0) | (size <= 0)))
-                            ended = count < len(units)
-                            used = ~pre_blank[:count]
-                            phys, size = phys[:count][used], size[:count][used]
-                            # end = phys + size, compared without forming it (no int64 overflow)
-                            if np.any(phys > valid_end - size) or np.any((phys < first) & (phys > first - size)):
-                                return False
-        except OSError:
-            return False
-        return True
+        # end = phys + size, compared without forming it (no int64 overflow)
+        if np.any(phys > valid_end - size) or np.any((phys < first) & (phys > first - size)):
+            super()._unit_findings(path, pos, data, valid_end, found)
 
     def _emit(self, cf: CommitLogFile, rel: str, raw: _Slice, hosts: _HostNames, progress,
               index: int, raft: dict[str, np.ndarray] | None = None, committed: bool = True) -> RecordColumns:

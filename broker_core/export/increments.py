@@ -48,12 +48,14 @@ import pyarrow.parquet as pq
 from broker_core.export.broker_parts import IMPORT_STATE_DIR_NAME, STATE_SUFFIX, broker_parts_of, part_name
 from broker_core.export.columnar import CommitlogWriter
 from broker_core.export.replicas import link_side
+from broker_core.store.cq_marks import QueueMark
 from broker_core.store.problem import ERROR, Problem
 from broker_core.store.reader import ResumePoint, StoreReader
 
 # The remembered import's format. 3: the commitlog rows gained prepared_tx_offset, so a broker
 # imported before is read whole once (a continued import would mix part files with and without it).
-STATE_VERSION = 3
+# 4: each consume queue's mark (cq_marks), so one earlier import is read whole once more.
+STATE_VERSION = 4
 # Commit-log problems a scan finds at one record, whatever the recovery window: an import that
 # found only these before its end can be continued. Anything else before the end is damage.
 CARRIED_PROBLEM_KINDS = ("phys-offset-mismatch", "blank-size")
@@ -141,6 +143,14 @@ class ImportState:
     tail: Tail
     fingerprints: list[str]
     files: dict[str, FileStats] = field(default_factory=dict)
+    # Where each consume queue's read stopped (None: the next import reads the queues whole).
+    queues: dict[str, QueueMark] | None = None
+    # The store times of the SCHEDULE records the levels' delays were read from (by offset).
+    schedule_store_ts: dict[int, int | None] = field(default_factory=dict)
+    # Where the last file was found zeros from to its end (StoreReader.zeros_from).
+    zeros_from: int | None = None
+    # What reading record bodies again found (inner batches, transaction ops) before the end.
+    body_problems: list[Problem] = field(default_factory=list)
 
     def to_json(self) -> dict:
         r = self.resume
@@ -154,6 +164,11 @@ class ImportState:
             "tail": {"last_record": self.tail.last_record, "blank": self.tail.blank},
             "fingerprints": self.fingerprints,
             "files": {name: stats.to_json() for name, stats in sorted(self.files.items())},
+            "queues": (None if self.queues is None else
+                       {key: mark.to_json() for key, mark in sorted(self.queues.items())}),
+            "schedule_store_ts": {str(k): v for k, v in sorted(self.schedule_store_ts.items())},
+            "zeros_from": self.zeros_from,
+            "body_problems": [[p.file, p.offset, p.kind, p.reason, p.severity] for p in self.body_problems],
         }
 
     @classmethod
@@ -168,7 +183,12 @@ class ImportState:
             tail=Tail(tuple(tail["last_record"]) if tail["last_record"] else None,
                       tuple(tail["blank"]) if tail["blank"] else None),
             fingerprints=list(doc["fingerprints"]),
-            files={name: FileStats.from_json(f) for name, f in doc["files"].items()})
+            files={name: FileStats.from_json(f) for name, f in doc["files"].items()},
+            queues=(None if doc["queues"] is None else
+                    {key: QueueMark.from_json(m) for key, m in doc["queues"].items()}),
+            schedule_store_ts={int(k): v for k, v in doc["schedule_store_ts"].items()},
+            zeros_from=doc["zeros_from"],
+            body_problems=[Problem(*p) for p in doc["body_problems"]])
 
 
 def load_state(run_dir: Path, broker: str) -> ImportState | None:
@@ -206,6 +226,7 @@ def fingerprints(reader: StoreReader, spans: list[tuple[int, int]]) -> list[str]
             return None
         if len(data) != size:
             return None
+        reader.bytes_read["commitlog"] += len(data)
         found.append(hashlib.sha256(data).hexdigest())
     return found
 
@@ -353,3 +374,24 @@ def compact(sources: list[Path], parquet_dir: Path, broker: str) -> int:
         for i in range(f.num_row_groups):
             writer.write(f.read_row_group(i))
     return writer.close()
+
+
+def carry_parts(old_parquet: Path, new_parquet: Path, broker: str, table: str, schema,
+                keep_from: int | None = None) -> int:
+    """Put ``broker``'s earlier files of ``table`` into the new run as they are (hard links),
+    merged into one file once it has :data:`INCREMENT_PARTS_MAX` increments, or without the rows
+    whose ``phys_offset`` is below ``keep_from`` (retention deleted their records); return the rows."""
+    sources = broker_parts_of(Path(old_parquet) / table, broker)
+    if len(sources) - 1 < INCREMENT_PARTS_MAX and keep_from is None:
+        link_side({path: Path(table) / path.name for path in sources}, new_parquet)
+        return sum(pq.ParquetFile(path).metadata.num_rows for path in sources)
+    writer = CommitlogWriter(new_parquet, table, part=part_name(broker), schema=schema)
+    for path in sources:
+        f = pq.ParquetFile(path)
+        for i in range(f.num_row_groups):
+            rows = f.read_row_group(i)
+            if keep_from is not None:
+                rows = rows.filter(pc.greater_equal(rows.column("phys_offset"), keep_from))
+            writer.write(rows)
+    return writer.close()
+

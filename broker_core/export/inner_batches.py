@@ -46,7 +46,7 @@ _BATCH_COLUMNS = ["phys_offset", "total_size", "topic", "queue_id", "queue_offse
 
 def inner_batch_rows(commitlog_dir: Path, broker: str) -> list[dict]:
     """The broker's inner-batch records (the columns the unwrap needs), in physical order."""
-    if not commitlog_dir.is_dir() or not any(commitlog_dir.glob("*.parquet")):
+    if not _has_parquet(commitlog_dir):
         return []
     data = ds.dataset(str(commitlog_dir), format="parquet")
     flagged = pc.bit_wise_and(ds.field("sys_flag"), INNER_BATCH_FLAGS) == INNER_BATCH_FLAGS
@@ -72,13 +72,13 @@ def _where(broker: str, row: dict) -> str:
 
 
 def write_inner_messages(reader: StoreReader, parquet: Path, part: str, run_id: str,
-                         broker: str) -> tuple[int, list[Problem]]:
+                         broker: str, commitlog: Path | None = None) -> tuple[int, list[Problem]]:
     """Write ``inner_messages`` of ``broker`` from the commitlog already written under ``parquet``;
     return its row count and the warnings (bodies not unwrapped, counts that differ from
     INNER_NUM)."""
     problems: list[Problem] = []
     writer = TableWriter(parquet, "inner_messages", part=part)
-    for row, record in records_at(reader, inner_batch_rows(parquet / "commitlog", broker)):
+    for row, record in records_at(reader, inner_batch_rows(commitlog if commitlog is not None else parquet / "commitlog", broker)):
         phys = row["phys_offset"]
         if record is None:
             problems.append(Problem("commitlog", phys, PROBLEM_INNER_UNDECODABLE,
@@ -109,3 +109,8 @@ def write_inner_messages(reader: StoreReader, parquet: Path, part: str, run_id: 
                           "body_size": len(body), "body_crc": body_crc(body), "born_ts": row["born_ts"],
                           "store_ts": row["store_ts"], "properties": list(props.items())})
     return writer.close(), problems
+
+
+def _has_parquet(commitlog: Path) -> bool:
+    """Whether ``commitlog`` (a table directory, or one file of it) holds Parquet to read."""
+    return commitlog.is_file() or (commitlog.is_dir() and any(commitlog.glob("*.parquet")))

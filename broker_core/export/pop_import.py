@@ -93,7 +93,9 @@ def records_at(reader: StoreReader, rows: list[dict]) -> Iterator[tuple[dict, Re
             if handle is None:
                 handle = open(files[index].path, "rb")
             handle.seek(phys - files[index].start)
-            record = decode_record(handle.read(row["total_size"]), 0, check_crc=False)
+            data = handle.read(row["total_size"])
+            reader.bytes_read["commitlog"] += len(data)
+            record = decode_record(data, 0, check_crc=False)
             yield row, record if isinstance(record, Record) else None
     finally:
         if handle is not None:

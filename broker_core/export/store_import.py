@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker_core.codec import Record
 from broker_core.errors import BadInputError, CorruptStoreError
 from broker_core.export.broker_parts import (
     PARQUET_DIR_NAME,
+    PART_SUFFIX,
     brokers_of,
     increment_part_name,
     kept_parts,
@@ -49,6 +51,7 @@ from broker_core.export.increments import (
     ImportState,
     Tail,
     carry_commitlog,
+    carry_parts,
     compact,
     fingerprints,
     load_state,
@@ -57,7 +60,11 @@ from broker_core.export.increments import (
     save_state,
     store_hosts,
 )
-from broker_core.export.inner_batches import write_inner_messages
+from broker_core.export.inner_batches import (
+    PROBLEM_INNER_COUNT,
+    PROBLEM_INNER_UNDECODABLE,
+    write_inner_messages,
+)
 from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.pop_import import write_pop_tables
 from broker_core.export.replicas import (
@@ -72,14 +79,18 @@ from broker_core.export.replicas import (
     side_dir,
 )
 from broker_core.export.schema import DLEDGER_STATES, RAW_TABLES, RUN_SOURCE_IMPORT
-from broker_core.export.transaction_ops import write_transaction_ops
+from broker_core.export.transaction_ops import PROBLEM_OP_UNREADABLE, write_transaction_ops
 from broker_core.message import create_message_id
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.config_files import split_topic_group
+from broker_core.store.cq_marks import queue_key
 from broker_core.store.layout_5x import store_items_5x
 from broker_core.store.problem import Problem
 from broker_core.store.reader import ScanProgress, StoreReader
 
+# The problems of the tables read from record bodies a row set per record (remembered between
+# imports of a store: an increment reads only its new records' bodies).
+RECORD_BODY_PROBLEMS = (PROBLEM_INNER_UNDECODABLE, PROBLEM_INNER_COUNT, PROBLEM_OP_UNREADABLE)
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 OFFSET_EVENT_RESTORE = "RESTORE"
 _MAGIC_NAMES_MAX = 8  # distinct magic codes ever seen: v1 and v2; the cache stays tiny
@@ -119,6 +130,9 @@ class ImportSummary:
     # Commit-log bytes this import decoded: from the first offset, or, when it continued the last
     # import of the broker, from where that one ended (``resumed_from``) to ``valid_end``.
     bytes_read: int = 0
+    # Bytes this import read from the store's files, by directory (commitlog: the records decoded,
+    # the zeros after them it checked, the records read again; consumequeue; config; ...).
+    store_bytes_read: dict[str, int] = field(default_factory=dict)
     resumed_from: int | None = None
     records_added: int = 0
     # Why the broker's earlier import was not continued (None: it was, or there was none).
@@ -157,6 +171,7 @@ class ImportSummary:
             "checkpoint": dataclasses.asdict(self.checkpoint) if self.checkpoint else None,
             "recovery_start_file": self.recovery_start_file,
             "live": self.live, "bytes_read": self.bytes_read, "resumed_from": self.resumed_from,
+            "store_bytes_read": self.store_bytes_read,
             "records_added": self.records_added, "full_import_reason": self.full_import_reason,
             "next_file": self.next_file, "next_offset": self.next_offset,
             "store_items_5x": self.store_items_5x,
@@ -270,6 +285,66 @@ def write_schedule_units(reader: StoreReader, parquet: Path, part: str, run_id: 
     return writer.close()
 
 
+@dataclass(frozen=True)
+class _Carry:
+    """An import that goes on from the broker's last one: the old run's Parquet, the file name of
+    this increment's rows, the first offset of the log when retention deleted files since (their
+    rows are dropped), and the problems the last import found reading record bodies again."""
+
+    old_parquet: Path
+    increment: str
+    keep_from: int | None
+    body_problems: tuple[Problem, ...]
+
+
+def _free_name(parquet: Path, table: str, increment: str) -> str:
+    """``increment``, or, when an earlier increment that began at the same offset has a file of
+    ``table`` (schedule units a live import read before the records they name), a name after it."""
+    name, n = increment, 0
+    while (parquet / table / name).exists():
+        n += 1
+        name = f"{increment.removesuffix(PART_SUFFIX)}-{n:04d}{PART_SUFFIX}"
+    return name
+
+
+def _added_part(parquet: Path, table: str, part: str, increment: str, added: int) -> None:
+    """Drop an increment's empty file of ``table``; the broker keeps its part file, if empty."""
+    if not added:
+        (parquet / table / increment).unlink(missing_ok=True)
+    if not (parquet / table / part).exists():
+        TableWriter(parquet, table, part=part).close()
+
+
+def _schedule_units_table(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
+                          carry: _Carry | None) -> int:
+    """``schedule_units`` whole, or, when the consume queues were read from the last import's
+    marks, the broker's earlier files and a file of the units read since; return the rows."""
+    if carry is None or reader.cq_read_whole:
+        return write_schedule_units(reader, parquet, part, run_id, broker)
+    rows = carry_parts(carry.old_parquet, parquet, broker, "schedule_units", RAW_TABLES["schedule_units"])
+    increment = _free_name(parquet, "schedule_units", carry.increment)
+    added = write_schedule_units(reader, parquet, increment, run_id, broker)
+    _added_part(parquet, "schedule_units", part, increment, added)
+    return rows + added
+
+
+def _record_body_table(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str, table: str,
+                       carry: _Carry | None) -> tuple[int, list[Problem]]:
+    """A table read from record bodies, a row set per record (``inner_messages``,
+    ``transaction_ops``): whole, or the broker's earlier rows (those of records retention left)
+    and the rows of this increment's records, whose bodies alone are read again."""
+    write = write_inner_messages if table == "inner_messages" else write_transaction_ops
+    if carry is None:
+        return write(reader, parquet, part, run_id, broker)
+    rows = carry_parts(carry.old_parquet, parquet, broker, table, RAW_TABLES[table], carry.keep_from)
+    new_log = parquet / "commitlog" / carry.increment
+    increment = _free_name(parquet, table, carry.increment)
+    added, problems = (write(reader, parquet, increment, run_id, broker, commitlog=new_log)
+                       if new_log.exists() else (0, []))
+    _added_part(parquet, table, part, increment, added)
+    return rows + added, problems
+
+
 def delay_levels_list(delays: dict[int, int]) -> list[int | None] | None:
     """``runs.delay_levels_ms`` from {level: delay ms}: element k-1 for level k, null where unknown."""
     if not delays:
@@ -376,6 +451,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                 parquet = side_dir(tmp, broker, role) if earlier is not None else tmp / PARQUET_DIR_NAME
             if resume is not None:
                 carry_commitlog(out_dir / PARQUET_DIR_NAME, parquet, broker, plan.drop_before)
+                _continue_reader(reader, state)
             commitlog_part = increment_part_name(broker, resume.offset) if resume is not None else part
             write_commitlog = _write_columnar if isinstance(reader, ColumnarStoreReader) else _write_decoded
             entries = (_DLedgerEntriesWriter(parquet, part, run_id, broker, reader.dledger.self_id,
@@ -389,7 +465,10 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                              **({"dledger_entries": entries.close()} if entries is not None else {})}
             if strict and reader.errors:
                 raise _strict_error(reader.errors)
-            store_rows, body_problems = _write_store_tables(reader, parquet, part, run_id, broker, book.files)
+            carry = (_Carry(out_dir / PARQUET_DIR_NAME, commitlog_part,
+                            reader.first_offset if plan.drop_before is not None else None,
+                            tuple(state.body_problems)) if resume is not None else None)
+            store_rows, body_problems = _write_store_tables(reader, parquet, part, run_id, broker, book.files, carry)
             rows_by_table.update(store_rows)
             wall = (wall_clock() - started) if wall_clock is not None else None
             rows_by_table["runs"] = _write_runs_row(reader, parquet, part, run_id, broker, wall, book.files)
@@ -408,7 +487,9 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                 prints = fingerprints(reader, book.tail.spans())
                 if prints is not None:
                     new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
-                                            reader.resume_point, book.tail, prints, book.files)
+                                            reader.resume_point, book.tail, prints, book.files,
+                                            reader.cq_marks, _delay_records(reader), reader.zeros_from,
+                                            [p for p in body_problems if p.kind in RECORD_BODY_PROBLEMS])
                     save_state(tmp, new_state)
 
     return ImportSummary(
@@ -426,6 +507,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         merged=None if merged is None else {"records": merged.records, "only_on_master": merged.only_master,
                                             "only_on_slave": merged.only_slave, "offsets_differ": merged.differ},
         bytes_read=(reader.valid_end or 0) - reader.scan_start, live=live,
+        store_bytes_read=dict(sorted(reader.bytes_read.items())),
         resumed_from=resume.offset if resume is not None else None,
         records_added=added, full_import_reason=full_reason,
         next_file=reader.resume_point.file_name if new_state is not None else None,
@@ -488,6 +570,12 @@ class _CommitlogBook:
         self.tail.blank_at(phys_offset, size)
         self.files.setdefault(file_name, FileStats()).blanks += 1
 
+    @staticmethod
+    def queue_offset(reader: StoreReader, topic: str, queue_id: int, queue_offset: int) -> None:
+        """A new record at ``queue_offset`` of a queue: its consume queue is read that far."""
+        key = queue_key(topic, queue_id)
+        reader.cq_expected[key] = max(reader.cq_expected.get(key, 0), queue_offset + 1)
+
     def records(self, file_name: str, count: int, first_store_ts: int, last_store_ts: int,
                 by_topic: dict[str, int], hosts, last: tuple[int, int]) -> None:
         """``count`` consecutive records of one file; ``last`` is the last one's (offset, size)."""
@@ -537,6 +625,11 @@ def _write_columnar(reader: ColumnarStoreReader, parquet: Path, part: str, run_i
         book.records(batch.file_name, batch.num_rows, columns["store_ts"][0].value, columns["store_ts"][-1].value,
                      {c["values"]: c["counts"] for c in counts}, pc.unique(columns["store_host"]).to_pylist(),
                      (columns["phys_offset"][-1].as_py(), columns["total_size"][-1].as_py()))
+        if resume is not None:
+            ends = pa.table({k: columns[k] for k in ("topic", "queue_id", "queue_offset")}).group_by(
+                ["topic", "queue_id"]).aggregate([("queue_offset", "max")])
+            for topic, queue_id, last in zip(*(ends.column(c).to_pylist() for c in ends.column_names), strict=True):
+                book.queue_offset(reader, topic, queue_id, last)
         writer.write(batch.table(run_id, broker))
     return writer.close(), writer.path
 
@@ -558,21 +651,39 @@ def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, b
         values = record_to_values(entry.record, run_id, broker, entry.file_name)
         book.records(entry.file_name, 1, entry.record.store_ts, entry.record.store_ts, {values[_TOPIC]: 1},
                      (values[_STORE_HOST],), (entry.phys_offset, entry.size))
+        if resume is not None:
+            book.queue_offset(reader, entry.record.topic, entry.record.queue_id, entry.record.queue_offset)
         writer.write_values(values)
     return writer.close(), writer.path
 
 
+def _continue_reader(reader: StoreReader, state: ImportState) -> None:
+    """Hand the reader what the broker's last import left for this one to go on from: each consume
+    queue's mark, the zeros after the data it found, the SCHEDULE records its delays came from."""
+    reader.cq_start, reader.cq_start_first_offset = state.queues, state.first_offset
+    reader.zeros_checked_from = state.zeros_from
+    reader.schedule_store_ts.update(state.schedule_store_ts)
+
+
+def _delay_records(reader: StoreReader) -> dict[int, int | None]:
+    """The SCHEDULE records' store times the next import may need (those its tails name)."""
+    marks = reader.cq_marks or {}
+    named = {unit[1] for mark in marks.values() for unit in mark.tail}
+    return {phys: ts for phys, ts in reader.schedule_store_ts.items() if phys in named}
+
+
 def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
-                        files: dict[str, FileStats]) -> tuple[dict[str, int], list[Problem]]:
+                        files: dict[str, FileStats],
+                        carry: _Carry | None = None) -> tuple[dict[str, int], list[Problem]]:
     """The tables read from the store beside the commit log; return (rows by table, problems
-    found in record bodies)."""
+    found in record bodies). ``carry``: see :func:`_schedule_units_table`."""
     rows_by_table = {}
     writer = TableWriter(parquet, "delay_offsets", part=part)
     for level, offset in sorted(reader.delay_offsets().items()):
         writer.write({"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset})
     rows_by_table["delay_offsets"] = writer.close()
 
-    rows_by_table["schedule_units"] = write_schedule_units(reader, parquet, part, run_id, broker)
+    rows_by_table["schedule_units"] = _schedule_units_table(reader, parquet, part, run_id, broker, carry)
 
     # The offsets are as of their last persist: consumerOffset.json's modification time, or
     # the newest file's in config/consumerOffsets/ (RocksDB) is that moment.
@@ -591,13 +702,13 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
                                                            records_by_topic(files))
     rows_by_table["pop_evidence"], rows_by_table["retry_topics"] = pop_rows, owner_rows
 
-    # 5.x inner batches: the messages the consumer's client unwraps from each one.
-    rows_by_table["inner_messages"], inner_problems = write_inner_messages(reader, parquet, part, run_id, broker)
-    body_problems += inner_problems
-
-    # Transaction op records: which half records a commit or rollback decided.
-    rows_by_table["transaction_ops"], op_problems = write_transaction_ops(reader, parquet, part, run_id, broker)
-    body_problems += op_problems
+    # 5.x inner batches: the messages the consumer's client unwraps from each one; transaction op
+    # records: which half records a commit or rollback decided.
+    if carry is not None:
+        body_problems += [p for p in carry.body_problems if p.offset >= reader.first_offset]
+    for table in ("inner_messages", "transaction_ops"):
+        rows_by_table[table], found = _record_body_table(reader, parquet, part, run_id, broker, table, carry)
+        body_problems += found
 
     writer = TableWriter(parquet, "store_problems", part=part)
     for p in reader.problems + body_problems:

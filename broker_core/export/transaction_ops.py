@@ -27,7 +27,7 @@ _OP_COLUMNS = ["phys_offset", "total_size", "store_ts", "queue_id", "queue_offse
 
 def op_rows(commitlog_dir: Path, broker: str) -> list[dict]:
     """The broker's op records (the columns the table needs), in physical order."""
-    if not commitlog_dir.is_dir() or not any(commitlog_dir.glob("*.parquet")):
+    if not _has_parquet(commitlog_dir):
         return []
     data = ds.dataset(str(commitlog_dir), format="parquet")
     table = data.to_table(columns=_OP_COLUMNS,
@@ -38,13 +38,13 @@ def op_rows(commitlog_dir: Path, broker: str) -> list[dict]:
 
 
 def write_transaction_ops(reader: StoreReader, parquet: Path, part: str, run_id: str,
-                          broker: str) -> tuple[int, list[Problem]]:
+                          broker: str, commitlog: Path | None = None) -> tuple[int, list[Problem]]:
     """Write ``transaction_ops`` of ``broker`` from the commitlog already written under ``parquet``;
     return its row count and the warnings (bodies read again from a file that is gone, pieces of
     a body that name no offset)."""
     problems: list[Problem] = []
     writer = TableWriter(parquet, "transaction_ops", part=part)
-    for row, record in records_at(reader, op_rows(parquet / "commitlog", broker)):
+    for row, record in records_at(reader, op_rows(commitlog if commitlog is not None else parquet / "commitlog", broker)):
         phys = row["phys_offset"]
         where = f"broker {broker}: transaction op record at commit-log offset {phys}"
         offsets: list[int] | None = None
@@ -64,3 +64,8 @@ def write_transaction_ops(reader: StoreReader, parquet: Path, part: str, run_id:
                       "queue_id": row["queue_id"], "queue_offset": row["queue_offset"], "tag": row["tags"],
                       "half_queue_offsets": offsets})
     return writer.close(), problems
+
+
+def _has_parquet(commitlog: Path) -> bool:
+    """Whether ``commitlog`` (a table directory, or one file of it) holds Parquet to read."""
+    return commitlog.is_file() or (commitlog.is_dir() and any(commitlog.glob("*.parquet")))

@@ -20,9 +20,12 @@ moves each queue's min offset past them) and are not problems.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import hashlib
 import mmap
+import os
 import re
 import struct
 import zlib
@@ -62,6 +65,14 @@ from broker_core.message import (
 )
 from broker_core.store import config_files
 from broker_core.store.checkpoint import ABORT_FILE_NAME, CHECKPOINT_FILE_NAME, Checkpoint, parse_checkpoint
+from broker_core.store.cq_marks import (
+    TAIL_UNITS,
+    QueueMark,
+    QueueWalk,
+    first_piece_bytes,
+    piece_sizes,
+    queue_key,
+)
 from broker_core.store.dledger import RECOVER_FILES_FROM_END as DLEDGER_RECOVER_FILES_FROM_END
 from broker_core.store.dledger import DLedgerCheckpoint, DLedgerLayout, find_layout
 from broker_core.store.dledger import parse_checkpoint as parse_dledger_checkpoint
@@ -191,6 +202,8 @@ class StoreReader(DLedgerScan):
         self.check_crc = check_crc
         self._expected_file_size = commitlog_file_size_bytes
         self.live = live
+        # Bytes read from the store's files, by directory (commitlog, consumequeue, config, ...).
+        self.bytes_read: Counter = Counter()
         if not self.root.is_dir():
             raise BadInputError("store directory does not exist" if not self.root.exists()
                                 else "not a directory", where=str(self.root),
@@ -233,6 +246,26 @@ class StoreReader(DLedgerScan):
         # Where the scan began: the first file's start, or the resume point's offset.
         self.scan_start = self.first_offset
         self._config_cache: dict[str, object] = {}
+        # Where each consume queue's last import stopped (set by the caller before the scan; None:
+        # read every queue whole) and the first offset the log had then (cq_marks).
+        self.cq_start: dict[str, QueueMark] | None = None
+        self.cq_start_first_offset: int | None = None
+        # The queue offsets the scan's new records hold, per queue: the highest + 1 (set by the
+        # caller, who counts them; the first read from a queue's mark reaches that far).
+        self.cq_expected: dict[str, int] = {}
+        # Set by a complete scan: where each queue's read stopped (None: the next import reads the
+        # queues whole), and whether this one read them whole.
+        self.cq_marks: dict[str, QueueMark] | None = None
+        self.cq_read_whole = True
+        self._schedule_pieces: dict[int, list] | None = None
+        self._schedule_tails: dict[int, list] | None = None
+        # The store time of the SCHEDULE record at a physical offset (None: none there), for the
+        # delays of the levels: kept between imports of the store, each read once.
+        self.schedule_store_ts: dict[int, int | None] = {}
+        # Where the last import found zeros from to the end of its last file (set by the caller),
+        # and where this scan did (None: it did not, or its data did not end inside a file).
+        self.zeros_checked_from: int | None = None
+        self.zeros_from: int | None = None
         # A 5.x store's topics, groups and offsets kept in RocksDB (v2 config/rdb/, or v1).
         self.rocksdb = RocksDBMetadata(self.root)
 
@@ -368,6 +401,7 @@ class StoreReader(DLedgerScan):
         try:
             with open(path, "rb") as fh:
                 data = fh.read(CHECKPOINT_FILE_SIZE_BYTES + 1)
+            self.bytes_read[CHECKPOINT_FILE_NAME] += len(data)
         except FileNotFoundError:
             self._file_problems.append(Problem(CHECKPOINT_FILE_NAME, 0, "checkpoint-missing",
                                                "no checkpoint file", WARNING))
@@ -443,6 +477,7 @@ class StoreReader(DLedgerScan):
                 stopped_at_file = index + 1
                 break
         self.valid_end = end
+        self.bytes_read[COMMITLOG_DIR_NAME] += max(0, end - self.scan_start)
         self._check_unreachable(stopped_at_file)
         if self.live:
             self._settle_live_end(end)
@@ -582,7 +617,7 @@ class StoreReader(DLedgerScan):
                     self._scan_problems.append(Problem(rel, cf.start + pos, "bad-magic",
                                                        reason + ": the data ends here"))
                     return "damage", cf.start + pos
-                self._check_zero_tail(cf, buf, pos, limit)
+                self._zero_tail(cf, buf, pos, limit)
                 if lenient:
                     self._scan_problems.append(Problem(
                         rel, cf.start + pos, "no-end-of-file-record",
@@ -664,6 +699,24 @@ class StoreReader(DLedgerScan):
                                f"({rec.topic} queue {rec.queue_id} offset {rec.queue_offset})")
         return Problem(rel, phys, "bad-record", exc.message)
 
+    def _zero_tail(self, cf: CommitLogFile, buf, pos: int, limit: int) -> None:
+        """Check the bytes after the end of data in the file, unless the last import of the store
+        found them zeros from where its data ended (:attr:`zeros_checked_from`) and nothing starts
+        where the data ends now: a broker only appends, so the bytes past the first zero ones it
+        has not written are still the zeros the last import saw. Sets :attr:`zeros_from`."""
+        checked = self.zeros_checked_from
+        problems = len(self._scan_problems)
+        if (checked is not None and cf.start <= checked <= cf.start + pos and limit - pos >= 8
+                and not any(buf[pos:pos + 8])):
+            self.bytes_read[COMMITLOG_DIR_NAME] += 8
+        else:
+            # A file's holes (never written: RocketMQ maps each file at its full size) read as
+            # zeros; only the part that holds data is read.
+            data_end = _data_end(cf.path, pos, limit)
+            self.bytes_read[COMMITLOG_DIR_NAME] += max(0, data_end - pos)
+            self._check_zero_tail(cf, buf, pos, data_end)
+        self.zeros_from = cf.start + pos if len(self._scan_problems) == problems else None
+
     def _check_zero_tail(self, cf: CommitLogFile, buf, pos: int, limit: int) -> None:
         """Bytes after the end of data in the same file are data RocketMQ's recovery drops."""
         cursor = pos
@@ -742,6 +795,7 @@ class StoreReader(DLedgerScan):
                             return True
                         total = max(8, total)
                         data = head + fh.read(min(total, self.file_size) - 8)
+                    self.bytes_read[COMMITLOG_DIR_NAME] += len(data)
                     return decode_record(data, 0, check_crc=self.check_crc)
                 except (OSError, CorruptRecordError):
                     return None
@@ -753,6 +807,7 @@ class StoreReader(DLedgerScan):
             try:
                 with open(cf.path, "rb") as fh:
                     head = fh.read(8)
+                    self.bytes_read[COMMITLOG_DIR_NAME] += len(head)
             except OSError as exc:
                 self._scan_problems.append(Problem(self._rel(cf.path), cf.start, "unreadable-file",
                                                    str(exc)))
@@ -788,25 +843,45 @@ class StoreReader(DLedgerScan):
                 queues.append((topic_dir.name, int(queue_dir.name), files))
         return queues
 
+    def _valid_units(self, data: bytes) -> int:
+        """How many units of ``data`` come before the first invalid one (ConsumeQueue.recover stops
+        there); a pre-blank unit (fillPreBlank) is valid."""
+        for i, (phys, size, tags) in enumerate(CQ_UNIT.iter_unpack(data)):
+            if (phys < 0 or size <= 0) and (phys, size, tags) != (0, CQ_PRE_BLANK_UNIT_SIZE, 0):
+                return i
+        return len(data) // CQ_UNIT_SIZE_BYTES
+
+    def cq_pieces(self, files: list[Path], mark: QueueMark | None = None, walk: QueueWalk | None = None,
+                  expected_units: int | None = None) -> Iterator[tuple[Path, int, bytes]]:
+        """(file, byte position, bytes) pieces of a queue's valid units, from ``mark`` (or the start)
+        up to the first invalid unit; ``walk`` is left where the valid units end. Each file is read
+        in pieces that start small and grow (a queue that gained a unit costs a 40-byte read)."""
+        walk = walk if walk is not None else QueueWalk()
+        for path in files:
+            if mark is not None and path.name < mark.file:
+                continue
+            pos = mark.position if mark is not None and path.name == mark.file else 0
+            walk.file, walk.position = path.name, pos
+            with open(path, "rb") as fh:
+                fh.seek(pos)
+                unit_at = (int(path.name) + pos) // CQ_UNIT_SIZE_BYTES
+                for size in piece_sizes(first_piece_bytes(expected_units, unit_at), READ_CHUNK_BYTES):
+                    data = fh.read(size)
+                    self.bytes_read[CONSUME_QUEUE_DIR_NAME] += len(data)
+                    valid = self._valid_units(data)
+                    if valid:
+                        yield path, pos, data[:valid * CQ_UNIT_SIZE_BYTES]
+                        pos += valid * CQ_UNIT_SIZE_BYTES
+                        walk.position = pos
+                    if valid < len(data) // CQ_UNIT_SIZE_BYTES:
+                        return  # an invalid unit (zeros after the last one): the queue ends here
+                    if len(data) < size:
+                        break  # the end of the file: the queue goes on in the next one
+
     def cq_units(self, files: list[Path]) -> Iterator[tuple[Path, int, CqUnit]]:
         """Yield (file, byte position in it, unit) up to the first invalid unit (ConsumeQueue.recover)."""
-        for path in files:
-            start_unit = int(path.name) // CQ_UNIT_SIZE_BYTES
-            with open(path, "rb") as fh:
-                pos = 0
-                while True:
-                    chunk = fh.read(READ_CHUNK_BYTES)
-                    if len(chunk) < CQ_UNIT_SIZE_BYTES:
-                        break
-                    for i in range(0, len(chunk) - CQ_UNIT_SIZE_BYTES + 1, CQ_UNIT_SIZE_BYTES):
-                        phys, size, tags = CQ_UNIT.unpack_from(chunk, i)
-                        if (phys, size, tags) == (0, CQ_PRE_BLANK_UNIT_SIZE, 0):
-                            continue
-                        if phys < 0 or size <= 0:
-                            return
-                        yield path, pos + i, CqUnit(start_unit + (pos + i) // CQ_UNIT_SIZE_BYTES,
-                                                    phys, size, tags)
-                    pos += len(chunk)
+        for path, pos, data in self.cq_pieces(files):
+            yield from _units_of(path, pos, data)
 
     def schedule_units(self) -> Iterator[tuple[int, CqUnit]]:
         """(delay level, unit) for every unit of the ``SCHEDULE_TOPIC_XXXX`` consume queues that
@@ -814,16 +889,18 @@ class StoreReader(DLedgerScan):
         schedule service may deliver it at the earliest (the record's store time plus the delay its
         broker's ``messageDelayLevel`` gave the level when it was stored).
 
-        Units below the log's first offset (retention) or past its valid end are left out.
+        Units below the log's first offset (retention) or past its valid end are left out. Only
+        the units the scan's consume-queue read reached: from the marks it started from
+        (:attr:`cq_start`), all of them when it read the queues whole (:attr:`cq_read_whole`).
         Call after a complete scan of :meth:`entries`.
         """
+        assert self._schedule_pieces is not None, "schedule_units() is read after a complete scan"
         end = self.valid_end if self.valid_end is not None and not self.live else _OFFSET_MAX
-        for topic, queue_id, files in self.consume_queues():
-            if topic != SCHEDULE_TOPIC or queue_id < 0:
-                continue
-            for _path, _pos, unit in self.cq_units(files):
-                if self.first_offset <= unit.phys_offset and unit.phys_offset + unit.size <= end:
-                    yield queue_id + 1, unit
+        for level in sorted(self._schedule_pieces):
+            for path, pos, data in self._schedule_pieces[level]:
+                for _path, _pos, unit in _units_of(path, pos, data):
+                    if self.first_offset <= unit.phys_offset and unit.phys_offset + unit.size <= end:
+                        yield level, unit
 
     def schedule_delays(self) -> dict[int, int]:
         """The delay in ms of each delay level whose schedule queue the store holds, read from
@@ -831,25 +908,34 @@ class StoreReader(DLedgerScan):
         deliver time, the record's store time plus its level's delay (CommitLog
         checkMessageAndReturnSize), so the two differ by the broker's ``messageDelayLevel`` entry.
 
-        Each level is read from the last unit of its queue that names a whole record of the
-        valid log (the broker's current table); a level whose queue holds none is left out.
+        Each level is read from the last unit of its queue (of the last file holding units, up
+        to :data:`TAIL_UNITS` from its end) that names a whole record of the valid log (the
+        broker's current table); a level whose queue holds none is left out.
         Call after a complete scan of :meth:`entries`.
         """
+        assert self._schedule_tails is not None, "schedule_delays() is read after a complete scan"
         end = self.valid_end if self.valid_end is not None and not self.live else _OFFSET_MAX
         delays: dict[int, int] = {}
-        for topic, queue_id, files in self.consume_queues():
-            if topic != SCHEDULE_TOPIC or queue_id < 0:
-                continue
-            for unit in self._last_units(files):
-                if not (self.first_offset <= unit.phys_offset and unit.phys_offset + unit.size <= end):
+        for level, tail in sorted(self._schedule_tails.items()):
+            for _queue_offset, phys, size, tags in reversed(tail):
+                if not (self.first_offset <= phys and phys + size <= end):
                     continue
-                record = self._read_at(unit.phys_offset)
-                if isinstance(record, Record) and record.topic == SCHEDULE_TOPIC:
-                    delays[queue_id + 1] = unit.tags_code - record.store_ts
+                store_ts = self._schedule_store_ts(phys)
+                if store_ts is not None:
+                    delays[level] = tags - store_ts
                     break
         return delays
 
-    def _last_units(self, files: list[Path], count: int = 8) -> Iterator[CqUnit]:
+    def _schedule_store_ts(self, phys: int) -> int | None:
+        """The store time of the SCHEDULE record at ``phys`` (None: no such record there), read once
+        per import of a store and remembered for the next (:attr:`schedule_store_ts`)."""
+        if phys not in self.schedule_store_ts:
+            record = self._read_at(phys)
+            self.schedule_store_ts[phys] = (record.store_ts if isinstance(record, Record)
+                                            and record.topic == SCHEDULE_TOPIC else None)
+        return self.schedule_store_ts[phys]
+
+    def _last_units(self, files: list[Path], count: int = TAIL_UNITS) -> Iterator[CqUnit]:
         """Up to ``count`` units from the end of a queue, last first (the written units are a
         prefix of each file; the rest is zeros)."""
         for path in reversed(files):
@@ -874,8 +960,20 @@ class StoreReader(DLedgerScan):
             if count <= 0 or lo:
                 return
 
+    def _cq_start_marks(self, queues: list[tuple[str, int, list[Path]]]) -> dict[str, QueueMark] | None:
+        """The marks the consume queues are read from (None: read them whole): those of the last
+        import, while the log starts where it did then and every marked file is still there."""
+        marks = self.cq_start
+        if marks is None or self.cq_start_first_offset != self.first_offset:
+            return None
+        present = {queue_key(topic, queue_id): {p.name for p in files} for topic, queue_id, files in queues}
+        if any(mark.file not in present.get(key, ()) for key, mark in marks.items()):
+            return None
+        return marks
+
     def _check_consume_queues(self, valid_end: int) -> list[Problem]:
-        """Units that point outside the commit log that should be there.
+        """Units that point outside the commit log that should be there, each queue read from where
+        the last import left it (:mod:`broker_core.store.cq_marks`); sets :attr:`cq_marks`.
 
         Past the valid end: recovery's truncateDirtyLogicFiles drops them. Wholly below
         :attr:`first_offset`: records retention removed, expected (RocketMQ's correctMinOffset moves
@@ -883,43 +981,43 @@ class StoreReader(DLedgerScan):
         the first offset and ends after it names a record that would cross a file boundary,
         which no record does.
         """
+        queues = self.consume_queues()
+        start = self._cq_start_marks(queues)
+        self.cq_read_whole = start is None
+        marks: dict[str, QueueMark] | None = {}
+        self._schedule_pieces, self._schedule_tails = {}, {}
         problems = []
-        first_offset = self.first_offset
-        for topic, queue_id, files in self.consume_queues():
-            past: list = []  # [count, first (path, pos, unit)]
-            across: list = []
+        for topic, queue_id, files in queues:
+            key = queue_key(topic, queue_id)
+            old = start.get(key) if start is not None else None
+            found = _QueueFindings(list(old.across) if old is not None and old.across else None)
+            walk = QueueWalk()
+            schedule = topic == SCHEDULE_TOPIC and queue_id >= 0
+            pieces = []
             try:
-                for path, pos, unit in self.cq_units(files):
-                    end = unit.phys_offset + unit.size
-                    if end <= first_offset:
-                        continue
-                    found = (past if end > valid_end else
-                             across if unit.phys_offset < first_offset else None)
-                    if found is None:
-                        continue
-                    if found:
-                        found[0] += 1
-                    else:
-                        found.extend([1, (path, pos, unit)])
+                expected = self.cq_expected.get(key, 0) if old is not None else None
+                for path, pos, data in self.cq_pieces(files, old, walk, expected):
+                    self._unit_findings(path, pos, data, valid_end, found)
+                    if schedule:
+                        pieces.append((path, pos, data))
             except OSError as exc:
                 problems.append(Problem(f"{CONSUME_QUEUE_DIR_NAME}/{topic}/{queue_id}", 0,
                                         "unreadable-file", str(exc)))
+                marks = None
                 continue
-            if across:
-                count, (path, pos, unit) = across
-                problems.append(Problem(
-                    self._rel(path), pos, "cq-across-first-offset",
-                    f"{count} unit(s) of {topic}/{queue_id} start before the commit log's first "
-                    f"offset ({first_offset}) and end after it, but no record crosses a file "
-                    f"boundary; first: queue offset {unit.queue_offset} -> phys {unit.phys_offset} "
-                    f"size {unit.size}"))
-            if past:
-                count, (path, pos, unit) = past
-                problems.append(Problem(
-                    self._rel(path), pos, "cq-past-commitlog",
-                    f"{count} unit(s) of {topic}/{queue_id} point past the end of the valid commit "
-                    f"log ({valid_end}); first: queue offset {unit.queue_offset} -> phys "
-                    f"{unit.phys_offset} size {unit.size}"))
+            problems.extend(found.problems(topic, queue_id, valid_end, self.first_offset))
+            if found.past is not None:
+                marks = None  # read again until the log reaches them: the next import reads all
+            mark = QueueMark(walk.file, walk.position, found.across) if walk.file is not None else None
+            if schedule:
+                self._schedule_pieces[queue_id + 1] = pieces
+                if mark is not None:
+                    mark.tail_file, mark.tail = _tail_after(old, pieces)
+                    self._schedule_tails[queue_id + 1] = mark.tail
+                elif old is not None:
+                    self._schedule_tails[queue_id + 1] = old.tail
+            if marks is not None and mark is not None:
+                marks[key] = mark
             for path in files:
                 length = path.stat().st_size
                 if length % CQ_UNIT_SIZE_BYTES:
@@ -927,7 +1025,23 @@ class StoreReader(DLedgerScan):
                                             "wrong-size-file",
                                             f"{length} bytes is not a whole number of "
                                             f"{CQ_UNIT_SIZE_BYTES}-byte units"))
+        self.cq_marks = marks
         return problems
+
+    def _unit_findings(self, path: Path, pos: int, data: bytes, valid_end: int, found: _QueueFindings) -> None:
+        """Note the units of one piece that point past ``valid_end`` or across the first offset."""
+        first_offset = self.first_offset
+        for _path, at, unit in _units_of(path, pos, data):
+            if unit.size == CQ_PRE_BLANK_UNIT_SIZE and unit.phys_offset == 0 and unit.tags_code == 0:
+                continue
+            end = unit.phys_offset + unit.size
+            if end <= first_offset:
+                continue
+            if end > valid_end:
+                found.past = _first_or_count(found.past, self._rel(path), at, unit)
+            elif unit.phys_offset < first_offset:
+                found.across = _first_or_count(found.across, self._rel(path), at, unit)
+
 
     # --- config files -----------------------------------------------------------------------
 
@@ -937,6 +1051,9 @@ class StoreReader(DLedgerScan):
             path = self.root / CONFIG_DIR_NAME / file_name
             loaded = config_files.read_config(path, config_files.DECODERS[file_name])
             self._config_cache[file_name] = loaded
+            for read in {*(exc.path for exc in loaded.damaged), loaded.source} - {None}:
+                with contextlib.suppress(OSError):
+                    self.bytes_read[CONFIG_DIR_NAME] += Path(read).stat().st_size
         return loaded
 
     def _config_problems(self) -> list[Problem]:
@@ -998,6 +1115,37 @@ class StoreReader(DLedgerScan):
         return kept if kept is not None else self._load_config(config_files.SUBSCRIPTION_GROUP_FILE).value or {}
 
 
+def _data_end(path: Path, start: int, end: int) -> int:
+    """Where the last part of ``[start, end)`` of a file that holds data ends (``start`` when it is
+    all holes): past it, up to ``end``, the file is holes, which read as zeros (lseek SEEK_DATA and
+    SEEK_HOLE; ``end`` when the file system cannot tell)."""
+    if not hasattr(os, "SEEK_DATA"):
+        return end
+    last = start
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return end
+    try:
+        at = start
+        while at < end:
+            try:
+                data = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data after ``at``
+                    break
+                return end
+            if data >= end:
+                break
+            at = os.lseek(fd, data, os.SEEK_HOLE)
+            last = min(at, end)
+    except OSError:
+        return end
+    finally:
+        os.close(fd)
+    return last
+
+
 def _head_nonzero(path: Path) -> bool:
     """Whether a file's first 8 bytes hold anything but zeros (False when it cannot be read)."""
     try:
@@ -1018,3 +1166,64 @@ def tree_digest(root: Path) -> dict[str, tuple[int, str]]:
                     digest.update(chunk)
             result[path.relative_to(root).as_posix()] = (path.stat().st_size, digest.hexdigest())
     return result
+
+
+def _units_of(path: Path, pos: int, data: bytes) -> Iterator[tuple[Path, int, CqUnit]]:
+    """The units of one piece of a queue file (pre-blank units left out)."""
+    start_unit = (int(path.name) + pos) // CQ_UNIT_SIZE_BYTES
+    for i, (phys, size, tags) in enumerate(CQ_UNIT.iter_unpack(data)):
+        if (phys, size, tags) == (0, CQ_PRE_BLANK_UNIT_SIZE, 0):
+            continue
+        yield path, pos + i * CQ_UNIT_SIZE_BYTES, CqUnit(start_unit + i, phys, size, tags)
+
+
+def _first_or_count(found: list | None, rel: str, pos: int, unit: CqUnit) -> list:
+    """``[count, file, position, queue_offset, phys_offset, size]`` of the first unit, counted on."""
+    if found is None:
+        return [1, rel, pos, unit.queue_offset, unit.phys_offset, unit.size]
+    found[0] += 1
+    return found
+
+
+def _tail_after(old: QueueMark | None, pieces: list[tuple[Path, int, bytes]]) -> tuple[str | None, list[list[int]]]:
+    """A schedule queue's last units after this read: the last file holding units, and its last
+    :data:`TAIL_UNITS` units (pre-blank ones included, as the broker wrote them)."""
+    tail_file = old.tail_file if old is not None else None
+    tail = list(old.tail) if old is not None else []
+    for path, pos, data in pieces:
+        if path.name != tail_file:
+            tail_file, tail = path.name, []
+        units = len(data) // CQ_UNIT_SIZE_BYTES
+        skip = units - min(units, TAIL_UNITS)
+        start_unit = (int(path.name) + pos) // CQ_UNIT_SIZE_BYTES + skip
+        tail.extend([start_unit + i, phys, size, tags]
+                    for i, (phys, size, tags) in enumerate(CQ_UNIT.iter_unpack(data[skip * CQ_UNIT_SIZE_BYTES:])))
+        tail = tail[-TAIL_UNITS:]
+    return tail_file, tail
+
+
+@dataclass
+class _QueueFindings:
+    """What the check found in one queue: the first unit across the first offset and the first
+    past the valid end, each with a count."""
+
+    across: list | None = None
+    past: list | None = None
+
+    def problems(self, topic: str, queue_id: int, valid_end: int, first_offset: int) -> list[Problem]:
+        found = []
+        if self.across:
+            count, rel, pos, queue_offset, phys, size = self.across
+            found.append(Problem(
+                rel, pos, "cq-across-first-offset",
+                f"{count} unit(s) of {topic}/{queue_id} start before the commit log's first "
+                f"offset ({first_offset}) and end after it, but no record crosses a file "
+                f"boundary; first: queue offset {queue_offset} -> phys {phys} size {size}"))
+        if self.past:
+            count, rel, pos, queue_offset, phys, size = self.past
+            found.append(Problem(
+                rel, pos, "cq-past-commitlog",
+                f"{count} unit(s) of {topic}/{queue_id} point past the end of the valid commit "
+                f"log ({valid_end}); first: queue offset {queue_offset} -> phys "
+                f"{phys} size {size}"))
+        return found

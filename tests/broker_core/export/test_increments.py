@@ -3,6 +3,7 @@ equals a fresh import of the grown store."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pyarrow.parquet as pq
@@ -176,4 +177,70 @@ def test_many_increments_are_merged_into_one_file(tmp_path):
     assert len(list((run / "parquet" / "commitlog").iterdir())) == 2
     grower.shutdown()
     assert import_store(grower.root, run, broker="broker-a").records_added == 0
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
+
+
+# What an increment may read beyond the bytes the store gained: the last record again (its
+# fingerprint, before and after), the rest of the disk block after the data (the zeros the scan
+# checks, unless the last import saw them), and the records the delay levels are read from.
+INCREMENT_READ_ALLOWANCE_BYTES = 8 * 1024
+
+
+def _store_facts(root) -> tuple[int, int]:
+    """(config files' and checkpoint's bytes, consume queues)."""
+    config = sum(p.stat().st_size for p in (root / "config").glob("*.json")) + (root / "checkpoint").stat().st_size
+    return config, sum(1 for q in (root / "consumequeue").glob("*/*") if q.is_dir())
+
+
+@pytest.mark.parametrize("decoder", ["columnar", "reference"])
+def test_an_increment_reads_what_the_store_gained_not_the_store(tmp_path, decoder):
+    """An increment reads the new commit-log bytes, the new consume-queue units (and one unit past
+    each queue's end), the config files and checkpoint, and a fixed allowance, however large the
+    store; the first import read every queue whole."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(1500)
+    first = import_store(grower.root, run, broker="broker-a", decoder=decoder)
+    assert first.store_bytes_read["consumequeue"] >= 20 * 1500
+    assert first.store_bytes_read["commitlog"] >= first.valid_end
+    for step in (1, 0, 7, 60, 200):
+        grower.grow(step)
+        summary = import_store(grower.root, run, broker="broker-a", decoder=decoder)
+        read = summary.store_bytes_read
+        config, queues = _store_facts(grower.root)
+        assert summary.resumed_from is not None and summary.records_added == step
+        assert read["consumequeue"] <= 20 * (step + queues), read
+        assert sum(read.values()) <= summary.bytes_read + 20 * step + config + INCREMENT_READ_ALLOWANCE_BYTES, read
+    grower.shutdown()
+    assert import_store(grower.root, run, broker="broker-a", decoder=decoder).records_added == 0
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a", decoder=decoder))
+
+
+def test_units_past_the_log_make_the_next_import_read_the_queues_whole(tmp_path):
+    """A consume-queue unit pointing past the valid log at rest is a problem, and the queues are
+    read whole by the next import (which may find the log grown to it): the rows stay a fresh
+    import's; without such units the marks are kept."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(30)
+    import_store(grower.root, run, broker="broker-a")
+    grower.grow(10)
+    queue = sorted((grower.root / "consumequeue" / "Orders" / "0").iterdir())[-1]
+    units = queue.read_bytes()
+    end = len(units.rstrip(b"\0"))
+    end += -end % 20
+    with open(queue, "r+b") as fh:  # one unit more, naming a record past the log's end
+        fh.seek(end)
+        fh.write((10**9).to_bytes(8, "big") + (100).to_bytes(4, "big") + (0).to_bytes(8, "big"))
+    damaged = import_store(grower.root, run, broker="broker-a")
+    assert damaged.resumed_from is not None and any(p.kind == "cq-past-commitlog" for p in damaged.problems)
+    assert json.loads((run / "import_state" / "broker-a.json").read_text())["queues"] is None
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
+    with open(queue, "r+b") as fh:
+        fh.seek(end)
+        fh.write(bytes(20))
+    again = import_store(grower.root, run, broker="broker-a")
+    assert not any(p.kind == "cq-past-commitlog" for p in again.problems)
+    assert again.store_bytes_read["consumequeue"] >= 20 * 40
+    assert json.loads((run / "import_state" / "broker-a.json").read_text())["queues"] is not None
     assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))

@@ -1,0 +1,93 @@
+"""Where each consume queue's last import stopped, so that the next import reads only its new units.
+
+A consume queue only grows at its end (ConsumeQueue.putMessagePositionInfo appends one 20-byte
+unit per dispatched record, into files preallocated with zeros), so an import that remembers, per
+queue, the file and position of the first unit it did not read can start there the next time and
+read nothing it read before. What the check of the units found before that point (units that
+start below the log's first offset and end after it) is remembered with the mark; so are a
+schedule queue's last units, from which the delay of its level is read (``schedule_delays``).
+
+The marks are only valid while the log starts where it did: retention moving the first offset
+changes which units are "below the log", so the queues are then read whole, as they are when a
+marked file is gone or the last import found units pointing past its valid log (those are read
+again each time until the log reaches them, and the rows they would add are not known yet).
+
+Reads from a mark are as long as the new records say (:func:`first_piece_bytes`: the commit-log
+scan counts the queue offsets they hold) plus one unit, the zeros where the queue ends; a queue
+that gained more than that (a live broker dispatching on) is read on in growing pieces
+(:func:`piece_sizes`), never a megabyte of the zeros that follow its last unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from broker_core.constants import CQ_UNIT_SIZE_BYTES
+
+# The last units of a schedule queue kept with its mark: schedule_delays reads a level's delay from
+# the last unit (of up to this many, from the end) that names a whole SCHEDULE record of the log.
+TAIL_UNITS = 8
+# A queue is read from its mark in pieces of this many units at first, doubling up to the reader's
+# chunk size: most queues gained a few units, or none, since the last import.
+FIRST_PIECE_UNITS = 2
+
+
+def queue_key(topic: str, queue_id: int) -> str:
+    """How a queue is named in the import state."""
+    return f"{topic}/{queue_id}"
+
+
+def piece_sizes(first_bytes: int, chunk_max_bytes: int) -> Iterator[int]:
+    """Read sizes for a queue file: ``first_bytes``, then small ones doubling up to
+    ``chunk_max_bytes`` (whole units each)."""
+    yield min(first_bytes, chunk_max_bytes)
+    size = FIRST_PIECE_UNITS * CQ_UNIT_SIZE_BYTES
+    while size < chunk_max_bytes:
+        yield size
+        size *= 2
+    while True:
+        yield chunk_max_bytes
+
+
+def first_piece_bytes(expected_units: int | None, unit_at: int) -> int:
+    """The first read of a queue from unit ``unit_at`` on: up to the unit after the last one the
+    new records name (``expected_units``: the highest queue offset they hold + 1), so a queue
+    read from its mark costs its new units and one more (zeros, where it ends); one unit when
+    nothing new is expected; :data:`FIRST_PIECE_UNITS` when nothing is known (a full read)."""
+    if expected_units is None:
+        return FIRST_PIECE_UNITS * CQ_UNIT_SIZE_BYTES
+    return (max(expected_units - unit_at, 0) + 1) * CQ_UNIT_SIZE_BYTES
+
+
+@dataclass
+class QueueMark:
+    """A queue read up to ``file`` at byte ``position`` (the first unit not read yet).
+
+    ``across``: units that start below the log's first offset and end after it, found before the
+    mark: ``[count, file (as problems name it), position, queue_offset, phys_offset, size]`` of the
+    first one. ``tail``: a schedule queue's last :data:`TAIL_UNITS` units in ``tail_file`` (the
+    last file holding units), as ``[queue_offset, phys_offset, size, tags_code]``.
+    """
+
+    file: str
+    position: int
+    across: list | None = None
+    tail_file: str | None = None
+    tail: list[list[int]] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "position": self.position, "across": self.across,
+                "tail_file": self.tail_file, "tail": self.tail}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> QueueMark:
+        return cls(doc["file"], doc["position"], doc["across"], doc["tail_file"], [list(u) for u in doc["tail"]])
+
+
+@dataclass
+class QueueWalk:
+    """Where a walk of one queue has got to: the file and position after the last valid unit read."""
+
+    file: str | None = None
+    position: int = 0
