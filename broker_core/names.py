@@ -34,8 +34,13 @@ TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 TRANS_GROUP = "CID_RMQ_SYS_TRANS"
+# Message trace (docs/client-trace.md): the topic clients write their trace records to by default
+# (TopicValidator.RMQ_SYS_TRACE_TOPIC; a broker hosts it with traceTopicEnable=true), and the prefix
+# of the cloud channel's per-region topics (TraceConstants.TRACE_TOPIC_PREFIX).
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+TRACE_DATA_TOPIC_PREFIX = "rmq_sys_TRACE_DATA_"
 SYSTEM_TOPICS = frozenset({
-    "TBW102", SCHEDULE_TOPIC, "BenchmarkTest", TRANS_HALF_TOPIC, "RMQ_SYS_TRACE_TOPIC",
+    "TBW102", SCHEDULE_TOPIC, "BenchmarkTest", TRANS_HALF_TOPIC, TRACE_TOPIC,
     TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, "SELF_TEST_TOPIC",
     "OFFSET_MOVED_EVENT",
 })
@@ -153,6 +158,11 @@ def is_bookkeeping_record(topic: str, real_topic: str | None) -> bool:
     group = group_of(topic)
     return (topic.startswith(SYSTEM_TOPIC_PREFIX) or topic == TRANS_OP_HALF_TOPIC
             or (group is not None and group.startswith(SYSTEM_GROUP_PREFIX)))
+
+
+def is_trace_topic(topic: str) -> bool:
+    """Whether ``topic`` holds message-trace records: the default trace topic or a cloud region's."""
+    return topic == TRACE_TOPIC or topic.startswith(TRACE_DATA_TOPIC_PREFIX)
 
 
 def is_system_topic(topic: str) -> bool:
