@@ -105,6 +105,7 @@ COLUMNS: dict[str, dict[str, str]] = {
         "message_hops": TX_HOPS,
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, properties MAP(VARCHAR, VARCHAR)",
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, transaction_state VARCHAR',
+        "run_manifest": "run_id VARCHAR, transaction_check_max INTEGER",
     },
     c.TX_COMMIT_HALF: {
         "commitlog": TX_COMMITLOG,
@@ -124,23 +125,39 @@ COLUMNS: dict[str, dict[str, str]] = {
 }
 
 
-def violations(check: str, tables: dict[str, list[tuple]]) -> list[tuple]:
-    """The rows ``check`` reports on ``tables`` (the tables it reads that are not given are empty)."""
+def _loaded(check: str, tables: dict[str, list[tuple]]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB holding the tables ``check`` reads, with ``tables``' rows (the rest empty)."""
     unknown = set(tables) - set(COLUMNS[check])
     assert not unknown, f"{check} does not read {unknown}"
     con = duckdb.connect()
+    for table, columns in COLUMNS[check].items():
+        con.execute(f"CREATE TABLE {table} ({columns})")
+        rows = tables.get(table, [])
+        if rows:
+            # A row gives the table's first columns; the rest are NULL.
+            names = [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description][:len(rows[0])]
+            marks = ", ".join("?" * len(rows[0]))
+            quoted = ", ".join(f'"{n}"' for n in names)
+            con.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({marks})", rows)
+    return con
+
+
+def violations(check: str, tables: dict[str, list[tuple]]) -> list[tuple]:
+    """The rows ``check`` reports on ``tables`` (the tables it reads that are not given are empty)."""
+    con = _loaded(check, tables)
     try:
-        for table, columns in COLUMNS[check].items():
-            con.execute(f"CREATE TABLE {table} ({columns})")
-            rows = tables.get(table, [])
-            if rows:
-                # A row gives the table's first columns; the rest are NULL.
-                names = [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description][:len(rows[0])]
-                marks = ", ".join("?" * len(rows[0]))
-                quoted = ", ".join(f'"{n}"' for n in names)
-                con.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({marks})", rows)
         return sorted(con.execute(f'SELECT run_id, message_key, "group", detail FROM ({c.CHECKS_BY_NAME[check].sql})')
                       .fetchall(), key=repr)
+    finally:
+        con.close()
+
+
+def judged(check: str, tables: dict[str, list[tuple]]) -> int:
+    """How many things ``check``'s evidence query says it judged on ``tables``."""
+    con = _loaded(check, tables)
+    try:
+        return int(con.execute(f"SELECT coalesce(sum(judged), 0) FROM ({c.CHECKS_BY_NAME[check].evidence})")
+                   .fetchone()[0])
     finally:
         con.close()
 
@@ -930,26 +947,41 @@ def checked(times: int | None) -> dict[str, str]:
 
 
 def test_a_transaction_checked_past_the_maximum_without_a_decision_is_reported():
-    """Past the broker's maximum (its discards' count, else RocketMQ's 15) a message neither
-    committed nor rolled back is reported; one decided, or checked up to the maximum, is not."""
+    """Past the broker's maximum (its discards' count) a message neither committed nor rolled back
+    is reported; one decided, or checked up to the maximum, is not."""
     hops = [(RUN, "d", None, "DISCARD", "b", 1), (RUN, "m1", None, "HALF", "b", 2), (RUN, "m1", None, "HALF", "b", 3),
-            (RUN, "m2", None, "HALF", "b", 4), (RUN, "m3", None, "HALF", "b", 5), (RUN, "m4", None, "HALF", "b", 6),
-            (RUN, "m5", None, "HALF", "c", 7)]
+            (RUN, "m2", None, "HALF", "b", 4), (RUN, "m3", None, "HALF", "b", 5), (RUN, "m4", None, "HALF", "b", 6)]
     commitlog = [(RUN, "b", 1, checked(3)), (RUN, "b", 2, checked(None)), (RUN, "b", 3, checked(4)),
-                 (RUN, "b", 4, checked(3)), (RUN, "b", 5, checked(5)), (RUN, "b", 6, checked(9)),
-                 (RUN, "c", 7, checked(15))]
+                 (RUN, "b", 4, checked(3)), (RUN, "b", 5, checked(5)), (RUN, "b", 6, checked(9))]
     lineage = [(RUN, "d", "g", "DISCARDED"), (RUN, "m1", "g", "UNDECIDED"), (RUN, "m2", "g", "UNDECIDED"),
-               (RUN, "m3", "g", "COMMITTED"), (RUN, "m4", "g", "DISCARDED"), (RUN, "m5", "g", "UNDECIDED")]
+               (RUN, "m3", "g", "COMMITTED"), (RUN, "m4", "g", "DISCARDED")]
     assert violations(c.TX_CHECK_MAX, {"message_hops": hops, "commitlog": commitlog, "message_lineage": lineage}) == [
         (RUN, "m1", None, "checked 4 times on b, past the maximum of 3 checks (its discarded copies' count), "
                           "and undecided: no commit and no op record decided it"),
         (RUN, "m4", None, "checked 9 times on b, past the maximum of 3 checks (its discarded copies' count), "
                           "and discarded: no commit and no op record decided it"),
     ]
-    commitlog[-1] = (RUN, "c", 7, checked(16))
-    assert violations(c.TX_CHECK_MAX, {"message_hops": hops, "commitlog": commitlog, "message_lineage": lineage})[-1] == (
-        RUN, "m5", None, "checked 16 times on c, past the maximum of 15 checks (RocketMQ's default: the broker "
-                         "discarded nothing), and undecided: no commit and no op record decided it")
+
+
+def test_without_evidence_of_the_maximum_a_transaction_is_not_judged_by_the_default():
+    """A broker that discarded nothing may be configured above RocketMQ's default of 15: a half
+    checked 16 times there is not judged (not applicable), unless the run's manifest states the
+    maximum, which then judges it both ways."""
+    hops = [(RUN, "m5", None, "HALF", "c", 7), (RUN, "m6", None, "HALF", "c", 8)]
+    commitlog = [(RUN, "c", 7, checked(16)), (RUN, "c", 8, checked(20))]
+    lineage = [(RUN, "m5", "g", "UNDECIDED"), (RUN, "m6", "g", "UNDECIDED")]
+    tables = {"message_hops": hops, "commitlog": commitlog, "message_lineage": lineage}
+    assert violations(c.TX_CHECK_MAX, tables) == []
+    assert judged(c.TX_CHECK_MAX, tables) == 0
+    stated = {**tables, "run_manifest": [(RUN, 20)]}
+    assert violations(c.TX_CHECK_MAX, stated) == []
+    assert judged(c.TX_CHECK_MAX, stated) == 2
+    stated["run_manifest"] = [(RUN, 15)]
+    assert [detail for *_, detail in violations(c.TX_CHECK_MAX, stated)] == [
+        "checked 16 times on c, past the maximum of 15 checks (the run's manifest: the broker discarded "
+        "nothing), and undecided: no commit and no op record decided it",
+        "checked 20 times on c, past the maximum of 15 checks (the run's manifest: the broker discarded "
+        "nothing), and undecided: no commit and no op record decided it"]
 
 
 def test_a_commit_whose_back_pointer_names_no_half_copy_of_it_is_reported():
