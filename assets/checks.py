@@ -59,7 +59,7 @@ from broker_core.message import (
     PROP_RETRY_TOPIC,
     PROP_TRANSACTION_CHECK_TIMES,
 )
-from broker_core.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from broker_core.names import TRACE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 # Offending rows kept as evidence in a check's metadata (the count is always complete).
 EVIDENCE_ROWS_MAX = 10
@@ -159,6 +159,7 @@ SQL_VALUES: dict[str, str] = {
     "prop_inner_num": _sql_quotable(PROP_INNER_NUM),
     "trans_half_topic": _sql_quotable(TRANS_HALF_TOPIC),
     "trans_op_half_topic": _sql_quotable(TRANS_OP_HALF_TOPIC),
+    "trace_topic": _sql_quotable(TRACE_TOPIC),
     "trans_check_max_time_topic": _sql_quotable(TRANS_CHECK_MAX_TIME_TOPIC),
     "prop_transaction_check_times": _sql_quotable(PROP_TRANSACTION_CHECK_TIMES),
     "sysflag_transaction_mask": str(SYSFLAG_TRANSACTION_MASK),

@@ -151,12 +151,13 @@ def is_bookkeeping_record(topic: str, real_topic: str | None) -> bool:
     """Whether a 5.x record is the broker's own bookkeeping, never a message hop: a record in an
     ``rmq_sys_*`` topic (POP checkpoints and acks in ``rmq_sys_REVIVE_LOG_*``, broker-member sync)
     other than a message's timer record, a timer record whose real topic is such a topic (a POP
-    checkpoint waiting in the wheel), a retry/DLQ record of a broker group (``CID_RMQ_SYS_*``), or a
-    transaction op record (``RMQ_SYS_TRANS_OP_HALF_TOPIC``: evidence of a decision, no message)."""
+    checkpoint waiting in the wheel), a retry/DLQ record of a broker group (``CID_RMQ_SYS_*``), a
+    transaction op record (``RMQ_SYS_TRANS_OP_HALF_TOPIC``: evidence of a decision, no message), or a
+    message-trace record (``RMQ_SYS_TRACE_TOPIC``; a cloud region's is an ``rmq_sys_*`` topic)."""
     if topic == TIMER_TOPIC:
         return (real_topic or SYSTEM_TOPIC_PREFIX).startswith(SYSTEM_TOPIC_PREFIX)
     group = group_of(topic)
-    return (topic.startswith(SYSTEM_TOPIC_PREFIX) or topic == TRANS_OP_HALF_TOPIC
+    return (topic.startswith(SYSTEM_TOPIC_PREFIX) or topic == TRANS_OP_HALF_TOPIC or topic == TRACE_TOPIC
             or (group is not None and group.startswith(SYSTEM_GROUP_PREFIX)))
 
 

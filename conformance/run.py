@@ -83,7 +83,7 @@ def _timed(timings: dict[str, float], name: str):
 
 def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path, *, spark=None,
                     log: Callable[[str], None] | None = None, outages: tuple[Outage, ...] = (),
-                    dledger_nodes: int = 0, client_trace: bool = False) -> dict:
+                    dledger_nodes: int = 0, client_trace: bool = False, lineage_engine: str = "spark") -> dict:
     """Run the scenario on RocketMQ ``version`` and on the model; write and return the report.
 
     ``outages`` kill real brokers with SIGKILL and restart them (abnormal recovery) while the
@@ -93,6 +93,8 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     ``dledger_nodes`` (more than 0): the real cluster is one broker, a DLedger group of that many
     nodes (``enableDLegerCommitLog``); an outage of it kills its master, and the group elects
     another. Every node's store is imported as a replica of the broker (``--role replica``).
+
+    ``lineage_engine``: ``spark`` (the default) or ``duckdb``, which runs the same lineage SQL.
 
     ``client_trace``: every broker hosts the trace topic (``traceTopicEnable=true``) and every real
     client writes its message trace there (``enableMsgTrace``); the import reads it into
@@ -116,13 +118,13 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     lock = _lock_output(work)
     try:
         return _run(version, scenario_path, scenario, work, spark=spark, say=say, outages=outages,
-                    dledger_nodes=dledger_nodes, client_trace=client_trace)
+                    dledger_nodes=dledger_nodes, client_trace=client_trace, lineage_engine=lineage_engine)
     finally:
         lock.close()  # closing the file releases the lock
 
 
 def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say, outages, dledger_nodes: int,
-         client_trace: bool = False) -> dict:
+         client_trace: bool = False, lineage_engine: str = "spark") -> dict:
     from broker_core.export.store_import import import_store
     from broker_core.sim.run import simulate
 
@@ -204,7 +206,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
                         work / "stores" / node, real_dir, name=real_run_id(scenario.name), broker=spec.name,
                         role="replica" if spec.dledger_nodes else "master"))
         with _timed(timings, "lineage_s"):
-            _lineage(runs, spark)
+            _lineage(runs, spark, lineage_engine)
         with _timed(timings, "warehouse_s"):
             checks = _warehouse(runs, work / "warehouse.duckdb")
         report["checks"] = checks
@@ -326,10 +328,16 @@ def _keep_logs(cluster: Cluster, work: Path) -> None:
                 shutil.copy(src, logs / f"{name}-{src.name}")
 
 
-def _lineage(runs: list[Path], spark) -> None:
+def _lineage(runs: list[Path], spark, engine: str = "spark") -> None:
     from assets.lineage import run_lineage
+    from assets.lineage_duckdb import run_lineage_duckdb
     from assets.spark import spark_session
 
+    if engine == "duckdb":
+        for run in runs:
+            run_lineage_duckdb(run)
+        return
+    assert engine == "spark", engine
     if spark is not None:
         for run in runs:
             run_lineage(run, spark)
