@@ -476,7 +476,7 @@ TABLE_DESCRIPTIONS = {
                        "begin and end, time, success and return type, the lineage's final state (empty without trace).",
     "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, DLQ_UNEXPLAINED, "
                  "STORE_DAMAGE, REVIVE_LOST, TRANSACTION_PAST_CHECK_MAX, COMMIT_WITHOUT_HALF, OP_WITHOUT_HALF, "
-                 "COMMITTED_TWICE.",
+                 "COMMITTED_TWICE, SENT_NOT_STORED, FAILURE_NOT_RETRIED, DECISION_NOT_STORED.",
     "delay_periods": "Per run, broker and delay level: each period the broker gave the level one delay, read "
                      "from the schedule queues (a restart with another messageDelayLevel starts a new one).",
 }

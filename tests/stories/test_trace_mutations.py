@@ -100,11 +100,11 @@ def lose_a_rollback(root: Path, db: Path) -> tuple[str, str]:
     return key, "answered ROLLBACK_MESSAGE to a check"
 
 
-# Each trace check and the breakage of the stores' bytes it must report.
+# Each trace check, the breakage of the stores' bytes it must report, and its anomaly kind.
 TRACE_BREAKAGES = {
-    c.TRACE_SEND_OK_STORED: lose_a_sent_record,
-    c.TRACE_FAILED_CONSUME_RETRIED: fail_a_traced_consume,
-    c.TRACE_DECISION_STORED: lose_a_rollback,
+    c.TRACE_SEND_OK_STORED: (lose_a_sent_record, "SENT_NOT_STORED"),
+    c.TRACE_FAILED_CONSUME_RETRIED: (fail_a_traced_consume, "FAILURE_NOT_RETRIED"),
+    c.TRACE_DECISION_STORED: (lose_a_rollback, "DECISION_NOT_STORED"),
 }
 
 
@@ -122,6 +122,7 @@ def test_the_clean_traced_stores_pass_every_check_and_the_trace_checks_judge_the
     assert found[c.TRACE_FAILED_CONSUME_RETRIED].judged == failures > 0
     assert rows(clean_trace, "SELECT trace_type, count(*) FROM client_trace GROUP BY 1 ORDER BY 1") == [
         ("EndTransaction", 27), ("Pub", 40), ("SubAfter", 49), ("SubBefore", 49)]
+    assert rows(clean_trace, "SELECT count(*) FROM anomalies") == [(0,)]
     assert rows(clean_trace, "SELECT count(*) FROM message_hops h JOIN commitlog c ON c.run_id = h.run_id "
                              "AND c.broker = h.broker AND c.phys_offset = h.phys_offset "
                              "WHERE c.topic = 'RMQ_SYS_TRACE_TOPIC'") == [(0,)]
@@ -133,18 +134,21 @@ def broken_trace(clean_trace, tmp_path_factory) -> tuple[Path, dict[str, tuple[s
     root = tmp / "stores"
     for broker, store in stores(TRACE_STORES).items():
         writable_copy(store, root / broker)
-    broken = {check: breakage(root, clean_trace) for check, breakage in TRACE_BREAKAGES.items()}
+    broken = {check: breakage(root, clean_trace) for check, (breakage, _kind) in TRACE_BREAKAGES.items()}
     assert len({key for key, _ in broken.values()}) == len(broken), broken
     return audit(tmp, root, "broken-trace"), broken
 
 
 @pytest.mark.parametrize("check", sorted(TRACE_BREAKAGES))
 def test_a_broken_traced_store_fails_the_trace_check_that_guards_it(broken_trace, check):
-    """Each trace check fails on its breakage, naming the broken message and what is wrong."""
+    """Each trace check fails on its breakage, naming the broken message and what is wrong, and the
+    anomalies list the message under the check's kind."""
     db, broken = broken_trace
     key, detail = broken[check]
     outcome = verdicts(db)[check]
     assert not outcome.passed and reported(outcome, key, detail), outcome.metadata()
+    kind = TRACE_BREAKAGES[check][1]
+    assert rows(db, "SELECT message_key FROM anomalies WHERE kind = ?", [kind]) == [(key,)]
 
 
 def test_the_body_crc_helper_matches_the_broker_s(clean_trace):

@@ -1,13 +1,2 @@
--- trace_transaction_decision_stored: the decision a transactional producer's trace says it sent
--- is the one the store holds: a COMMIT_MESSAGE has a commit record (transaction_state COMMITTED), a
--- ROLLBACK_MESSAGE an op record and no commit (ROLLED_BACK). A message the store shows undecided
--- or discarded after its producer decided lost the decision between client and broker (the end
--- transaction request is one-way: nothing tells the client), which the store alone cannot tell
--- from a producer that never answered (traced_decisions says which decisions are judged).
-SELECT d.run_id, d.message_key, NULL AS "group",
-       'its producer ' || coalesce(d.producer_group, '?') || ' answered ' || d.decision
-       || CASE WHEN d.from_check THEN ' to a check' ELSE ' at once' END
-       || ' at ' || strftime(d.ts, '%Y-%m-%d %H:%M:%S.%g') || ', but the store shows it '
-       || coalesce(lower(d.transaction_state), 'without a transaction state') || ' on ' || coalesce(d.broker, '?') AS detail
-FROM ({{traced_decisions}}) d
-WHERE d.transaction_state IS DISTINCT FROM CASE d.decision WHEN 'COMMIT_MESSAGE' THEN 'COMMITTED' ELSE 'ROLLED_BACK' END
+-- trace_transaction_decision_stored: the shared fragment traced_decisions_not_stored has the rule (also the anomalies of its kind).
+SELECT run_id, message_key, "group", detail FROM ({{traced_decisions_not_stored}}) v
