@@ -70,10 +70,11 @@ def audit_assets(partitions_def: dg.PartitionsDefinition) -> list:
 def _plots(con, run_id: str, log) -> dict[str, str]:
     """Markdown images for the tables that have a plot; a plot that fails is logged, not fatal."""
     try:
-        from assets.plots import lateness_plot, retry_funnel_plot
+        from assets.plots import lateness_plot, retry_funnel_plot, transactions_plot
 
         return {"retry_funnel": retry_funnel_plot(con, run_id).markdown(),
-                "delay_accuracy": lateness_plot(con, run_id).markdown()}
+                "delay_accuracy": lateness_plot(con, run_id).markdown(),
+                "transactions": transactions_plot(con, run_id).markdown()}
     except Exception as exc:  # noqa: BLE001 - pictures are a courtesy; the tables are the product
         log.warning(f"plots skipped: {type(exc).__name__}: {exc}")
         return {}

@@ -46,7 +46,6 @@ from broker_core.constants import (
     SYSTEM_GROUP_PREFIX,
     SYSTEM_TOPIC_PREFIX,
     TIMER_TOPIC,
-    TRANSACTION_CHECK_MAX_DEFAULT,
 )
 from broker_core.export.schema import RUN_SOURCE_IMPORT, RUN_SOURCE_SIMULATION
 from broker_core.message import (
@@ -60,7 +59,7 @@ from broker_core.message import (
     PROP_RETRY_TOPIC,
     PROP_TRANSACTION_CHECK_TIMES,
 )
-from broker_core.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from broker_core.names import TRACE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 # Offending rows kept as evidence in a check's metadata (the count is always complete).
 EVIDENCE_ROWS_MAX = 10
@@ -94,6 +93,12 @@ TX_OP_HALF = "transaction_op_names_a_half"
 TX_COMMITTED_ONCE = "transaction_committed_once"
 # The checks that judge transactional messages only (not applicable to a run without them).
 TRANSACTION_CHECKS = (TX_CHECK_MAX, TX_COMMIT_HALF, TX_OP_HALF, TX_COMMITTED_ONCE)
+TRACE_SEND_OK_STORED = "trace_send_ok_stored"
+TRACE_FAILED_CONSUME_RETRIED = "trace_failed_consume_retried"
+TRACE_DECISION_STORED = "trace_transaction_decision_stored"
+# The checks that judge the clients' message trace (client_trace; docs/client-trace.md): not
+# applicable to a run without it (every simulation: the model's clients write no trace).
+TRACE_CHECKS = (TRACE_SEND_OK_STORED, TRACE_FAILED_CONSUME_RETRIED, TRACE_DECISION_STORED)
 
 # A group's branch, as one letter per hop (S SCHEDULE, R RETRY, Q DLQ, O a 5.x POP retry the
 # revive service wrote), must match this (hop_grammar_valid.sql says why each part is there; it
@@ -154,11 +159,11 @@ SQL_VALUES: dict[str, str] = {
     "prop_inner_num": _sql_quotable(PROP_INNER_NUM),
     "trans_half_topic": _sql_quotable(TRANS_HALF_TOPIC),
     "trans_op_half_topic": _sql_quotable(TRANS_OP_HALF_TOPIC),
+    "trace_topic": _sql_quotable(TRACE_TOPIC),
     "trans_check_max_time_topic": _sql_quotable(TRANS_CHECK_MAX_TIME_TOPIC),
     "prop_transaction_check_times": _sql_quotable(PROP_TRANSACTION_CHECK_TIMES),
     "sysflag_transaction_mask": str(SYSFLAG_TRANSACTION_MASK),
     "sysflag_transaction_commit": str(SYSFLAG_TRANSACTION_COMMIT),
-    "transaction_check_max_default": str(TRANSACTION_CHECK_MAX_DEFAULT),
     "prop_pgroup": _sql_quotable(PROP_PGROUP),
 }
 
@@ -365,8 +370,11 @@ INVARIANTS: tuple[Check, ...] = (
     Check(TX_CHECK_MAX, "lineage/message_lineage",
           "No transactional message is checked past the broker's transactionCheckMax without a decision: "
           "no half copy of a message neither committed nor rolled back carries a TRANSACTION_CHECK_TIMES "
-          "above the maximum (the count the broker's discarded copies carry, else RocketMQ's default).",
-          ERROR, check_sql(TX_CHECK_MAX), no_evidence="no transactional message"),
+          "above the maximum (the count the broker's discarded copies carry, else the run manifest's); a "
+          "broker with neither is not judged (it may be configured above RocketMQ's default).",
+          ERROR, check_sql(TX_CHECK_MAX),
+          no_evidence="no transactional message on a broker whose transactionCheckMax the run shows "
+                      "(no discarded copy, no stated maximum)"),
     Check(TX_COMMIT_HALF, "lineage/message_hops",
           "Every transaction commit record's back-pointer (prepared_tx_offset) names a half copy of the "
           "same message on its broker, unless retention deleted it.",
@@ -374,6 +382,11 @@ INVARIANTS: tuple[Check, ...] = (
     Check(TX_OP_HALF, "lineage/message_hops",
           "Every half queue offset a transaction op record decided is a half record of the store, unless "
           "retention deleted it.", ERROR, check_sql(TX_OP_HALF), no_evidence="no transaction op record"),
+    Check(TRACE_SEND_OK_STORED, "lineage/message_hops",
+          "Every send a client's message trace says was stored (SEND_OK, with its offset msgId) is a record "
+          "of the store at that offset, of the same message: the trace proves the broker acknowledged it.",
+          ERROR, check_sql(TRACE_SEND_OK_STORED),
+          no_evidence="no traced SEND_OK naming a broker of the run (no client trace, or not of these brokers)"),
 )
 
 DRIFTS: tuple[Check, ...] = (
@@ -388,6 +401,16 @@ DRIFTS: tuple[Check, ...] = (
           "No transactional message is committed twice (a 5.x broker's late op batch and a producer that "
           "answers the repeated check again do it: the consumers get the message twice).",
           WARN, check_sql(TX_COMMITTED_ONCE), no_evidence="no committed transactional message"),
+    Check(TRACE_FAILED_CONSUME_RETRIED, "audit/traced_attempts",
+          "Every consume a client's message trace says failed is retried: a RETRY or DLQ hop of the message "
+          "for that group past the failed attempt, or the client consuming it again. A lost trace record "
+          "can make a retried message look dropped, hence a drift.",
+          WARN, check_sql(TRACE_FAILED_CONSUME_RETRIED), no_evidence="no failed consume in a client trace"),
+    Check(TRACE_DECISION_STORED, "audit/transactions",
+          "The commit or rollback a transactional producer's message trace says it sent is what the store "
+          "holds (a commit record, or an op record and no commit).",
+          WARN, check_sql(TRACE_DECISION_STORED),
+          no_evidence="no traced commit or rollback of a transaction the run holds"),
 )
 
 ALL_CHECKS: tuple[Check, ...] = INVARIANTS + DRIFTS

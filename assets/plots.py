@@ -1,4 +1,5 @@
-"""Pictures of a run: the retry funnel per group, delay lateness per level, and the hop flow.
+"""Pictures of a run: the retry funnel per group, delay lateness per level, the hop flow, and the
+transactional messages' checks and decision times.
 
 Each plot reads warehouse tables and computes nothing the warehouse already holds: the funnel is
 ``retry_funnel`` summed over origin topics, the lateness is ``delay_accuracy`` (which measures an
@@ -209,6 +210,51 @@ def hop_flow_plot(con, run_id: str) -> Plot:
     return Plot("hop_flow", title, _png(fig))
 
 
+# Colours of the transactions plot, by outcome (transactions.transaction_state).
+TRANSACTION_COLORS = {"COMMITTED": "#31a354", "ROLLED_BACK": "#756bb1", "DISCARDED": "#de2d26",
+                      "UNDECIDED": "#969696"}
+
+
+def transactions_data(con, run_id: str) -> list[tuple[str, int, int | None]]:
+    """Per transactional message: (outcome, checks, ms from its half to the decision), from
+    ``transactions`` (no decision time for an undecided one)."""
+    return [(r[0], int(r[1] or 0), r[2]) for r in con.execute(
+        """
+        select transaction_state, transaction_checks, decision_ms
+        from transactions where run_id = ?
+        order by transaction_state, transaction_checks, decision_ms, message_key
+        """, [run_id]).fetchall()]
+
+
+def transactions_plot(con, run_id: str) -> Plot:
+    """Transactional messages: how many checks each took and how long from its half to the decision,
+    one colour per outcome (undecided ones at the right edge, at the store's end)."""
+    title = "Transactions: checks and time from half to decision"
+    rows = transactions_data(con, run_id)
+    if not rows:
+        return Plot("transactions", title, _empty(title, "no transactional messages in this run"))
+    decided = [r[2] for r in rows if r[2] is not None]
+    right = (max(decided) if decided else 0) / 1000 * 1.1 + 1
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    for state, color in TRANSACTION_COLORS.items():
+        mine = [r for r in rows if r[0] == state]
+        if not mine:
+            continue
+        xs = [r[2] / 1000 if r[2] is not None else right for r in mine]
+        ax.scatter(xs, [r[1] for r in mine], color=color, alpha=0.6, label=f"{state.lower()} ({len(mine)})")
+    ax.set_xlabel("seconds from the half to the decision (undecided: at the right edge)")
+    ax.set_ylabel("checks by the broker")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return Plot("transactions", title, _png(fig))
+
+
 def all_plots(con, run_id: str) -> list[Plot]:
-    """Every plot of one run, in the order the report shows them."""
-    return [hop_flow_plot(con, run_id), retry_funnel_plot(con, run_id), lateness_plot(con, run_id)]
+    """Every plot of one run, in the order the report shows them (the transactions plot for a run
+    with transactional messages)."""
+    plots = [hop_flow_plot(con, run_id), retry_funnel_plot(con, run_id), lateness_plot(con, run_id)]
+    if transactions_data(con, run_id):
+        plots.append(transactions_plot(con, run_id))
+    return plots

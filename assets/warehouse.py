@@ -48,6 +48,9 @@ RUN_MANIFEST = pa.schema([
     ("semantics", pa.string()),
     ("end_reason", pa.string()),
     ("horizon_ms", pa.int64()),
+    # The broker's transactionCheckMax the scenario set (null in a run.json written before it
+    # was recorded): transaction_decided_by_check_max judges by it where nothing was discarded.
+    ("transaction_check_max", pa.int32()),
 ])
 RUN_GROUPS = pa.schema([
     ("run_id", pa.string()),
@@ -241,7 +244,8 @@ def manifest_rows(run_dir: Path, run_id: str) -> dict[str, list[dict]]:
     except (OSError, ValueError) as exc:
         raise BadInputError(f"unreadable run manifest: {exc}", where=str(path)) from exc
     manifest = [{"run_id": run_id, "flush": doc.get("flush"), "semantics": doc.get("semantics"),
-                 "end_reason": doc.get("end_reason"), "horizon_ms": doc.get("horizon_ms")}]
+                 "end_reason": doc.get("end_reason"), "horizon_ms": doc.get("horizon_ms"),
+                 "transaction_check_max": doc.get("transaction_check_max")}]
     groups = [{"run_id": run_id, "group": g.get("name"), "model": g.get("model"), "mode": g.get("mode"),
                "consumers": g.get("consumers"), "max_reconsume_times": g.get("max_reconsume_times"),
                "subscribe": list(g.get("subscribe") or [])}
@@ -448,6 +452,8 @@ TABLE_DESCRIPTIONS = {
                        "of the half records a commit or rollback decided, read from its body.",
     "dledger_entries": "A DLedger store's entries, one row per (Raft index, term): committed (its record is in "
                        "commitlog), uncommitted or divergent (never handed out), and which replicas hold it.",
+    "client_trace": "One row per message-trace record a client wrote to the trace topic (Pub, SubBefore, "
+                    "SubAfter, EndTransaction), read from the store that holds it (lossy, optional).",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
     "message_lineage": "One row per (message, group): path, retries (the chain's depth), forks, final state, "
                        "from the Spark lineage.",
@@ -466,9 +472,11 @@ TABLE_DESCRIPTIONS = {
     "group_health": "Per run and group: messages, consumed, DLQ, retrying, retry rate, end-to-end p50/p99.",
     "transactions": "Per transactional message: its outcome (transaction_state), checks, half and commit "
                     "records, and the time from its half to the decision.",
+    "traced_attempts": "One row per delivery to a listener a client's message trace records: reconsume times, "
+                       "begin and end, time, success and return type, the lineage's final state (empty without trace).",
     "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, DLQ_UNEXPLAINED, "
                  "STORE_DAMAGE, REVIVE_LOST, TRANSACTION_PAST_CHECK_MAX, COMMIT_WITHOUT_HALF, OP_WITHOUT_HALF, "
-                 "COMMITTED_TWICE.",
+                 "COMMITTED_TWICE, SENT_NOT_STORED, FAILURE_NOT_RETRIED, DECISION_NOT_STORED.",
     "delay_periods": "Per run, broker and delay level: each period the broker gave the level one delay, read "
                      "from the schedule queues (a restart with another messageDelayLevel starts a new one).",
 }

@@ -34,8 +34,13 @@ TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 TRANS_GROUP = "CID_RMQ_SYS_TRANS"
+# Message trace (docs/client-trace.md): the topic clients write their trace records to by default
+# (TopicValidator.RMQ_SYS_TRACE_TOPIC; a broker hosts it with traceTopicEnable=true), and the prefix
+# of the cloud channel's per-region topics (TraceConstants.TRACE_TOPIC_PREFIX).
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+TRACE_DATA_TOPIC_PREFIX = "rmq_sys_TRACE_DATA_"
 SYSTEM_TOPICS = frozenset({
-    "TBW102", SCHEDULE_TOPIC, "BenchmarkTest", TRANS_HALF_TOPIC, "RMQ_SYS_TRACE_TOPIC",
+    "TBW102", SCHEDULE_TOPIC, "BenchmarkTest", TRANS_HALF_TOPIC, TRACE_TOPIC,
     TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, "SELF_TEST_TOPIC",
     "OFFSET_MOVED_EVENT",
 })
@@ -146,13 +151,19 @@ def is_bookkeeping_record(topic: str, real_topic: str | None) -> bool:
     """Whether a 5.x record is the broker's own bookkeeping, never a message hop: a record in an
     ``rmq_sys_*`` topic (POP checkpoints and acks in ``rmq_sys_REVIVE_LOG_*``, broker-member sync)
     other than a message's timer record, a timer record whose real topic is such a topic (a POP
-    checkpoint waiting in the wheel), a retry/DLQ record of a broker group (``CID_RMQ_SYS_*``), or a
-    transaction op record (``RMQ_SYS_TRANS_OP_HALF_TOPIC``: evidence of a decision, no message)."""
+    checkpoint waiting in the wheel), a retry/DLQ record of a broker group (``CID_RMQ_SYS_*``), a
+    transaction op record (``RMQ_SYS_TRANS_OP_HALF_TOPIC``: evidence of a decision, no message), or a
+    message-trace record (``RMQ_SYS_TRACE_TOPIC``; a cloud region's is an ``rmq_sys_*`` topic)."""
     if topic == TIMER_TOPIC:
         return (real_topic or SYSTEM_TOPIC_PREFIX).startswith(SYSTEM_TOPIC_PREFIX)
     group = group_of(topic)
-    return (topic.startswith(SYSTEM_TOPIC_PREFIX) or topic == TRANS_OP_HALF_TOPIC
+    return (topic.startswith(SYSTEM_TOPIC_PREFIX) or topic == TRANS_OP_HALF_TOPIC or topic == TRACE_TOPIC
             or (group is not None and group.startswith(SYSTEM_GROUP_PREFIX)))
+
+
+def is_trace_topic(topic: str) -> bool:
+    """Whether ``topic`` holds message-trace records: the default trace topic or a cloud region's."""
+    return topic == TRACE_TOPIC or topic.startswith(TRACE_DATA_TOPIC_PREFIX)
 
 
 def is_system_topic(topic: str) -> bool:

@@ -62,6 +62,10 @@ def real_run_id(scenario_name: str) -> str:
 PROXY_CONFIG = {"minInvisibleTimeMillsForRecv": 1000, "grpcClientConsumerMinLongPollingTimeoutMillis": 1000,
                 "grpcClientConsumerMaxLongPollingTimeoutMillis": 2000}
 
+# With client trace on, every broker hosts the trace topic (RMQ_SYS_TRACE_TOPIC, one queue; off by
+# default): the clients' trace producer sends to any broker that routes it (docs/client-trace.md).
+TRACE_BROKER_SETTINGS = {"traceTopicEnable": "true"}
+
 REPORT_NAME = "report.json"
 MARKER_NAME = ".conformance-run"
 
@@ -79,7 +83,7 @@ def _timed(timings: dict[str, float], name: str):
 
 def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path, *, spark=None,
                     log: Callable[[str], None] | None = None, outages: tuple[Outage, ...] = (),
-                    dledger_nodes: int = 0) -> dict:
+                    dledger_nodes: int = 0, client_trace: bool = False, lineage_engine: str = "spark") -> dict:
     """Run the scenario on RocketMQ ``version`` and on the model; write and return the report.
 
     ``outages`` kill real brokers with SIGKILL and restart them (abnormal recovery) while the
@@ -89,6 +93,12 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     ``dledger_nodes`` (more than 0): the real cluster is one broker, a DLedger group of that many
     nodes (``enableDLegerCommitLog``); an outage of it kills its master, and the group elects
     another. Every node's store is imported as a replica of the broker (``--role replica``).
+
+    ``lineage_engine``: ``spark`` (the default) or ``duckdb``, which runs the same lineage SQL.
+
+    ``client_trace``: every broker hosts the trace topic (``traceTopicEnable=true``) and every real
+    client writes its message trace there (``enableMsgTrace``); the import reads it into
+    ``client_trace``, and the report compares it with the driver's own log (docs/client-trace.md).
     """
     say = log or (lambda _m: None)
     jars.check_version(version)
@@ -108,12 +118,13 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     lock = _lock_output(work)
     try:
         return _run(version, scenario_path, scenario, work, spark=spark, say=say, outages=outages,
-                    dledger_nodes=dledger_nodes)
+                    dledger_nodes=dledger_nodes, client_trace=client_trace, lineage_engine=lineage_engine)
     finally:
         lock.close()  # closing the file releases the lock
 
 
-def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say, outages, dledger_nodes: int) -> dict:
+def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say, outages, dledger_nodes: int,
+         client_trace: bool = False, lineage_engine: str = "spark") -> dict:
     from broker_core.export.store_import import import_store
     from broker_core.sim.run import simulate
 
@@ -130,7 +141,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
     report: dict = {"rocketmq_version": version, "rocketmq_client_version": jars.client_side_release(version),
                     "scenario": scenario.name,
                     "scenario_file": str(scenario_path), "brokers": list(brokers),
-                    "model_semantics": scenario.broker.semantics}
+                    "model_semantics": scenario.broker.semantics, "client_trace": client_trace}
     try:
         with _timed(timings, "model_simulate_s"):
             simulate(scenario_path, work / "runs" / "model", scenario=scenario)
@@ -143,7 +154,8 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
                 grpc_classpath = compile_grpc_driver(lib, jars.resolve_grpc_client(log=say))
 
         specs = [BrokerSpec(name, scenario.broker.message_delay_level,
-                            scenario.broker.commitlog_file_size_bytes, extra=broker_settings(scenario),
+                            scenario.broker.commitlog_file_size_bytes,
+                            extra={**broker_settings(scenario), **(TRACE_BROKER_SETTINGS if client_trace else {})},
                             dledger_nodes=dledger_nodes)
                  for name in brokers]
         with Cluster(work / "cluster", lib, specs, cluster_name=scenario.broker.cluster, log=say) as cluster:
@@ -160,7 +172,8 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
             kills_ms = [o.at_ms for o in outages]
             plan_path.write_text(plan.text + (f"setting\troute_poll_ms\t{DLEDGER_ROUTE_POLL_MS}\n"
                                               f"setting\tmin_run_ms\t{max(kills_ms, default=0) + DLEDGER_CONSUMER_STALL_MS}\n"
-                                              if dledger_nodes else ""))
+                                              if dledger_nodes else "")
+                                 + ("setting\ttrace\t1\n" if client_trace else ""))
             say(f"real clients: {plan.messages} messages on {', '.join(brokers)} (RocketMQ {version})")
             with _timed(timings, "real_clients_s"):
                 played = play(scenario, classes, lib, plan_path, work, plan.timeout_ms, log=say,
@@ -193,7 +206,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
                         work / "stores" / node, real_dir, name=real_run_id(scenario.name), broker=spec.name,
                         role="replica" if spec.dledger_nodes else "master"))
         with _timed(timings, "lineage_s"):
-            _lineage(runs, spark)
+            _lineage(runs, spark, lineage_engine)
         with _timed(timings, "warehouse_s"):
             checks = _warehouse(runs, work / "warehouse.duckdb")
         report["checks"] = checks
@@ -203,6 +216,10 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
             windows = _outage_windows(played.faults)
             report.update(compare.compare_all(work, scenario, outage_windows=windows, model_run_id=scenario.name,
                                               real_run_ids=[real_run_id(scenario.name)]))
+        if client_trace:
+            from conformance.trace_compare import trace_vs_clients
+
+            report["trace_vs_clients"] = trace_vs_clients(work / "warehouse.duckdb", real_run_id(scenario.name), seen)
         report["timings"] = timings
         partial = work / f".{REPORT_NAME}.tmp"
         partial.write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
@@ -311,10 +328,16 @@ def _keep_logs(cluster: Cluster, work: Path) -> None:
                 shutil.copy(src, logs / f"{name}-{src.name}")
 
 
-def _lineage(runs: list[Path], spark) -> None:
+def _lineage(runs: list[Path], spark, engine: str = "spark") -> None:
     from assets.lineage import run_lineage
+    from assets.lineage_duckdb import run_lineage_duckdb
     from assets.spark import spark_session
 
+    if engine == "duckdb":
+        for run in runs:
+            run_lineage_duckdb(run)
+        return
+    assert engine == "spark", engine
     if spark is not None:
         for run in runs:
             run_lineage(run, spark)

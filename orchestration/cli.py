@@ -162,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dledger-nodes", type=int, default=0, metavar="N",
                    help="the real cluster is one broker, broker-a, a DLedger group of N nodes "
                         "(enableDLegerCommitLog); an outage of it kills its master (default 0: two brokers)")
+    p.add_argument("--client-trace", action="store_true",
+                   help="brokers host the message-trace topic and every real client traces its sends, "
+                        "consumes and transaction decisions; the report compares the trace with the clients' log")
 
     p = add_command("swarm", help="run random scenarios with faults and check every invariant")
     p.add_argument("--seeds", default="1..20", help="A..B (inclusive)")

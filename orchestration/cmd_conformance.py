@@ -34,6 +34,12 @@ def format_summary(report: dict, out: Path) -> str:
         states = ", ".join(f"{k} {v}" for k, v in tvp["audit_states"].items())
         lines.append(f"  audit vs producers' transaction decisions: {tvp['messages']} messages, "
                      f"{tvp['agree']} agree, {tvp['disagree']} disagree ({states})")
+    tvc = report.get("trace_vs_clients")
+    if tvc:
+        pairs = ", ".join(f"{kind.replace('_', ' ')} {tvc[kind]['agree']}/{tvc[kind]['driver_events']} agree "
+                          f"({tvc[kind]['disagree']} disagree, {tvc[kind]['missing']} missing)"
+                          for kind in ("sends", "consumes", "transaction_decisions"))
+        lines.append(f"  client trace vs real clients: {sum(tvc['records'].values())} records; {pairs}")
     if mvr.get("proxy_records"):
         lines.append(f"    the proxy's own records, left out: {mvr['proxy_records']}")
     for kind, info in mvr["explained_kinds"].items():
@@ -69,6 +75,10 @@ def verdict_failures(report: dict) -> list[str]:
         out.append(f"{tvp['disagree']} transactional message(s) whose audited state is not what the producer decided")
     if report["model_vs_real"]["unexplained"]:
         out.append(f"{report['model_vs_real']['unexplained']} message(s) with unexplained model/real differences")
+    for kind, pair in (report.get("trace_vs_clients") or {}).items():
+        # Missing records are the trace's loss; a record that says otherwise than the client is not.
+        if isinstance(pair, dict) and pair.get("disagree"):
+            out.append(f"{pair['disagree']} traced {kind.replace('_', ' ')} the real clients' log says otherwise")
     errors = report.get("driver", {}).get("recall_errors")
     if errors:
         out.append(f"the real clients' recalls failed: {errors[0]}")
@@ -87,7 +97,8 @@ def conformance(args) -> int:
 
     outages = tuple(Outage.parse(text) for text in args.broker_outage)
     report = run_conformance(args.rocketmq, args.scenario, out, log=lambda m: _say(args, m), outages=outages,
-                             dledger_nodes=getattr(args, "dledger_nodes", 0))
+                             dledger_nodes=getattr(args, "dledger_nodes", 0),
+                             client_trace=getattr(args, "client_trace", False))
     print(format_summary(report, out))
     failures = verdict_failures(report)
     if failures:

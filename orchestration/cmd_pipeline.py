@@ -204,6 +204,22 @@ WHERE run_id = $run AND uniq_key = $key ORDER BY ts, check_times
 """
 
 
+# The clients' own record of the message when they traced it (client_trace, docs/client-trace.md):
+# its sends, each listener call of a group (traced_attempts), each transaction decision.
+_TRACED_SENDS = """
+SELECT DISTINCT ts, "group" AS producer_group, store_host, cost_ms, success, offset_msg_id, msg_type
+FROM client_trace WHERE run_id = $run AND msg_id = $key AND trace_type = 'Pub' ORDER BY ts, store_host
+"""
+_TRACED_ATTEMPTS = """
+SELECT begin_ts, reconsume_times, cost_ms, success, consume_return FROM traced_attempts
+WHERE run_id = $run AND message_key = $key AND "group" = $group ORDER BY begin_ts, request_id
+"""
+_TRACED_DECISIONS = """
+SELECT DISTINCT ts, transaction_state, from_transaction_check FROM client_trace
+WHERE run_id = $run AND msg_id = $key AND trace_type = 'EndTransaction' ORDER BY ts, transaction_state
+"""
+
+
 def _transaction(con, params: dict) -> dict | None:
     """The transaction part of a journey, or None for a plain message."""
     found = _rows(con, _TRANSACTION, params)
@@ -212,7 +228,8 @@ def _transaction(con, params: dict) -> dict | None:
     marks = {"mask": SYSFLAG_TRANSACTION_MASK, "commit": SYSFLAG_TRANSACTION_COMMIT,
              "check_times": PROP_TRANSACTION_CHECK_TIMES}
     return {**found[0], "records": _rows(con, _TX_RECORDS, {**params, **marks}),
-            "ops": _rows(con, _TX_OPS, params), "calls": _rows(con, _TX_CALLS, params)}
+            "ops": _rows(con, _TX_OPS, params), "calls": _rows(con, _TX_CALLS, params),
+            "traced_decisions": _rows(con, _TRACED_DECISIONS, params)}
 
 
 def _rows(con, query: str, params: dict) -> list[dict]:
@@ -231,8 +248,9 @@ def trace_messages(con: duckdb.DuckDBPyConnection, key: str) -> list[dict]:
         chains = _rows(con, _CHAINS, params)
         for chain in chains:
             chain["consumes"] = _rows(con, _CONSUMES, {**params, "group": chain["group"]})
+            chain["traced"] = _rows(con, _TRACED_ATTEMPTS, {**params, "group": chain["group"]})
         messages.append({"run_id": run_id, "message_key": message_key, "hops": hops, "groups": chains,
-                         "transaction": _transaction(con, params)})
+                         "transaction": _transaction(con, params), "traced_sends": _rows(con, _TRACED_SENDS, params)})
     return messages
 
 
@@ -303,8 +321,27 @@ def _transaction_lines(tx: dict) -> list[str]:
     for call in tx["calls"]:
         stage = "execute" if call["stage"] == "execute" else f"check {call['check_times']}"
         lines.append(f"  {'listener':<10}  {stage:<22}  {_ts(call['ts'])}  {call['answer']}")
+    for d in tx.get("traced_decisions") or []:
+        stage = "a check" if d["from_transaction_check"] else "at once"
+        lines.append(f"  {'traced':<10}  {'answer ' + stage:<22}  {_ts(d['ts'])}  {d['transaction_state']}")
     if tx["commits"] and tx["commits"] > 1:
         lines.append(f"  committed {tx['commits']} times: the consumers get it {tx['commits']} times")
+    return lines
+
+
+def _traced_lines(sends: list[dict], attempts: list[dict]) -> list[str]:
+    """What the clients' message trace says: the sends (Pub) or a group's listener calls."""
+    lines = []
+    for p in sends:
+        lines.append(f"  traced send  {_ts(p['ts'])}  {p['producer_group'] or '-'} -> {p['store_host'] or '-'}  "
+                     f"{'SEND_OK' if p['success'] else 'not SEND_OK'} in {_duration(p['cost_ms'])}  "
+                     f"{p['msg_type'] or ''} {p['offset_msg_id'] or ''}".rstrip())
+    if attempts:
+        lines.append(f"  traced consumes ({len(attempts)}, the client's own record):")
+    for a in attempts:
+        result = "outcome not traced" if a["success"] is None else (
+            f"{'success' if a['success'] else 'failed'} ({a['consume_return'] or '?'}) in {_duration(a['cost_ms'])}")
+        lines.append(f"    {_ts(a['begin_ts'])}  reconsume {a['reconsume_times']}  {result}")
     return lines
 
 
@@ -318,6 +355,7 @@ def format_trace(messages: Sequence[dict]) -> str:
         shared = [h for h in m["hops"] if h["group"] is None]
         lines.append(header)
         lines.extend(_hop_line(h) for h in shared)
+        lines.extend(_traced_lines(m.get("traced_sends") or [], []))
         if m.get("transaction"):
             lines.append("")
             lines.extend(_transaction_lines(m["transaction"]))
@@ -352,6 +390,7 @@ def format_trace(messages: Sequence[dict]) -> str:
                     lines.append(f"    {_ts(a['start_ts'])}  {a['consumer_id']:<24}  "
                                  f"{a['queue_topic']}[{a['queue_id']}]@{a['queue_offset']}  "
                                  f"reconsume {a['reconsume_times']}  {a['status']} -> {a['outcome']}")
+            lines.extend(_traced_lines([], chain.get("traced") or []))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -17,6 +17,10 @@
 --                      back-pointer names no half copy of it, an op record deciding a half the
 --                      store never had, a message committed twice: the rows of the transaction
 --                      checks (their shared fragments)
+--   SENT_NOT_STORED, FAILURE_NOT_RETRIED, DECISION_NOT_STORED
+--                      what a client's message trace says and the store does not show: a SEND_OK
+--                      with no record at its offset, a failed consume nothing retried, a
+--                      commit or rollback the store does not hold: the rows of the trace checks
 CREATE OR REPLACE TABLE anomalies AS
 WITH dup_acks AS (
     SELECT * FROM consume_acks WHERE n > 1
@@ -188,4 +192,10 @@ UNION ALL
 SELECT run_id, 'OP_WITHOUT_HALF', message_key, "group", detail FROM ({{ops_without_half}}) t
 UNION ALL
 SELECT run_id, 'COMMITTED_TWICE', message_key, "group", detail FROM ({{commits_repeated}}) t
+UNION ALL
+SELECT run_id, 'SENT_NOT_STORED', message_key, "group", detail FROM ({{traced_sends_not_stored}}) t
+UNION ALL
+SELECT run_id, 'FAILURE_NOT_RETRIED', message_key, "group", detail FROM ({{traced_failures_not_retried}}) t
+UNION ALL
+SELECT run_id, 'DECISION_NOT_STORED', message_key, "group", detail FROM ({{traced_decisions_not_stored}}) t
 ORDER BY 1, 2, 3, 4;

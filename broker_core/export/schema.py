@@ -341,6 +341,40 @@ DLEDGER_ENTRIES = pa.schema([
     ("store_ts", TS),
 ])
 
+# The clients' message trace (docs/client-trace.md): one row per trace record a client wrote to the
+# trace topic (RMQ_SYS_TRACE_TOPIC), decoded from the bodies of that topic's records in a broker's
+# store. Lossy and optional: a client with trace off, a broker without the topic, or a record the
+# client's dispatcher dropped leaves no row. Columns a record type has no field for are null.
+CLIENT_TRACE = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),  # the broker whose store holds the trace message
+    ("phys_offset", pa.int64()),  # the trace message's record (commitlog.phys_offset)
+    ("record_index", pa.int32()),  # the record's position in that message's body, from 0
+    ("trace_type", pa.string()),  # Pub | SubBefore | SubAfter | EndTransaction (others kept as written)
+    ("ts", TS),  # when the client recorded it (a SubAfter's: since 4.9.x clients; else null)
+    ("region_id", pa.string()),
+    ("group", pa.string()),  # producer group (Pub, EndTransaction) or consumer group (SubBefore; SubAfter when written)
+    ("request_id", pa.string()),  # joins a consume's SubBefore and SubAfter
+    ("topic", pa.string()),  # Pub, EndTransaction: the message's topic
+    ("msg_id", pa.string()),  # the client's message id (UNIQ_KEY)
+    ("tags", pa.string()),
+    ("keys", pa.string()),
+    ("store_host", pa.string()),  # Pub, EndTransaction: the broker address the client sent to
+    ("body_length", pa.int32()),  # Pub
+    ("cost_ms", pa.int32()),  # Pub: the send's time; SubAfter: the listener's (per message of its batch)
+    ("msg_type", pa.string()),  # Pub, EndTransaction: MessageType (Normal_Msg, Trans_Msg_Half, ...)
+    ("offset_msg_id", pa.string()),  # Pub: the stored record's offset msgId (null for a half message's send)
+    ("success", pa.bool_()),  # Pub: SEND_OK; SubAfter: the listener returned success
+    ("retry_times", pa.int32()),  # SubBefore: the delivery's reconsume times
+    ("context_code", pa.int32()),  # SubAfter: ConsumeReturnType ordinal
+    ("consume_return", pa.string()),  # SubAfter: SUCCESS | TIME_OUT | EXCEPTION | RETURNNULL | FAILED
+    ("transaction_id", pa.string()),  # EndTransaction
+    ("transaction_state", pa.string()),  # EndTransaction: COMMIT_MESSAGE | ROLLBACK_MESSAGE | UNKNOW
+    ("from_transaction_check", pa.bool_()),  # EndTransaction: the answer to a broker's check
+    ("client_host", pa.string()),  # Pub, when the client writes it
+    ("fields", pa.list_(pa.string())),  # every field after the type, as written
+])
+
 # Tables a run directory's parquet/ holds, by name.
 RAW_TABLES: dict[str, pa.Schema] = {
     "commitlog": COMMITLOG,
@@ -359,6 +393,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "transaction_ops": TRANSACTION_OPS,
     "transaction_calls": TRANSACTION_CALLS,
     "dledger_entries": DLEDGER_ENTRIES,
+    "client_trace": CLIENT_TRACE,
 }
 LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_hops": MESSAGE_HOPS,

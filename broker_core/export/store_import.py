@@ -38,6 +38,7 @@ from broker_core.export.broker_parts import (
     run_lock,
     validate_broker,
 )
+from broker_core.export.client_trace import write_client_trace
 from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter, RecordColumns
 from broker_core.export.dledger_replicas import (
     ROLE_REPLICA,
@@ -709,6 +710,10 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
     for table in ("inner_messages", "transaction_ops"):
         rows_by_table[table], found = _record_body_table(reader, parquet, part, run_id, broker, table, carry)
         body_problems += found
+
+    # The clients' message trace, when a client wrote it to this broker (docs/client-trace.md).
+    rows_by_table["client_trace"], trace_problems = write_client_trace(reader, parquet, part, run_id, broker)
+    body_problems += trace_problems
 
     writer = TableWriter(parquet, "store_problems", part=part)
     for p in reader.problems + body_problems:

@@ -183,6 +183,11 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
     from broker_core.export.transaction_ops import write_transaction_ops
 
     out["transaction_ops"], op_problems = write_transaction_ops(reader, parquet_dir, DEFAULT_PART, run_id, broker)
+    # The model's clients write no message trace: read as an import reads it, the table is empty.
+    from broker_core.export.client_trace import write_client_trace
+
+    out["client_trace"], trace_problems = write_client_trace(reader, parquet_dir, DEFAULT_PART, run_id, broker)
+    op_problems += trace_problems
     # The scan above filled reader.problems (a torn tail after a crash shows up there).
     out["store_problems"] = write_rows(parquet_dir, "store_problems", [
         {"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset, "kind": p.kind,
@@ -202,6 +207,7 @@ def _manifest(scenario: Scenario, world: World, scenario_path, out_dir) -> dict:
         "broker": scenario.broker.name,
         "flush": scenario.broker.flush,
         "semantics": scenario.broker.semantics,
+        "transaction_check_max": scenario.broker.transaction_check_max,
         "delay_levels_ms": list(scenario.broker.delay_levels_ms),
         "groups": [_manifest_group(g) for g in scenario.groups],
         "fault_kinds": sorted({f.kind for f in scenario.faults}),

@@ -30,7 +30,9 @@
 //                         a TransactionMQProducer (a producer with such a message is one), whose
 //                         listener answers the execution and each broker check in turn
 //   expect   GROUP  UNIQ_KEY  CALLS  the listener calls after which (GROUP, UNIQ_KEY) is done
-//   setting  NAME  VALUE         idle_ms, timeout_ms, start_wait_ms
+//   setting  NAME  VALUE         idle_ms, timeout_ms, start_wait_ms; trace 1: every client with
+//                                message trace on (enableMsgTrace: its Pub, SubBefore, SubAfter and
+//                                EndTransaction records go to RMQ_SYS_TRACE_TOPIC)
 //   side     GROUP  INDEX        a consumer run in a process of its own (so it can be SIGKILLed):
 //                                the main driver skips it, `Driver PLAN --only GROUP INDEX` runs it
 //   sidedir  DIR                 where those processes' stdout files are: their listener calls
@@ -170,7 +172,7 @@ public class Driver {
             int p = Integer.parseInt(m[1]);
             DefaultMQProducer producer = producers.get(p);
             if (producer == null) {
-                producer = transactionalProducers.contains(p) ? transactionalProducer(m[2]) : new DefaultMQProducer(m[2]);
+                producer = transactionalProducers.contains(p) ? transactionalProducer(m[2]) : new DefaultMQProducer(m[2], traced());
                 producer.setNamesrvAddr(namesrv);
                 producer.setInstanceName("producer-" + p);
                 // A plan may shorten the route refresh (default 30 s): after a DLedger group elects
@@ -225,6 +227,11 @@ public class Driver {
         synchronized (stop) {
             while (true) stop.wait();
         }
+    }
+
+    // Whether the plan turns message trace on for every client (setting trace 1).
+    static boolean traced() {
+        return settings.getOrDefault("trace", 0L) == 1L;
     }
 
     // A gRPC group of the plan: GrpcPlanDriver.java consumes it through the proxy.
@@ -376,7 +383,7 @@ public class Driver {
     // A producer of transactional messages: its listener returns the plan's answers, to the
     // execution right after the half message is stored and to each check the broker sends.
     static TransactionMQProducer transactionalProducer(String group) {
-        TransactionMQProducer producer = new TransactionMQProducer(group);
+        TransactionMQProducer producer = new TransactionMQProducer(null, group, null, traced(), null);
         producer.setTransactionListener(new TransactionListener() {
             @Override
             public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
@@ -470,7 +477,7 @@ public class Driver {
         final int max = Integer.parseInt(g[4]);
         final long consumeMs = Long.parseLong(g[5]);
         final String consumerId = group + "-c" + index;
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, traced());
         c.setNamesrvAddr(namesrv);
         c.setInstanceName(consumerId);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);

@@ -105,6 +105,7 @@ COLUMNS: dict[str, dict[str, str]] = {
         "message_hops": TX_HOPS,
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, properties MAP(VARCHAR, VARCHAR)",
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, transaction_state VARCHAR',
+        "run_manifest": "run_id VARCHAR, transaction_check_max INTEGER",
     },
     c.TX_COMMIT_HALF: {
         "commitlog": TX_COMMITLOG,
@@ -121,26 +122,61 @@ COLUMNS: dict[str, dict[str, str]] = {
         "commitlog": TX_COMMITLOG,
         "message_hops": TX_HOPS,
     },
+    c.TRACE_SEND_OK_STORED: {
+        "client_trace": 'run_id VARCHAR, trace_type VARCHAR, msg_id VARCHAR, "group" VARCHAR, store_host VARCHAR, '
+                        "offset_msg_id VARCHAR, ts TIMESTAMPTZ, cost_ms INTEGER, success BOOLEAN",
+        "runs": "run_id VARCHAR, broker VARCHAR, first_offset BIGINT, sim_end_ts TIMESTAMPTZ, msg_id_hosts VARCHAR[]",
+        "commitlog": "run_id VARCHAR, broker VARCHAR, msg_id VARCHAR, uniq_key VARCHAR",
+    },
+    c.TRACE_FAILED_CONSUME_RETRIED: {
+        "client_trace": 'run_id VARCHAR, trace_type VARCHAR, request_id VARCHAR, msg_id VARCHAR, "group" VARCHAR, '
+                        "retry_times INTEGER, ts TIMESTAMPTZ, cost_ms INTEGER, success BOOLEAN, consume_return VARCHAR",
+        "runs": "run_id VARCHAR, broker VARCHAR, sim_end_ts TIMESTAMPTZ",
+        "message_hops": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hop_kind VARCHAR, reconsume_times INTEGER',
+    },
+    c.TRACE_DECISION_STORED: {
+        "client_trace": 'run_id VARCHAR, trace_type VARCHAR, msg_id VARCHAR, "group" VARCHAR, transaction_state VARCHAR, '
+                        "from_transaction_check BOOLEAN, ts TIMESTAMPTZ",
+        "message_hops": "run_id VARCHAR, message_key VARCHAR, hop_kind VARCHAR, broker VARCHAR",
+        "runs": "run_id VARCHAR, broker VARCHAR, sim_end_ts TIMESTAMPTZ",
+        "message_lineage": "run_id VARCHAR, message_key VARCHAR, transaction_state VARCHAR",
+    },
 }
+
+
+def _loaded(check: str, tables: dict[str, list[tuple]]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB holding the tables ``check`` reads, with ``tables``' rows (the rest empty)."""
+    unknown = set(tables) - set(COLUMNS[check])
+    assert not unknown, f"{check} does not read {unknown}"
+    con = duckdb.connect()
+    for table, columns in COLUMNS[check].items():
+        con.execute(f"CREATE TABLE {table} ({columns})")
+        rows = tables.get(table, [])
+        if rows:
+            # A row gives the table's first columns; the rest are NULL.
+            names = [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description][:len(rows[0])]
+            marks = ", ".join("?" * len(rows[0]))
+            quoted = ", ".join(f'"{n}"' for n in names)
+            con.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({marks})", rows)
+    return con
 
 
 def violations(check: str, tables: dict[str, list[tuple]]) -> list[tuple]:
     """The rows ``check`` reports on ``tables`` (the tables it reads that are not given are empty)."""
-    unknown = set(tables) - set(COLUMNS[check])
-    assert not unknown, f"{check} does not read {unknown}"
-    con = duckdb.connect()
+    con = _loaded(check, tables)
     try:
-        for table, columns in COLUMNS[check].items():
-            con.execute(f"CREATE TABLE {table} ({columns})")
-            rows = tables.get(table, [])
-            if rows:
-                # A row gives the table's first columns; the rest are NULL.
-                names = [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description][:len(rows[0])]
-                marks = ", ".join("?" * len(rows[0]))
-                quoted = ", ".join(f'"{n}"' for n in names)
-                con.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({marks})", rows)
         return sorted(con.execute(f'SELECT run_id, message_key, "group", detail FROM ({c.CHECKS_BY_NAME[check].sql})')
                       .fetchall(), key=repr)
+    finally:
+        con.close()
+
+
+def judged(check: str, tables: dict[str, list[tuple]]) -> int:
+    """How many things ``check``'s evidence query says it judged on ``tables``."""
+    con = _loaded(check, tables)
+    try:
+        return int(con.execute(f"SELECT coalesce(sum(judged), 0) FROM ({c.CHECKS_BY_NAME[check].evidence})")
+                   .fetchone()[0])
     finally:
         con.close()
 
@@ -930,26 +966,41 @@ def checked(times: int | None) -> dict[str, str]:
 
 
 def test_a_transaction_checked_past_the_maximum_without_a_decision_is_reported():
-    """Past the broker's maximum (its discards' count, else RocketMQ's 15) a message neither
-    committed nor rolled back is reported; one decided, or checked up to the maximum, is not."""
+    """Past the broker's maximum (its discards' count) a message neither committed nor rolled back
+    is reported; one decided, or checked up to the maximum, is not."""
     hops = [(RUN, "d", None, "DISCARD", "b", 1), (RUN, "m1", None, "HALF", "b", 2), (RUN, "m1", None, "HALF", "b", 3),
-            (RUN, "m2", None, "HALF", "b", 4), (RUN, "m3", None, "HALF", "b", 5), (RUN, "m4", None, "HALF", "b", 6),
-            (RUN, "m5", None, "HALF", "c", 7)]
+            (RUN, "m2", None, "HALF", "b", 4), (RUN, "m3", None, "HALF", "b", 5), (RUN, "m4", None, "HALF", "b", 6)]
     commitlog = [(RUN, "b", 1, checked(3)), (RUN, "b", 2, checked(None)), (RUN, "b", 3, checked(4)),
-                 (RUN, "b", 4, checked(3)), (RUN, "b", 5, checked(5)), (RUN, "b", 6, checked(9)),
-                 (RUN, "c", 7, checked(15))]
+                 (RUN, "b", 4, checked(3)), (RUN, "b", 5, checked(5)), (RUN, "b", 6, checked(9))]
     lineage = [(RUN, "d", "g", "DISCARDED"), (RUN, "m1", "g", "UNDECIDED"), (RUN, "m2", "g", "UNDECIDED"),
-               (RUN, "m3", "g", "COMMITTED"), (RUN, "m4", "g", "DISCARDED"), (RUN, "m5", "g", "UNDECIDED")]
+               (RUN, "m3", "g", "COMMITTED"), (RUN, "m4", "g", "DISCARDED")]
     assert violations(c.TX_CHECK_MAX, {"message_hops": hops, "commitlog": commitlog, "message_lineage": lineage}) == [
         (RUN, "m1", None, "checked 4 times on b, past the maximum of 3 checks (its discarded copies' count), "
                           "and undecided: no commit and no op record decided it"),
         (RUN, "m4", None, "checked 9 times on b, past the maximum of 3 checks (its discarded copies' count), "
                           "and discarded: no commit and no op record decided it"),
     ]
-    commitlog[-1] = (RUN, "c", 7, checked(16))
-    assert violations(c.TX_CHECK_MAX, {"message_hops": hops, "commitlog": commitlog, "message_lineage": lineage})[-1] == (
-        RUN, "m5", None, "checked 16 times on c, past the maximum of 15 checks (RocketMQ's default: the broker "
-                         "discarded nothing), and undecided: no commit and no op record decided it")
+
+
+def test_without_evidence_of_the_maximum_a_transaction_is_not_judged_by_the_default():
+    """A broker that discarded nothing may be configured above RocketMQ's default of 15: a half
+    checked 16 times there is not judged (not applicable), unless the run's manifest states the
+    maximum, which then judges it both ways."""
+    hops = [(RUN, "m5", None, "HALF", "c", 7), (RUN, "m6", None, "HALF", "c", 8)]
+    commitlog = [(RUN, "c", 7, checked(16)), (RUN, "c", 8, checked(20))]
+    lineage = [(RUN, "m5", "g", "UNDECIDED"), (RUN, "m6", "g", "UNDECIDED")]
+    tables = {"message_hops": hops, "commitlog": commitlog, "message_lineage": lineage}
+    assert violations(c.TX_CHECK_MAX, tables) == []
+    assert judged(c.TX_CHECK_MAX, tables) == 0
+    stated = {**tables, "run_manifest": [(RUN, 20)]}
+    assert violations(c.TX_CHECK_MAX, stated) == []
+    assert judged(c.TX_CHECK_MAX, stated) == 2
+    stated["run_manifest"] = [(RUN, 15)]
+    assert [detail for *_, detail in violations(c.TX_CHECK_MAX, stated)] == [
+        "checked 16 times on c, past the maximum of 15 checks (the run's manifest: the broker discarded "
+        "nothing), and undecided: no commit and no op record decided it",
+        "checked 20 times on c, past the maximum of 15 checks (the run's manifest: the broker discarded "
+        "nothing), and undecided: no commit and no op record decided it"]
 
 
 def test_a_commit_whose_back_pointer_names_no_half_copy_of_it_is_reported():
@@ -990,3 +1041,79 @@ def test_a_message_committed_twice_is_reported():
     assert violations(c.TX_COMMITTED_ONCE, {"commitlog": commitlog, "message_hops": hops}) == [
         (RUN, "m1", None, "committed 2 times: b@200 (copy at 100), b@400 (copy at 300)"),
     ]
+
+
+# --- the clients' message trace --------------------------------------------------------------------
+
+def pub(key: str, offset_msg: str | None, at: float, success: bool = True) -> tuple:
+    return (RUN, "Pub", key, "pg", "127.0.0.1:10911", offset_msg, ts(at), 3, success)
+
+
+def test_a_traced_send_ok_whose_record_is_missing_is_reported():
+    """A SEND_OK the trace holds names a record of the store; one with no record there, or another
+    message's, is reported. Not judged: a failed send, a send to a broker not in the run, one past
+    the broker's last record, one below its first offset, a batch's list of ids."""
+    runs = [(RUN, "b", 0x200, ts(100), [HOST])]
+    commitlog = [(RUN, "b", msg_id(0x300), "m1"), (RUN, "b", msg_id(0x400), "other")]
+    trace = [pub("m1", msg_id(0x300), 1), pub("gone", msg_id(0x500), 2), pub("swapped", msg_id(0x400), 3),
+             pub("failed", msg_id(0x600), 4, success=False), pub("elsewhere", "0A0000FF00002A9F" + "0" * 13 + "700", 5),
+             pub("late", msg_id(0x800), 100), pub("retained", msg_id(0x100), 6),
+             pub("batch", msg_id(0x900) + "," + msg_id(0x980), 7)]
+    tables = {"client_trace": trace, "runs": runs, "commitlog": commitlog}
+    found = violations(c.TRACE_SEND_OK_STORED, tables)
+    assert [(key, detail.split(", but ")[1]) for _run, key, _group, detail in found] == [
+        ("gone", "broker b holds no record at that offset"), ("swapped", "the record there is other")]
+    assert found[0][3].startswith(f"sent SEND_OK by pg to 127.0.0.1:10911 at 2026-01-01 00:00:02.000 as {msg_id(0x500)}")
+    assert judged(c.TRACE_SEND_OK_STORED, tables) == 3
+    assert judged(c.TRACE_SEND_OK_STORED, {"runs": runs, "commitlog": commitlog}) == 0
+
+
+def sub(kind: str, request: str, key: str, at: float, *, retry: int = 0, success: bool | None = None,
+        group: str | None = "g") -> tuple:
+    if kind == "SubBefore":
+        return (RUN, kind, request, key, group, retry, ts(at), None, None, None)
+    return (RUN, kind, request, key, None, None, ts(at), 2, success, "SUCCESS" if success else "FAILED")
+
+
+def test_a_traced_failed_consume_with_no_retry_is_reported():
+    """A failure the trace holds is followed by a RETRY or DLQ hop of the message for its group past
+    its reconsume times, or by the client consuming it again; else it is reported. A success, or a
+    failure after the run's first broker stopped recording, is not judged."""
+    trace = [sub("SubBefore", "q1", "retried", 1, retry=0), sub("SubAfter", "q1", "retried", 1.01, success=False),
+             sub("SubBefore", "q2", "local", 2, retry=0), sub("SubAfter", "q2", "local", 2.01, success=False),
+             sub("SubBefore", "q3", "local", 3, retry=1), sub("SubAfter", "q3", "local", 3.01, success=True),
+             sub("SubBefore", "q4", "dropped", 4, retry=1), sub("SubAfter", "q4", "dropped", 4.01, success=False),
+             sub("SubBefore", "q5", "stale", 5, retry=2), sub("SubAfter", "q5", "stale", 5.01, success=False),
+             sub("SubBefore", "q6", "late", 60), sub("SubAfter", "q6", "late", 60.01, success=False)]
+    hops = [(RUN, "retried", "g", "RETRY", 1), (RUN, "stale", "g", "RETRY", 2), (RUN, "stale", "other", "DLQ", 3)]
+    runs = [(RUN, "a", ts(50)), (RUN, "b", ts(70))]
+    tables = {"client_trace": trace, "message_hops": hops, "runs": runs}
+    found = violations(c.TRACE_FAILED_CONSUME_RETRIED, tables)
+    assert [(key, group) for _run, key, group, _detail in found] == [("dropped", "g"), ("stale", "g")]
+    assert found[0][3] == ("failed (FAILED) at reconsume 1 at 2026-01-01 00:00:04.000: no RETRY or DLQ hop of it for "
+                           "the group past reconsume 1, and the client never consumed it again")
+    assert judged(c.TRACE_FAILED_CONSUME_RETRIED, tables) == 4
+    assert judged(c.TRACE_FAILED_CONSUME_RETRIED, {"message_hops": hops, "runs": runs}) == 0
+
+
+def end_tx(key: str, state: str, at: float, from_check: bool = False) -> tuple:
+    return (RUN, "EndTransaction", key, "pg", state, from_check, ts(at))
+
+
+def test_a_traced_transaction_decision_the_store_does_not_show_is_reported():
+    """A commit or rollback the producer's trace holds is the outcome the store shows; UNKNOW, a
+    message with no half in the run, or a decision after its broker's last record is not judged."""
+    trace = [end_tx("c", "COMMIT_MESSAGE", 1), end_tx("r", "ROLLBACK_MESSAGE", 2, True),
+             end_tx("lost", "ROLLBACK_MESSAGE", 3), end_tx("u", "UNKNOW", 4), end_tx("u", "COMMIT_MESSAGE", 6, True),
+             end_tx("nohalf", "COMMIT_MESSAGE", 5), end_tx("late", "COMMIT_MESSAGE", 90)]
+    hops = [(RUN, k, "HALF", "b") for k in ("c", "r", "lost", "u", "late")]
+    lineage = [(RUN, "c", "COMMITTED"), (RUN, "r", "ROLLED_BACK"), (RUN, "lost", "DISCARDED"), (RUN, "u", "UNDECIDED"),
+               (RUN, "late", "UNDECIDED")]
+    tables = {"client_trace": trace, "message_hops": hops, "runs": [(RUN, "b", ts(80))], "message_lineage": lineage}
+    found = violations(c.TRACE_DECISION_STORED, tables)
+    assert found == [
+        (RUN, "lost", None, "its producer pg answered ROLLBACK_MESSAGE at once at 2026-01-01 00:00:03.000, but the "
+                            "store shows it discarded on b"),
+        (RUN, "u", None, "its producer pg answered COMMIT_MESSAGE to a check at 2026-01-01 00:00:06.000, but the "
+                         "store shows it undecided on b")]
+    assert judged(c.TRACE_DECISION_STORED, tables) == 4

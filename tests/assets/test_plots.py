@@ -145,3 +145,26 @@ def test_an_imported_stores_report_shows_the_lateness_delay_accuracy_measured(tm
     assert cli_main(["report", str(run), "--out", str(out)]) == 0
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', out.read_text())
     assert plot.data_uri().removeprefix("data:image/png;base64,") in images
+
+
+def test_the_transactions_plot_shows_each_message_s_checks_and_decision_time():
+    """The transactions plot reads the transactions table: one point per message, by outcome, with
+    its checks and its time from half to decision; a run without transactions says so."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute("create table transactions (run_id varchar, message_key varchar, transaction_state varchar, "
+                    "transaction_checks integer, decision_ms bigint)")
+        con.executemany("insert into transactions values (?, ?, ?, ?, ?)", [
+            ("r1", "a", "COMMITTED", 0, 7), ("r1", "b", "COMMITTED", 1, 2300), ("r1", "c", "ROLLED_BACK", 2, 4400),
+            ("r1", "d", "DISCARDED", 3, 8100), ("r1", "e", "UNDECIDED", 1, None)])
+        assert plots.transactions_data(con, "r1") == [
+            ("COMMITTED", 0, 7), ("COMMITTED", 1, 2300), ("DISCARDED", 3, 8100), ("ROLLED_BACK", 2, 4400),
+            ("UNDECIDED", 1, None)]
+        plot = plots.transactions_plot(con, "r1")
+        assert plot.png.startswith(b"\x89PNG") and plot.name == "transactions"
+        assert plots.transactions_data(con, "other") == []
+        assert plots.transactions_plot(con, "other").png != plot.png
+    finally:
+        con.close()

@@ -47,8 +47,10 @@ CQ_TAGS_AT = 12
 
 NOT_JUDGED_ON_IMPORTS = {c.NO_UNEXPLAINED_LOSS, c.DUPLICATE_RATE}
 NO_TRANSACTIONS = set(c.TRANSACTION_CHECKS)
+# The stores here hold no client trace (tests/stories/test_trace_mutations.py breaks one that does).
+NO_TRACE = set(c.TRACE_CHECKS)
 # What a transactional store (no retry, DLQ or delayed record) gives nothing to judge.
-NOT_JUDGED_ON_TX_STORES = NOT_JUDGED_ON_IMPORTS | {c.DLQ_AFTER_MAX_RETRIES, c.NO_EARLY_DELIVERY, c.ORIGIN_STABLE,
+NOT_JUDGED_ON_TX_STORES = NOT_JUDGED_ON_IMPORTS | NO_TRACE | {c.DLQ_AFTER_MAX_RETRIES, c.NO_EARLY_DELIVERY, c.ORIGIN_STABLE,
                                                    c.LATENESS_P99, c.RETRIES_WITHIN_MAX}
 
 
@@ -166,7 +168,7 @@ def test_a_clean_494_store_passes_every_check_it_can_judge(clean_494):
     """The real 4.9.4 store: delayed deliveries, retries and the DLQ are judged from its own bytes;
     what only a producer's log or a consumer's could say is not applicable, never passed."""
     found = verdicts(clean_494)
-    assert_clean(found, NOT_JUDGED_ON_IMPORTS | NO_TRANSACTIONS)
+    assert_clean(found, NOT_JUDGED_ON_IMPORTS | NO_TRANSACTIONS | NO_TRACE)
     # 30 SCHEDULE records with a unit each; 8 DLQ records, each a send-back at GroupA's maximum;
     # 12 retried chains (GroupA's 8, GroupB's 4), none forked, none past its group's maximum.
     assert found[c.NO_EARLY_DELIVERY].judged == 30
@@ -188,7 +190,7 @@ def test_a_clean_5x_store_passes_every_check_it_can_judge(clean_5x):
     """The real 5.5.1 stores: POP retries are judged against their checkpoints' revive times, and
     every DLQ record (the proxy's forwards at the policy's maximum) is explained."""
     found = verdicts(clean_5x)
-    assert_clean(found, NOT_JUDGED_ON_IMPORTS | {c.LATENESS_P99} | NO_TRANSACTIONS)
+    assert_clean(found, NOT_JUDGED_ON_IMPORTS | {c.LATENESS_P99} | NO_TRANSACTIONS | NO_TRACE)
     assert found[c.LATENESS_P99].verdict == "not applicable: no delayed delivery with a known due time"
     assert found[c.DLQ_AFTER_MAX_RETRIES].judged == 7
     assert rows(clean_5x, "SELECT count(*) FROM dlq_messages WHERE dlq_reason IS NULL") == [(0,)]
@@ -276,7 +278,7 @@ def test_a_494_store_whose_delay_table_changed_is_read_per_period(clean_494, spa
         shift_store_ts(store, phys, -7_000)
     db = audit(tmp_path, spark, {None: store}, "periods-494")
     found = verdicts(db)
-    assert_clean(found, NOT_JUDGED_ON_IMPORTS | NO_TRANSACTIONS)
+    assert_clean(found, NOT_JUDGED_ON_IMPORTS | NO_TRANSACTIONS | NO_TRACE)
     assert rows(db, "SELECT delay_level, period, delay_ms, records FROM delay_periods ORDER BY 1, 2") == [
         (3, 1, 10_000, 2), (3, 2, 3000, 20), (4, 1, 4000, 8)]
     assert rows(db, "SELECT count(*) FROM anomalies WHERE kind IN ('EARLY_DELIVERY', 'LATE_DELIVERY')") == [(0,)]
@@ -407,14 +409,17 @@ def test_every_check_has_a_breakage_on_every_input_it_judges():
         "5.x": {c.NO_EARLY_DELIVERY, c.DLQ_AFTER_MAX_RETRIES, c.HOP_GRAMMAR, c.ORIGIN_STABLE,
                 c.LINEAGE_MATCHES_COMMITLOG, c.RETRIES_WITHIN_MAX},
     }
-    not_applicable = {"simulation": NO_TRANSACTIONS, "4.9.4": NOT_JUDGED_ON_IMPORTS | NO_TRANSACTIONS,
-                      "5.x": NOT_JUDGED_ON_IMPORTS | {c.LATENESS_P99} | NO_TRANSACTIONS}
+    not_applicable = {"simulation": NO_TRANSACTIONS | NO_TRACE, "4.9.4": NOT_JUDGED_ON_IMPORTS | NO_TRANSACTIONS | NO_TRACE,
+                      "5.x": NOT_JUDGED_ON_IMPORTS | {c.LATENESS_P99} | NO_TRANSACTIONS | NO_TRACE}
     for kind in broken:
         assert broken[kind] | not_applicable[kind] <= {k.name for k in c.ALL_CHECKS}
         assert not broken[kind] & not_applicable[kind]
     assert broken["simulation"] | not_applicable["simulation"] == {k.name for k in c.ALL_CHECKS}
     # The transactional stores: every transaction check broken above; the rest judged as on any import.
     assert set(TX_BREAKAGES) == NO_TRANSACTIONS
+    # The store with client trace: every trace check broken in test_trace_mutations.py.
+    from test_trace_mutations import TRACE_BREAKAGES
+    assert set(TRACE_BREAKAGES) == NO_TRACE
     assert broken["4.9.4"] | not_applicable["4.9.4"] == {k.name for k in c.ALL_CHECKS}
     assert broken["5.x"] | not_applicable["5.x"] == {k.name for k in c.ALL_CHECKS}
 
