@@ -87,7 +87,8 @@ def conformance(args) -> int:
 
     outages = tuple(Outage.parse(text) for text in args.broker_outage)
     report = run_conformance(args.rocketmq, args.scenario, out, log=lambda m: _say(args, m), outages=outages,
-                             dledger_nodes=getattr(args, "dledger_nodes", 0))
+                             dledger_nodes=getattr(args, "dledger_nodes", 0),
+                             controller_nodes=getattr(args, "controller_nodes", 0))
     print(format_summary(report, out))
     failures = verdict_failures(report)
     if failures:

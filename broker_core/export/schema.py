@@ -341,6 +341,23 @@ DLEDGER_ENTRIES = pa.schema([
     ("store_ts", TS),
 ])
 
+# A 5.x controller-mode store's epochs (epochFileCheckpoint), one row per epoch of each imported copy of
+# a broker (its master's store, its slave's): the offsets the epoch's master wrote, this copy's records
+# there and the store hosts they carry (the master that wrote them), and how many of them the merge left
+# out as a tail cut at a failover (docs/data-contract.md "Controller mode").
+REPLICA_EPOCHS = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("role", pa.string()),  # the copy's import role: master | slave
+    ("broker_id", pa.int64()),  # from its brokerIdentity file (the id the controller gave it); null without
+    ("epoch", pa.int32()),
+    ("start_offset", pa.int64()),
+    ("end_offset", pa.int64()),  # the next epoch's start; the last epoch's: the copy's valid log end
+    ("records", pa.int64()),  # this copy's commit-log records in [start_offset, end_offset)
+    ("store_hosts", pa.list_(pa.string())),  # their STOREHOST values: the epoch's master's address
+    ("truncated_records", pa.int64()),  # of them, those past the point where this copy's epochs leave the other's
+])
+
 # Tables a run directory's parquet/ holds, by name.
 RAW_TABLES: dict[str, pa.Schema] = {
     "commitlog": COMMITLOG,
@@ -359,6 +376,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "transaction_ops": TRANSACTION_OPS,
     "transaction_calls": TRANSACTION_CALLS,
     "dledger_entries": DLEDGER_ENTRIES,
+    "replica_epochs": REPLICA_EPOCHS,
 }
 LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_hops": MESSAGE_HOPS,
