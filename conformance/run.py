@@ -183,6 +183,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
             roles = _import_roles(cluster, specs)
             if controller_nodes:
                 report["controller"] = {node: cluster.controller_roles(node) for node in cluster.node_addrs}
+                report["node_addrs"] = dict(cluster.node_addrs)
             with _timed(timings, "stop_brokers_s"):
                 cluster.stop_all()
             _keep_logs(cluster, work)
@@ -240,9 +241,11 @@ def _import_roles(cluster: Cluster, specs: list[BrokerSpec]) -> dict[str, str]:
 
 
 def _import_summary(summary) -> dict:
-    """What the report keeps of a store's import: counts, problems, and a DLedger store's entries."""
+    """What the report keeps of a store's import: counts, problems, a DLedger store's entries, a
+    controller-mode store's epochs and what merging them cut."""
     return {"records": summary.records, "errors": len(summary.errors),
-            "warnings": len(summary.problems) - len(summary.errors), "dledger": summary.dledger}
+            "warnings": len(summary.problems) - len(summary.errors), "dledger": summary.dledger,
+            "controller": summary.controller, "epochs": (summary.merged or {}).get("epochs")}
 
 
 def broker_settings(scenario) -> dict[str, str]:
