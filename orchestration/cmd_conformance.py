@@ -47,7 +47,8 @@ def format_summary(report: dict, out: Path) -> str:
         lines.append(f"  revives the brokers dropped (anomaly REVIVE_LOST): {len(report['revives_lost'])}, "
                      f"e.g. {report['revives_lost'][0]['message_key']} ({report['revives_lost'][0]['group']})")
     for f in report.get("faults", []):
-        lines.append(f"  fault at {f['at_ms'] / 1000:.1f} s: {f['kind']} {f.get('consumer') or f.get('broker')}")
+        when = f"at {f['at_ms'] / 1000:.1f} s" if 'at_ms' in f else f"{f['after_kill_ms'] / 1000:.1f} s after the kill"
+        lines.append(f"  fault {when}: {f['kind']} {f.get('consumer') or f.get('broker')}{' ' + f['node'] if 'node' in f else ''}")
     failed = [f"{run}: {name}" for run, checks in report["checks"].items()
               for name, c in checks.items() if c["blocking"] and not c["passed"]]
     lines.append(f"  blocking checks: {'all passed' if not failed else 'FAILED ' + '; '.join(failed)}")

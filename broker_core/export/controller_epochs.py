@@ -48,25 +48,32 @@ def write_replica_epochs(root: Path, parquet: Path, part: str, run_id: str, brok
     files = read_controller_files(root, log_end)
     writer = TableWriter(parquet, "replica_epochs", part=part)
     if files is not None and files.epochs:
-        offsets, hosts = _offsets_and_hosts(broker_parts_of(parquet / "commitlog", broker))
+        offsets, hosts, delivered = _offsets_and_hosts(broker_parts_of(parquet / "commitlog", broker))
         for entry, end in files.ranges(log_end):
             inside = (offsets >= entry.start_offset) & (offsets < end)
             writer.write({"run_id": run_id, "broker": broker, "role": role,
                           "broker_id": files.identity.broker_id if files.identity else None,
                           "epoch": entry.epoch, "start_offset": entry.start_offset, "end_offset": end,
-                          "records": int(inside.sum()), "store_hosts": sorted(set(hosts[inside].tolist())),
+                          "records": int(inside.sum()),
+                          "store_hosts": sorted(set(hosts[inside & ~delivered].tolist())),
                           "truncated_records": 0})
     return writer.close(), (files.problems if files is not None else []), files
 
 
-def _offsets_and_hosts(files: list[Path]) -> tuple[np.ndarray, np.ndarray]:
-    """Every record's physical offset and store host, from this copy's commitlog files."""
-    tables = [pq.read_table(p, columns=["phys_offset", "store_host"]) for p in files]
+def _offsets_and_hosts(files: list[Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every record's physical offset and store host, and whether it is a delivery from the schedule
+    or the timer (its topic is its REAL_TOPIC again), from this copy's commitlog files.
+
+    A delivery keeps the STOREHOST of the record it was put from (ScheduleMessageService.
+    messageTimeup copies it), so after a failover the new master's deliveries of records the old
+    one scheduled carry the old master's address (seen on a real 5.3.3 pair): they name no writer."""
+    tables = [pq.read_table(p, columns=["phys_offset", "store_host", "topic", "real_topic"]) for p in files]
     if not tables:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=object)
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=object), np.empty(0, dtype=bool)
     table = pa.concat_tables(tables)
-    return (table.column("phys_offset").to_numpy(),
-            np.array(table.column("store_host").to_pylist(), dtype=object))
+    delivered = pc.fill_null(pc.equal(table.column("topic"), table.column("real_topic")), False)
+    return (table.column("phys_offset").to_numpy(), np.array(table.column("store_host").to_pylist(), dtype=object),
+            delivered.to_numpy(zero_copy_only=False))
 
 
 @dataclass
@@ -80,6 +87,7 @@ class EpochDecision:
     truncated: list[dict] = field(default_factory=list)  # up to TRUNCATED_LISTED_MAX of them
     truncated_count: int = 0
     problems: list[Problem] = field(default_factory=list)
+    cut_records: pa.Table | None = None  # every record left out (failover_cut's columns)
 
     def to_json(self) -> dict:
         return {"history": self.history, "cut_role": self.cut_role, "cut_offset": self.cut_offset,
@@ -143,6 +151,7 @@ def cut_tail(commitlog: Path, out: Path, decision: EpochDecision, role: str) -> 
         return commitlog
     tail = table.filter(past)
     decision.truncated_count = count
+    decision.cut_records = tail
     columns = ["phys_offset", "topic", "queue_id", "queue_offset", "uniq_key", "store_host"]
     decision.truncated = tail.select(columns).slice(0, TRUNCATED_LISTED_MAX).to_pylist()
     first, last = tail.column("phys_offset")[0].as_py(), tail.column("phys_offset")[-1].as_py()
@@ -155,6 +164,17 @@ def cut_tail(commitlog: Path, out: Path, decision: EpochDecision, role: str) -> 
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table.filter(pc.invert(past)), out)
     return out
+
+
+def write_cut_records(dest: Path, part: str, decision: EpochDecision) -> None:
+    """The ``failover_cut`` rows: each record the merge left out (none when nothing was cut)."""
+    writer = TableWriter(dest, "failover_cut", part=part)
+    tail = decision.cut_records
+    if tail is not None:
+        names = [n for n in RAW_TABLES["failover_cut"].names if n not in ("role", "cut_offset")]
+        for row in tail.select(names).to_pylist():
+            writer.write({**row, "role": decision.cut_role, "cut_offset": decision.cut_offset})
+    writer.close()
 
 
 def write_merged_epochs(sides: dict[str, Path], part: str, dest: Path, decision: EpochDecision) -> None:

@@ -34,7 +34,13 @@ import pyarrow.parquet as pq
 
 from broker_core.export.broker_parts import PARQUET_DIR_NAME, REPLICAS_DIR_NAME, broker_parts_of, part_name
 from broker_core.export.columnar import CommitlogWriter
-from broker_core.export.controller_epochs import EpochDecision, cut_tail, decide, write_merged_epochs
+from broker_core.export.controller_epochs import (
+    EpochDecision,
+    cut_tail,
+    decide,
+    write_cut_records,
+    write_merged_epochs,
+)
 from broker_core.export.parquet import TableWriter
 from broker_core.export.schema import RAW_TABLES
 from broker_core.store.problem import Problem
@@ -55,7 +61,8 @@ COMPARED_COLUMNS = ("total_size", "msg_id", "topic", "queue_id", "queue_offset",
 # Tables whose rows come from one side: the master's when it is imported (the slave copies the
 # master's consumerOffset.json and delayOffset.json), else the slave's. A controller-mode broker's
 # epochs are both sides' (controller_epochs).
-_ONE_SIDE_TABLES = tuple(t for t in RAW_TABLES if t not in ("commitlog", "store_problems", "runs", "replica_epochs"))
+_ONE_SIDE_TABLES = tuple(t for t in RAW_TABLES if t not in ("commitlog", "store_problems", "runs", "replica_epochs",
+                                                                "failover_cut"))
 
 
 def other_role(role: str) -> str:
@@ -132,6 +139,7 @@ def merge_sides(run_dir: Path, broker: str, dest_parquet: Path) -> MergeResult:
     link_side({primary / t / part: Path(t) / part for t in _ONE_SIDE_TABLES if (primary / t / part).is_file()},
               dest_parquet)
     write_merged_epochs(sides, part, dest_parquet, decision)
+    write_cut_records(dest_parquet, part, decision)
     result.problems.extend(decision.problems)
     if decision.history is not None:
         result.epochs = decision.to_json()

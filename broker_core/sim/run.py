@@ -181,6 +181,7 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
     out["dledger_entries"] = write_rows(parquet_dir, "dledger_entries", [])
     # ... nor controller-mode epochs.
     out["replica_epochs"] = write_rows(parquet_dir, "replica_epochs", [])
+    out["failover_cut"] = write_rows(parquet_dir, "failover_cut", [])
     # Transaction op records, their bodies read from the store as import-store reads them.
     from broker_core.export.transaction_ops import write_transaction_ops
 
