@@ -11,12 +11,15 @@ rejoining slave does (``AutoSwitchHAClient.doTruncate``): the copy whose last ep
 holds the broker's history (a tie: the copy imported as master); the other copy agrees with it up to
 the **consistent point** (``EpochFileCache.findConsistentPoint``: of the latest epoch both hold with
 the same start offset, the smaller of the two copies' ends of it). A record of the other copy past
-that point was written by a master that lost its role before any replica had it: a send no producer
-was told SEND_OK of (a controller-mode master acks once its SyncStateSet has the record), never
-dispatched to a consume queue (a master dispatches up to its confirm offset), and RocketMQ truncates it
-when that broker rejoins. The merge leaves such records out of ``commitlog`` (they hold offsets the
-broker's history gave to other records), counts them in ``truncated_records``, lists them in the
-summary and reports them as one ``failover-truncated`` warning. Two copies with no consistent point
+that point was written by a master that lost its role before any replica had it, and RocketMQ
+truncates it when that broker rejoins. A producer's send waits for the SyncStateSet
+(``allAckInSyncStateSet``), so it was not acknowledged; a consumer's send-back does not wait for
+replicas (``AbstractSendMessageProcessor.consumerSendMsgBack`` sets WAIT false), so a send-back may
+have been acknowledged and then lost: a real 5.3.3 master killed 36 ms after a send-back left exactly
+that record, and the group never saw the message again. The merge leaves such records out of
+``commitlog`` (they hold offsets the broker's history gave to other records), writes each to
+``failover_cut`` (the warehouse's anomaly FAILOVER_CUT names its message), counts them in
+``truncated_records``, lists them in the summary and reports them as one ``failover-truncated`` warning. Two copies with no consistent point
 (``epochs-disjoint``) are merged without the rule, as copies without epochs are.
 """
 
@@ -159,8 +162,9 @@ def cut_tail(commitlog: Path, out: Path, decision: EpochDecision, role: str) -> 
         "commitlog", first, KIND_FAILOVER_TRUNCATED,
         f"{count} record(s) of the {role} from offset {first} to {last} are past offset {decision.cut_offset}, "
         f"where its epochs leave the {decision.history}'s: written by a master that lost its role before a replica "
-        "had them (never acked to a producer, never dispatched); RocketMQ truncates them when that broker "
-        "rejoins. Left out of commitlog", WARNING))
+        "had them; RocketMQ truncates them when that broker rejoins. A send waited for its replicas and was not "
+        "acknowledged, but a consumer's send-back does not wait: one may have been acknowledged and is lost "
+        "(anomaly FAILOVER_CUT). Left out of commitlog, listed in failover_cut", WARNING))
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table.filter(pc.invert(past)), out)
     return out
@@ -175,6 +179,19 @@ def write_cut_records(dest: Path, part: str, decision: EpochDecision) -> None:
         for row in tail.select(names).to_pylist():
             writer.write({**row, "role": decision.cut_role, "cut_offset": decision.cut_offset})
     writer.close()
+
+
+def explain_master_only(problems: list[Problem], decision: EpochDecision, slave_behind_kind: str) -> None:
+    """A slave cut at a failover is not behind: the master's records past the cut are the epochs the
+    slave never served in. Say so in the merge's ``slave-behind`` warning."""
+    if decision.cut_offset is None or decision.cut_role != "slave":
+        return
+    for i, p in enumerate(problems):
+        if p.kind == slave_behind_kind and p.offset is not None and p.offset >= decision.cut_offset:
+            problems[i] = Problem(p.file, p.offset, p.kind, p.reason.replace(
+                "the slave had not replicated them",
+                f"written from offset {decision.cut_offset} on by the master of a later epoch, after the slave's "
+                "copy stopped at a failover"), p.severity)
 
 
 def write_merged_epochs(sides: dict[str, Path], part: str, dest: Path, decision: EpochDecision) -> None:

@@ -38,6 +38,7 @@ from broker_core.export.controller_epochs import (
     EpochDecision,
     cut_tail,
     decide,
+    explain_master_only,
     write_cut_records,
     write_merged_epochs,
 )
@@ -131,6 +132,7 @@ def merge_sides(run_dir: Path, broker: str, dest_parquet: Path) -> MergeResult:
     decision = decide(sides, part)
     if have_master and have_slave:
         _merge_cut_commitlogs(sides, part, dest_parquet, decision, result)
+        explain_master_only(result.problems, decision, KIND_SLAVE_BEHIND)
     else:
         only = master if have_master else slave
         link_side({only / "commitlog" / part: Path("commitlog") / part}, dest_parquet)
