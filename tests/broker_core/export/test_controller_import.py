@@ -137,3 +137,32 @@ def test_the_clean_pair_has_no_epoch_problem(pair):
     kinds = {p.kind for p in summary.problems}
     assert not kinds & {"epoch-file-bad", "epoch-order", "epoch-past-log-end", "broker-identity-bad",
                         KIND_EPOCHS_DISJOINT, KIND_IDENTITY_MISMATCH}
+
+
+def test_the_warehouse_names_the_message_whose_send_back_the_failover_cut(pair, tmp_path):
+    """The old master's cut record is a send-back of a notice-service message it acknowledged 36 ms
+    before it was killed (a send-back waits for no replica): anomaly FAILOVER_CUT names the message and
+    the group."""
+    from assets.lineage_duckdb import run_lineage_duckdb
+    from assets.warehouse import build_warehouse, open_read_only
+
+    out, summary = pair
+    (cut,) = summary.merged["epochs"]["truncated"]
+    run = tmp_path / "run"
+    shutil.copytree(out, run)
+    run_lineage_duckdb(run)
+    db = build_warehouse([run], tmp_path / "w.duckdb").db_path
+    con = open_read_only(db)
+    try:
+        rows = con.execute("SELECT message_key, \"group\", detail FROM anomalies WHERE kind = 'FAILOVER_CUT'").fetchall()
+        (state,) = con.execute("SELECT final_state FROM message_lineage WHERE message_key = ? AND \"group\" = ?",
+                               [cut["uniq_key"], "notice-service"]).fetchone()
+    finally:
+        con.close()
+    assert [(k, g) for k, g, _ in rows] == [(cut["uniq_key"], "notice-service")]
+    assert "SCHEDULE_TOPIC_XXXX" in rows[0][2] and f"at offset {cut['phys_offset']}" in rows[0][2]
+    # The group's offset is past the message and its retry is gone: the chain reads CONSUMED, and the
+    # anomaly is what says otherwise.
+    assert state == "CONSUMED"
+    sends = {s["uniq_key"]: s for s in MANIFEST["sends"]}
+    assert sends[cut["uniq_key"]]["status"] == "SEND_OK" and sends[cut["uniq_key"]]["topic"] == "NoticeTopic"
