@@ -434,7 +434,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         brokers=brokers, role=role,
         merged=None if merged is None else {"records": merged.records, "only_on_master": merged.only_master,
                                             "only_on_slave": merged.only_slave, "offsets_differ": merged.differ,
-                                            "epochs": merged.epochs},
+                                            **({"epochs": merged.epochs} if merged.epochs else {})},
         controller=controller.to_json() if controller is not None else None,
         bytes_read=(reader.valid_end or 0) - reader.scan_start, live=live,
         resumed_from=resume.offset if resume is not None else None,
