@@ -142,7 +142,7 @@ def test_the_clean_pair_has_no_epoch_problem(pair):
 def test_the_warehouse_names_the_message_whose_send_back_the_failover_cut(pair, tmp_path):
     """The old master's cut record is a send-back of a notice-service message it acknowledged 36 ms
     before it was killed (a send-back waits for no replica): anomaly FAILOVER_CUT names the message and
-    the group."""
+    the group; the new master's copy imported alone has none."""
     from assets.lineage_duckdb import run_lineage_duckdb
     from assets.warehouse import build_warehouse, open_read_only
 
@@ -150,16 +150,24 @@ def test_the_warehouse_names_the_message_whose_send_back_the_failover_cut(pair, 
     (cut,) = summary.merged["epochs"]["truncated"]
     run = tmp_path / "run"
     shutil.copytree(out, run)
-    run_lineage_duckdb(run)
-    db = build_warehouse([run], tmp_path / "w.duckdb").db_path
+    # The new master's copy alone: nothing was cut, and no anomaly says so.
+    alone = tmp_path / "alone"
+    import_store(CONTROLLER_FIXTURES / CONTROLLER_NEW_MASTER, alone, name="alone", broker="broker-a")
+    for r in (run, alone):
+        run_lineage_duckdb(r)
+    db = build_warehouse([run, alone], tmp_path / "w.duckdb").db_path
     con = open_read_only(db)
     try:
-        rows = con.execute("SELECT message_key, \"group\", detail FROM anomalies WHERE kind = 'FAILOVER_CUT'").fetchall()
+        rows = con.execute("SELECT message_key, \"group\", detail FROM anomalies WHERE kind = 'FAILOVER_CUT' "
+                           "AND run_id = ?", [RUN]).fetchall()
+        (others,) = con.execute("SELECT count(*) FROM anomalies WHERE kind = 'FAILOVER_CUT' AND run_id = 'alone'"
+                                ).fetchone()
         (state,) = con.execute("SELECT final_state FROM message_lineage WHERE message_key = ? AND \"group\" = ?",
                                [cut["uniq_key"], "notice-service"]).fetchone()
     finally:
         con.close()
     assert [(k, g) for k, g, _ in rows] == [(cut["uniq_key"], "notice-service")]
+    assert others == 0
     assert "SCHEDULE_TOPIC_XXXX" in rows[0][2] and f"at offset {cut['phys_offset']}" in rows[0][2]
     # The group's offset is past the message and its retry is gone: the chain reads CONSUMED, and the
     # anomaly is what says otherwise.
