@@ -9,7 +9,8 @@ its .bak), brokerIdentity, the commit log (64 KiB files), the config JSON files,
 abort file of the killed master. Left out: consumequeue/ and index/ (60 KB per queue file, and the
 merge reads neither), the timer wheel and log. ``manifest.json`` holds the report's role changes,
 faults and node addresses, each copied file's size and SHA-256, and every send the clients made
-(status, msgId, UNIQ_KEY, topic, queue) with the UNIQ_KEYs a listener was handed.
+(status, msgId, UNIQ_KEY, topic, queue) with the UNIQ_KEYs a listener was handed; ``clients/``
+the clients' own ``produced`` and ``consume_attempts`` tables, as the run wrote them.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ def main(run: Path, out: Path) -> None:
                                                                      "epochs")}
                             for n, i in report["imports"].items()},
                 "stores": stores, "sends": sends, "consumed_uniq_keys": consumed}
+    for table in ("produced", "consume_attempts"):
+        (out / "clients" / table).mkdir(parents=True)
+        for part in sorted((run / "clients" / table).glob("*.parquet")):
+            shutil.copyfile(part, out / "clients" / table / part.name)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n")
     total = sum(f["bytes"] for s in stores.values() for f in s.values())
     print(f"wrote {out}: {total} bytes of store files")
