@@ -454,6 +454,10 @@ TABLE_DESCRIPTIONS = {
                        "commitlog), uncommitted or divergent (never handed out), and which replicas hold it.",
     "client_trace": "One row per message-trace record a client wrote to the trace topic (Pub, SubBefore, "
                     "SubAfter, EndTransaction), read from the store that holds it (lossy, optional).",
+    "replica_epochs": "A 5.x controller-mode broker's epochs, per imported copy (master, slave): the offsets "
+                      "each master epoch wrote, the store hosts of its records, and the records a failover cut off.",
+    "failover_cut": "The records a controller-mode broker's merge left out: a copy's tail past where its epochs "
+                    "leave the new master's (written by a master that lost its role before a replica had them).",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
     "message_lineage": "One row per (message, group): path, retries (the chain's depth), forks, final state, "
                        "from the Spark lineage.",

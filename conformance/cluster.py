@@ -65,6 +65,15 @@ DLEDGER_PORT_OFFSET = 3
 DLEDGER_LEADER_TIMEOUT_S = 90.0
 # What DLedgerRoleChangeHandler logs once a node is its group's master (4.9.4 and 5.x).
 _ROLE_LINE = re.compile(r"Finish handling broker role change succ=(\w+) term=(\d+) role=(\w+)")
+# What a 5.x broker in controller mode logs once it registered with the name server in a new role
+# (ReplicasManager.registerBrokerWhenRoleChange): its role and the master epoch it now serves.
+_CONTROLLER_ROLE_LINE = re.compile(r"Change broker \[id:(\d+)\]\[address:([^\]]*)\] to (\w+), "
+                                   r"newMasterBrokerId:(\w+), newMasterAddress:([^,]*), newMasterEpoch:(\d+)")
+# How long a controller-mode broker may take to be told its role (the controller elects a master
+# among the brokers of a name that registered, and the others become its slaves).
+CONTROLLER_ROLE_TIMEOUT_S = 90.0
+# The controller's Raft log (its own DLedger store, election events only): small files, not 1 GiB.
+CONTROLLER_LOG_FILE_BYTES = 4 << 20
 
 # 4.9.4 configures logback from <rocketmq.home>/conf/logback_*.xml and exits without it.
 _LOGBACK = """<configuration>
@@ -88,12 +97,17 @@ class BrokerSpec:
     # More than 0: the broker is a DLedger group of this many nodes (enableDLegerCommitLog), each
     # a process of its own named dledger_node_name(name, i), with its own store and ports.
     dledger_nodes: int = 0
+    # More than 0: the broker is this many 5.x brokers of one brokerName in controller mode
+    # (enableControllerMode, the controller embedded in the name server): one master, the others
+    # its slaves; node i is the process dledger_node_name(name, i), started in that order.
+    controller_nodes: int = 0
 
     def node_names(self) -> list[str]:
-        """The processes of this broker: itself, or its DLedger group's nodes."""
-        if not self.dledger_nodes:
+        """The processes of this broker: itself, or its DLedger group's or controller-mode nodes."""
+        nodes = self.dledger_nodes or self.controller_nodes
+        if not nodes:
             return [self.name]
-        return [dledger_node_name(self.name, i) for i in range(self.dledger_nodes)]
+        return [dledger_node_name(self.name, i) for i in range(nodes)]
 
 
 def dledger_node_name(broker: str, index: int) -> str:
@@ -185,7 +199,8 @@ class Cluster:
         self.procs: dict[str, Proc] = {}
         self.namesrv_addr: str | None = None
         self.broker_addrs: dict[str, str] = {}
-        self.node_addrs: dict[str, str] = {}  # a DLedger node's own address, by its process name
+        self.node_addrs: dict[str, str] = {}  # a DLedger or controller-mode node's own address, by process
+        self.controller_addr: str | None = None  # the name server's embedded controller, when a broker needs one
         self._booting: dict[str, tuple[int, str, float]] = {}  # launched, boot line not seen yet
         self.proxy_grpc_addr: str | None = None
         self.boot_seconds: dict[str, float] = {}
@@ -218,12 +233,15 @@ class Cluster:
         conf = ns_home / "namesrv.properties"
         conf.write_text(f"listenPort={ns_port}\n"
                         f"kvConfigPath={ns_home / 'kvConfig.json'}\n"
-                        f"configStorePath={ns_home / 'namesrv-config.properties'}\n")
+                        f"configStorePath={ns_home / 'namesrv-config.properties'}\n"
+                        + (self._controller_props(ns_home) if any(s.controller_nodes for s in self.specs) else ""))
         self._launch("namesrv", ns_home, NAMESRV_MEMORY, [NAMESRV_MAIN, "-c", str(conf)], NAMESRV_BOOT_LINE)
         ports = iter(listen)
         for spec in self.specs:
             if spec.dledger_nodes:
                 self.start_dledger_group(spec, [next(ports) for _ in spec.node_names()])
+            elif spec.controller_nodes:
+                self.start_controller_group(spec, [next(ports) for _ in spec.node_names()])
             else:
                 self.start_broker(spec, next(ports))
 
@@ -232,7 +250,7 @@ class Cluster:
 
         For a DLedger group: its nodes that are not running, each on its own port and store."""
         spec = next(s for s in self.specs if s.name == name)
-        if not spec.dledger_nodes:
+        if not (spec.dledger_nodes or spec.controller_nodes):
             self.start_broker(spec)
             return self.boot_seconds[name]
         down = [n for n in spec.node_names() if not self.procs[n].alive()]
@@ -278,7 +296,7 @@ class Cluster:
             port = int((self.node_addrs if node else self.broker_addrs)[name].rsplit(":", 1)[1])
         props = self._broker_props(spec, store, port)
         if node is not None:
-            props.update(self._dledger_props(spec, node))
+            props.update(self._dledger_props(spec, node) if spec.dledger_nodes else self._controller_mode_props())
         conf = home / "broker.properties"
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         addr = f"127.0.0.1:{port}"
@@ -315,6 +333,8 @@ class Cluster:
         """The running node of DLedger broker ``name`` that is master now: of the running nodes whose
         last role change made them LEADER, the one of the highest term (None when there is none)."""
         spec = next(s for s in self.specs if s.name == name)
+        if spec.controller_nodes:
+            return self._controller_master(spec)
         best: tuple[int, str] | None = None
         for node in spec.node_names():
             proc = self.procs.get(node)
@@ -330,6 +350,17 @@ class Cluster:
                     best = (term, node)
         return best[1] if best else None
 
+    def _controller_master(self, spec: BrokerSpec) -> str | None:
+        """The running controller-mode node of ``spec`` whose last role change made it master, of the
+        highest epoch."""
+        best: tuple[int, str] | None = None
+        for node in spec.node_names():
+            proc = self.procs.get(node)
+            changes = self.controller_roles(node) if proc is not None and proc.alive() else []
+            if changes and changes[-1]["role"] == "SYNC_MASTER" and (best is None or changes[-1]["epoch"] > best[0]):
+                best = (changes[-1]["epoch"], node)
+        return best[1] if best else None
+
     def wait_leader(self, name: str, timeout_s: float = DLEDGER_LEADER_TIMEOUT_S) -> str:
         """Wait until DLedger broker ``name`` has a master; its node."""
         deadline = time.monotonic() + timeout_s
@@ -342,6 +373,64 @@ class Cluster:
             time.sleep(0.2)
         self.log(f"{name}: {node} is the master")
         return node
+
+    # --- controller mode (5.x) -----------------------------------------------------------------
+
+    def _controller_props(self, ns_home: Path) -> str:
+        """The name server's embedded controller (enableControllerInNamesrv): a one-peer DLedger
+        controller on a port of its own, which is also where brokers send their controller requests."""
+        _, (port,) = pick_ports(1)
+        self.controller_addr = f"127.0.0.1:{port}"
+        return (f"enableControllerInNamesrv=true\ncontrollerDLegerGroup=controller\n"
+                f"controllerDLegerPeers=n0-{self.controller_addr}\ncontrollerDLegerSelfId=n0\n"
+                f"controllerStorePath={ns_home / 'controller-store'}\nmappedFileSize={CONTROLLER_LOG_FILE_BYTES}\n")
+
+    def _controller_mode_props(self) -> dict[str, str]:
+        """A controller-mode broker's settings, as RocketMQ's quick-start files have them: it starts as
+        a slave with no id, the controller gives it one (brokerIdentity) and its role; a master acks a
+        send once every replica of its SyncStateSet has it (allAckInSyncStateSet)."""
+        return {"enableControllerMode": "true", "controllerAddr": self.controller_addr, "brokerId": "-1",
+                "brokerRole": "SLAVE", "allAckInSyncStateSet": "true"}
+
+    def start_controller_group(self, spec: BrokerSpec, ports: list[int]) -> None:
+        """Start the controller-mode nodes of ``spec`` one after the other: the first becomes the
+        master (epoch 1), each next one its slave. ``broker_addrs[spec.name]`` is the master's address."""
+        for node, port in zip(spec.node_names(), ports, strict=True):
+            self.node_addrs[node] = f"127.0.0.1:{port}"
+        for i, node in enumerate(spec.node_names()):
+            self.start_broker(spec, node=node)
+            self.wait_role(node, "SYNC_MASTER" if i == 0 else "SLAVE")
+        self.broker_addrs[spec.name] = self.node_addrs[spec.node_names()[0]]
+
+    def controller_roles(self, node: str) -> list[dict]:
+        """Every role change a controller-mode node logged, oldest first: role, epoch, master id."""
+        proc = self.procs[node]
+        found = []
+        for log in (proc.home / "logs" / "rocketmqlogs" / "broker.log", proc.home / "logs" / "rocketmq.log"):
+            try:
+                found += _CONTROLLER_ROLE_LINE.findall(log.read_text(errors="replace"))
+            except OSError:
+                continue
+        return [{"broker_id": int(i), "role": role, "master_broker_id": master, "epoch": int(epoch)}
+                for i, _addr, role, master, _maddr, epoch in found]
+
+    def is_controller_mode(self, name: str) -> bool:
+        """Whether broker ``name`` is controller-mode nodes (``BrokerSpec.controller_nodes``)."""
+        return any(s.name == name and s.controller_nodes for s in self.specs)
+
+    def wait_role(self, node: str, role: str, timeout_s: float = CONTROLLER_ROLE_TIMEOUT_S) -> dict:
+        """Wait until controller-mode ``node`` logs that it serves as ``role``; that role change."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            changes = self.controller_roles(node)
+            if changes and changes[-1]["role"] == role:
+                self.log(f"{node} is {role} (epoch {changes[-1]['epoch']}, broker id {changes[-1]['broker_id']})")
+                return changes[-1]
+            if time.monotonic() > deadline or not self.procs[node].alive():
+                raise RetryAuditError(f"{node} did not become {role} within {timeout_s:.0f} s:\n"
+                                      f"{tail(self.procs[node].home / 'logs' / 'rocketmqlogs' / 'broker.log', 10)}",
+                                      where=str(self.procs[node].home))
+            time.sleep(0.2)
 
     def start_proxy(self, lib: Path, extra: dict | None = None) -> str:
         """Start a 5.x gRPC proxy in cluster mode (its own jars, ``lib``) in front of this cluster's
@@ -446,11 +535,12 @@ class Cluster:
     def kill(self, name: str) -> str:
         """SIGKILL ``name`` (a crash: the broker's store keeps its abort file); the process killed.
 
-        For a DLedger broker, its node that is master now (the group elects another)."""
-        if name not in self.procs and any(s.name == name and s.dledger_nodes for s in self.specs):
+        For a DLedger or controller-mode broker, its node that is master now (another is elected)."""
+        if name not in self.procs and any(s.name == name and (s.dledger_nodes or s.controller_nodes)
+                                          for s in self.specs):
             node = self.leader(name)
             if node is None:
-                raise RetryAuditError(f"DLedger group {name} has no master to kill", where=str(self.root))
+                raise RetryAuditError(f"broker {name} has no master node to kill", where=str(self.root))
             name = node
         proc = self.procs[name]
         if proc.alive():

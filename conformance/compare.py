@@ -194,6 +194,13 @@ def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
     return out
 
 
+def _failover_cut(con, run_ids: list[str]) -> set[tuple[str, str]]:
+    """(message, group) of every record a controller-mode failover cut (anomaly FAILOVER_CUT)."""
+    marks = ", ".join("?" for _ in run_ids)
+    return {(r["message_key"], r["group"]) for r in _rows(con, f"""
+        SELECT message_key, "group" FROM anomalies WHERE kind = 'FAILOVER_CUT' AND run_id IN ({marks})""", run_ids)}
+
+
 def _lineage(con, run_ids: list[str]) -> dict[tuple[str, str], dict]:
     marks = ", ".join("?" for _ in run_ids)
     return {(r["message_key"], r["group"]): r for r in _rows(con, f"""
@@ -274,6 +281,7 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
     levels_ms = parse_delay_levels(scenario.broker.message_delay_level)
     hops = _hops(con, real_run_ids)
     lineage = _lineage(con, real_run_ids)
+    cut = _failover_cut(con, real_run_ids)
 
     by_pair: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for a in attempts:
@@ -351,6 +359,12 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                 # The store is right from where it stands: its committed offset lost the consume
                 # with the broker's crash, and the broker will deliver the message again.
                 explained[key] = "offset_lost_in_broker_crash"
+            elif (key, group) in cut and expected_state != "CONSUMED":
+                # The client's send-back was acknowledged by a controller-mode master that died
+                # before its slave had the record (a send-back does not wait for replicas): the
+                # failover cut it, the group's offset is past the message, and the audit names it
+                # (anomaly FAILOVER_CUT) where the chain ends.
+                explained[key] = "send_back_cut_at_failover"
             else:
                 disagree(key, group, "final_state", state, expected_state)
         # The chain's depth: the deepest attempt, however many times it was handed out.

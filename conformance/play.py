@@ -104,6 +104,23 @@ class GrpcSide:
     endpoint: str
 
 
+def _note_elections(cluster, electing: list[tuple[str, str, int]], faults: list[dict], say) -> list:
+    """Add a ``master_elected`` fault row for each killed controller-mode master whose broker has a
+    new master now (its node, epoch and the ms since the kill); the brokers still electing."""
+    still = []
+    for broker, killed, kill_ms in electing:
+        node = cluster.leader(broker)
+        if node is None or node == killed:
+            still.append((broker, killed, kill_ms))
+            continue
+        wall_ms = int(time.time() * 1000)
+        change = cluster.controller_roles(node)[-1]
+        faults.append({"kind": "master_elected", "broker": broker, "node": node, "epoch": change["epoch"],
+                       "broker_id": change["broker_id"], "wall_ts_ms": wall_ms, "after_kill_ms": wall_ms - kill_ms})
+        say(f"{broker}: {node} is the master (epoch {change['epoch']}) {(wall_ms - kill_ms) / 1000:.1f} s after the kill")
+    return still
+
+
 def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Path, timeout_ms: int,
          log=None, cluster=None, outages: tuple[Outage, ...] = (), grpc: GrpcSide | None = None) -> Played:
     """Run the main driver (and the side consumers); return what every client observed.
@@ -127,6 +144,9 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
     stdout_path, stderr_path = work / "driver.out", work / "driver.err"
     peak_rss = 0.0
     faults: list[dict] = []
+    # Controller-mode brokers whose master was killed: (broker, killed node, kill wall ms), until
+    # another node logs that it is the master (a "master_elected" fault row says when).
+    electing: list[tuple[str, str, int]] = []
 
     def start_side(side: _Side) -> None:
         side.starts += 1
@@ -186,6 +206,8 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
                     if kind == "broker_kill":
                         killed = cluster.kill(key)
                         detail = {} if killed == key else {"node": killed}
+                        if cluster.is_controller_mode(key):
+                            electing.append((key, killed, wall_ms))
                     else:
                         detail = {"boot_s": round(cluster.restart_broker(key), 2)}
                     faults.append({"at_ms": at_ms, "kind": kind, "broker": key, "wall_ts_ms": wall_ms,
@@ -203,6 +225,7 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
                 faults.append({"at_ms": at_ms, "kind": kind, "consumer": f"{key[0]}-c{key[1]}",
                                "late_ms": round((now - sends_start) * 1000 - at_ms)})
                 say(f"fault at {at_ms / 1000:.1f} s: {kind} {key[0]}-c{key[1]}")
+            electing = _note_elections(cluster, electing, faults, say)
             if grpc_proc is not None and grpc_proc.poll() is not None:
                 raise RetryAuditError(f"the gRPC driver exited with code {grpc_proc.returncode}:\n"
                                       f"{tail(side_dir / (GRPC_SIDE + '.err'))}",

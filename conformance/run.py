@@ -83,7 +83,8 @@ def _timed(timings: dict[str, float], name: str):
 
 def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path, *, spark=None,
                     log: Callable[[str], None] | None = None, outages: tuple[Outage, ...] = (),
-                    dledger_nodes: int = 0, client_trace: bool = False, lineage_engine: str = "spark") -> dict:
+                    dledger_nodes: int = 0, controller_nodes: int = 0, client_trace: bool = False,
+                    lineage_engine: str = "spark") -> dict:
     """Run the scenario on RocketMQ ``version`` and on the model; write and return the report.
 
     ``outages`` kill real brokers with SIGKILL and restart them (abnormal recovery) while the
@@ -94,12 +95,21 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     nodes (``enableDLegerCommitLog``); an outage of it kills its master, and the group elects
     another. Every node's store is imported as a replica of the broker (``--role replica``).
 
+    ``controller_nodes`` (more than 0): the real cluster is one 5.x broker, broker-a, as that many
+    brokers of one name in controller mode (the controller embedded in the name server): a master
+    and its slaves. An outage of it kills its master and the controller makes a slave the master.
+    The store of the node that is master at the end is imported as the master, the others as its
+    slaves (``--role slave``), merged by their epoch files.
+
     ``lineage_engine``: ``spark`` (the default) or ``duckdb``, which runs the same lineage SQL.
 
     ``client_trace``: every broker hosts the trace topic (``traceTopicEnable=true``) and every real
     client writes its message trace there (``enableMsgTrace``); the import reads it into
     ``client_trace``, and the report compares it with the driver's own log (docs/client-trace.md).
     """
+    if dledger_nodes and controller_nodes:
+        raise BadInputError("a broker is a DLedger group or controller-mode nodes, not both",
+                            where="--controller-nodes")
     say = log or (lambda _m: None)
     jars.check_version(version)
     scenario_path = Path(scenario_path)
@@ -108,7 +118,7 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     scenario = _model_rules_of_release(load_scenario(scenario_path), version)
     side_consumers(scenario)  # refuses faults the real cluster cannot play, before anything starts
     check_groups(scenario)  # and groups its clients cannot
-    brokers = DLEDGER_BROKERS if dledger_nodes else BROKERS
+    brokers = DLEDGER_BROKERS if dledger_nodes or controller_nodes else BROKERS
     for outage in outages:
         if outage.broker not in brokers:
             raise BadInputError(f"no broker {outage.broker!r} in the cluster", where="--broker-outage",
@@ -118,13 +128,14 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
     lock = _lock_output(work)
     try:
         return _run(version, scenario_path, scenario, work, spark=spark, say=say, outages=outages,
-                    dledger_nodes=dledger_nodes, client_trace=client_trace, lineage_engine=lineage_engine)
+                    dledger_nodes=dledger_nodes, controller_nodes=controller_nodes, client_trace=client_trace,
+                    lineage_engine=lineage_engine)
     finally:
         lock.close()  # closing the file releases the lock
 
 
 def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say, outages, dledger_nodes: int,
-         client_trace: bool = False, lineage_engine: str = "spark") -> dict:
+         controller_nodes: int = 0, client_trace: bool = False, lineage_engine: str = "spark") -> dict:
     from broker_core.export.store_import import import_store
     from broker_core.sim.run import simulate
 
@@ -137,7 +148,8 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
     work.mkdir(parents=True)
     (work / MARKER_NAME).write_text("a retry-audit conformance run; report.json is written last\n")
     timings: dict[str, float] = {}
-    brokers = DLEDGER_BROKERS if dledger_nodes else BROKERS
+    replicated = bool(dledger_nodes or controller_nodes)
+    brokers = DLEDGER_BROKERS if replicated else BROKERS
     report: dict = {"rocketmq_version": version, "rocketmq_client_version": jars.client_side_release(version),
                     "scenario": scenario.name,
                     "scenario_file": str(scenario_path), "brokers": list(brokers),
@@ -156,7 +168,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
         specs = [BrokerSpec(name, scenario.broker.message_delay_level,
                             scenario.broker.commitlog_file_size_bytes,
                             extra={**broker_settings(scenario), **(TRACE_BROKER_SETTINGS if client_trace else {})},
-                            dledger_nodes=dledger_nodes)
+                            dledger_nodes=dledger_nodes, controller_nodes=controller_nodes)
                  for name in brokers]
         with Cluster(work / "cluster", lib, specs, cluster_name=scenario.broker.cluster, log=say) as cluster:
             grpc_side = None
@@ -172,7 +184,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
             kills_ms = [o.at_ms for o in outages]
             plan_path.write_text(plan.text + (f"setting\troute_poll_ms\t{DLEDGER_ROUTE_POLL_MS}\n"
                                               f"setting\tmin_run_ms\t{max(kills_ms, default=0) + DLEDGER_CONSUMER_STALL_MS}\n"
-                                              if dledger_nodes else "")
+                                              if replicated else "")
                                  + ("setting\ttrace\t1\n" if client_trace else ""))
             say(f"real clients: {plan.messages} messages on {', '.join(brokers)} (RocketMQ {version})")
             with _timed(timings, "real_clients_s"):
@@ -182,6 +194,10 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
             report["faults"] = played.faults
             report["jvm_rss_mib"] = {**{k: round(v) for k, v in cluster.rss_mib().items()},
                                      "driver": driver_rss}
+            roles = _import_roles(cluster, specs)
+            if controller_nodes:
+                report["controller"] = {node: cluster.controller_roles(node) for node in cluster.node_addrs}
+                report["node_addrs"] = dict(cluster.node_addrs)
             with _timed(timings, "stop_brokers_s"):
                 cluster.stop_all()
             _keep_logs(cluster, work)
@@ -204,7 +220,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
                 for node in spec.node_names():
                     report.setdefault("imports", {})[node] = _import_summary(import_store(
                         work / "stores" / node, real_dir, name=real_run_id(scenario.name), broker=spec.name,
-                        role="replica" if spec.dledger_nodes else "master"))
+                        role=roles[node]))
         with _timed(timings, "lineage_s"):
             _lineage(runs, spark, lineage_engine)
         with _timed(timings, "warehouse_s"):
@@ -230,10 +246,24 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
     return report
 
 
+def _import_roles(cluster: Cluster, specs: list[BrokerSpec]) -> dict[str, str]:
+    """How each node's store is imported: a DLedger node as a replica; of controller-mode nodes, the
+    one that is master now as the master and the others as its slaves; a plain broker as itself."""
+    roles = {}
+    for spec in specs:
+        master = cluster.leader(spec.name) if spec.controller_nodes else None
+        for node in spec.node_names():
+            roles[node] = ("replica" if spec.dledger_nodes else "slave" if spec.controller_nodes and node != master
+                           else "master")
+    return roles
+
+
 def _import_summary(summary) -> dict:
-    """What the report keeps of a store's import: counts, problems, and a DLedger store's entries."""
+    """What the report keeps of a store's import: counts, problems, a DLedger store's entries, a
+    controller-mode store's epochs and what merging them cut."""
     return {"records": summary.records, "errors": len(summary.errors),
-            "warnings": len(summary.problems) - len(summary.errors), "dledger": summary.dledger}
+            "warnings": len(summary.problems) - len(summary.errors), "dledger": summary.dledger,
+            "controller": summary.controller, "epochs": (summary.merged or {}).get("epochs")}
 
 
 def broker_settings(scenario) -> dict[str, str]:

@@ -165,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--client-trace", action="store_true",
                    help="brokers host the message-trace topic and every real client traces its sends, "
                         "consumes and transaction decisions; the report compares the trace with the clients' log")
+    p.add_argument("--controller-nodes", type=int, default=0, metavar="N",
+                   help="5.x: the real cluster is one broker, broker-a, as N brokers in controller mode (the "
+                        "controller in the name server): a master and its slaves; an outage of it kills its "
+                        "master and the controller elects a slave (default 0: two brokers)")
 
     p = add_command("swarm", help="run random scenarios with faults and check every invariant")
     p.add_argument("--seeds", default="1..20", help="A..B (inclusive)")

@@ -53,7 +53,8 @@ def format_summary(report: dict, out: Path) -> str:
         lines.append(f"  revives the brokers dropped (anomaly REVIVE_LOST): {len(report['revives_lost'])}, "
                      f"e.g. {report['revives_lost'][0]['message_key']} ({report['revives_lost'][0]['group']})")
     for f in report.get("faults", []):
-        lines.append(f"  fault at {f['at_ms'] / 1000:.1f} s: {f['kind']} {f.get('consumer') or f.get('broker')}")
+        when = f"at {f['at_ms'] / 1000:.1f} s" if 'at_ms' in f else f"{f['after_kill_ms'] / 1000:.1f} s after the kill"
+        lines.append(f"  fault {when}: {f['kind']} {f.get('consumer') or f.get('broker')}{' ' + f['node'] if 'node' in f else ''}")
     failed = [f"{run}: {name}" for run, checks in report["checks"].items()
               for name, c in checks.items() if c["blocking"] and not c["passed"]]
     lines.append(f"  blocking checks: {'all passed' if not failed else 'FAILED ' + '; '.join(failed)}")
@@ -98,6 +99,7 @@ def conformance(args) -> int:
     outages = tuple(Outage.parse(text) for text in args.broker_outage)
     report = run_conformance(args.rocketmq, args.scenario, out, log=lambda m: _say(args, m), outages=outages,
                              dledger_nodes=getattr(args, "dledger_nodes", 0),
+                             controller_nodes=getattr(args, "controller_nodes", 0),
                              client_trace=getattr(args, "client_trace", False))
     print(format_summary(report, out))
     failures = verdict_failures(report)

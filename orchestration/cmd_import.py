@@ -51,6 +51,8 @@ def format_summary(summary: ImportSummary) -> str:
         lines.append(f"  {summary.role} of {summary.broker}, merged with its other side: {m['records']} records, "
                      f"{m['only_on_master']} on the master only, {m['only_on_slave']} on the slave only, "
                      f"{m['offsets_differ']} offset(s) where they differ")
+    if summary.controller is not None or (summary.merged or {}).get("epochs"):
+        lines.extend(_controller_lines(summary.controller, (summary.merged or {}).get("epochs")))
     if summary.dledger is not None:
         lines.extend(_dledger_lines(summary.dledger))
     if len(summary.brokers) > 1:
@@ -82,6 +84,25 @@ def format_summary(summary: ImportSummary) -> str:
     else:
         lines.append("  problems: none")
     return "\n".join(lines)
+
+
+def _controller_lines(files: dict | None, merged: dict | None) -> list[str]:
+    """A controller-mode store's identity and epochs, and what merging its copies by epoch cut."""
+    lines = []
+    if files is not None:
+        who = files["identity"]
+        epochs = ", ".join(f"{e['epoch']} from {e['start_offset']}" for e in files["epochs"]) or "none read"
+        lines.append(f"  controller mode: broker id {who['broker_id'] if who else '?'}; epochs {epochs} "
+                     f"({files['epoch_file'] or 'no epoch file'})")
+    if merged is not None:
+        lines.append(f"  epochs: the {merged['history']} holds the broker's history"
+                     + (f"; the {merged['cut_role']}'s records from offset {merged['cut_offset']} on are a tail a "
+                        f"failover cut: {merged['truncated_records']} record(s), not imported"
+                        if merged["cut_offset"] is not None else ""))
+        for r in merged["truncated"]:
+            lines.append(f"    cut: offset {r['phys_offset']} {r['topic']} queue {r['queue_id']} "
+                         f"offset {r['queue_offset']} {r['uniq_key']} (stored by {r['store_host']})")
+    return lines
 
 
 def _dledger_lines(raft: dict) -> list[str]:

@@ -16,6 +16,11 @@ CLEAN_STORE = STORE_FIXTURES / "store-clean"
 DLEDGER_FIXTURES = DATA / "rocketmq-dledger-4.9.4"
 DLEDGER_MANIFEST = DLEDGER_FIXTURES / "manifest.json"
 DLEDGER_REPLICAS = ("broker-a-n0", "broker-a-n1", "broker-a-n2")
+# A 5.3.3 master (n0) and slave (n1) in controller mode, the master killed and the slave promoted
+# (its README.md): each store's epoch and identity files, commit log and config files.
+CONTROLLER_FIXTURES = DATA / "rocketmq-controller-5.3.3"
+CONTROLLER_MANIFEST = CONTROLLER_FIXTURES / "manifest.json"
+CONTROLLER_OLD_MASTER, CONTROLLER_NEW_MASTER = "broker-a-n0", "broker-a-n1"
 
 
 def data_path(*parts: str) -> Path:

@@ -10,6 +10,9 @@
 --   DLQ_UNEXPLAINED    a DLQ record no way of a real broker or client explains: the rows of
 --                      dlq_only_after_max_retries (dlq_reasons: the shared fragment dlq_explained)
 --   STORE_DAMAGE       damage found while reading an imported store
+--   FAILOVER_CUT       a record of a 5.x controller-mode broker's old master that the failover cut
+--                      (failover_cut): e.g. a consumer's send-back the master acknowledged before
+--                      its slave had it, so the group's retry of the message is gone
 --   REVIVE_LOST        5.x POP: the revive service passed the checkpoint of a record a group
 --                      popped and never acked, and wrote no retry of it: the message is stuck
 --   TRANSACTION_PAST_CHECK_MAX, COMMIT_WITHOUT_HALF, OP_WITHOUT_HALF, COMMITTED_TWICE
@@ -176,6 +179,16 @@ SELECT run_id, 'STORE_DAMAGE', NULL, NULL,
        kind || ' in ' || coalesce(broker || ':', '') || coalesce(file_name, '?') || ' at offset '
        || coalesce(CAST("offset" AS VARCHAR), '?') || ': ' || coalesce(detail, '')
 FROM store_problems
+UNION ALL
+SELECT run_id, 'FAILOVER_CUT', uniq_key,
+       CASE WHEN starts_with(topic, '%RETRY%') THEN substr(topic, 8)
+            WHEN starts_with(topic, '%DLQ%') THEN substr(topic, 6)
+            WHEN starts_with(real_topic, '%RETRY%') THEN substr(real_topic, 8) END,
+       topic || ':' || CAST(queue_id AS VARCHAR) || '@' || CAST(queue_offset AS VARCHAR) || ' at offset '
+       || CAST(phys_offset AS VARCHAR) || ' of ' || broker || ', written by ' || coalesce(store_host, '?')
+       || ' and held by the ' || role || ' only: past offset ' || CAST(cut_offset AS VARCHAR)
+       || ', where its epochs leave the new master''s, so the failover cut it'
+FROM failover_cut
 UNION ALL
 SELECT run_id, 'REVIVE_LOST', message_key, "group",
        'popped from ' || broker || ' ' || topic || ':' || CAST(queue_id AS VARCHAR) || '@'

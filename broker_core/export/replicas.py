@@ -34,6 +34,14 @@ import pyarrow.parquet as pq
 
 from broker_core.export.broker_parts import PARQUET_DIR_NAME, REPLICAS_DIR_NAME, broker_parts_of, part_name
 from broker_core.export.columnar import CommitlogWriter
+from broker_core.export.controller_epochs import (
+    EpochDecision,
+    cut_tail,
+    decide,
+    explain_master_only,
+    write_cut_records,
+    write_merged_epochs,
+)
 from broker_core.export.parquet import TableWriter
 from broker_core.export.schema import RAW_TABLES
 from broker_core.store.problem import Problem
@@ -52,8 +60,10 @@ DIFFERENCES_LISTED_MAX = 100
 COMPARED_COLUMNS = ("total_size", "msg_id", "topic", "queue_id", "queue_offset", "body_crc", "store_ts",
                     "uniq_key", "born_ts")
 # Tables whose rows come from one side: the master's when it is imported (the slave copies the
-# master's consumerOffset.json and delayOffset.json), else the slave's.
-_ONE_SIDE_TABLES = tuple(t for t in RAW_TABLES if t not in ("commitlog", "store_problems", "runs"))
+# master's consumerOffset.json and delayOffset.json), else the slave's. A controller-mode broker's
+# epochs are both sides' (controller_epochs).
+_ONE_SIDE_TABLES = tuple(t for t in RAW_TABLES if t not in ("commitlog", "store_problems", "runs", "replica_epochs",
+                                                                "failover_cut"))
 
 
 def other_role(role: str) -> str:
@@ -104,6 +114,9 @@ class MergeResult:
     only_slave: int = 0
     differ: int = 0
     problems: list[Problem] = field(default_factory=list)
+    # A controller-mode broker's copies: which holds the history and what the failover cut
+    # (controller_epochs.EpochDecision.to_json); None without epoch files on both sides.
+    epochs: dict | None = None
 
 
 def merge_sides(run_dir: Path, broker: str, dest_parquet: Path) -> MergeResult:
@@ -114,8 +127,12 @@ def merge_sides(run_dir: Path, broker: str, dest_parquet: Path) -> MergeResult:
     have_slave = (slave / "commitlog" / part).is_file()
     assert have_master or have_slave, f"no side of {broker} to merge under {run_dir}"
     result = MergeResult()
+    sides = {role: side for role, side, have in ((ROLE_MASTER, master, have_master), (ROLE_SLAVE, slave, have_slave))
+             if have}
+    decision = decide(sides, part)
     if have_master and have_slave:
-        _merge_commitlog(master / "commitlog" / part, slave / "commitlog" / part, dest_parquet, part, result)
+        _merge_cut_commitlogs(sides, part, dest_parquet, decision, result)
+        explain_master_only(result.problems, decision, KIND_SLAVE_BEHIND)
     else:
         only = master if have_master else slave
         link_side({only / "commitlog" / part: Path("commitlog") / part}, dest_parquet)
@@ -123,10 +140,29 @@ def merge_sides(run_dir: Path, broker: str, dest_parquet: Path) -> MergeResult:
     primary = master if have_master else slave
     link_side({primary / t / part: Path(t) / part for t in _ONE_SIDE_TABLES if (primary / t / part).is_file()},
               dest_parquet)
+    write_merged_epochs(sides, part, dest_parquet, decision)
+    write_cut_records(dest_parquet, part, decision)
+    result.problems.extend(decision.problems)
+    if decision.history is not None:
+        result.epochs = decision.to_json()
     _write_problems(master if have_master else None, slave if have_slave else None, dest_parquet, part,
                     broker, result)
     _write_runs(master if have_master else None, slave if have_slave else None, dest_parquet, part, result)
     return result
+
+
+def _merge_cut_commitlogs(sides: dict[str, Path], part: str, dest: Path, decision: EpochDecision,
+                          result: MergeResult) -> None:
+    """Merge both sides' commit logs, the tail a failover cut from one side left out first."""
+    logs = {role: side / "commitlog" / part for role, side in sides.items()}
+    work = dest.parent / f".{part}.cut"
+    try:
+        if decision.cut_offset is not None:
+            role = decision.cut_role
+            logs[role] = cut_tail(logs[role], work / part, decision, role)
+        _merge_commitlog(logs[ROLE_MASTER], logs[ROLE_SLAVE], dest, part, result)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _row_groups(path: Path) -> Iterator[pa.Table]:

@@ -375,6 +375,45 @@ CLIENT_TRACE = pa.schema([
     ("fields", pa.list_(pa.string())),  # every field after the type, as written
 ])
 
+# A 5.x controller-mode store's epochs (epochFileCheckpoint), one row per epoch of each imported copy of
+# a broker (its master's store, its slave's): the offsets the epoch's master wrote, this copy's records
+# there and the store hosts they carry (the master that wrote them), and how many of them the merge left
+# out as a tail cut at a failover (docs/data-contract.md "Controller mode").
+REPLICA_EPOCHS = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("role", pa.string()),  # the copy's import role: master | slave
+    ("broker_id", pa.int64()),  # from its brokerIdentity file (the id the controller gave it); null without
+    ("epoch", pa.int32()),
+    ("start_offset", pa.int64()),
+    ("end_offset", pa.int64()),  # the next epoch's start; the last epoch's: the copy's valid log end
+    ("records", pa.int64()),  # this copy's commit-log records in [start_offset, end_offset)
+    # Their STOREHOST values, deliveries from the schedule or timer left out (they keep the address of
+    # the record they were put from): the epoch's master's address.
+    ("store_hosts", pa.list_(pa.string())),
+    ("truncated_records", pa.int64()),  # of them, those past the point where this copy's epochs leave the other's
+])
+
+# The records a controller-mode broker's merge left out: one copy's tail past the point where its
+# epochs leave the history's (a master that lost its role before a replica had them). Each one's
+# identity, so the warehouse can name the message (anomaly FAILOVER_CUT).
+FAILOVER_CUT = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("role", pa.string()),  # the copy that held it: master | slave
+    ("cut_offset", pa.int64()),  # where this copy's epochs leave the history's
+    ("phys_offset", pa.int64()),
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("uniq_key", pa.string()),
+    ("real_topic", pa.string()),
+    ("retry_topic", pa.string()),
+    ("reconsume_times", pa.int32()),
+    ("store_ts", TS),
+    ("store_host", pa.string()),  # the master that wrote it
+])
+
 # Tables a run directory's parquet/ holds, by name.
 RAW_TABLES: dict[str, pa.Schema] = {
     "commitlog": COMMITLOG,
@@ -394,6 +433,8 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "transaction_calls": TRANSACTION_CALLS,
     "dledger_entries": DLEDGER_ENTRIES,
     "client_trace": CLIENT_TRACE,
+    "replica_epochs": REPLICA_EPOCHS,
+    "failover_cut": FAILOVER_CUT,
 }
 LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_hops": MESSAGE_HOPS,

@@ -40,6 +40,7 @@ from broker_core.export.broker_parts import (
 )
 from broker_core.export.client_trace import write_client_trace
 from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter, RecordColumns
+from broker_core.export.controller_epochs import write_replica_epochs
 from broker_core.export.dledger_replicas import (
     ROLE_REPLICA,
     ReplicaMerge,
@@ -150,6 +151,9 @@ class ImportSummary:
     # RaftLog.to_json: committed index, uncommitted tail, terms) and, when replicas of the group
     # were merged, what the merge found (broker_core.export.dledger_replicas).
     dledger: dict | None = None
+    # A 5.x controller-mode store: its epochs and identity (broker_core.store.controller_files);
+    # how they merged with the other side's is in ``merged["epochs"]``.
+    controller: dict | None = None
 
     @property
     def errors(self) -> list[Problem]:
@@ -177,6 +181,7 @@ class ImportSummary:
             "next_file": self.next_file, "next_offset": self.next_offset,
             "store_items_5x": self.store_items_5x,
             "dledger": self.dledger,
+            "controller": self.controller,
         }
 
 
@@ -466,10 +471,14 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                              **({"dledger_entries": entries.close()} if entries is not None else {})}
             if strict and reader.errors:
                 raise _strict_error(reader.errors)
+            epoch_rows, epoch_problems, controller = write_replica_epochs(
+                store_root, parquet, part, run_id, broker, role, reader.valid_end or 0)
             carry = (_Carry(out_dir / PARQUET_DIR_NAME, commitlog_part,
                             reader.first_offset if plan.drop_before is not None else None,
                             tuple(state.body_problems)) if resume is not None else None)
-            store_rows, body_problems = _write_store_tables(reader, parquet, part, run_id, broker, book.files, carry)
+            store_rows, body_problems = _write_store_tables(reader, parquet, part, run_id, broker, book.files, carry,
+                                                            epoch_problems)
+            rows_by_table["replica_epochs"] = epoch_rows
             rows_by_table.update(store_rows)
             wall = (wall_clock() - started) if wall_clock is not None else None
             rows_by_table["runs"] = _write_runs_row(reader, parquet, part, run_id, broker, wall, book.files)
@@ -506,7 +515,9 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         recovery_start_file=(reader.files[reader.recovery_start_index()].name if reader.files else None),
         brokers=brokers, role=role,
         merged=None if merged is None else {"records": merged.records, "only_on_master": merged.only_master,
-                                            "only_on_slave": merged.only_slave, "offsets_differ": merged.differ},
+                                            "only_on_slave": merged.only_slave, "offsets_differ": merged.differ,
+                                            **({"epochs": merged.epochs} if merged.epochs else {})},
+        controller=controller.to_json() if controller is not None else None,
         bytes_read=(reader.valid_end or 0) - reader.scan_start, live=live,
         store_bytes_read=dict(sorted(reader.bytes_read.items())),
         resumed_from=resume.offset if resume is not None else None,
@@ -675,9 +686,11 @@ def _delay_records(reader: StoreReader) -> dict[int, int | None]:
 
 def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
                         files: dict[str, FileStats],
-                        carry: _Carry | None = None) -> tuple[dict[str, int], list[Problem]]:
+                        carry: _Carry | None = None,
+                        more_problems: list[Problem] = ()) -> tuple[dict[str, int], list[Problem]]:
     """The tables read from the store beside the commit log; return (rows by table, problems
-    found in record bodies). ``carry``: see :func:`_schedule_units_table`."""
+    found in record bodies and ``more_problems``, those found in other files). ``carry``: see
+    :func:`_schedule_units_table`."""
     rows_by_table = {}
     writer = TableWriter(parquet, "delay_offsets", part=part)
     for level, offset in sorted(reader.delay_offsets().items()):
@@ -714,6 +727,7 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
     # The clients' message trace, when a client wrote it to this broker (docs/client-trace.md).
     rows_by_table["client_trace"], trace_problems = write_client_trace(reader, parquet, part, run_id, broker)
     body_problems += trace_problems
+    body_problems += more_problems
 
     writer = TableWriter(parquet, "store_problems", part=part)
     for p in reader.problems + body_problems:
