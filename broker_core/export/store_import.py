@@ -72,6 +72,7 @@ from broker_core.export.replicas import (
     side_dir,
 )
 from broker_core.export.schema import DLEDGER_STATES, RAW_TABLES, RUN_SOURCE_IMPORT
+from broker_core.export.tier_import import TierImport, open_tier, write_tier_rows
 from broker_core.export.transaction_ops import write_transaction_ops
 from broker_core.message import create_message_id
 from broker_core.store.checkpoint import Checkpoint
@@ -135,6 +136,8 @@ class ImportSummary:
     # RaftLog.to_json: committed index, uncommitted tail, terms) and, when replicas of the group
     # were merged, what the merge found (broker_core.export.dledger_replicas).
     dledger: dict | None = None
+    # ``--tiered``: what the import read from the broker's tiered store (tier_import.TierImport).
+    tiered: TierImport | None = None
 
     @property
     def errors(self) -> list[Problem]:
@@ -161,6 +164,7 @@ class ImportSummary:
             "next_file": self.next_file, "next_offset": self.next_offset,
             "store_items_5x": self.store_items_5x,
             "dledger": self.dledger,
+            "tiered": self.tiered.to_json() if self.tiered is not None else None,
         }
 
 
@@ -305,7 +309,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                  wall_clock: Callable[[], float] | None = None,
                  decoder: str = DECODERS[0], live: bool = False,
                  reader_factory: Callable[..., StoreReader] | None = None,
-                 dledger_data: Path | str | None = None) -> ImportSummary:
+                 dledger_data: Path | str | None = None,
+                 tiered: Path | str | None = None) -> ImportSummary:
     """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
 
     ``name`` is the run id (default: the output directory's name). Without ``broker`` the run
@@ -331,6 +336,10 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     every entry is a ``dledger_entries`` row. ``role`` ``replica`` imports it as one replica of
     ``broker``'s DLedger group, merged with the replicas imported before (``dledger_replicas``).
     A DLedger store is always read whole.
+
+    ``tiered`` is the broker's tieredStoreFilePath (a 5.x tiered store, POSIX backend): its records
+    that local retention deleted become ``commitlog`` rows again (:mod:`broker_core.export.tier_import`).
+    A store imported with its tier is read whole, tier included, every time.
     """
     _check_arguments(decoder, role, broker)
     started = wall_clock() if wall_clock is not None else None
@@ -351,15 +360,18 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                             where=str(out_dir), hint="write the run directory somewhere else")
     if strict and reader.errors:
         raise _strict_error(reader.errors)
+    tier = _open_tier(tiered, reader, role, live, reader_factory, broker if adding else None, store_root)
 
     merged: MergeResult | None = None
+    tier_import: TierImport | None = None
     merged_replicas: ReplicaMerge | None = None
     with run_lock(out_dir):
         # The other side of a replicated broker, kept to merge with (None: nothing to merge with).
         earlier = earlier_side(out_dir, broker, role) if adding and role != ROLE_REPLICA else None
         replicated = role != ROLE_MASTER or earlier is not None
         # A DLedger log is read whole: its uncommitted tail may be committed or cut by the next import.
-        state = load_state(out_dir, broker) if out_dir.is_dir() and reader.dledger is None else None
+        state = (load_state(out_dir, broker) if out_dir.is_dir() and reader.dledger is None and tier is None
+                 else None)
         plan = plan_import(state, reader, store_root, replicated)
         resume, full_reason = plan.resume, plan.reason
         kept = kept_parts(out_dir, run_id, broker) if adding else []
@@ -389,7 +401,13 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                              **({"dledger_entries": entries.close()} if entries is not None else {})}
             if strict and reader.errors:
                 raise _strict_error(reader.errors)
-            store_rows, body_problems = _write_store_tables(reader, parquet, part, run_id, broker, book.files)
+            if tier is not None:
+                tier_import = write_tier_rows(tier, parquet, run_id, broker, reader.first_offset)
+                rows_by_table["commitlog"] += tier_import.added
+                if strict and tier_import.errors:
+                    raise _strict_error(tier_import.errors)
+            store_rows, body_problems = _write_store_tables(reader, parquet, part, run_id, broker, book.files,
+                                                            tier_import.problems if tier_import else [])
             rows_by_table.update(store_rows)
             wall = (wall_clock() - started) if wall_clock is not None else None
             rows_by_table["runs"] = _write_runs_row(reader, parquet, part, run_id, broker, wall, book.files)
@@ -404,7 +422,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                     raise _strict_error(merged_replicas.errors)
             brokers = brokers_of(tmp)
             new_state = None
-            if reader.resume_point is not None and not replicated and reader.dledger is None:
+            if reader.resume_point is not None and not replicated and reader.dledger is None and tier is None:
                 prints = fingerprints(reader, book.tail.spans())
                 if prints is not None:
                     new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
@@ -417,7 +435,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         records=reader.record_count, blanks=reader.blank_count, valid_end=reader.valid_end or 0,
         first_offset=reader.first_offset,
         records_by_topic=records_by_topic(book.files),
-        problems=(reader.problems + body_problems + (merged.problems if merged is not None else [])
+        problems=(reader.problems + body_problems + (tier_import.problems if tier_import is not None else [])
+                  + (merged.problems if merged is not None else [])
                   + (merged_replicas.problems if merged_replicas is not None else [])),
         rows_by_table=rows_by_table, abort_file_present=reader.abort_file_present,
         wall_seconds=wall, checkpoint=reader.checkpoint,
@@ -431,7 +450,20 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         next_file=reader.resume_point.file_name if new_state is not None else None,
         next_offset=reader.resume_point.offset if new_state is not None else None,
         store_items_5x=store_items_5x(store_root),
-        dledger=_dledger_summary(reader, merged_replicas))
+        dledger=_dledger_summary(reader, merged_replicas), tiered=tier_import)
+
+
+def _open_tier(tiered: Path | str | None, reader: StoreReader, role: str, live: bool, reader_factory,
+               broker: str | None, store_root: Path):
+    """The broker's tier when ``--tiered`` names one (None otherwise); refuses what it cannot go with."""
+    if tiered is None:
+        return None
+    what = ("a DLedger store" if reader.dledger is not None else "--live" if live
+            else "--engine spark" if reader_factory is not None else f"--role {role}" if role != ROLE_MASTER else None)
+    if what is not None:
+        raise BadInputError(f"--tiered reads a master's store whole, with the local engine: not with {what}",
+                            where="--tiered", hint="import the master's store and its tier without that option")
+    return open_tier(tiered, broker, store_root)
 
 
 def _check_dledger(reader: StoreReader, role: str, live: bool, reader_factory) -> None:
@@ -563,9 +595,10 @@ def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, b
 
 
 def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
-                        files: dict[str, FileStats]) -> tuple[dict[str, int], list[Problem]]:
+                        files: dict[str, FileStats],
+                        tier_problems: list[Problem]) -> tuple[dict[str, int], list[Problem]]:
     """The tables read from the store beside the commit log; return (rows by table, problems
-    found in record bodies)."""
+    found in record bodies). ``tier_problems`` (the tier's, ``--tiered``) go into store_problems too."""
     rows_by_table = {}
     writer = TableWriter(parquet, "delay_offsets", part=part)
     for level, offset in sorted(reader.delay_offsets().items()):
@@ -600,7 +633,7 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
     body_problems += op_problems
 
     writer = TableWriter(parquet, "store_problems", part=part)
-    for p in reader.problems + body_problems:
+    for p in reader.problems + body_problems + tier_problems:
         writer.write({"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset,
                       "kind": p.kind, "detail": p.reason, "severity": p.severity})
     rows_by_table["store_problems"] = writer.close()

@@ -14,7 +14,7 @@ tx_decided AS (
 hop_facts AS (
     -- Per hop: what it says of its message's origin, and whether its ORIGIN_MESSAGE_ID names a
     -- record retention deleted (a truncated head).
-    SELECT /*+ BROADCAST(own_cut), BROADCAST(host_cut), BROADCAST(txd) */
+    SELECT /*+ BROADCAST(own_cut), BROADCAST(host_cut), BROADCAST(restored), BROADCAST(txd) */
            c.run_id, c.message_key, c.`group`, c.hop_index, c.hop_kind, c.topic, c.queue_id, c.broker,
            c.phys_offset, c.msg_id, c.delay_level, c.reconsume_times, c.store_ts, c.uniq_key, c.queue_offset,
            c.origin_msg_id AS rec_origin_msg_id, c.recall, c.inner_num, c.reput_copy, c.tx_check_times, c.tx_commit_of,
