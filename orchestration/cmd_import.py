@@ -114,8 +114,10 @@ def _tier_lines(tier, first_offset: int) -> list[str]:
     lines = [f"  tiered store {tier.tier_dir} ({tier.broker_dir}): {tier.queues} queue(s), {tier.segments} "
              f"file(s), {tier.records} records ({tier.duplicates} stored twice)"
              + ("" if tier.metadata_found else "; no tieredStoreMetadata.json in the store"),
-             f"    {tier.added} record(s) below the first offset {first_offset}, which retention deleted "
-             f"locally, imported from the tier ({added}); {tier.already_local} still in the local log"]
+             f"    {tier.added} record(s) retention deleted locally (below the first offset {first_offset}) "
+             f"imported from the tier ({added}), {tier.offset_unknown} of them with an unknown original offset "
+             f"(no local consume-queue unit names them: negative phys_offset); {tier.already_local} still in "
+             "the local log"]
     return lines
 
 

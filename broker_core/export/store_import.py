@@ -402,7 +402,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
             if strict and reader.errors:
                 raise _strict_error(reader.errors)
             if tier is not None:
-                tier_import = write_tier_rows(tier, parquet, run_id, broker, reader.first_offset)
+                tier_import = write_tier_rows(tier, reader, parquet, commitlog_path, run_id, broker)
                 rows_by_table["commitlog"] += tier_import.added
                 if strict and tier_import.errors:
                     raise _strict_error(tier_import.errors)

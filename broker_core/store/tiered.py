@@ -7,9 +7,11 @@ its consume queues list into files under ``tieredStoreFilePath`` and keeps them 
 them back (docs/rocketmq-5x.md, "Tiered storage", says what a real 5.3.3 broker wrote):
 
 * ``<tier>/<md5(cluster)[:8]>_<cluster>/<broker>/<topic>/<queueId>/COMMIT_LOG/<file>``: the queue's
-  records, the original bytes back to back (each keeps its PHYSICALOFFSET, so its offset msgId);
-  each file is named ``<md5(base)[:8]><base, 20 digits>`` after its position in the queue's log
-  (``PosixFileSegment``, ``MessageStoreUtil.offset2FileName``), and a record never spans two;
+  records back to back, the original bytes but for PHYSICALOFFSET, which the upload rewrites to
+  the record's position in the queue's tier log (``CommitLogInputStream``): the record's original
+  physical offset, and so its offset msgId, is not in the tier. Each file is named
+  ``<md5(base)[:8]><base, 20 digits>`` after its position in the queue's log (``PosixFileSegment``,
+  ``MessageStoreUtil.offset2FileName``), and a record never spans two;
 * ``.../CONSUME_QUEUE/<file>``: 20-byte units ``i64 position in the queue's log, i32 size, i64
   tags code`` (``FlatMessageFile.appendConsumeQueue``), the first file named after
   ``queue offset x 20``;
@@ -54,6 +56,8 @@ ROCKSDB_OFFSET_TOPIC = "CHECKPOINT_TOPIC"  # TopicValidator.RMQ_SYS_ROCKSDB_OFFS
 LMQ_PREFIX = "%LMQ%"  # MixAll.LMQ_PREFIX
 # A tier holds one directory per broker; a listing of candidates in an error stays this short.
 NAMES_SHOWN_MAX = 10
+# A bare numeric key of fastjson's output ({0:{ or ,12:{), quoted before the JSON is parsed.
+_BARE_KEY = re.compile(r'([{,]\s*)(-?\d+)\s*:')
 # File name prefix of a record read from the tier in the commitlog table (file_name column).
 TIER_FILE_PREFIX = "tier:"
 
@@ -209,19 +213,20 @@ class TieredStore:
     # --- the records ---------------------------------------------------------------------------
 
     def entries(self) -> Iterator[TierEntry]:
-        """Every record of the tier, queue by queue (topic, then queue id), each queue's in order.
+        """Every record of the tier, queue by queue (topic, then queue id), each queue's in order;
+        a record's ``phys_offset`` is its position in its queue's tier log (the tier rewrote it).
 
         A record stored twice in one queue's log (the broker copied it again after a crash between
-        its commit-log and consume-queue writes) is yielded once, and counted as a duplicate."""
-        seen: set[int] = set()
+        its commit-log and consume-queue writes) is yielded once, by queue offset, and counted as a
+        duplicate."""
         for queue in self.queues:
             units = self._consume_queue_units(queue)
+            seen: set[int] = set()
             for entry in self._queue_entries(queue, units):
-                phys = entry.record.phys_offset
-                if phys in seen:
+                if entry.record.queue_offset in seen:
                     self.counts.duplicates += 1
                     continue
-                seen.add(phys)
+                seen.add(entry.record.queue_offset)
                 self.counts.records += 1
                 self.counts.by_topic[queue.topic] = self.counts.by_topic.get(queue.topic, 0) + 1
                 yield entry
@@ -273,6 +278,10 @@ class TieredStore:
                           f"a record of {record.topic} queue {record.queue_id} in the log of {queue.topic} "
                           f"queue {queue.queue_id}", ERROR)
             return False
+        if record.phys_offset != where:
+            self._problem(segment.path, where, "tier-offset-mismatch",
+                          f"PHYSICALOFFSET {record.phys_offset}: the tier writes a record's position in the "
+                          f"queue's log ({where}) there")
         unit = units.get(where)
         if unit is not None and unit != (record.queue_offset, record.total_size):
             self._problem(segment.path, where, "tier-queue-mismatch",
@@ -307,7 +316,10 @@ class TieredStore:
                                          "without the broker's list of segments", WARNING))
             return None
         try:
-            doc = json.loads(self.metadata_file.read_text(encoding="utf-8"))
+            # fastjson writes the maps keyed by a number (a segment's base offset, a queue id) with
+            # bare keys ({0:{...}}), which JSON does not allow: they are quoted first.
+            text = _BARE_KEY.sub(r'\1"\2":', self.metadata_file.read_text(encoding="utf-8"))
+            doc = json.loads(text)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             self.problems.append(Problem(METADATA_PATH, 0, "tier-metadata-unreadable", str(e), WARNING))
             return None
