@@ -3,8 +3,10 @@ after local retention deleted every commit-log file but the newest.
 
     .venv/bin/python tests/conformance/make_tiered_fixture.py [OUT_DIR]
 
-The steps are tiered_run.py's (its docstring). The copy leaves out the IndexFile directory
-``index/`` and the ``lock`` file (the audit reads neither); the tier is copied whole.
+The steps are tiered_run.py's (its docstring). The copy leaves out what the audit reads none of and
+what would make it large: the store's IndexFile directory ``index/``, ``lock`` and ``timerwheel``
+(37 MiB), and the tier's key index ``rmq_sys_INDEX/`` (one 38 MiB file the broker uploaded as it
+stopped).
 ``manifest.json`` holds the broker settings, the steps with their timings, and the clients' lines
 (every send's msgId, queue and queue offset; every listener call).
 """
@@ -24,6 +26,8 @@ sys.path.insert(0, str(HERE))
 
 from tiered_run import BROKER, CLUSTER, GROUP, MAX_RECONSUME, PLAN, TOPIC, VERSION, play_tiered  # noqa: E402
 
+from broker_core.store.tiered import INDEX_TOPIC  # noqa: E402
+
 OUT_DEFAULT = ROOT / "tests" / "data" / "rocketmq-5.3.3-tiered"
 
 
@@ -33,8 +37,8 @@ def main(out: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    shutil.copytree(run.store, out / "store", ignore=shutil.ignore_patterns("index", "lock"))
-    shutil.copytree(run.tier, out / "tier")
+    shutil.copytree(run.store, out / "store", ignore=shutil.ignore_patterns("index", "lock", "timerwheel"))
+    shutil.copytree(run.tier, out / "tier", ignore=shutil.ignore_patterns(INDEX_TOPIC))
     manifest = {"rocketmq": VERSION, "broker": BROKER, "cluster": CLUSTER, "topic": TOPIC, "group": GROUP,
                 "max_reconsume_times": MAX_RECONSUME, "plan": list(PLAN),
                 "settings": {k: ("<tier>" if k == "tieredStoreFilePath" else v) for k, v in run.settings.items()},

@@ -1,7 +1,7 @@
 -- Brokers whose commit log starts past offset 0: retention deleted their oldest files before the
 -- import (runs.first_offset, one runs row per broker; null for a simulation). cut_brokers lists
--- every broker of a run that has such a broker, with its first offset written as the upper-case
--- hex digits an offset msgId ends with ('' for a log from 0): fixed-width hex orders as the number
+-- every broker of a run that has such a broker, with its first offset (first_offset) and the same
+-- written as the upper-case hex digits an offset msgId ends with ('' for a log from 0): fixed-width hex orders as the number
 -- does, so an ORIGIN_MESSAGE_ID is compared with it as text and nothing is cast. host_cuts says,
 -- for a record on `broker` whose ORIGIN_MESSAGE_ID starts with store host `host`, the first offset
 -- of the broker that host names: the broker itself when its records have that host, else the first
@@ -14,7 +14,8 @@
 cut_brokers AS (
     SELECT run_id, broker,
            max(CASE WHEN first_offset > 0 THEN lpad(hex(first_offset), {{msg_id_offset_hex_chars}}, '0')
-                    ELSE '' END) AS first_offset_hex
+                    ELSE '' END) AS first_offset_hex,
+           max(coalesce(first_offset, 0)) AS first_offset
     FROM runs
     WHERE broker IS NOT NULL
       AND run_id IN (SELECT run_id FROM runs WHERE first_offset > 0)
