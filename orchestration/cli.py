@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dledger-data", default=None, metavar="DIR",
                    help="a DLedger store's entries when its broker kept them outside dledger-<selfId>/data "
                         "(storePathDLedgerCommitLog)")
+    p.add_argument("--tiered", default=None, metavar="DIR",
+                   help="a 5.x broker's tiered store (tieredStoreFilePath, POSIX backend): its copies of records "
+                        "local retention deleted are imported too (the store is then read whole)")
     p.add_argument("--strict", action="store_true", help="any damage is an error (exit 2)")
     p.add_argument("--live", action="store_true",
                    help="the broker is running: the record it is writing at the end of the log is not damage")

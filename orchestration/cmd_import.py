@@ -61,6 +61,8 @@ def format_summary(summary: ImportSummary) -> str:
         lines.append(f"  first offset {summary.first_offset}: older commit-log files were deleted by "
                      "retention (normal for a broker); chains that started before it are marked "
                      "truncated by the lineage")
+    if summary.tiered is not None:
+        lines.extend(_tier_lines(summary.tiered, summary.first_offset))
     if summary.checkpoint is not None:
         cp = summary.checkpoint
         lines.append(f"  checkpoint: physicMsgTimestamp {cp.physic_msg_timestamp}, logicsMsgTimestamp "
@@ -127,6 +129,19 @@ def _dledger_lines(raft: dict) -> list[str]:
     return lines
 
 
+def _tier_lines(tier, first_offset: int) -> list[str]:
+    """What the summary says of a tiered store read with --tiered."""
+    added = ", ".join(f"{t} {n}" for t, n in sorted(tier.added_by_topic.items())) or "none"
+    lines = [f"  tiered store {tier.tier_dir} ({tier.broker_dir}): {tier.queues} queue(s), {tier.segments} "
+             f"file(s), {tier.records} records ({tier.duplicates} stored twice)"
+             + ("" if tier.metadata_found else "; no tieredStoreMetadata.json in the store"),
+             f"    {tier.added} record(s) retention deleted locally (below the first offset {first_offset}) "
+             f"imported from the tier ({added}), {tier.offset_unknown} of them with an unknown original offset "
+             f"(no local consume-queue unit names them: negative phys_offset); {tier.already_local} still in "
+             "the local log"]
+    return lines
+
+
 def import_store(args) -> int:
     """CLI handler: check the arguments, import, print the summary; 0 on success."""
     engine = getattr(args, "engine", "local")
@@ -153,7 +168,7 @@ def import_store(args) -> int:
                    role=getattr(args, "role", "master"),
                    progress=_progress_printer(getattr(args, "quiet", False)),
                    wall_clock=time.monotonic, decoder=decoder, live=getattr(args, "live", False),
-                   dledger_data=getattr(args, "dledger_data", None))
+                   dledger_data=getattr(args, "dledger_data", None), tiered=getattr(args, "tiered", None))
     if engine == "spark":
         from assets.spark import spark_session
         from assets.spark_import import SparkStoreReader

@@ -81,6 +81,7 @@ from broker_core.export.replicas import (
     side_dir,
 )
 from broker_core.export.schema import DLEDGER_STATES, RAW_TABLES, RUN_SOURCE_IMPORT
+from broker_core.export.tier_import import TierImport, open_tier, write_tier_rows
 from broker_core.export.transaction_ops import PROBLEM_OP_UNREADABLE, write_transaction_ops
 from broker_core.message import create_message_id
 from broker_core.store.checkpoint import Checkpoint
@@ -154,6 +155,8 @@ class ImportSummary:
     # A 5.x controller-mode store: its epochs and identity (broker_core.store.controller_files);
     # how they merged with the other side's is in ``merged["epochs"]``.
     controller: dict | None = None
+    # ``--tiered``: what the import read from the broker's tiered store (tier_import.TierImport).
+    tiered: TierImport | None = None
 
     @property
     def errors(self) -> list[Problem]:
@@ -182,6 +185,7 @@ class ImportSummary:
             "store_items_5x": self.store_items_5x,
             "dledger": self.dledger,
             "controller": self.controller,
+            "tiered": self.tiered.to_json() if self.tiered is not None else None,
         }
 
 
@@ -386,7 +390,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                  wall_clock: Callable[[], float] | None = None,
                  decoder: str = DECODERS[0], live: bool = False,
                  reader_factory: Callable[..., StoreReader] | None = None,
-                 dledger_data: Path | str | None = None) -> ImportSummary:
+                 dledger_data: Path | str | None = None,
+                 tiered: Path | str | None = None) -> ImportSummary:
     """Read the store at ``store_dir`` (never written) into the run directory ``out_dir``.
 
     ``name`` is the run id (default: the output directory's name). Without ``broker`` the run
@@ -412,6 +417,10 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
     every entry is a ``dledger_entries`` row. ``role`` ``replica`` imports it as one replica of
     ``broker``'s DLedger group, merged with the replicas imported before (``dledger_replicas``).
     A DLedger store is always read whole.
+
+    ``tiered`` is the broker's tieredStoreFilePath (a 5.x tiered store, POSIX backend): its records
+    that local retention deleted become ``commitlog`` rows again (:mod:`broker_core.export.tier_import`).
+    A store imported with its tier is read whole, tier included, every time.
     """
     _check_arguments(decoder, role, broker)
     started = wall_clock() if wall_clock is not None else None
@@ -432,15 +441,18 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                             where=str(out_dir), hint="write the run directory somewhere else")
     if strict and reader.errors:
         raise _strict_error(reader.errors)
+    tier = _open_tier(tiered, reader, role, live, reader_factory, broker if adding else None, store_root)
 
     merged: MergeResult | None = None
+    tier_import: TierImport | None = None
     merged_replicas: ReplicaMerge | None = None
     with run_lock(out_dir):
         # The other side of a replicated broker, kept to merge with (None: nothing to merge with).
         earlier = earlier_side(out_dir, broker, role) if adding and role != ROLE_REPLICA else None
         replicated = role != ROLE_MASTER or earlier is not None
         # A DLedger log is read whole: its uncommitted tail may be committed or cut by the next import.
-        state = load_state(out_dir, broker) if out_dir.is_dir() and reader.dledger is None else None
+        state = (load_state(out_dir, broker) if out_dir.is_dir() and reader.dledger is None and tier is None
+                 else None)
         plan = plan_import(state, reader, store_root, replicated)
         resume, full_reason = plan.resume, plan.reason
         kept = kept_parts(out_dir, run_id, broker) if adding else []
@@ -471,13 +483,19 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                              **({"dledger_entries": entries.close()} if entries is not None else {})}
             if strict and reader.errors:
                 raise _strict_error(reader.errors)
+            if tier is not None:
+                tier_import = write_tier_rows(tier, reader, parquet, commitlog_path, run_id, broker)
+                rows_by_table["commitlog"] += tier_import.added
+                if strict and tier_import.errors:
+                    raise _strict_error(tier_import.errors)
             epoch_rows, epoch_problems, controller = write_replica_epochs(
                 store_root, parquet, part, run_id, broker, role, reader.valid_end or 0)
             carry = (_Carry(out_dir / PARQUET_DIR_NAME, commitlog_part,
                             reader.first_offset if plan.drop_before is not None else None,
                             tuple(state.body_problems)) if resume is not None else None)
-            store_rows, body_problems = _write_store_tables(reader, parquet, part, run_id, broker, book.files, carry,
-                                                            epoch_problems)
+            store_rows, body_problems = _write_store_tables(
+                reader, parquet, part, run_id, broker, book.files, carry,
+                list(epoch_problems) + (tier_import.problems if tier_import else []))
             rows_by_table["replica_epochs"] = epoch_rows
             rows_by_table.update(store_rows)
             wall = (wall_clock() - started) if wall_clock is not None else None
@@ -493,7 +511,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                     raise _strict_error(merged_replicas.errors)
             brokers = brokers_of(tmp)
             new_state = None
-            if reader.resume_point is not None and not replicated and reader.dledger is None:
+            if reader.resume_point is not None and not replicated and reader.dledger is None and tier is None:
                 prints = fingerprints(reader, book.tail.spans())
                 if prints is not None:
                     new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
@@ -525,7 +543,20 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
         next_file=reader.resume_point.file_name if new_state is not None else None,
         next_offset=reader.resume_point.offset if new_state is not None else None,
         store_items_5x=store_items_5x(store_root),
-        dledger=_dledger_summary(reader, merged_replicas))
+        dledger=_dledger_summary(reader, merged_replicas), tiered=tier_import)
+
+
+def _open_tier(tiered: Path | str | None, reader: StoreReader, role: str, live: bool, reader_factory,
+               broker: str | None, store_root: Path):
+    """The broker's tier when ``--tiered`` names one (None otherwise); refuses what it cannot go with."""
+    if tiered is None:
+        return None
+    what = ("a DLedger store" if reader.dledger is not None else "--live" if live
+            else "--engine spark" if reader_factory is not None else f"--role {role}" if role != ROLE_MASTER else None)
+    if what is not None:
+        raise BadInputError(f"--tiered reads a master's store whole, with the local engine: not with {what}",
+                            where="--tiered", hint="import the master's store and its tier without that option")
+    return open_tier(tiered, broker, store_root)
 
 
 def _check_dledger(reader: StoreReader, role: str, live: bool, reader_factory) -> None:
@@ -689,8 +720,8 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
                         carry: _Carry | None = None,
                         more_problems: list[Problem] = ()) -> tuple[dict[str, int], list[Problem]]:
     """The tables read from the store beside the commit log; return (rows by table, problems
-    found in record bodies and ``more_problems``, those found in other files). ``carry``: see
-    :func:`_schedule_units_table`."""
+    found in record bodies and ``more_problems``, those found in other files: the epoch files,
+    the tier's with ``--tiered``). ``carry``: see :func:`_schedule_units_table`."""
     rows_by_table = {}
     writer = TableWriter(parquet, "delay_offsets", part=part)
     for level, offset in sorted(reader.delay_offsets().items()):

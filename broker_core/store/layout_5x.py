@@ -30,6 +30,8 @@ ITEMS_5X = (
      "(config-not-read when it cannot be)"),
     ("config/subscriptionGroups", "subscription groups (RocksDB; storeType=defaultRocksDB, no "
      "subscriptionGroup.json): read with rocksdict (config-not-read when it cannot be)"),
+    ("config/tieredStoreMetadata.json", "tiered store metadata (messageStorePlugIn=TieredMessageStore): the "
+     "segments of the broker's tier; its records are read only with import-store --tiered <tieredStoreFilePath>"),
     ("config/consumerOffsets", "consumer offsets (RocksDB; storeType=defaultRocksDB, no consumerOffset.json): "
      "read with rocksdict into consumer_offsets; if they cannot be read (offsets-not-read), a message "
      "a push group consumed without a retry has no group and is UNCONSUMED in the lineage (a POP "

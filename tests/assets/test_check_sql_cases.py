@@ -34,7 +34,7 @@ COLUMNS: dict[str, dict[str, str]] = {
         "runs": RUNS + ", source VARCHAR",
         "message_hops": HOPS,
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, origin_msg_id VARCHAR, uniq_key VARCHAR, "
-                     "properties MAP(VARCHAR, VARCHAR), sys_flag INTEGER, prepared_tx_offset BIGINT",
+                     "properties MAP(VARCHAR, VARCHAR), sys_flag INTEGER, prepared_tx_offset BIGINT, msg_id VARCHAR",
         "message_lineage": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, final_state VARCHAR, '
                            'truncated BOOLEAN',
         "consume_attempts": 'run_id VARCHAR, "group" VARCHAR, uniq_key VARCHAR, queue_topic VARCHAR, '
@@ -406,6 +406,41 @@ def test_hop_grammar_reports_a_truncated_flag_the_hops_contradict():
         ("cut", "head-gone", "g", "not truncated, but its first hops are before the commit log's first offset"),
         (RUN, "whole", "g", "truncated, but its first hop is in the commit log"),
     ]
+
+
+def placed(key: str, hops: str, offsets: list[int], *, run: str, truncated: bool,
+           final_state: str = "CONSUMED") -> dict[str, list[tuple]]:
+    """A message whose first hop is a PUBLISH and the rest group g's one branch (its
+    ORIGIN_MESSAGE_ID the PUBLISH's msgId), each hop at the given physical offset on broker-a."""
+    tables = journey(key, hops[0], ((msg_id(offsets[0]), hops[1:]),), run=run, truncated=truncated,
+                     final_state=final_state)
+    times = reconsumes(hops[1:])
+    tables["message_hops"] = [(*h[:7], offset, 2 + times[i - 1] if h[3] == "SCHEDULE" else 0, h[9])
+                              for i, (h, offset) in enumerate(zip(tables["message_hops"], offsets, strict=True))]
+    tables["commitlog"] = [(*r[:2], offset, *r[3:], None, None, msg_id(offset))
+                           for r, offset in zip(tables["commitlog"], offsets, strict=True)]
+    return tables
+
+
+def test_hop_grammar_puts_back_schedule_hops_only_where_retention_deleted_them():
+    """In a log that starts at 5000 (a tiered store's import brought back records below it): a
+    RETRY below the first offset lost its SCHEDULE to retention (the chain must be truncated); a
+    RETRY whose SCHEDULE would sit in the kept log is reported; a message whose first record came
+    back and whose other hops are all kept is whole (not truncated)."""
+    tables = merged(
+        cut("tier", 5000),
+        placed("gap", "PRSRQ", [1000, 2000, 6000, 7000, 8000], run="tier", truncated=True, final_state="DLQ"),
+        placed("first-retry-gap", "PR", [1100, 2100], run="tier", truncated=True),
+        placed("whole-again", "PSR", [1200, 6200, 7200], run="tier", truncated=False),
+        placed("kept-place", "PR", [6300, 7300], run="tier", truncated=False),
+        placed("kept-middle", "PSRRQ", [1400, 6400, 7400, 8400, 9400], run="tier", truncated=False,
+               final_state="DLQ"),
+    )
+    got = violations(c.HOP_GRAMMAR, tables)
+    assert [(key, detail.split(": ", 1)[1] if ": " in detail else detail) for _run, key, _g, detail in got] == [
+        ("kept-middle", "SCHEDULE > RETRY > RETRY > DLQ is not (SCHEDULE -> RETRY)* -> DLQ?"),
+        ("kept-place", "RETRY is not (SCHEDULE -> RETRY)* -> DLQ?"),
+    ], got
 
 
 def test_hop_grammar_reports_hop_indexes_that_do_not_run_from_zero():

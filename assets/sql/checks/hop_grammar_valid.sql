@@ -196,10 +196,41 @@ names_removed AS (
     WHERE (c.origin_msg_id IS NOT NULL AND {{names_a_removed_record}})
        OR (c.tx_commit_of IS NOT NULL AND {{commits_a_removed_record}})
 ),
+gapped AS (
+    -- The hops of the branches their counts leave unsettled, each with gap_s: a RETRY whose
+    -- SCHEDULE retention deleted. That SCHEDULE was stored on the RETRY's broker before it, after
+    -- the branch's previous hop there; when the branch's previous hop is no SCHEDULE and that
+    -- broker's log starts past where the SCHEDULE was (past the previous hop, when that is on the
+    -- same broker; for the branch's first hop, past the message's last shared hop on that broker;
+    -- else past 0), it is put back. A tiered store's import brings back RETRY records
+    -- below the first offset, never their SCHEDULE records (the tier does not keep them).
+    SELECT h.*,
+           coalesce(h.letter = 'R' AND coalesce(h.prev_letter, '') <> 'S'
+                    AND cut.first_offset > CASE WHEN h.prev_broker = h.broker THEN h.prev_offset
+                                                WHEN h.prev_letter IS NULL THEN coalesce(sh.shared_offset, 0)
+                                                ELSE 0 END,
+                    false) AS gap_s
+    FROM (SELECT g.*, lag(g.letter) OVER w AS prev_letter, lag(g.broker) OVER w AS prev_broker,
+                 lag(g.phys_offset) OVER w AS prev_offset
+          FROM group_hops g
+          SEMI JOIN branch_shapes s
+            ON s.run_id = g.run_id AND s.message_key IS NOT DISTINCT FROM g.message_key
+           AND s."group" = g."group" AND s.branch = g.branch AND NOT s.in_order
+          WINDOW w AS (PARTITION BY g.run_id, g.message_key, g."group", g.branch
+                       ORDER BY g.hop_index, g.store_ts, g.broker, g.phys_offset)) h
+    LEFT JOIN (SELECT run_id, broker, max(first_offset) AS first_offset
+               FROM runs WHERE broker IS NOT NULL GROUP BY run_id, broker) cut
+      ON cut.run_id = h.run_id AND cut.broker = h.broker
+    -- A branch's first hop follows the message's shared hops: the last of them on its broker.
+    LEFT JOIN (SELECT run_id, message_key, broker, max(phys_offset) AS shared_offset
+               FROM message_hops WHERE "group" IS NULL GROUP BY run_id, message_key, broker) sh
+      ON sh.run_id = h.run_id AND sh.message_key IS NOT DISTINCT FROM h.message_key AND sh.broker = h.broker
+),
 head_removed AS (
     -- Messages of a cut run whose first hops are not in the commit log (what the lineage marks
     -- truncated, read again from the hops): no shared hop is left, the first shared hop is a
-    -- DELIVER (its SCHEDULE is gone), or a record names one retention deleted.
+    -- DELIVER (its SCHEDULE is gone), a record names one retention deleted, or a RETRY's SCHEDULE
+    -- was deleted (gapped; the lineage reads it along the group's chain, this along its branch).
     SELECT DISTINCT b.run_id, b.message_key
     FROM branch_shapes b
     WHERE b.run_id IN (SELECT run_id FROM cut_runs)
@@ -210,20 +241,20 @@ head_removed AS (
     WHERE s.run_id IN (SELECT run_id FROM cut_runs) AND s.delivers > 0 AND s.first_deliver_index = s.first_index
     UNION
     SELECT run_id, message_key FROM names_removed
+    UNION
+    SELECT DISTINCT run_id, message_key FROM gapped WHERE gap_s
 ),
 branches AS (
     -- A branch of a message whose head was deleted may start after its first SCHEDULE: it is
-    -- judged with that SCHEDULE put back (head_restored), so only its start is forgiven.
+    -- judged with that SCHEDULE put back (head_restored), so only its start is forgiven; so is
+    -- each SCHEDULE gapped puts back.
     SELECT *, 'S' || letters AS restored_letters,
            starts_with(letters, 'R')
            AND EXISTS (SELECT 1 FROM head_removed t
                        WHERE t.run_id = b.run_id AND t.message_key = b.message_key) AS head_restored
     FROM (SELECT h.run_id, h.message_key, h."group", h.branch,
-                 string_agg(h.letter, '' ORDER BY {{hop_order}}) AS letters
-          FROM group_hops h
-          SEMI JOIN branch_shapes s
-            ON s.run_id = h.run_id AND s.message_key IS NOT DISTINCT FROM h.message_key
-           AND s."group" = h."group" AND s.branch = h.branch AND NOT s.in_order
+                 string_agg(CASE WHEN h.gap_s THEN 'S' ELSE '' END || h.letter, '' ORDER BY {{hop_order}}) AS letters
+          FROM gapped h
           GROUP BY h.run_id, h.message_key, h."group", h.branch) b
 ),
 branch_misfits AS (
@@ -240,7 +271,7 @@ misfit_hops AS (
            h.letter = 'R' AND row_number() OVER (PARTITION BY h.run_id, h.message_key, h."group", h.branch,
                                                               h.letter, h.delay_level, h.reconsume_times
                                                  ORDER BY {{hop_order}}) > 1 AS repeated
-    FROM group_hops h
+    FROM gapped h
     SEMI JOIN branch_misfits m
       ON m.run_id = h.run_id AND m.message_key IS NOT DISTINCT FROM h.message_key
      AND m."group" = h."group" AND m.branch = h.branch
@@ -248,9 +279,9 @@ misfit_hops AS (
 misfit_steps AS (
     SELECT h.run_id, h.message_key, h."group", h.branch, h.hop_kind, h.hop_index, h.store_ts, h.broker, h.phys_offset,
            sum(CASE WHEN h.letter = 'R' THEN 1 ELSE 0 END) OVER w
-               - sum(CASE WHEN h.letter = 'S' THEN 1 ELSE 0 END) OVER w AS retries_ahead,
+               - sum(CASE WHEN h.letter = 'S' OR h.gap_s THEN 1 ELSE 0 END) OVER w AS retries_ahead,
            sum(CASE WHEN h.letter = 'R' AND NOT h.repeated THEN 1 ELSE 0 END) OVER w
-               - sum(CASE WHEN h.letter = 'S' THEN 1 ELSE 0 END) OVER w AS first_retries_ahead
+               - sum(CASE WHEN h.letter = 'S' OR h.gap_s THEN 1 ELSE 0 END) OVER w AS first_retries_ahead
     FROM misfit_hops h
     WINDOW w AS (PARTITION BY h.run_id, h.message_key, h."group", h.branch
                  ORDER BY {{hop_order}} ROWS UNBOUNDED PRECEDING)

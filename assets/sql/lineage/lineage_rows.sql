@@ -14,7 +14,7 @@ tx_decided AS (
 hop_facts AS (
     -- Per hop: what it says of its message's origin, and whether its ORIGIN_MESSAGE_ID names a
     -- record retention deleted (a truncated head).
-    SELECT /*+ BROADCAST(own_cut), BROADCAST(host_cut), BROADCAST(txd) */
+    SELECT /*+ BROADCAST(own_cut), BROADCAST(host_cut), BROADCAST(restored), BROADCAST(txd) */
            c.run_id, c.message_key, c.`group`, c.hop_index, c.hop_kind, c.topic, c.queue_id, c.broker,
            c.phys_offset, c.msg_id, c.delay_level, c.reconsume_times, c.store_ts, c.uniq_key, c.queue_offset,
            c.origin_msg_id AS rec_origin_msg_id, c.recall, c.inner_num, c.reput_copy, c.tx_check_times, c.tx_commit_of,
@@ -40,6 +40,17 @@ hop_facts AS (
            CASE WHEN NOT coalesce({{starts_with}}(c.retry_topic_named, '{{retry_topic_prefix}}'), false)
                 THEN nullif(c.origin_msg_id, '') END AS kept_origin_msg_id,
            {{names_a_removed_record}} OR {{commits_a_removed_record}} AS names_removed,
+           -- A group's RETRY the schedule put (DELAY kept) whose SCHEDULE retention deleted: the
+           -- chain's previous hop is no SCHEDULE, and the log of the RETRY's broker starts past
+           -- where that SCHEDULE was (past the previous hop when that is on the same broker; for
+           -- the chain's first hop, past the message's last shared hop there; else past 0). Only a
+           -- tiered store brings back such a RETRY (docs/lineage.md).
+           coalesce(c.`group` IS NOT NULL AND c.hop_kind = 'RETRY' AND c.delay_level > 0
+                    AND coalesce(c.prev_kind, '') <> 'SCHEDULE'
+                    AND own_cut.first_offset > CASE WHEN c.prev_broker = c.broker THEN c.prev_phys
+                                                    WHEN c.prev_kind IS NULL THEN coalesce(c.shared_phys, 0)
+                                                    ELSE 0 END,
+                    false) AS schedule_removed,
            -- On a group hop, the retries its record says happened up to it: the larger of the
            -- header's reconsume times and RECONSUME_TIME (a client's send keeps the count there);
            -- the k-th RETRY record carries k, a SCHEDULE or DLQ record one more than the retries
@@ -49,8 +60,13 @@ hop_facts AS (
                      - CASE WHEN c.hop_kind = 'RETRY' THEN 0 ELSE 1 END END AS retries_seen
     FROM (SELECT h.*, h.rec_origin_msg_id AS origin_msg_id, nullif(h.retry_topic, '') AS retry_topic_named,
                  '{{retry_topic_prefix}}' || h.`group` || '{{pop_retry_v2_separator}}' AS pop_retry_v2,
-                 '{{retry_topic_prefix}}' || h.`group` || '{{pop_retry_v1_separator}}' AS pop_retry_v1
-          FROM chained h) c
+                 '{{retry_topic_prefix}}' || h.`group` || '{{pop_retry_v1_separator}}' AS pop_retry_v1,
+                 lag(h.hop_kind) OVER chain AS prev_kind, lag(h.broker) OVER chain AS prev_broker,
+                 lag(h.phys_offset) OVER chain AS prev_phys,
+                 max(CASE WHEN h.`group` IS NULL THEN h.phys_offset END) OVER on_broker AS shared_phys
+          FROM chained h
+          WINDOW chain AS (PARTITION BY h.run_id, h.message_key, h.`group` ORDER BY h.hop_index ASC NULLS FIRST),
+                 on_broker AS (PARTITION BY h.run_id, h.message_key, h.broker)) c
     {{origin_cut_joins}}
     LEFT JOIN tx_decided txd ON c.hop_kind = 'HALF' AND txd.run_id = c.run_id AND txd.broker = c.broker
           AND txd.queue_id = c.queue_id AND txd.half_offset = c.queue_offset
@@ -73,7 +89,7 @@ message_facts AS (
                     min_by(msg_id, (store_ts, broker, phys_offset)) OVER message) AS origin_msg_id,
            min_by(CASE WHEN `group` IS NULL THEN hop_kind END,
                   CASE WHEN `group` IS NULL THEN (store_ts, broker, phys_offset) END) OVER message AS first_shared_kind,
-           bool_or(names_removed) OVER message AS head_removed,
+           bool_or(names_removed OR schedule_removed) OVER message AS head_removed,
            array_distinct(array_agg(`group`) OVER message) AS hop_groups,
            -- A transactional message (a HALF, DISCARD or commit record of it): committed (a commit
            -- record), else rolled back (an op record decided a copy of it), else discarded after its
