@@ -448,6 +448,8 @@ TABLE_DESCRIPTIONS = {
                        "of the half records a commit or rollback decided, read from its body.",
     "dledger_entries": "A DLedger store's entries, one row per (Raft index, term): committed (its record is in "
                        "commitlog), uncommitted or divergent (never handed out), and which replicas hold it.",
+    "lmq_dispatches": "An imported store's multi-dispatch (LMQ) positions: one row per (record, queue its "
+                      "INNER_MULTI_DISPATCH lists), matched with the consume-queue unit there.",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
     "message_lineage": "One row per (message, group): path, retries (the chain's depth), forks, final state, "
                        "from the Spark lineage.",

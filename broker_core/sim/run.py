@@ -179,6 +179,8 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
     out["inner_messages"] = write_rows(parquet_dir, "inner_messages", [])
     # The model's broker keeps a plain commit log, never a DLedger one: no entries.
     out["dledger_entries"] = write_rows(parquet_dir, "dledger_entries", [])
+    # The model's broker has no multi-dispatch (LMQ): no dispatch positions (docs/decisions.md).
+    out["lmq_dispatches"] = write_rows(parquet_dir, "lmq_dispatches", [])
     # Transaction op records, their bodies read from the store as import-store reads them.
     from broker_core.export.transaction_ops import write_transaction_ops
 

@@ -148,7 +148,8 @@ public class LmqFixtureDriver {
         consumer.start();
         try {
             // An LMQ is not in the name server: the parent topic's route gives the broker's address.
-            consumer.fetchSubscribeMessageQueues(topic);
+            consumer.getDefaultMQPullConsumerImpl().getRebalanceImpl().getmQClientFactory()
+                .updateTopicRouteInfoFromNameServer(topic);
             MessageQueue mq = new MessageQueue(lmq, broker, 0);
             long offset = 0;
             int taken = 0;
