@@ -162,3 +162,25 @@ def test_a_missing_unit_fails_the_check(tmp_path):
     assert found[c.LMQ_IN_CONSUME_QUEUE].violations == 1
     assert query(db, "SELECT state FROM lmq_dispatches WHERE state IN (SELECT unnest(?))", [list(BROKEN_STATES)]) == [
         ("NOT_IN_QUEUE",)]
+
+
+def _lineage_tables(run: Path) -> dict:
+    import pyarrow as pa
+
+    return {table: pa.concat_tables([pq.read_table(p) for p in sorted((run / "lineage" / table).glob("part-*"))])
+            for table in ("message_hops", "message_lineage")}
+
+
+def test_spark_builds_the_same_lmq_lineage_as_duckdb(spark, tmp_path):
+    """The fan-out rule is written once: Spark and DuckDB give the LMQ store the same hops and lineage, dispatch_queues and dispatches included."""
+    from assets.lineage import run_lineage
+
+    run = tmp_path / "lmq-spark"
+    import_store(STORE, run, name="lmq-spark")
+    run_lineage(run, spark)
+    on_spark = _lineage_tables(run)
+    run_lineage_duckdb(run)
+    on_duckdb = _lineage_tables(run)
+    for table, rows in on_spark.items():
+        assert on_duckdb[table].schema == rows.schema and on_duckdb[table].equals(rows), table
+    assert max(on_spark["message_lineage"].column("dispatches").to_pylist()) == 6
