@@ -5,12 +5,12 @@
 
 The broker runs with ``enableLmq=true`` and ``enableMultiDispatch=true`` (a Lite topic's messages
 are dispatched to ``%LMQ%$<parent>$<lite>``). Steps: the parent topic LiteTopic
-(``message.type=LITE``) and the group lite-group bound to it (``lite.bind.topic``); 4 sends with
+(``message.type=LITE``) and the group lite-group bound to it (``lite.bind.topic``, ``retryMaxTimes`` 2); 4 sends with
 ``__LITE_TOPIC=chat-1`` and 2 with ``chat-2``; the topic PrioTopic (``message.type=PRIORITY``) and 6
-sends with priorities 0, 1, 2 (``Message.setPriority``); the broker stops (SIGTERM). Nothing
-consumes: the 5.5.0 remoting client has no Lite consumer (docs/rocketmq-5x.md, "Lite topics and
-priority messages"). The store is copied without ``index/`` and ``lock``; ``manifest.json`` holds
-the clients' lines.
+sends with priorities (2i + 1) % 3 (``Message.setPriority``); lite-group subscribes to both lite
+topics and pops the parent topic 16 times (the 5.5.0 remoting client's Lite calls: it has no Lite
+consumer class), acking chat-1's messages and never chat-2's; the broker stops (SIGTERM). The store
+is copied without what ``LEFT_OUT`` names; ``manifest.json`` holds the clients' lines.
 """
 
 from __future__ import annotations
@@ -33,10 +33,15 @@ BROKER = "broker-a"
 LITE_TOPIC, LITE_GROUP, PRIO_TOPIC = "LiteTopic", "lite-group", "PrioTopic"
 LITES = (("chat-1", 4), ("chat-2", 2))
 PRIO_SENDS = 6
+NO_ACK = "chat-2"  # its messages are popped and never acked
+POP_ROUNDS = 16  # each waits up to 2 s for messages; an unacked one is invisible for 5 s
 DELAY_LEVELS = " ".join(["1s"] * 18)
 COMMITLOG_FILE_BYTES = 64 * 1024
 STORE_CONFIG = {"enableLmq": "true", "enableMultiDispatch": "true", "mappedFileSizeConsumeQueue": "6000"}
 DRIVER = Path(__file__).with_name("LiteDriver.java")
+# Not copied: the IndexFile directory and lock, the 37 MiB timer wheel and the (empty) RocksDB and
+# compaction directories; the audit reads none of them.
+LEFT_OUT = ("index", "lock", "timerwheel", "rocksdbstore", "compaction")
 
 
 def run(classpath: str, *args, timeout_s: float = 120) -> list[dict]:
@@ -64,10 +69,12 @@ def main(out: Path) -> None:
             events += run(classpath, "lite", cluster.namesrv_addr, LITE_TOPIC, lite, count)
         events += run(classpath, "topic", cluster.namesrv_addr, addr, PRIO_TOPIC, 3, "PRIORITY")
         events += run(classpath, "prio", cluster.namesrv_addr, PRIO_TOPIC, PRIO_SENDS)
+        events += run(classpath, "pop", cluster.namesrv_addr, BROKER, addr, LITE_TOPIC, LITE_GROUP,
+                      ",".join(lite for lite, _ in LITES), NO_ACK, POP_ROUNDS)
         cluster.stop_all()
         if out.exists():
             shutil.rmtree(out)
-        shutil.copytree(cluster.procs[BROKER].store, out / BROKER, ignore=shutil.ignore_patterns("index", "lock"))
+        shutil.copytree(cluster.procs[BROKER].store, out / BROKER, ignore=shutil.ignore_patterns(*LEFT_OUT))
     manifest = {"rocketmq": VERSION, "clients": jars.PARTIAL_RELEASES.get(VERSION, VERSION),
                 "storeConfig": {"mappedFileSizeCommitLog": COMMITLOG_FILE_BYTES, **STORE_CONFIG,
                                 "brokerName": BROKER},
