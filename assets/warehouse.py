@@ -470,7 +470,10 @@ TABLE_DESCRIPTIONS = {
                     "records, and the time from its half to the decision.",
     "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, DLQ_UNEXPLAINED, "
                  "STORE_DAMAGE, REVIVE_LOST, TRANSACTION_PAST_CHECK_MAX, COMMIT_WITHOUT_HALF, OP_WITHOUT_HALF, "
-                 "COMMITTED_TWICE.",
+                 "COMMITTED_TWICE, LMQ_REDELIVERED.",
+    "lmq_deliveries": "One row per LMQ (multi-dispatch) position of a message: which delivery of it in that queue "
+                      "(its retry records are dispatched again), its record's hop kind, and the groups whose "
+                      "committed offset there is past it.",
     "delay_periods": "Per run, broker and delay level: each period the broker gave the level one delay, read "
                      "from the schedule queues (a restart with another messageDelayLevel starts a new one).",
 }

@@ -17,6 +17,9 @@
 --                      back-pointer names no half copy of it, an op record deciding a half the
 --                      store never had, a message committed twice: the rows of the transaction
 --                      checks (their shared fragments)
+--   LMQ_REDELIVERED    a multi-dispatched message at more than one position of one LMQ queue: its
+--                      retry records were dispatched there again (lmq_deliveries), so a reader of
+--                      the queue gets it more than once
 CREATE OR REPLACE TABLE anomalies AS
 WITH dup_acks AS (
     SELECT * FROM consume_acks WHERE n > 1
@@ -188,4 +191,13 @@ UNION ALL
 SELECT run_id, 'OP_WITHOUT_HALF', message_key, "group", detail FROM ({{ops_without_half}}) t
 UNION ALL
 SELECT run_id, 'COMMITTED_TWICE', message_key, "group", detail FROM ({{commits_repeated}}) t
+UNION ALL
+SELECT run_id, 'LMQ_REDELIVERED', message_key, NULL,
+       broker || ' ' || dispatch_queue || ' holds it ' || CAST(count(*) AS VARCHAR) || ' times, at offsets '
+       || string_agg(CAST(dispatch_offset AS VARCHAR) || ' (' || coalesce(hop_kind, '?') || ')', ', ' ORDER BY dispatch_offset)
+       || ': its retry records carry INNER_MULTI_DISPATCH and were dispatched again; a reader of the queue gets it '
+       || CAST(count(*) AS VARCHAR) || ' times'
+FROM lmq_deliveries
+WHERE deliveries_in_queue > 1
+GROUP BY run_id, message_key, broker, dispatch_queue
 ORDER BY 1, 2, 3, 4;

@@ -24,6 +24,9 @@ from broker_core.export.store_import import import_store
 DATA = Path(__file__).resolve().parents[2] / "data" / "rocketmq-lmq-4.9.4"
 STORE = DATA / "broker-a"
 CQ_UNIT_BYTES = 20
+GROUP = "lmq-parent-group"
+# The hop kind of a record an LMQ reader pulled, by the topic the pulled message carried.
+HOP_KIND_OF_TOPIC = {"SCHEDULE_TOPIC_XXXX": "SCHEDULE", f"%RETRY%{GROUP}": "RETRY", f"%DLQ%{GROUP}": "DLQ"}
 
 
 def manifest() -> dict:
@@ -117,6 +120,35 @@ def test_the_lineage_shows_one_message_with_its_deliveries(clean):
         assert state in ("CONSUMED", "DLQ"), keys
     assert query(db, "SELECT count(*) FROM message_lineage WHERE \"group\" = ?", [manifest()["group"]]) == [
         (len(sends()),)]
+
+
+def test_lmq_deliveries_say_which_reader_got_the_message_and_how_often(clean):
+    """Each position an LMQ reader pulled is a delivery of the message it names; a message at several positions of a queue (its retry records dispatched again) is one LMQ_REDELIVERED anomaly per queue; a reader's committed offset says what it consumed."""
+    _run, _summary, db, _found = clean
+    rows = {(q, o): (key, kind, nth, n, consumed) for q, o, key, kind, nth, n, consumed in query(
+        db, "SELECT dispatch_queue, dispatch_offset, message_key, hop_kind, delivery, deliveries_in_queue, consumed_by "
+            "FROM lmq_deliveries")}
+    pulled = [e for e in manifest()["events"] if e["ev"] == "pulled"]
+    commits = {e["lmq"]: (e["group"], e["offset"]) for e in manifest()["events"] if e["ev"] == "commit"}
+    seen: dict[tuple[str, str], int] = {}
+    for e in pulled:
+        key, kind, nth, n, consumed = rows[(e["lmq"], e["lmq_offset"])]
+        seen[(e["lmq"], key)] = seen.get((e["lmq"], key), 0) + 1
+        assert key == e["uniq_key"] and nth == seen[(e["lmq"], key)]
+        assert kind == HOP_KIND_OF_TOPIC.get(e["topic"], "PUBLISH")
+        group, committed = commits[e["lmq"]]
+        assert consumed == ([group] if e["lmq_offset"] < committed else [])
+    # Every position past %LMQ%reader's commit in %LMQ%b is consumed by nobody.
+    assert query(db, "SELECT count(*) FROM lmq_deliveries WHERE dispatch_queue = '%LMQ%b' AND dispatch_offset >= 4 "
+                     "AND len(consumed_by) = 0") == [(12 - 4,)]
+    redelivered = query(db, "SELECT message_key, detail FROM anomalies WHERE kind = 'LMQ_REDELIVERED' ORDER BY 1, 2")
+    expected = {(key, q) for (q, _o), (key, _k, _nth, n, _c) in rows.items() if n > 1}
+    assert len(redelivered) == len(expected) > 0
+    # k-7 (to the DLQ after one retry) is in %LMQ%a four times: its PUBLISH, SCHEDULE, RETRY and DLQ records.
+    (detail,) = [d for k, d in redelivered if k == sends()["k-7"]["uniq_key"]]
+    assert "%LMQ%a holds it 4 times" in detail
+    assert [part.split(" (")[1].rstrip(")") for part in detail.split("offsets ")[1].split(":")[0].split(", ")] == [
+        "PUBLISH", "SCHEDULE", "RETRY", "DLQ"]
 
 
 def test_a_clean_lmq_store_passes_the_checks_it_judges(clean):
