@@ -3,7 +3,7 @@ messages (tests/data/rocketmq-lite-5.5.1; its README says what happened).
 
 A Lite message is one record of its parent topic dispatched to one LMQ, %LMQ%$<parent>$<lite>:
 one message, one dispatch, read like any LMQ position; a priority message is one record with
-its priority property. Nothing about them is damage, and no check fails on the store.
+its priority property, in the queue of its priority band. Nothing about them is damage, and no check fails on the store.
 """
 
 from __future__ import annotations
@@ -74,5 +74,10 @@ def test_lite_and_priority_messages_are_one_message_each_and_no_check_fails(audi
         lite = sends[key]["lite"]
         assert (queues, dispatches) == (([f"%LMQ%$LiteTopic${lite}"], 1) if lite else (None, 0))
     assert {k: int(v) for k, v in priorities.items()} == {k: e["priority"] for k, e in sends.items() if not e["lite"]}
+    # The broker puts a priority message in queue min(priority, writeQueueNums - 1) = its priority here.
+    with open_read_only(db) as con:
+        placed = con.execute(f"SELECT count(*) FROM commitlog WHERE topic = 'PrioTopic' "
+                             f"AND queue_id = CAST(properties['{PRIORITY_PROPERTY}'] AS INT)").fetchone()[0]
+    assert placed == len(priorities) == 6
     assert [n for n, o in found.items() if not o.passed] == []
     assert found[c.LMQ_IN_CONSUME_QUEUE].judged == 6
