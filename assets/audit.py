@@ -15,7 +15,7 @@ from assets.checks import fill_sql
 
 # Audit tables, in build order (a later table may read an earlier one); one SQL file each.
 AUDIT_TABLES = ("dlq_messages", "delay_periods", "delay_accuracy", "retry_funnel", "delivery_accounting",
-                "group_health", "transactions", "traced_attempts", "anomalies")
+                "group_health", "transactions", "traced_attempts", "lmq_deliveries", "anomalies")
 def sql_text(table: str) -> str:
     """The SQL that builds one audit table (packaged beside this module), with the values and
     fragments it shares with the checks filled in (``assets.checks.fill_sql``: the lateness

@@ -30,10 +30,13 @@ import duckdb
 from broker_core.client.behavior import DLQ_REQUESTED
 from broker_core.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
+    MULTI_DISPATCH_SEPARATOR,
     ORDERLY_MAX_RECONSUME_TIMES_UNLIMITED,
     POP_RETRY_V1_SEPARATOR,
     POP_RETRY_V2_SEPARATOR,
     PROP_FIRST_POP_TIME,
+    PROP_INNER_MULTI_DISPATCH,
+    PROP_INNER_MULTI_QUEUE_OFFSET,
     PROP_INNER_NUM,
     PROP_TIMER_DEL_UNIQKEY,
     PROP_TIMER_DEQUEUE_MS,
@@ -47,6 +50,7 @@ from broker_core.constants import (
     SYSTEM_TOPIC_PREFIX,
     TIMER_TOPIC,
 )
+from broker_core.export.lmq_dispatches import BROKEN_STATES as LMQ_BROKEN_STATES
 from broker_core.export.schema import RUN_SOURCE_IMPORT, RUN_SOURCE_SIMULATION
 from broker_core.message import (
     MSG_ID_OFFSET_HEX_CHARS,
@@ -99,6 +103,9 @@ TRACE_DECISION_STORED = "trace_transaction_decision_stored"
 # The checks that judge the clients' message trace (client_trace; docs/client-trace.md): not
 # applicable to a run without it (every simulation: the model's clients write no trace).
 TRACE_CHECKS = (TRACE_SEND_OK_STORED, TRACE_FAILED_CONSUME_RETRIED, TRACE_DECISION_STORED)
+# Multi-dispatch (LMQ): judged on an imported store's lmq_dispatches (docs/warehouse.md).
+LMQ_IN_CONSUME_QUEUE = "lmq_dispatches_in_consume_queue"
+LMQ_CHECKS = (LMQ_IN_CONSUME_QUEUE,)
 
 # A group's branch, as one letter per hop (S SCHEDULE, R RETRY, Q DLQ, O a 5.x POP retry the
 # revive service wrote), must match this (hop_grammar_valid.sql says why each part is there; it
@@ -157,6 +164,9 @@ SQL_VALUES: dict[str, str] = {
     "prop_timer_dequeue_ms": _sql_quotable(PROP_TIMER_DEQUEUE_MS),
     "prop_timer_del_uniqkey": _sql_quotable(PROP_TIMER_DEL_UNIQKEY),
     "prop_inner_num": _sql_quotable(PROP_INNER_NUM),
+    "prop_inner_multi_dispatch": _sql_quotable(PROP_INNER_MULTI_DISPATCH),
+    "prop_inner_multi_queue_offset": _sql_quotable(PROP_INNER_MULTI_QUEUE_OFFSET),
+    "multi_dispatch_separator": _sql_quotable(MULTI_DISPATCH_SEPARATOR),
     "trans_half_topic": _sql_quotable(TRANS_HALF_TOPIC),
     "trans_op_half_topic": _sql_quotable(TRANS_OP_HALF_TOPIC),
     "trace_topic": _sql_quotable(TRACE_TOPIC),
@@ -165,6 +175,7 @@ SQL_VALUES: dict[str, str] = {
     "sysflag_transaction_mask": str(SYSFLAG_TRANSACTION_MASK),
     "sysflag_transaction_commit": str(SYSFLAG_TRANSACTION_COMMIT),
     "prop_pgroup": _sql_quotable(PROP_PGROUP),
+    "lmq_broken_states": _sql_list(LMQ_BROKEN_STATES),
 }
 
 # The SQL engines a text is filled for. The lineage's SQL is written once for both: standard
@@ -387,6 +398,10 @@ INVARIANTS: tuple[Check, ...] = (
           "of the store at that offset, of the same message: the trace proves the broker acknowledged it.",
           ERROR, check_sql(TRACE_SEND_OK_STORED),
           no_evidence="no traced SEND_OK naming a broker of the run (no client trace, or not of these brokers)"),
+    Check(LMQ_IN_CONSUME_QUEUE, "lineage/message_lineage",
+          "Every consume-queue position a multi-dispatched record names (INNER_MULTI_QUEUE_OFFSET) holds a "
+          "unit naming that record, and every unit of an %LMQ% queue names a record dispatched there.",
+          ERROR, check_sql(LMQ_IN_CONSUME_QUEUE), no_evidence="no multi-dispatched record (LMQ) in a consume queue"),
 )
 
 DRIFTS: tuple[Check, ...] = (

@@ -458,6 +458,8 @@ TABLE_DESCRIPTIONS = {
                       "each master epoch wrote, the store hosts of its records, and the records a failover cut off.",
     "failover_cut": "The records a controller-mode broker's merge left out: a copy's tail past where its epochs "
                     "leave the new master's (written by a master that lost its role before a replica had them).",
+    "lmq_dispatches": "An imported store's multi-dispatch (LMQ) positions: one row per (record, queue its "
+                      "INNER_MULTI_DISPATCH lists), matched with the consume-queue unit there.",
     "message_hops": "One row per commit-log record of a message's journey, from the Spark lineage.",
     "message_lineage": "One row per (message, group): path, retries (the chain's depth), forks, final state, "
                        "from the Spark lineage.",
@@ -480,7 +482,11 @@ TABLE_DESCRIPTIONS = {
                        "begin and end, time, success and return type, the lineage's final state (empty without trace).",
     "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, DLQ_UNEXPLAINED, "
                  "STORE_DAMAGE, REVIVE_LOST, TRANSACTION_PAST_CHECK_MAX, COMMIT_WITHOUT_HALF, OP_WITHOUT_HALF, "
-                 "COMMITTED_TWICE, SENT_NOT_STORED, FAILURE_NOT_RETRIED, DECISION_NOT_STORED.",
+                 "COMMITTED_TWICE, SENT_NOT_STORED, FAILURE_NOT_RETRIED, DECISION_NOT_STORED, FAILOVER_CUT, "
+                 "LMQ_REDELIVERED.",
+    "lmq_deliveries": "One row per LMQ (multi-dispatch) position of a message: which delivery of it in that queue "
+                      "(its retry records are dispatched again), its record's hop kind, and the groups whose "
+                      "committed offset there is past it.",
     "delay_periods": "Per run, broker and delay level: each period the broker gave the level one delay, read "
                      "from the schedule queues (a restart with another messageDelayLevel starts a new one).",
 }

@@ -103,6 +103,16 @@ PROP_TRACE_CONTEXT = "TRACE_CONTEXT"  # MessageConst.PROPERTY_TRACE_CONTEXT: emp
 # one record holding INNER_NUM messages at queue offsets INNER_BASE .. INNER_BASE+INNER_NUM-1.
 PROP_INNER_NUM = "INNER_NUM"
 PROP_INNER_BASE = "INNER_BASE"
+# LMQ / multi-dispatch (RIP-28, 4.9.3+, a broker with enableMultiDispatch; docs/lineage.md "Fan-out"):
+# the producer lists queues in INNER_MULTI_DISPATCH, the broker adds the queue offsets it gave the
+# record in each (MultiDispatch.wrapMultiDispatch), both comma-separated (MixAll.MULTI_DISPATCH_QUEUE_SPLITTER).
+# One record, one consume-queue unit per listed queue; a %LMQ% queue (MixAll.LMQ_PREFIX, with
+# enableLmq) is always its queue 0 (consumequeue/%LMQ%name/0/).
+PROP_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+PROP_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
+MULTI_DISPATCH_SEPARATOR = ","
+LMQ_PREFIX = "%LMQ%"
+LMQ_QUEUE_ID = 0
 # Set by the 5.x POP revive service on every retry record it writes (MessageConst.PROPERTY_FIRST_POP_TIME);
 # a push consumer's send-back never sets it.
 PROP_FIRST_POP_TIME = "1ST_POP_TIME"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from broker_core.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
     GROUP_NAME_LENGTH_MAX,
+    LMQ_PREFIX,
     POP_RETRY_V1_SEPARATOR,
     POP_RETRY_V2_SEPARATOR,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -219,3 +220,8 @@ def _show(name: str) -> str:
     """A printable, bounded rendering of a hostile name for error messages."""
     shown = name.encode("unicode_escape").decode("ascii")
     return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def is_lmq(name: str | None) -> bool:
+    """Whether ``name`` is a light message queue's (MixAll.isLmq: it starts with ``%LMQ%``)."""
+    return name is not None and name.startswith(LMQ_PREFIX)

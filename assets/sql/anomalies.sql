@@ -24,6 +24,9 @@
 --                      what a client's message trace says and the store does not show: a SEND_OK
 --                      with no record at its offset, a failed consume nothing retried, a
 --                      commit or rollback the store does not hold: the rows of the trace checks
+--   LMQ_REDELIVERED    a multi-dispatched message at more than one position of one LMQ queue: its
+--                      retry records were dispatched there again (lmq_deliveries), so a reader of
+--                      the queue gets it more than once
 CREATE OR REPLACE TABLE anomalies AS
 WITH dup_acks AS (
     SELECT * FROM consume_acks WHERE n > 1
@@ -211,4 +214,13 @@ UNION ALL
 SELECT run_id, 'FAILURE_NOT_RETRIED', message_key, "group", detail FROM ({{traced_failures_not_retried}}) t
 UNION ALL
 SELECT run_id, 'DECISION_NOT_STORED', message_key, "group", detail FROM ({{traced_decisions_not_stored}}) t
+UNION ALL
+SELECT run_id, 'LMQ_REDELIVERED', message_key, NULL,
+       broker || ' ' || dispatch_queue || ' holds it ' || CAST(count(*) AS VARCHAR) || ' times, at offsets '
+       || string_agg(CAST(dispatch_offset AS VARCHAR) || ' (' || coalesce(hop_kind, '?') || ')', ', ' ORDER BY dispatch_offset)
+       || ': its retry records carry INNER_MULTI_DISPATCH and were dispatched again; a reader of the queue gets it '
+       || CAST(count(*) AS VARCHAR) || ' times'
+FROM lmq_deliveries
+WHERE deliveries_in_queue > 1
+GROUP BY run_id, message_key, broker, dispatch_queue
 ORDER BY 1, 2, 3, 4;

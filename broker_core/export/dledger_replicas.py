@@ -61,7 +61,7 @@ DIVERGENT_LISTED_MAX = 20
 # Tables taken from the replica that committed furthest.
 _PRIMARY_TABLES = ("pop_evidence", "retry_topics", "inner_messages", "transaction_ops", "consume_attempts",
                    "schedule_deliveries", "faults", "produced", "transaction_calls", "client_trace",
-                   "replica_epochs", "failover_cut")
+                   "replica_epochs", "failover_cut", "lmq_dispatches")
 _MERGED_ELSEWHERE = ("commitlog", "dledger_entries", "store_problems", "runs", "consumer_offsets", "delay_offsets",
                      "schedule_units")
 assert set(_PRIMARY_TABLES) | set(_MERGED_ELSEWHERE) == set(RAW_TABLES), "a raw table no merge rule covers"

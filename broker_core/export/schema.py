@@ -219,6 +219,13 @@ MESSAGE_LINEAGE = pa.schema([
     # The most checks the broker made of it (TRANSACTION_CHECK_TIMES of its last copy; 0 for a
     # message decided at once); null for a plain message.
     ("transaction_checks", pa.int32()),
+    # Its fan-out (multi-dispatch, LMQ; docs/lineage.md "Fan-out is not a hop"), the same on every
+    # row of it: the queues its INNER_MULTI_DISPATCH lists (its first record's that lists any;
+    # null when none does), and the consume-queue positions the broker gave its records there
+    # (0 when it did not dispatch). One record dispatched to N queues is one message with
+    # dispatches = N; more than N: copies of it (its retries) were dispatched again.
+    ("dispatch_queues", pa.list_(pa.string())),
+    ("dispatches", pa.int32()),
 ])
 
 # 5.x POP bookkeeping, decoded by an import (broker_core.store.pop): one row per checkpoint or ack
@@ -414,6 +421,23 @@ FAILOVER_CUT = pa.schema([
     ("store_host", pa.string()),  # the master that wrote it
 ])
 
+# An imported store's multi-dispatch positions (broker_core.export.lmq_dispatches; docs/data-contract.md):
+# one row per (record, queue its INNER_MULTI_DISPATCH lists), and one per unit of an %LMQ% queue
+# that no record claims (state STRAY: no record facts then but its physical offset).
+LMQ_DISPATCHES = pa.schema([
+    ("run_id", pa.string()),
+    ("broker", pa.string()),
+    ("dispatch_queue", pa.string()),  # the queue named in INNER_MULTI_DISPATCH, e.g. %LMQ%a
+    ("dispatch_queue_id", pa.int32()),  # 0 for an %LMQ% queue, else the record's own queue id
+    ("dispatch_offset", pa.int64()),  # from INNER_MULTI_QUEUE_OFFSET; null when the broker did not dispatch
+    ("phys_offset", pa.int64()),  # the record's (commitlog.phys_offset); a STRAY unit's phys offset
+    ("topic", pa.string()),  # the record's own topic, queue and offset
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("uniq_key", pa.string()),
+    ("state", pa.string()),  # broker_core.export.lmq_dispatches.STATES
+])
+
 # Tables a run directory's parquet/ holds, by name.
 RAW_TABLES: dict[str, pa.Schema] = {
     "commitlog": COMMITLOG,
@@ -435,6 +459,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "client_trace": CLIENT_TRACE,
     "replica_epochs": REPLICA_EPOCHS,
     "failover_cut": FAILOVER_CUT,
+    "lmq_dispatches": LMQ_DISPATCHES,
 }
 LINEAGE_TABLES: dict[str, pa.Schema] = {
     "message_hops": MESSAGE_HOPS,

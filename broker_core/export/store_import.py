@@ -67,6 +67,7 @@ from broker_core.export.inner_batches import (
     PROBLEM_INNER_UNDECODABLE,
     write_inner_messages,
 )
+from broker_core.export.lmq_dispatches import write_lmq_dispatches
 from broker_core.export.parquet import TableWriter, atomic_dir
 from broker_core.export.pop_import import write_pop_tables
 from broker_core.export.replicas import (
@@ -759,6 +760,10 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
     rows_by_table["client_trace"], trace_problems = write_client_trace(reader, parquet, part, run_id, broker)
     body_problems += trace_problems
     body_problems += more_problems
+
+    # Multi-dispatch (LMQ): each record's consume-queue positions beside its own queue's.
+    rows_by_table["lmq_dispatches"], lmq_problems = write_lmq_dispatches(reader, parquet, part, run_id, broker)
+    body_problems += lmq_problems
 
     writer = TableWriter(parquet, "store_problems", part=part)
     for p in reader.problems + body_problems:

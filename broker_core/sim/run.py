@@ -182,6 +182,8 @@ def _write_store_tables(store_dir: Path, parquet_dir: Path, scenario: Scenario) 
     # ... nor controller-mode epochs.
     out["replica_epochs"] = write_rows(parquet_dir, "replica_epochs", [])
     out["failover_cut"] = write_rows(parquet_dir, "failover_cut", [])
+    # The model's broker has no multi-dispatch (LMQ): no dispatch positions (docs/decisions.md).
+    out["lmq_dispatches"] = write_rows(parquet_dir, "lmq_dispatches", [])
     # Transaction op records, their bodies read from the store as import-store reads them.
     from broker_core.export.transaction_ops import write_transaction_ops
 

@@ -31,9 +31,14 @@ from broker_core.errors import CorruptStoreError
 # File names inside <root>/config (BrokerPathConfigHelper, StorePathConfigHelper).
 DELAY_OFFSET_FILE = "delayOffset.json"
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
+# A broker with enableLmq keeps every consumer offset here instead (LmqConsumerOffsetManager's
+# configFilePath): its offsetTable as consumerOffset.json's, and an lmqOffsetTable of the offsets
+# LMQ groups (named %LMQ%...) committed on LMQ queues, "topic@group" -> offset in queue 0.
+LMQ_CONSUMER_OFFSET_FILE = "lmqConsumerOffset.json"
 TOPICS_FILE = "topics.json"
 SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
-CONFIG_FILES = (TOPICS_FILE, SUBSCRIPTION_GROUP_FILE, CONSUMER_OFFSET_FILE, DELAY_OFFSET_FILE)
+CONFIG_FILES = (TOPICS_FILE, SUBSCRIPTION_GROUP_FILE, CONSUMER_OFFSET_FILE, DELAY_OFFSET_FILE,
+                LMQ_CONSUMER_OFFSET_FILE)
 BAK_SUFFIX = ".bak"
 TMP_SUFFIX = ".tmp"
 TOPIC_GROUP_SEPARATOR = "@"  # ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR
@@ -457,6 +462,18 @@ def _decode_consumer_offsets(doc: Any, path: Path) -> dict[str, dict[int, int]]:
     return result
 
 
+def _decode_lmq_consumer_offsets(doc: Any, path: Path) -> dict[str, dict[int, int]]:
+    """``lmqConsumerOffset.json``: its offsetTable, and each lmqOffsetTable entry as queue 0 of
+    its key (an LMQ has one queue, LMQ_QUEUE_ID 0)."""
+    result = _decode_consumer_offsets(doc, path)
+    lmq_table = _obj(_obj(doc, path, "the document").get("lmqOffsetTable", {}), path, "lmqOffsetTable")
+    for key, offset in lmq_table.items():
+        if not isinstance(key, str) or TOPIC_GROUP_SEPARATOR not in key:
+            raise _shape(path, f"lmqOffsetTable key {key!r} is not 'topic@group'")
+        result.setdefault(key, {})[0] = _int(offset, path, f"offset of {key}")
+    return result
+
+
 def load_consumer_offsets(config_dir: Path) -> dict[str, dict[int, int]]:
     """``consumerOffset.json``: "topic@group" -> {queueId: next offset to consume} (§3.3)."""
     return load_config(Path(config_dir) / CONSUMER_OFFSET_FILE, _decode_consumer_offsets) or {}
@@ -611,6 +628,7 @@ def save_subscription_groups(config_dir: Path, groups: Mapping[str, Subscription
 DECODERS: dict[str, Callable[[Any, Path], Any]] = {
     DELAY_OFFSET_FILE: _decode_delay_offsets,
     CONSUMER_OFFSET_FILE: _decode_consumer_offsets,
+    LMQ_CONSUMER_OFFSET_FILE: _decode_lmq_consumer_offsets,
     TOPICS_FILE: _decode_topics,
     SUBSCRIPTION_GROUP_FILE: _decode_groups,
 }

@@ -1068,12 +1068,29 @@ class StoreReader(DLedgerScan):
         return problems + self.rocksdb.problems() + self._ambiguous_retry_topics()
 
     def consumer_offsets_ts_ms(self) -> int | None:
-        """When the offsets were last persisted: consumerOffset.json's modification time, or the
-        newest file's in their RocksDB directory when they are read from there."""
-        json_path = self.root / CONFIG_DIR_NAME / config_files.CONSUMER_OFFSET_FILE
+        """When the offsets were last persisted: their JSON file's modification time
+        (:meth:`offsets_file`), or the newest file's in their RocksDB directory when they are
+        read from there."""
+        json_path = self.root / CONFIG_DIR_NAME / self.offsets_file()
         if json_path.exists():
             return int(json_path.stat().st_mtime * 1000)
         return self.rocksdb.offsets_ts_ms()
+
+    def offsets_file(self) -> str:
+        """The JSON file of the consumer offsets: ``lmqConsumerOffset.json`` when the broker last
+        persisted its offsets with enableLmq (it then writes that file only, so it is the newer
+        of the two, or the only one), else ``consumerOffset.json``."""
+        config = self.root / CONFIG_DIR_NAME
+
+        def mtime(name: str) -> float | None:
+            times = [p.stat().st_mtime for p in (config / name, config / (name + config_files.BAK_SUFFIX))
+                     if p.is_file()]
+            return max(times) if times else None
+
+        lmq, plain = mtime(config_files.LMQ_CONSUMER_OFFSET_FILE), mtime(config_files.CONSUMER_OFFSET_FILE)
+        if lmq is not None and (plain is None or lmq >= plain):
+            return config_files.LMQ_CONSUMER_OFFSET_FILE
+        return config_files.CONSUMER_OFFSET_FILE
 
     def _ambiguous_retry_topics(self) -> list[Problem]:
         """A warning per %RETRY% topic of the store's topics that more than one (group, topic) it
@@ -1100,9 +1117,10 @@ class StoreReader(DLedgerScan):
         return self._load_config(config_files.DELAY_OFFSET_FILE).value or {}
 
     def consumer_offsets(self) -> dict[str, dict[int, int]]:
-        """consumerOffset.json's offsets or, on a store without it, those kept in RocksDB."""
+        """The offsets of consumerOffset.json (or lmqConsumerOffset.json: :meth:`offsets_file`)
+        or, on a store without it, those kept in RocksDB."""
         kept = self.rocksdb.table(OFFSETS)
-        return kept if kept is not None else self._load_config(config_files.CONSUMER_OFFSET_FILE).value or {}
+        return kept if kept is not None else self._load_config(self.offsets_file()).value or {}
 
     def topics(self) -> dict[str, config_files.TopicConfig]:
         """topics.json's topics or, on a store without it, those kept in RocksDB."""

@@ -88,5 +88,5 @@ SELECT run_id, message_key, `group`, hop_index, hop_kind, topic, queue_id, broke
        -- A re-put record no SCHEDULE record was waiting for: a copy the schedule put again (the
        -- lineage reads it as a fork's cause).
        coalesce(pair_role = 1 AND pair_class IS NULL, false) AS reput_copy,
-       tx_check_times, tx_commit_of
+       tx_check_times, tx_commit_of, dispatch_to, dispatched
 FROM delivered

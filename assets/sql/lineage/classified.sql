@@ -74,6 +74,13 @@ SELECT run_id, broker, phys_offset, topic, queue_id, queue_offset, msg_id, uniq_
        properties['{{prop_reconsume_time}}'] AS rec_reconsume_time,
        properties['{{prop_timer_del_uniqkey}}'] IS NOT NULL AS recall,
        greatest(coalesce(TRY_CAST(properties['{{prop_inner_num}}'] AS INT), 1), 1) AS inner_num,
+       -- Multi-dispatch (LMQ; docs/lineage.md "Fan-out is not a hop"): the queues the record's
+       -- INNER_MULTI_DISPATCH lists, and the positions the broker gave it there (one per offset
+       -- in INNER_MULTI_QUEUE_OFFSET; none when it did not dispatch). A fan-out, not a hop.
+       properties['{{prop_inner_multi_dispatch}}'] AS dispatch_to,
+       CAST(CASE WHEN properties['{{prop_inner_multi_queue_offset}}'] IS NULL THEN 0
+                 ELSE cardinality(split(properties['{{prop_inner_multi_queue_offset}}'],
+                                        '{{multi_dispatch_separator}}')) END AS INT) AS dispatched,
        -- A transaction's records: the check a half copy (or the discarded copy) was made by
        -- (TRANSACTION_CHECK_TIMES, which a commit keeps; 0 for the half itself), and a commit record's back-pointer
        -- (sysFlag COMMIT): the commit-log offset of the copy it commits, on its own broker; -1 in a

@@ -12,7 +12,7 @@ WITH deliveries AS (
 SELECT h.run_id, h.message_key, h.`group`, h.hop_index, h.hop_kind, h.topic, h.queue_id, h.broker, h.phys_offset,
        h.msg_id, h.delay_level, h.reconsume_times, h.store_ts, h.next_store_ts, h.dwell_ms,
        c.uniq_key, c.queue_offset, c.rec_origin_msg_id, c.real_topic, c.retry_topic, c.rec_reconsume_time,
-       c.recall, c.inner_num, c.tx_check_times, c.tx_commit_of,
+       c.recall, c.inner_num, c.tx_check_times, c.tx_commit_of, c.dispatch_to, c.dispatched,
        h.hop_kind IN ('DELIVER', 'RETRY', 'DLQ') AND coalesce(h.delay_level > 0, false) AND d.run_id IS NULL
          AS reput_copy
 FROM message_hops h

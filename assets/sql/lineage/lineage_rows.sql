@@ -18,6 +18,7 @@ hop_facts AS (
            c.run_id, c.message_key, c.`group`, c.hop_index, c.hop_kind, c.topic, c.queue_id, c.broker,
            c.phys_offset, c.msg_id, c.delay_level, c.reconsume_times, c.store_ts, c.uniq_key, c.queue_offset,
            c.origin_msg_id AS rec_origin_msg_id, c.recall, c.inner_num, c.reput_copy, c.tx_check_times, c.tx_commit_of,
+           c.dispatch_to, c.dispatched,
            txd.half_offset IS NOT NULL AS tx_decided,
            -- The origin topic its RETRY_TOPIC names (names.origin_of_retry_topic_property): the
            -- property itself, or, for a POP retry topic of the hop's group (the 5.x proxy's DLQ
@@ -98,7 +99,13 @@ message_facts AS (
                 WHEN bool_or(tx_decided) OVER message THEN 'ROLLED_BACK'
                 WHEN bool_or(hop_kind = 'DISCARD') OVER message THEN 'DISCARDED'
                 WHEN bool_or(hop_kind = 'HALF') OVER message THEN 'UNDECIDED' END AS transaction_state,
-           max(tx_check_times) OVER message AS transaction_checks
+           max(tx_check_times) OVER message AS transaction_checks,
+           -- Its fan-out (multi-dispatch, LMQ): the queues its first record that lists any lists,
+           -- and the positions all its records were given there (a retry copy of a dispatched
+           -- record is dispatched again: its LMQ readers get the message once more).
+           min_by(dispatch_to, CASE WHEN dispatch_to IS NOT NULL THEN (store_ts, broker, phys_offset) END)
+             OVER message AS first_dispatch_to,
+           sum(dispatched) OVER message AS message_dispatched
     FROM hop_facts f
     WINDOW message AS (PARTITION BY run_id, message_key)
 ),
@@ -195,7 +202,9 @@ per_chain AS (
            max(CASE WHEN hop_kind = 'RETRY' THEN retries_seen END) AS retry_depth,
            bool_or(recall) AS recalled,
            max(transaction_state) AS transaction_state,
-           max(transaction_checks) AS transaction_checks
+           max(transaction_checks) AS transaction_checks,
+           max(first_dispatch_to) AS dispatch_to,
+           max(message_dispatched) AS dispatches
     FROM (SELECT c.*,
                  CASE WHEN hop_kind = 'SCHEDULE'
                       THEN topic || '[' || CAST(CASE WHEN delay_level > 0 THEN delay_level ELSE queue_id + 1 END
@@ -302,7 +311,10 @@ stored AS (
            truncated,
            CASE WHEN awaits_revive THEN pop_revive_ts END AS invisible_until,
            forks, fork_hop_index, fork_broker, fork_cause,
-           transaction_state, transaction_checks
+           transaction_state, transaction_checks,
+           CASE WHEN dispatch_to IS NOT NULL THEN split(dispatch_to, '{{multi_dispatch_separator}}') END
+             AS dispatch_queues,
+           CAST(dispatches AS INT) AS dispatches
     FROM judged
 ),
 accepted AS (
@@ -322,6 +334,6 @@ SELECT * FROM stored
 UNION ALL
 -- One row per group subscribing to its topic (group null when none does).
 SELECT /*+ BROADCAST(s) */ l.run_id, l.uniq_key, s.`group`, l.origin_topic, l.origin_msg_id, 0, 0, NULL, NULL,
-       'LOST', NULL, NULL, NULL, false, NULL, 0, NULL, NULL, NULL, NULL, NULL
+       'LOST', NULL, NULL, NULL, false, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0
 FROM lost l
 LEFT JOIN subs s ON s.run_id = l.run_id AND s.topic = l.origin_topic
