@@ -148,7 +148,7 @@ def test_the_hops_are_written_from_the_kept_hops(plans):
 
 
 def test_the_lineage_reads_the_commit_log_only_for_aggregated_keys(plans):
-    """The lineage rows read the kept hops for the chains; the commit log only for two key sets,
+    """The lineage rows read the kept hops for the chains; the commit log only for three key sets,
     each aggregated before it is shuffled: the subscriptions its records' RETRY_TOPIC give (and
     their groups per topic), the UNIQ_KEYs a LOST message is looked for in, and the msgIds of the
     records an import restored below their broker's first offset (``--tiered``)."""
