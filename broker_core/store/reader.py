@@ -943,6 +943,7 @@ class StoreReader(DLedgerScan):
                 data = path.read_bytes()
             except OSError:
                 continue
+            self.bytes_read[CONSUME_QUEUE_DIR_NAME] += len(data)
             units = len(data) // CQ_UNIT_SIZE_BYTES
             lo, hi = 0, units  # the first unit index at or past which every unit is empty
             while lo < hi:
