@@ -24,12 +24,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from broker_core.codec import Record
+from broker_core.constants import CQ_UNIT_SIZE_BYTES, SCHEDULE_TOPIC
 from broker_core.errors import BadInputError, CorruptStoreError
 from broker_core.export.broker_parts import (
     PARQUET_DIR_NAME,
     PART_SUFFIX,
+    broker_parts_of,
     brokers_of,
     increment_part_name,
     kept_parts,
@@ -53,6 +56,7 @@ from broker_core.export.increments import (
     carry_commitlog,
     carry_parts,
     compact,
+    drop_provisional,
     fingerprints,
     load_state,
     plan_import,
@@ -295,6 +299,7 @@ class _Carry:
     increment: str
     keep_from: int | None
     body_problems: tuple[Problem, ...]
+    schedule_provisional: str | None = None
 
 
 def _free_name(parquet: Path, table: str, increment: str) -> str:
@@ -316,16 +321,27 @@ def _added_part(parquet: Path, table: str, part: str, increment: str, added: int
 
 
 def _schedule_units_table(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
-                          carry: _Carry | None) -> int:
+                          carry: _Carry | None) -> tuple[int, str]:
     """``schedule_units`` whole, or, when the consume queues were read from the last import's
-    marks, the broker's earlier files and a file of the units read since; return the rows."""
+    marks, the broker's earlier files (less the provisional rows of the units read again) and a
+    file of the units read since; return the rows and the file written."""
     if carry is None or reader.cq_read_whole:
-        return write_schedule_units(reader, parquet, part, run_id, broker)
+        return write_schedule_units(reader, parquet, part, run_id, broker), part
     rows = carry_parts(carry.old_parquet, parquet, broker, "schedule_units", RAW_TABLES["schedule_units"])
+    drop_provisional(parquet, broker, carry.schedule_provisional, _held_schedule_units(reader))
+    rows = sum(pq.ParquetFile(p).metadata.num_rows for p in broker_parts_of(parquet / "schedule_units", broker))
     increment = _free_name(parquet, "schedule_units", carry.increment)
     added = write_schedule_units(reader, parquet, increment, run_id, broker)
     _added_part(parquet, "schedule_units", part, increment, added)
-    return rows + added
+    return rows + added, increment
+
+
+def _held_schedule_units(reader: StoreReader) -> dict[int, int]:
+    """Per delay level, the queue offset of the unit the last import's mark of its schedule queue
+    stands at: this import reads the queue from there."""
+    prefix = f"{SCHEDULE_TOPIC}/"
+    return {int(key[len(prefix):]) + 1: (int(mark.file) + mark.position) // CQ_UNIT_SIZE_BYTES
+            for key, mark in (reader.cq_start or {}).items() if key.startswith(prefix)}
 
 
 def _record_body_table(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str, table: str,
@@ -467,8 +483,9 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                 raise _strict_error(reader.errors)
             carry = (_Carry(out_dir / PARQUET_DIR_NAME, commitlog_part,
                             reader.first_offset if plan.drop_before is not None else None,
-                            tuple(state.body_problems)) if resume is not None else None)
-            store_rows, body_problems = _write_store_tables(reader, parquet, part, run_id, broker, book.files, carry)
+                            tuple(state.body_problems), state.schedule_provisional) if resume is not None else None)
+            store_rows, body_problems, schedule_file = _write_store_tables(reader, parquet, part, run_id, broker,
+                                                                           book.files, carry)
             rows_by_table.update(store_rows)
             wall = (wall_clock() - started) if wall_clock is not None else None
             rows_by_table["runs"] = _write_runs_row(reader, parquet, part, run_id, broker, wall, book.files)
@@ -489,7 +506,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                     new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
                                             reader.resume_point, book.tail, prints, book.files,
                                             reader.cq_marks, _delay_records(reader), reader.zeros_from,
-                                            [p for p in body_problems if p.kind in RECORD_BODY_PROBLEMS])
+                                            [p for p in body_problems if p.kind in RECORD_BODY_PROBLEMS],
+                                            schedule_file if live else None)
                     save_state(tmp, new_state)
 
     return ImportSummary(
@@ -674,16 +692,18 @@ def _delay_records(reader: StoreReader) -> dict[int, int | None]:
 
 def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
                         files: dict[str, FileStats],
-                        carry: _Carry | None = None) -> tuple[dict[str, int], list[Problem]]:
+                        carry: _Carry | None = None) -> tuple[dict[str, int], list[Problem], str]:
     """The tables read from the store beside the commit log; return (rows by table, problems
-    found in record bodies). ``carry``: see :func:`_schedule_units_table`."""
+    found in record bodies, the schedule_units file written). ``carry``: see
+    :func:`_schedule_units_table`."""
     rows_by_table = {}
     writer = TableWriter(parquet, "delay_offsets", part=part)
     for level, offset in sorted(reader.delay_offsets().items()):
         writer.write({"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset})
     rows_by_table["delay_offsets"] = writer.close()
 
-    rows_by_table["schedule_units"] = _schedule_units_table(reader, parquet, part, run_id, broker, carry)
+    rows_by_table["schedule_units"], schedule_file = _schedule_units_table(reader, parquet, part, run_id, broker,
+                                                                           carry)
 
     # The offsets are as of their last persist: consumerOffset.json's modification time, or
     # the newest file's in config/consumerOffsets/ (RocksDB) is that moment.
@@ -715,7 +735,7 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
         writer.write({"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset,
                       "kind": p.kind, "detail": p.reason, "severity": p.severity})
     rows_by_table["store_problems"] = writer.close()
-    return rows_by_table, body_problems
+    return rows_by_table, body_problems, schedule_file
 
 
 def _write_runs_row(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
