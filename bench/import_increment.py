@@ -258,6 +258,49 @@ def run_big(big: Path, work: Path) -> list[dict]:
     return rows
 
 
+def _kib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 1024:,.1f}"
+
+
+def report_rows(code: str, kind: str, rows: list[dict]) -> list[list[str]]:
+    """The table's rows of one run of the bench: one per import."""
+    out = []
+    for row in rows:
+        read = row["store_bytes_read"]
+        bound = row["new_commitlog"] + row["new_cq"] + row["config"]
+        step = (f"+{row['step_bytes']:,} B" if row.get("step_bytes") is not None else "first, whole") \
+            if kind == "10M" else ("fresh import" if row.get("fresh") else
+                                   "after the stop" if row.get("stopped") else f"sent {row['sent']}")
+        out.append([kind, step, code, "continued" if row["resumed"] else "whole", f"{row['records_added']:,}",
+                    _kib(row["new_commitlog"]), _kib(row["new_cq"]), _kib(row["config"]), _kib(bound),
+                    _kib(sum(read.values())) if read else "-",
+                    _kib(read.get("consumequeue", 0)) if read else "-",
+                    _kib(row["rchar"]), _kib(row["read_bytes"]), f"{row['wall_s']:.2f}", f"{row['cpu_s']:.2f}"])
+    return out
+
+
+def report(runs: list[tuple[str, Path]]) -> Path:
+    """bench/results/import_increment.md from the JSON of runs of this bench (label, file)."""
+    from bench.common import load_note, write_result
+
+    rows = []
+    for kind, key in (("real 4.9.4", "real"), ("10M", "big")):
+        for label, path in runs:
+            rows += report_rows(label, kind, json.loads(path.read_text()).get(key, []))
+    header = ["store", "import", "code", "read", "records added", "new commit log KiB", "new consume queues KiB",
+              "config + checkpoint KiB", "bound KiB", "store bytes read KiB", "of which consume queues KiB",
+              "rchar KiB", "read_bytes KiB", "wall s", "CPU s"]
+    notes = (f"{load_note()} after the runs. 'bound' is the new commit-log bytes + the new consume-queue bytes "
+             "+ the config files and checkpoint; 'store bytes read' is the import's own count "
+             "(store_bytes_read, not in the code before it); rchar counts every read() of the process (the "
+             "run directory's Parquet too; a mapped commit log is not in it); read_bytes what the disk gave "
+             "after the store's pages were dropped from the page cache (a live broker keeps its mapped files "
+             "cached: 0). The real runs' imports fall where the producer's output says (their counts differ "
+             "between runs); the 10M runs import the same steps.")
+    return write_result("import_increment", "P8: what an import that continues the last one reads", header, rows,
+                        notes)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--real", action="store_true", help="a real 4.9.4 broker's growing store")
@@ -266,10 +309,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--big", type=Path, help="a bench.big_store store (10M records)")
     parser.add_argument("--work", type=Path, default=Path("var/bench/import-increment"))
     parser.add_argument("--out", type=Path, help="the rows as JSON")
+    parser.add_argument("--report", nargs="+", metavar="LABEL=JSON",
+                        help="write bench/results/import_increment.md from runs' JSON files and stop")
     args = parser.parse_args(argv)
+    if args.report:
+        report([(item.split("=", 1)[0], Path(item.split("=", 1)[1])) for item in args.report])
+        return
     out = {}
     if args.real:
-        work = args.work / "real"
+        work = args.work.resolve() / "real"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         out["real"] = run_real(work, args.messages, args.every)
