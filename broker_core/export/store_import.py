@@ -644,12 +644,23 @@ def _write_columnar(reader: ColumnarStoreReader, parquet: Path, part: str, run_i
                      {c["values"]: c["counts"] for c in counts}, pc.unique(columns["store_host"]).to_pylist(),
                      (columns["phys_offset"][-1].as_py(), columns["total_size"][-1].as_py()))
         if resume is not None:
-            ends = pa.table({k: columns[k] for k in ("topic", "queue_id", "queue_offset")}).group_by(
-                ["topic", "queue_id"]).aggregate([("queue_offset", "max")])
-            for topic, queue_id, last in zip(*(ends.column(c).to_pylist() for c in ends.column_names), strict=True):
-                book.queue_offset(reader, topic, queue_id, last)
+            _note_queues(reader, book, columns)
         writer.write(batch.table(run_id, broker))
     return writer.close(), writer.path
+
+
+def _note_queues(reader: StoreReader, book: _CommitlogBook, columns: dict) -> None:
+    """An increment's slice of new records: how far each queue's consume queue is read, and the
+    store times of its SCHEDULE records (a delay level's delay is read from one of them)."""
+    ends = pa.table({k: columns[k] for k in ("topic", "queue_id", "queue_offset")}).group_by(
+        ["topic", "queue_id"]).aggregate([("queue_offset", "max")])
+    for topic, queue_id, last in zip(*(ends.column(c).to_pylist() for c in ends.column_names), strict=True):
+        book.queue_offset(reader, topic, queue_id, last)
+    scheduled = pc.equal(columns["topic"], SCHEDULE_TOPIC)
+    if pc.any(scheduled).as_py():
+        for phys, ts in zip(columns["phys_offset"].filter(scheduled).to_pylist(),
+                            columns["store_ts"].filter(scheduled), strict=True):
+            reader.schedule_store_ts[phys] = ts.value
 
 
 def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
@@ -671,6 +682,8 @@ def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, b
                      (values[_STORE_HOST],), (entry.phys_offset, entry.size))
         if resume is not None:
             book.queue_offset(reader, entry.record.topic, entry.record.queue_id, entry.record.queue_offset)
+            if entry.record.topic == SCHEDULE_TOPIC:
+                reader.schedule_store_ts[entry.phys_offset] = entry.record.store_ts
         writer.write_values(values)
     return writer.close(), writer.path
 
