@@ -42,6 +42,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -151,6 +152,9 @@ class ImportState:
     zeros_from: int | None = None
     # What reading record bodies again found (inner batches, transaction ops) before the end.
     body_problems: list[Problem] = field(default_factory=list)
+    # A live import's file of schedule_units, whose rows of the units its marks stand at are
+    # provisional (the next import reads those units again and replaces them).
+    schedule_provisional: str | None = None
 
     def to_json(self) -> dict:
         r = self.resume
@@ -169,6 +173,7 @@ class ImportState:
             "schedule_store_ts": {str(k): v for k, v in sorted(self.schedule_store_ts.items())},
             "zeros_from": self.zeros_from,
             "body_problems": [[p.file, p.offset, p.kind, p.reason, p.severity] for p in self.body_problems],
+            "schedule_provisional": self.schedule_provisional,
         }
 
     @classmethod
@@ -188,7 +193,8 @@ class ImportState:
                     {key: QueueMark.from_json(m) for key, m in doc["queues"].items()}),
             schedule_store_ts={int(k): v for k, v in doc["schedule_store_ts"].items()},
             zeros_from=doc["zeros_from"],
-            body_problems=[Problem(*p) for p in doc["body_problems"]])
+            body_problems=[Problem(*p) for p in doc["body_problems"]],
+            schedule_provisional=doc["schedule_provisional"])
 
 
 def load_state(run_dir: Path, broker: str) -> ImportState | None:
@@ -394,4 +400,22 @@ def carry_parts(old_parquet: Path, new_parquet: Path, broker: str, table: str, s
                 rows = rows.filter(pc.greater_equal(rows.column("phys_offset"), keep_from))
             writer.write(rows)
     return writer.close()
+
+
+def drop_provisional(parquet: Path, broker: str, name: str | None, held: dict[int, int]) -> None:
+    """Take out of the broker's schedule_units file ``name`` (or its part, into which a merge put
+    it) the rows a live import gave for the units its marks stand at: ``held`` is, per delay level,
+    the queue offset of the unit its mark stands at (read again now)."""
+    if name is None or not held:
+        return
+    table_dir = Path(parquet) / "schedule_units"
+    path = table_dir / name if (table_dir / name).exists() else table_dir / part_name(broker)
+    rows = pq.read_table(path)
+    limit = pa.array([held.get(level, 2**62) for level in rows.column("delay_level").to_pylist()], pa.int64())
+    keep = pc.less(rows.column("queue_offset"), limit)
+    if pc.all(keep).as_py() is not False:
+        return
+    kept = rows.filter(keep)
+    path.unlink()  # a hard link to the old run's file: never written through
+    pq.write_table(kept, path)
 

@@ -24,12 +24,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from broker_core.codec import Record
+from broker_core.constants import CQ_UNIT_SIZE_BYTES, SCHEDULE_TOPIC
 from broker_core.errors import BadInputError, CorruptStoreError
 from broker_core.export.broker_parts import (
     PARQUET_DIR_NAME,
     PART_SUFFIX,
+    broker_parts_of,
     brokers_of,
     increment_part_name,
     kept_parts,
@@ -55,6 +58,7 @@ from broker_core.export.increments import (
     carry_commitlog,
     carry_parts,
     compact,
+    drop_provisional,
     fingerprints,
     load_state,
     plan_import,
@@ -306,6 +310,7 @@ class _Carry:
     increment: str
     keep_from: int | None
     body_problems: tuple[Problem, ...]
+    schedule_provisional: str | None = None
 
 
 def _free_name(parquet: Path, table: str, increment: str) -> str:
@@ -327,16 +332,27 @@ def _added_part(parquet: Path, table: str, part: str, increment: str, added: int
 
 
 def _schedule_units_table(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
-                          carry: _Carry | None) -> int:
+                          carry: _Carry | None) -> tuple[int, str]:
     """``schedule_units`` whole, or, when the consume queues were read from the last import's
-    marks, the broker's earlier files and a file of the units read since; return the rows."""
+    marks, the broker's earlier files (less the provisional rows of the units read again) and a
+    file of the units read since; return the rows and the file written."""
     if carry is None or reader.cq_read_whole:
-        return write_schedule_units(reader, parquet, part, run_id, broker)
+        return write_schedule_units(reader, parquet, part, run_id, broker), part
     rows = carry_parts(carry.old_parquet, parquet, broker, "schedule_units", RAW_TABLES["schedule_units"])
+    drop_provisional(parquet, broker, carry.schedule_provisional, _held_schedule_units(reader))
+    rows = sum(pq.ParquetFile(p).metadata.num_rows for p in broker_parts_of(parquet / "schedule_units", broker))
     increment = _free_name(parquet, "schedule_units", carry.increment)
     added = write_schedule_units(reader, parquet, increment, run_id, broker)
     _added_part(parquet, "schedule_units", part, increment, added)
-    return rows + added
+    return rows + added, increment
+
+
+def _held_schedule_units(reader: StoreReader) -> dict[int, int]:
+    """Per delay level, the queue offset of the unit the last import's mark of its schedule queue
+    stands at: this import reads the queue from there."""
+    prefix = f"{SCHEDULE_TOPIC}/"
+    return {int(key[len(prefix):]) + 1: (int(mark.file) + mark.position) // CQ_UNIT_SIZE_BYTES
+            for key, mark in (reader.cq_start or {}).items() if key.startswith(prefix)}
 
 
 def _record_body_table(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str, table: str,
@@ -493,8 +509,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                 store_root, parquet, part, run_id, broker, role, reader.valid_end or 0)
             carry = (_Carry(out_dir / PARQUET_DIR_NAME, commitlog_part,
                             reader.first_offset if plan.drop_before is not None else None,
-                            tuple(state.body_problems)) if resume is not None else None)
-            store_rows, body_problems = _write_store_tables(
+                            tuple(state.body_problems), state.schedule_provisional) if resume is not None else None)
+            store_rows, body_problems, schedule_file = _write_store_tables(
                 reader, parquet, part, run_id, broker, book.files, carry,
                 list(epoch_problems) + (tier_import.problems if tier_import else []))
             rows_by_table["replica_epochs"] = epoch_rows
@@ -518,7 +534,8 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
                     new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
                                             reader.resume_point, book.tail, prints, book.files,
                                             reader.cq_marks, _delay_records(reader), reader.zeros_from,
-                                            [p for p in body_problems if p.kind in RECORD_BODY_PROBLEMS])
+                                            [p for p in body_problems if p.kind in RECORD_BODY_PROBLEMS],
+                                            schedule_file if live else None)
                     save_state(tmp, new_state)
 
     return ImportSummary(
@@ -670,12 +687,23 @@ def _write_columnar(reader: ColumnarStoreReader, parquet: Path, part: str, run_i
                      {c["values"]: c["counts"] for c in counts}, pc.unique(columns["store_host"]).to_pylist(),
                      (columns["phys_offset"][-1].as_py(), columns["total_size"][-1].as_py()))
         if resume is not None:
-            ends = pa.table({k: columns[k] for k in ("topic", "queue_id", "queue_offset")}).group_by(
-                ["topic", "queue_id"]).aggregate([("queue_offset", "max")])
-            for topic, queue_id, last in zip(*(ends.column(c).to_pylist() for c in ends.column_names), strict=True):
-                book.queue_offset(reader, topic, queue_id, last)
+            _note_queues(reader, book, columns)
         writer.write(batch.table(run_id, broker))
     return writer.close(), writer.path
+
+
+def _note_queues(reader: StoreReader, book: _CommitlogBook, columns: dict) -> None:
+    """An increment's slice of new records: how far each queue's consume queue is read, and the
+    store times of its SCHEDULE records (a delay level's delay is read from one of them)."""
+    ends = pa.table({k: columns[k] for k in ("topic", "queue_id", "queue_offset")}).group_by(
+        ["topic", "queue_id"]).aggregate([("queue_offset", "max")])
+    for topic, queue_id, last in zip(*(ends.column(c).to_pylist() for c in ends.column_names), strict=True):
+        book.queue_offset(reader, topic, queue_id, last)
+    scheduled = pc.equal(columns["topic"], SCHEDULE_TOPIC)
+    if pc.any(scheduled).as_py():
+        for phys, ts in zip(columns["phys_offset"].filter(scheduled).to_pylist(),
+                            columns["store_ts"].filter(scheduled), strict=True):
+            reader.schedule_store_ts[phys] = ts.value
 
 
 def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
@@ -697,6 +725,8 @@ def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, b
                      (values[_STORE_HOST],), (entry.phys_offset, entry.size))
         if resume is not None:
             book.queue_offset(reader, entry.record.topic, entry.record.queue_id, entry.record.queue_offset)
+            if entry.record.topic == SCHEDULE_TOPIC:
+                reader.schedule_store_ts[entry.phys_offset] = entry.record.store_ts
         writer.write_values(values)
     return writer.close(), writer.path
 
@@ -719,17 +749,19 @@ def _delay_records(reader: StoreReader) -> dict[int, int | None]:
 def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
                         files: dict[str, FileStats],
                         carry: _Carry | None = None,
-                        more_problems: list[Problem] = ()) -> tuple[dict[str, int], list[Problem]]:
+                        more_problems: list[Problem] = ()) -> tuple[dict[str, int], list[Problem], str]:
     """The tables read from the store beside the commit log; return (rows by table, problems
     found in record bodies and ``more_problems``, those found in other files: the epoch files,
-    the tier's with ``--tiered``). ``carry``: see :func:`_schedule_units_table`."""
+    the tier's with ``--tiered``; the schedule_units file written). ``carry``: see
+    :func:`_schedule_units_table`."""
     rows_by_table = {}
     writer = TableWriter(parquet, "delay_offsets", part=part)
     for level, offset in sorted(reader.delay_offsets().items()):
         writer.write({"run_id": run_id, "broker": broker, "delay_level": level, "offset": offset})
     rows_by_table["delay_offsets"] = writer.close()
 
-    rows_by_table["schedule_units"] = _schedule_units_table(reader, parquet, part, run_id, broker, carry)
+    rows_by_table["schedule_units"], schedule_file = _schedule_units_table(reader, parquet, part, run_id, broker,
+                                                                           carry)
 
     # The offsets are as of their last persist: consumerOffset.json's modification time, or
     # the newest file's in config/consumerOffsets/ (RocksDB) is that moment.
@@ -770,7 +802,7 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
         writer.write({"run_id": run_id, "broker": broker, "file_name": p.file, "offset": p.offset,
                       "kind": p.kind, "detail": p.reason, "severity": p.severity})
     rows_by_table["store_problems"] = writer.close()
-    return rows_by_table, body_problems
+    return rows_by_table, body_problems, schedule_file
 
 
 def _write_runs_row(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,

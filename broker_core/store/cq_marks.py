@@ -7,6 +7,9 @@ read nothing it read before. What the check of the units found before that point
 start below the log's first offset and end after it) is remembered with the mark; so are a
 schedule queue's last units, from which the delay of its level is read (``schedule_delays``).
 
+A live import's mark stands at the last unit it read, not after it: a broker may be writing that
+unit, and the next import reads it again (the rows it gave are provisional, replaced then).
+
 The marks are only valid while the log starts where it did: retention moving the first offset
 changes which units are "below the log", so the queues are then read whole, as they are when a
 marked file is gone or the last import found units pointing past its valid log (those are read
@@ -87,7 +90,25 @@ class QueueMark:
 
 @dataclass
 class QueueWalk:
-    """Where a walk of one queue has got to: the file and position after the last valid unit read."""
+    """Where a walk of one queue has got to: the file and position after the last valid unit read,
+    and the file and position of that unit (None: none was read)."""
 
     file: str | None = None
     position: int = 0
+    last: tuple[str, int] | None = None
+
+
+def held_back(walk: QueueWalk, live: bool) -> tuple[str, int] | None:
+    """Where a live import's mark of a queue stands: at the last unit it read, which is read again
+    by the next import (a broker may have been writing it: a unit half written looks whole when its
+    last bytes are still zeros of a valid value). None: at the walk's end."""
+    return walk.last if live and walk.last is not None else None
+
+
+def without_last_unit(pieces: list[tuple]) -> list[tuple]:
+    """The pieces of a queue read without their last unit (the one a live import reads again)."""
+    if not pieces:
+        return pieces
+    path, pos, data = pieces[-1]
+    rest = data[:-CQ_UNIT_SIZE_BYTES]
+    return pieces[:-1] + ([(path, pos, rest)] if rest else [])

@@ -70,8 +70,10 @@ from broker_core.store.cq_marks import (
     QueueMark,
     QueueWalk,
     first_piece_bytes,
+    held_back,
     piece_sizes,
     queue_key,
+    without_last_unit,
 )
 from broker_core.store.dledger import RECOVER_FILES_FROM_END as DLEDGER_RECOVER_FILES_FROM_END
 from broker_core.store.dledger import DLedgerCheckpoint, DLedgerLayout, find_layout
@@ -706,9 +708,14 @@ class StoreReader(DLedgerScan):
         has not written are still the zeros the last import saw. Sets :attr:`zeros_from`."""
         checked = self.zeros_checked_from
         problems = len(self._scan_problems)
-        if (checked is not None and cf.start <= checked <= cf.start + pos and limit - pos >= 8
-                and not any(buf[pos:pos + 8])):
-            self.bytes_read[COMMITLOG_DIR_NAME] += 8
+        head = min(limit, pos + 8)
+        self.bytes_read[COMMITLOG_DIR_NAME] += head - pos
+        if any(buf[pos:head]):
+            # Something follows the data at once (a live broker's next record): the first non-zero
+            # byte is among these, and the check names it from them alone.
+            self._check_zero_tail(cf, buf, pos, head)
+        elif checked is not None and cf.start <= checked <= cf.start + pos:
+            pass
         else:
             # A file's holes (never written: RocketMQ maps each file at its full size) read as
             # zeros; only the part that holds data is read.
@@ -872,7 +879,7 @@ class StoreReader(DLedgerScan):
                     if valid:
                         yield path, pos, data[:valid * CQ_UNIT_SIZE_BYTES]
                         pos += valid * CQ_UNIT_SIZE_BYTES
-                        walk.position = pos
+                        walk.position, walk.last = pos, (path.name, pos - CQ_UNIT_SIZE_BYTES)
                     if valid < len(data) // CQ_UNIT_SIZE_BYTES:
                         return  # an invalid unit (zeros after the last one): the queue ends here
                     if len(data) < size:
@@ -943,6 +950,7 @@ class StoreReader(DLedgerScan):
                 data = path.read_bytes()
             except OSError:
                 continue
+            self.bytes_read[CONSUME_QUEUE_DIR_NAME] += len(data)
             units = len(data) // CQ_UNIT_SIZE_BYTES
             lo, hi = 0, units  # the first unit index at or past which every unit is empty
             while lo < hi:
@@ -1009,11 +1017,14 @@ class StoreReader(DLedgerScan):
             if found.past is not None:
                 marks = None  # read again until the log reaches them: the next import reads all
             mark = QueueMark(walk.file, walk.position, found.across) if walk.file is not None else None
+            held = held_back(walk, self.live)
+            if held is not None:
+                mark.file, mark.position = held
             if schedule:
                 self._schedule_pieces[queue_id + 1] = pieces
                 if mark is not None:
-                    mark.tail_file, mark.tail = _tail_after(old, pieces)
-                    self._schedule_tails[queue_id + 1] = mark.tail
+                    mark.tail_file, mark.tail = _tail_after(old, without_last_unit(pieces) if held else pieces)
+                    self._schedule_tails[queue_id + 1] = _tail_after(old, pieces)[1]
                 elif old is not None:
                     self._schedule_tails[queue_id + 1] = old.tail
             if marks is not None and mark is not None:

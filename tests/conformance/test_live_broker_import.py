@@ -6,6 +6,7 @@ Needs java, javac and mvn (the jars come from the conformance cache); skips with
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from pathlib import Path
@@ -61,6 +62,7 @@ def test_a_live_broker_imported_while_a_producer_writes_equals_a_fresh_import(tm
              cluster.namesrv_addr, "LiveTopic", str(MESSAGES)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
         live = []
+        marks = []
         output = []
         deadline = threading.Timer(PRODUCER_TIMEOUT_S, producer.kill)
         deadline.start()
@@ -71,6 +73,7 @@ def test_a_live_broker_imported_while_a_producer_writes_equals_a_fresh_import(tm
                     summary = import_store(store, run, broker="broker-a", live=True)
                     assert summary.errors == [], summary.errors
                     live.append(summary)
+                    marks.append(_cq_marked(run))
             producer.wait()
         finally:
             deadline.cancel()
@@ -84,9 +87,30 @@ def test_a_live_broker_imported_while_a_producer_writes_equals_a_fresh_import(tm
     assert live[1].resumed_from == live[0].next_offset and live[1].records_added > 0
     final = import_store(store, run, broker="broker-a")
     assert final.resumed_from == live[1].next_offset, final.full_import_reason
+    marks.append(_cq_marked(run))
+    # Each increment read the commit-log bytes and consume-queue units the store gained, the
+    # config files and checkpoint, and a fixed allowance (one unit past each queue's end, the last
+    # record again for its fingerprint, the disk block of zeros after the data): not the queues whole.
+    config = sum(p.stat().st_size for p in [*(store / "config").glob("*.json"), store / "checkpoint"])
+    queues = sum(1 for q in (store / "consumequeue").glob("*/*") if q.is_dir())
+    for summary, before, after in zip([live[1], final], marks[:-1], marks[1:], strict=True):
+        read = summary.store_bytes_read
+        assert read["consumequeue"] <= after - before + CQ_UNIT_BYTES * queues, (read, after - before)
+        assert sum(read.values()) <= summary.bytes_read + after - before + config + INCREMENT_ALLOWANCE_BYTES, read
+    assert live[0].store_bytes_read["consumequeue"] >= marks[0]
     fresh = import_store(store, tmp_path / "fresh" / "live", broker="broker-a")
     assert final.records == fresh.records >= MESSAGES + MESSAGES // 10  # each delayed one is stored twice
     assert fresh.commitlog_files >= 2 and final.errors == []
     assert _rows(run) == _rows(tmp_path / "fresh" / "live")
     print(f"live imports read {[s.bytes_read for s in live]} bytes, the last {final.bytes_read}; "
-          f"a fresh import {fresh.bytes_read}")
+          f"a fresh import {fresh.bytes_read}; from the store: {[s.store_bytes_read for s in (*live, final, fresh)]}")
+
+
+CQ_UNIT_BYTES = 20
+INCREMENT_ALLOWANCE_BYTES = 8 * 1024
+
+
+def _cq_marked(run: Path) -> int:
+    """The consume-queue bytes the run's last import had read up to, summed over the queues."""
+    queues = json.loads((run / "import_state" / "broker-a.json").read_text())["queues"]
+    return sum(int(m["file"]) + m["position"] for m in queues.values())

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from growing_store import FILE_SIZE, GrowingStore, rows_of
 
@@ -167,3 +168,35 @@ def test_imports_while_a_writer_process_appends_equal_a_fresh_import(tmp_path):
     print(f"{len(imports)} imports while writing, {in_flight} saw a record in flight; "
           f"bytes read per import: max {max(s.bytes_read for s in imports)}, total "
           f"{sum(s.bytes_read for s in imports) + final.bytes_read}, log {final.valid_end}")
+
+
+def test_a_consume_queue_unit_being_written_is_read_again_by_the_next_import(tmp_path):
+    """A live import that reads the unit a broker is writing at the end of a consume queue (here a
+    schedule queue's newest unit with its last bytes, the due time, not written yet) keeps its mark
+    at that unit: the next import reads it again and its row is the written unit's, as in a fresh
+    import."""
+    grower = GrowingStore(tmp_path / "store")
+    grower.grow(30)
+    run = tmp_path / "run"
+    import_store(grower.root, run, broker="broker-a", live=True)
+    grower.grow(6)  # record 30 is delayed: one more unit in the schedule queue
+    queue = sorted((grower.root / "consumequeue" / "SCHEDULE_TOPIC_XXXX" / "2").iterdir())[-1]
+    units = queue.read_bytes()
+    end = len(units.rstrip(b"\0"))
+    end += -end % 20
+    last = units[end - 20:end]
+    with open(queue, "r+b") as fh:  # the due time not written yet
+        fh.seek(end - 8)
+        fh.write(bytes(8))
+    torn = import_store(grower.root, run, broker="broker-a", live=True)
+    assert torn.resumed_from is not None
+    due = [r["due_ts"] for r in pq.read_table(run / "parquet" / "schedule_units").to_pylist()]
+    assert min(due).timestamp() == 0  # the half-written unit's row, provisional
+    with open(queue, "r+b") as fh:
+        fh.seek(end - 20)
+        fh.write(last)
+    import_store(grower.root, run, broker="broker-a", live=True)
+    grower.shutdown()
+    import_store(grower.root, run, broker="broker-a")
+    import_store(grower.root, tmp_path / "fresh" / "run", broker="broker-a")
+    assert rows_of(run) == rows_of(tmp_path / "fresh" / "run")
