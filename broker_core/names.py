@@ -162,11 +162,6 @@ def is_bookkeeping_record(topic: str, real_topic: str | None) -> bool:
             or (group is not None and group.startswith(SYSTEM_GROUP_PREFIX)))
 
 
-def is_trace_topic(topic: str) -> bool:
-    """Whether ``topic`` holds message-trace records: the default trace topic or a cloud region's."""
-    return topic == TRACE_TOPIC or topic.startswith(TRACE_DATA_TOPIC_PREFIX)
-
-
 def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 

@@ -47,6 +47,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyContext;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyContext;
@@ -172,7 +173,7 @@ public class Driver {
             int p = Integer.parseInt(m[1]);
             DefaultMQProducer producer = producers.get(p);
             if (producer == null) {
-                producer = transactionalProducers.contains(p) ? transactionalProducer(m[2]) : new DefaultMQProducer(m[2], traced());
+                producer = transactionalProducers.contains(p) ? transactionalProducer(m[2]) : plainProducer(m[2]);
                 producer.setNamesrvAddr(namesrv);
                 producer.setInstanceName("producer-" + p);
                 // A plan may shorten the route refresh (default 30 s): after a DLedger group elects
@@ -232,6 +233,11 @@ public class Driver {
     // Whether the plan turns message trace on for every client (setting trace 1).
     static boolean traced() {
         return settings.getOrDefault("trace", 0L) == 1L;
+    }
+
+    // A producer of plain messages; with trace on, by the constructor every release keeps.
+    static DefaultMQProducer plainProducer(String group) {
+        return traced() ? new DefaultMQProducer(null, group, null, true, null) : new DefaultMQProducer(group);
     }
 
     // A gRPC group of the plan: GrpcPlanDriver.java consumes it through the proxy.
@@ -383,7 +389,8 @@ public class Driver {
     // A producer of transactional messages: its listener returns the plan's answers, to the
     // execution right after the half message is stored and to each check the broker sends.
     static TransactionMQProducer transactionalProducer(String group) {
-        TransactionMQProducer producer = new TransactionMQProducer(null, group, null, traced(), null);
+        TransactionMQProducer producer = traced() ? new TransactionMQProducer(null, group, null, true, null)
+                : new TransactionMQProducer(group);
         producer.setTransactionListener(new TransactionListener() {
             @Override
             public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
@@ -477,7 +484,10 @@ public class Driver {
         final int max = Integer.parseInt(g[4]);
         final long consumeMs = Long.parseLong(g[5]);
         final String consumerId = group + "-c" + index;
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, traced());
+        // With trace on, the constructor every release keeps (5.x dropped (group, enableMsgTrace)).
+        DefaultMQPushConsumer c = traced()
+                ? new DefaultMQPushConsumer(null, group, null, new AllocateMessageQueueAveragely(), true, null)
+                : new DefaultMQPushConsumer(group);
         c.setNamesrvAddr(namesrv);
         c.setInstanceName(consumerId);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
