@@ -10,7 +10,8 @@ Merging the two copies (:func:`broker_core.export.replicas.merge_sides`) uses th
 rejoining slave does (``AutoSwitchHAClient.doTruncate``): the copy whose last epoch is the highest
 holds the broker's history (a tie: the copy imported as master); the other copy agrees with it up to
 the **consistent point** (``EpochFileCache.findConsistentPoint``: of the latest epoch both hold with
-the same start offset, the smaller of the two copies' ends of it). A record of the other copy past
+the same start offset, the smaller of the two copies' ends of it). Copies whose last epochs are the
+same saw no failover between them and merge as any master and slave do. A record of the other copy past
 that point was written by a master that lost its role before any replica had it, and RocketMQ
 truncates it when that broker rejoins. A producer's send waits for the SyncStateSet
 (``allAckInSyncStateSet``), so it was not acknowledged; a consumer's send-back does not wait for
@@ -124,6 +125,10 @@ def decide(sides: dict[str, Path], part: str) -> EpochDecision:
     history, other = (second, first) if b[-1]["epoch"] > a[-1]["epoch"] else (first, second)
     point = consistent_point(epochs[other], epochs[history])
     decision.history = history
+    if epochs[other][-1]["epoch"] == epochs[history][-1]["epoch"] and point >= 0:
+        # One epoch on both: no failover between them. A slave behind, or one holding what its
+        # master lost in a crash, merges as any pair does.
+        return decision
     if point < 0:
         decision.problems.append(Problem(
             "epochFileCheckpoint", None, KIND_EPOCHS_DISJOINT,
