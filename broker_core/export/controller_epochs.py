@@ -13,10 +13,10 @@ the **consistent point** (``EpochFileCache.findConsistentPoint``: of the latest 
 the same start offset, the smaller of the two copies' ends of it). Copies whose last epochs are the
 same saw no failover between them and merge as any master and slave do. A record of the other copy past
 that point was written by a master that lost its role before any replica had it, and RocketMQ
-truncates it when that broker rejoins. A producer's send waits for the SyncStateSet
-(``allAckInSyncStateSet``), so it was not acknowledged; a consumer's send-back does not wait for
-replicas (``AbstractSendMessageProcessor.consumerSendMsgBack`` sets WAIT false), so a send-back may
-have been acknowledged and then lost: a real 5.3.3 master killed 36 ms after a send-back left exactly
+truncates it when that broker rejoins. A producer's send waits for the SyncStateSet only with
+``allAckInSyncStateSet=true`` (the default, false with ``inSyncReplicas=1``, waits for no replica),
+and a consumer's send-back never waits (``AbstractSendMessageProcessor.consumerSendMsgBack`` sets
+WAIT false), so such a record may have been acknowledged and then lost: a real 5.3.3 master killed 36 ms after a send-back left exactly
 that record, and the group never saw the message again. The merge leaves such records out of
 ``commitlog`` (they hold offsets the broker's history gave to other records), writes each to
 ``failover_cut`` (the warehouse's anomaly FAILOVER_CUT names its message), counts them in
@@ -167,9 +167,9 @@ def cut_tail(commitlog: Path, out: Path, decision: EpochDecision, role: str) -> 
         "commitlog", first, KIND_FAILOVER_TRUNCATED,
         f"{count} record(s) of the {role} from offset {first} to {last} are past offset {decision.cut_offset}, "
         f"where its epochs leave the {decision.history}'s: written by a master that lost its role before a replica "
-        "had them; RocketMQ truncates them when that broker rejoins. A send waited for its replicas and was not "
-        "acknowledged, but a consumer's send-back does not wait: one may have been acknowledged and is lost "
-        "(anomaly FAILOVER_CUT). Left out of commitlog, listed in failover_cut", WARNING))
+        "had them; RocketMQ truncates them when that broker rejoins. A consumer's send-back (and, unless "
+        "allAckInSyncStateSet, a send) is acknowledged without waiting for a replica, so one may have been "
+        "acknowledged and lost (anomaly FAILOVER_CUT). Left out of commitlog, listed in failover_cut", WARNING))
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table.filter(pc.invert(past)), out)
     return out
