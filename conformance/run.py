@@ -112,6 +112,9 @@ def run_conformance(version: str, scenario_path: str | Path, out_dir: str | Path
                             where="--controller-nodes")
     say = log or (lambda _m: None)
     jars.check_version(version)
+    if controller_nodes and semantics_of_release(version).startswith("4"):
+        raise BadInputError(f"controller mode is RocketMQ 5.x's (RIP-44); {version} has no controller",
+                            where="--controller-nodes", hint="use --rocketmq 5.3.3, or --dledger-nodes on 4.x")
     scenario_path = Path(scenario_path)
     if not scenario_path.is_file():
         raise BadInputError("scenario file does not exist", where=str(scenario_path))

@@ -10,12 +10,13 @@ Merging the two copies (:func:`broker_core.export.replicas.merge_sides`) uses th
 rejoining slave does (``AutoSwitchHAClient.doTruncate``): the copy whose last epoch is the highest
 holds the broker's history (a tie: the copy imported as master); the other copy agrees with it up to
 the **consistent point** (``EpochFileCache.findConsistentPoint``: of the latest epoch both hold with
-the same start offset, the smaller of the two copies' ends of it). A record of the other copy past
+the same start offset, the smaller of the two copies' ends of it). Copies whose last epochs are the
+same saw no failover between them and merge as any master and slave do. A record of the other copy past
 that point was written by a master that lost its role before any replica had it, and RocketMQ
-truncates it when that broker rejoins. A producer's send waits for the SyncStateSet
-(``allAckInSyncStateSet``), so it was not acknowledged; a consumer's send-back does not wait for
-replicas (``AbstractSendMessageProcessor.consumerSendMsgBack`` sets WAIT false), so a send-back may
-have been acknowledged and then lost: a real 5.3.3 master killed 36 ms after a send-back left exactly
+truncates it when that broker rejoins. A producer's send waits for the SyncStateSet only with
+``allAckInSyncStateSet=true`` (the default, false with ``inSyncReplicas=1``, waits for no replica),
+and a consumer's send-back never waits (``AbstractSendMessageProcessor.consumerSendMsgBack`` sets
+WAIT false), so such a record may have been acknowledged and then lost: a real 5.3.3 master killed 36 ms after a send-back left exactly
 that record, and the group never saw the message again. The merge leaves such records out of
 ``commitlog`` (they hold offsets the broker's history gave to other records), writes each to
 ``failover_cut`` (the warehouse's anomaly FAILOVER_CUT names its message), counts them in
@@ -28,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -51,32 +51,37 @@ def write_replica_epochs(root: Path, parquet: Path, part: str, run_id: str, brok
     files = read_controller_files(root, log_end)
     writer = TableWriter(parquet, "replica_epochs", part=part)
     if files is not None and files.epochs:
-        offsets, hosts, delivered = _offsets_and_hosts(broker_parts_of(parquet / "commitlog", broker))
-        for entry, end in files.ranges(log_end):
-            inside = (offsets >= entry.start_offset) & (offsets < end)
+        ranges = files.ranges(log_end)
+        counts, hosts = _count_by_range(broker_parts_of(parquet / "commitlog", broker), ranges)
+        for (entry, end), count, found in zip(ranges, counts, hosts, strict=True):
             writer.write({"run_id": run_id, "broker": broker, "role": role,
                           "broker_id": files.identity.broker_id if files.identity else None,
                           "epoch": entry.epoch, "start_offset": entry.start_offset, "end_offset": end,
-                          "records": int(inside.sum()),
-                          "store_hosts": sorted(set(hosts[inside & ~delivered].tolist())),
-                          "truncated_records": 0})
+                          "records": count, "store_hosts": sorted(found), "truncated_records": 0})
     return writer.close(), (files.problems if files is not None else []), files
 
 
-def _offsets_and_hosts(files: list[Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every record's physical offset and store host, and whether it is a delivery from the schedule
-    or the timer (its topic is its REAL_TOPIC again), from this copy's commitlog files.
+def _count_by_range(files: list[Path], ranges: list) -> tuple[list[int], list[set[str]]]:
+    """Per epoch range: this copy's records there, and the store hosts of those that are not a
+    delivery from the schedule or timer (its topic is its REAL_TOPIC again), a row group at a time.
 
     A delivery keeps the STOREHOST of the record it was put from (ScheduleMessageService.
     messageTimeup copies it), so after a failover the new master's deliveries of records the old
     one scheduled carry the old master's address (seen on a real 5.3.3 pair): they name no writer."""
-    tables = [pq.read_table(p, columns=["phys_offset", "store_host", "topic", "real_topic"]) for p in files]
-    if not tables:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=object), np.empty(0, dtype=bool)
-    table = pa.concat_tables(tables)
-    delivered = pc.fill_null(pc.equal(table.column("topic"), table.column("real_topic")), False)
-    return (table.column("phys_offset").to_numpy(), np.array(table.column("store_host").to_pylist(), dtype=object),
-            delivered.to_numpy(zero_copy_only=False))
+    counts = [0] * len(ranges)
+    hosts: list[set[str]] = [set() for _ in ranges]
+    for path in files:
+        f = pq.ParquetFile(path)
+        for i in range(f.num_row_groups):
+            group = f.read_row_group(i, columns=["phys_offset", "store_host", "topic", "real_topic"])
+            offsets = group.column("phys_offset")
+            own = pc.invert(pc.fill_null(pc.equal(group.column("topic"), group.column("real_topic")), False))
+            for k, (entry, end) in enumerate(ranges):
+                inside = pc.and_(pc.greater_equal(offsets, entry.start_offset), pc.less(offsets, end))
+                counts[k] += pc.sum(inside).as_py() or 0
+                hosts[k].update(h for h in pc.unique(group.column("store_host").filter(pc.and_(inside, own)))
+                                .to_pylist() if h is not None)
+    return counts, hosts
 
 
 @dataclass
@@ -124,6 +129,10 @@ def decide(sides: dict[str, Path], part: str) -> EpochDecision:
     history, other = (second, first) if b[-1]["epoch"] > a[-1]["epoch"] else (first, second)
     point = consistent_point(epochs[other], epochs[history])
     decision.history = history
+    if epochs[other][-1]["epoch"] == epochs[history][-1]["epoch"] and point >= 0:
+        # One epoch on both: no failover between them. A slave behind, or one holding what its
+        # master lost in a crash, merges as any pair does.
+        return decision
     if point < 0:
         decision.problems.append(Problem(
             "epochFileCheckpoint", None, KIND_EPOCHS_DISJOINT,
@@ -145,14 +154,22 @@ def _identity_problems(epochs: dict[str, list[dict]]) -> list[Problem]:
 
 
 def cut_tail(commitlog: Path, out: Path, decision: EpochDecision, role: str) -> Path:
-    """``commitlog`` without the records from ``decision.cut_offset`` on (written to ``out``), noting
-    them in ``decision``; ``commitlog`` itself when nothing is cut."""
-    table = pq.read_table(commitlog)
-    past = pc.greater_equal(table.column("phys_offset"), decision.cut_offset)
-    count = pc.sum(past).as_py() or 0
+    """``commitlog`` without the records from ``decision.cut_offset`` on (written to ``out``, a row
+    group at a time), noting them in ``decision``; ``commitlog`` itself when nothing is cut."""
+    f = pq.ParquetFile(commitlog)
+    offsets = pq.read_table(commitlog, columns=["phys_offset"]).column(0)
+    count = pc.sum(pc.greater_equal(offsets, decision.cut_offset)).as_py() or 0
     if not count:
         return commitlog
-    tail = table.filter(past)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tails = []
+    with pq.ParquetWriter(out, f.schema_arrow) as writer:
+        for i in range(f.num_row_groups):
+            group = f.read_row_group(i)
+            past = pc.greater_equal(group.column("phys_offset"), decision.cut_offset)
+            writer.write_table(group.filter(pc.invert(past)))
+            tails.append(group.filter(past))
+    tail = pa.concat_tables(tails)
     decision.truncated_count = count
     decision.cut_records = tail
     columns = ["phys_offset", "topic", "queue_id", "queue_offset", "uniq_key", "store_host"]
@@ -162,11 +179,9 @@ def cut_tail(commitlog: Path, out: Path, decision: EpochDecision, role: str) -> 
         "commitlog", first, KIND_FAILOVER_TRUNCATED,
         f"{count} record(s) of the {role} from offset {first} to {last} are past offset {decision.cut_offset}, "
         f"where its epochs leave the {decision.history}'s: written by a master that lost its role before a replica "
-        "had them; RocketMQ truncates them when that broker rejoins. A send waited for its replicas and was not "
-        "acknowledged, but a consumer's send-back does not wait: one may have been acknowledged and is lost "
-        "(anomaly FAILOVER_CUT). Left out of commitlog, listed in failover_cut", WARNING))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table.filter(pc.invert(past)), out)
+        "had them; RocketMQ truncates them when that broker rejoins. A consumer's send-back (and, unless "
+        "allAckInSyncStateSet, a send) is acknowledged without waiting for a replica, so one may have been "
+        "acknowledged and lost (anomaly FAILOVER_CUT). Left out of commitlog, listed in failover_cut", WARNING))
     return out
 
 

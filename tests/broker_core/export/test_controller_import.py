@@ -174,3 +174,16 @@ def test_the_warehouse_names_the_message_whose_send_back_the_failover_cut(pair, 
     assert state == "CONSUMED"
     sends = {s["uniq_key"]: s for s in MANIFEST["sends"]}
     assert sends[cut["uniq_key"]]["status"] == "SEND_OK" and sends[cut["uniq_key"]]["topic"] == "NoticeTopic"
+
+
+def test_copies_of_one_epoch_merge_as_any_pair(tmp_path):
+    """The killed master's copy against itself with a shorter epoch file (one epoch on both): no
+    failover between them, so nothing is cut and no epoch decision is made."""
+    new, old = _copies(tmp_path)
+    shutil.copyfile(old / EPOCH_FILE, new / EPOCH_FILE)
+    (new / (EPOCH_FILE + ".bak")).unlink()
+    summary = _import_pair(tmp_path / "run", new, old)
+    kinds = {p.kind for p in summary.problems}
+    assert KIND_FAILOVER_TRUNCATED not in kinds and KIND_EPOCHS_DISJOINT not in kinds
+    assert summary.merged["epochs"]["cut_offset"] is None
+    assert "failover" not in " ".join(p.reason for p in summary.problems)

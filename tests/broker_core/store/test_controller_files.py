@@ -101,3 +101,10 @@ def test_a_broker_identity_not_of_three_parts_is_an_error(tmp_path, text):
     found = read_controller_files(store)
     assert found.identity is None
     assert [(p.kind, p.severity) for p in found.problems] == [(KIND_IDENTITY_BAD, ERROR)]
+
+
+def test_a_crc_line_of_zero_is_not_checked():
+    """CheckpointFile.NOT_CHECK_CRC_MAGIC_CODE: 0 on the CRC line means the entries are not checked."""
+    assert [(e.epoch, e.start_offset) for e in parse_epoch_text("2\n0\n1-0\n2-108535\n")] == [(1, 0), (2, 108535)]
+    with pytest.raises(ValueError, match="says 3 entries"):
+        parse_epoch_text("3\n0\n1-0\n2-108535\n")
