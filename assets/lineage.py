@@ -213,8 +213,8 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
     spark = hops_df.sparkSession
     records = _records(commitlog_df, inner_messages_df)
     hops = _step(spark, "hops_with_facts", {"message_hops": hops_df, "classified": classify_hops(records)})
-    tables = {"commitlog": commitlog_df, "consume_attempts": consume_attempts_df,
-              "consumer_offsets": consumer_offsets_df, "produced": produced_df,
+    tables = {"consume_attempts": consume_attempts_df, "consumer_offsets": consumer_offsets_df,
+              "produced": produced_df,
               "runs": runs_df if runs_df is not None else _empty(spark, RUNS),
               "pop_evidence": (pop_evidence_df if pop_evidence_df is not None
                                else _empty(spark, RAW_TABLES["pop_evidence"])),
@@ -225,12 +225,9 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
 
 def _lineage_rows(chained: DataFrame, records: DataFrame, tables: dict[str, DataFrame]) -> DataFrame:
     """The message_lineage rows (``lineage_rows.sql``) in contract shape, unsorted."""
-    # commitlog: the records below a broker's first offset that an import restored from its tiered
-    # store (origin_cuts_ctes.sql, restored_records); registered here so the step never reads a
-    # view of that name another run left in the session.
     views = {"chained": chained, "records": records,
-             **{name: tables[name] for name in ("commitlog", "consume_attempts", "consumer_offsets", "produced",
-                                                "runs", "pop_evidence", "transaction_ops")}}
+             **{name: tables[name] for name in ("consume_attempts", "consumer_offsets", "produced", "runs",
+                                                "pop_evidence", "transaction_ops")}}
     return conform(_step(chained.sparkSession, "lineage_rows", views), MESSAGE_LINEAGE)
 
 

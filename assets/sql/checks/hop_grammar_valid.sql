@@ -45,6 +45,10 @@ WITH crashed AS (
     UNION
     SELECT DISTINCT run_id FROM runs WHERE source = {{run_source_import}}
 ),
+records AS (
+    -- What origin_cuts_ctes reads of the commit log.
+    SELECT run_id, broker, phys_offset, msg_id FROM commitlog
+),
 {{origin_cuts_ctes}},
 shared_repeated AS (
     -- Hashes of the messages with more than one shared hop (an aggregate on one integer costs a

@@ -7,7 +7,11 @@
 -- ORIGIN_MESSAGE_ID it had just set, and the broker's next send-back names the retry record it
 -- re-puts. The record named may lie below the commit log's first offset in an imported store
 -- (deleted by retention).
-WITH {{origin_cuts_ctes}},
+WITH records AS (
+    -- What origin_cuts_ctes reads of the commit log.
+    SELECT run_id, broker, phys_offset, msg_id FROM commitlog
+),
+{{origin_cuts_ctes}},
 message_proofs AS (
     -- Both rules are judged first from one summary per message over its hops' commit-log records,
     -- which proves most messages sound; the rest are judged from per-message and per-group

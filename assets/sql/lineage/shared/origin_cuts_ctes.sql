@@ -10,7 +10,8 @@
 -- records below their broker's first offset that the run holds all the same (an import with
 -- --tiered brings them back from the broker's tiered store): an ORIGIN_MESSAGE_ID naming one of
 -- them names no deleted record. Five CTEs, inserted after WITH or a comma; the lineage and the
--- checks read them (Spark SQL and DuckDB).
+-- checks read them (Spark SQL and DuckDB); they read runs and records (the lineage's records, a
+-- check's CTE over the commit log).
 cut_brokers AS (
     SELECT run_id, broker,
            max(CASE WHEN first_offset > 0 THEN lpad(hex(first_offset), {{msg_id_offset_hex_chars}}, '0')
@@ -40,7 +41,7 @@ cut_runs AS (
 ),
 restored_records AS (
     SELECT /*+ BROADCAST(b) */ DISTINCT r.run_id, upper(r.msg_id) AS msg_id
-    FROM commitlog r
+    FROM records r
     JOIN (SELECT run_id, broker, max(first_offset) AS first_offset
           FROM runs WHERE broker IS NOT NULL AND first_offset > 0 GROUP BY run_id, broker) b
       ON b.run_id = r.run_id AND b.broker = r.broker
