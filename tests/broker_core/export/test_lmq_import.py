@@ -245,3 +245,17 @@ def test_a_store_that_shows_no_lmq_has_no_dispatch_rows(tmp_path):
     run = tmp_path / "plain"
     summary = import_store(DATA.parent / "rocketmq-store-4.9.4" / "store-clean", run)
     assert summary.rows_by_table["lmq_dispatches"] == 0
+
+
+def test_a_position_the_broker_may_not_have_written_yet_is_pending_not_missing():
+    """Past the queue's last unit is PENDING while the broker runs (or crashed), NOT_IN_QUEUE at rest; below its first unit QUEUE_CUT; no queue NO_QUEUE."""
+    from broker_core.export.lmq_dispatches import _Queue, _state
+
+    queue = _Queue(units={5: (100, 40), 6: (140, 40)})
+    assert _state(queue, 5, 100, settled=True) == "IN_QUEUE"
+    assert _state(queue, 6, 100, settled=True) == "OTHER_RECORD"
+    assert _state(queue, 4, 60, settled=True) == "QUEUE_CUT"
+    assert _state(queue, 7, 180, settled=False) == "PENDING"
+    assert _state(queue, 7, 180, settled=True) == "NOT_IN_QUEUE"
+    assert _state(None, 0, 0, settled=True) == "NO_QUEUE"
+    assert _state(queue, None, 0, settled=True) == "NOT_DISPATCHED"
