@@ -259,3 +259,16 @@ def test_a_position_the_broker_may_not_have_written_yet_is_pending_not_missing()
     assert _state(queue, 7, 180, settled=True) == "NOT_IN_QUEUE"
     assert _state(None, 0, 0, settled=True) == "NO_QUEUE"
     assert _state(queue, None, 0, settled=True) == "NOT_DISPATCHED"
+
+
+def test_trace_shows_the_fan_out_of_a_message(clean):
+    """`retry-audit trace` of k-7 lists its four %LMQ%a positions (PUBLISH, SCHEDULE, RETRY, DLQ), each consumed by lmq-reader."""
+    from orchestration.cmd_pipeline import format_trace, trace_messages
+
+    _run, _summary, db, _found = clean
+    with open_read_only(db) as con:
+        text = format_trace(trace_messages(con, sends()["k-7"]["uniq_key"]))
+    assert "fan-out: 4 LMQ positions in %LMQ%a (one message; a retry record is dispatched again)" in text
+    lines = [line for line in text.splitlines() if line.startswith("  %LMQ%a[0]@")]
+    assert [line.split()[2] for line in lines] == ["PUBLISH", "SCHEDULE", "RETRY", "DLQ"]
+    assert all(line.endswith("IN_QUEUE  consumed by lmq-reader") for line in lines)
