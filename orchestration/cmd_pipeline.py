@@ -170,6 +170,14 @@ WHERE a.run_id = $run AND a."group" IS NOT DISTINCT FROM $group
 ORDER BY a.start_ts, a.consumer_id
 """
 
+# A multi-dispatched (LMQ) message: each consume-queue position its records were given beside
+# their own queue's, and who consumed each (docs/lineage.md "Fan-out is not a hop").
+_LMQ = """
+SELECT broker, dispatch_queue, dispatch_queue_id, dispatch_offset, hop_kind, delivery, state, consumed_by
+FROM lmq_deliveries WHERE run_id = $run AND message_key = $key
+ORDER BY broker, dispatch_queue, dispatch_offset
+"""
+
 # A transactional message (docs/transactions.md): its outcome (the transactions table), its
 # records in store order (the half, each check copy, the discard, each commit with the copy its
 # back-pointer names), the op records that decided a copy of it, and its producer's listener calls.
@@ -250,7 +258,8 @@ def trace_messages(con: duckdb.DuckDBPyConnection, key: str) -> list[dict]:
             chain["consumes"] = _rows(con, _CONSUMES, {**params, "group": chain["group"]})
             chain["traced"] = _rows(con, _TRACED_ATTEMPTS, {**params, "group": chain["group"]})
         messages.append({"run_id": run_id, "message_key": message_key, "hops": hops, "groups": chains,
-                         "transaction": _transaction(con, params), "traced_sends": _rows(con, _TRACED_SENDS, params)})
+                         "transaction": _transaction(con, params), "traced_sends": _rows(con, _TRACED_SENDS, params),
+                         "lmq": _rows(con, _LMQ, params)})
     return messages
 
 
@@ -298,6 +307,19 @@ def _fork_lines(chain: dict, hop: dict) -> list[str]:
     if hop["hop_index"] == start:
         return ["  +- fork: from here on the chain holds copies of attempts it already made", _hop_line(hop, "|")]
     return [_hop_line(hop, "|")]
+
+
+def _lmq_lines(positions: list[dict]) -> list[str]:
+    """One message delivered through LMQ queues: each position, the record there, who consumed it."""
+    queues = sorted({p["dispatch_queue"] for p in positions})
+    lines = [f"fan-out: {len(positions)} LMQ position{'s' if len(positions) != 1 else ''} in "
+             f"{', '.join(queues)} (one message; a retry record is dispatched again)"]
+    for p in positions:
+        consumed = ", ".join(p["consumed_by"] or []) or "nobody yet"
+        lines.append(f"  {p['dispatch_queue']}[{p['dispatch_queue_id']}]@{p['dispatch_offset']:<6}  "
+                     f"{p['broker'] or '-':<12}  {p['hop_kind'] or '-':<8}  delivery {p['delivery']}  "
+                     f"{p['state']}  consumed by {consumed}")
+    return lines
 
 
 def _transaction_lines(tx: dict) -> list[str]:
@@ -359,6 +381,9 @@ def format_trace(messages: Sequence[dict]) -> str:
         if m.get("transaction"):
             lines.append("")
             lines.extend(_transaction_lines(m["transaction"]))
+        if m.get("lmq"):
+            lines.append("")
+            lines.extend(_lmq_lines(m["lmq"]))
         for chain in m["groups"]:
             group = chain["group"]
             own = [h for h in m["hops"] if h["group"] == group and group is not None]

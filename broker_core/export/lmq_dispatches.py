@@ -10,7 +10,8 @@ delivered through N queues: N rows here, one ``commitlog`` row, one hop (docs/li
 records' properties) and each is matched with the unit at its offset in
 ``consumequeue/<queue>/<queueId>/``; a unit of an ``%LMQ%`` queue that no record claims is a row
 too (``STRAY``). ``state`` says what was found (:data:`STATES`); the three that break the broker's
-rule are reported once per queue in ``store_problems`` as well.
+rule are reported once per queue in ``store_problems`` as well. Only a store that shows LMQ
+(:func:`shows_lmq`) is read so; any other gets an empty table.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from broker_core.constants import (
     PROP_INNER_MULTI_QUEUE_OFFSET,
 )
 from broker_core.export.parquet import TableWriter
+from broker_core.store.config_files import LMQ_CONSUMER_OFFSET_FILE
 from broker_core.store.problem import ERROR, WARNING, Problem
-from broker_core.store.reader import CONSUME_QUEUE_DIR_NAME, StoreReader
+from broker_core.store.reader import CONFIG_DIR_NAME, CONSUME_QUEUE_DIR_NAME, StoreReader
 
 # lmq_dispatches.state: the unit at the offset names this record (IN_QUEUE); the record lists the
 # queue but carries no offsets, so the broker did not dispatch it (multi-dispatch off: NOT_DISPATCHED);
@@ -98,6 +100,16 @@ def dispatched_records(commitlog_dir: Path, broker: str):
     return rows
 
 
+def shows_lmq(reader: StoreReader) -> bool:
+    """Whether the store is an LMQ broker's: an ``%LMQ%`` consume queue, or ``lmqConsumerOffset.json``
+    (written only with enableLmq). Only then are the records' properties read: reading every
+    record's properties again would cost every other import a second pass over its commitlog."""
+    if (reader.root / CONFIG_DIR_NAME / LMQ_CONSUMER_OFFSET_FILE).is_file():
+        return True
+    base = reader.root / CONSUME_QUEUE_DIR_NAME
+    return base.is_dir() and any(names.is_lmq(p.name) for p in base.iterdir())
+
+
 def _queues(reader: StoreReader, wanted: set[tuple[str, int]]) -> dict[tuple[str, int], _Queue]:
     """The units of every consume queue a dispatch names and of every ``%LMQ%`` queue."""
     found: dict[tuple[str, int], _Queue] = {}
@@ -152,6 +164,8 @@ def write_lmq_dispatches(reader: StoreReader, parquet: Path, part: str, run_id: 
                          broker: str) -> tuple[int, list[Problem]]:
     """Write ``lmq_dispatches`` of ``broker`` from the commitlog already written under ``parquet``
     and the store's consume queues; return its row count and the problems found. Call after the scan."""
+    if not shows_lmq(reader):
+        return TableWriter(parquet, "lmq_dispatches", part=part).close(), []
     records = dispatched_records(parquet / "commitlog", broker)
     problems: list[Problem] = []
     positions = []
@@ -162,8 +176,6 @@ def write_lmq_dispatches(reader: StoreReader, parquet: Path, part: str, run_id: 
                                     f"broker {broker}: record of {row['topic']}: {why}; its dispatches are "
                                     "not listed", WARNING))
         positions.extend((row, queue, queue_id, offset) for queue, queue_id, offset in found)
-    if not positions and not any(names.is_lmq(t) for t, _q, _f in reader.consume_queues()):
-        return TableWriter(parquet, "lmq_dispatches", part=part).close(), problems
     queues = _queues(reader, {(q, i) for _r, q, i, _o in positions})
     settled = not reader.live and not reader.abort_file_present
     broken = _Broken()

@@ -1,7 +1,7 @@
 """Write the store of a real RocketMQ 5.5.1 broker (5.5.0 clients) that took Lite-topic messages
 (5.5, RIP-83) and priority messages (5.4, RIP-80) from the remoting client.
 
-    .venv/bin/python tests/conformance/make_lite_store.py OUT_DIR
+    .venv/bin/python tests/conformance/make_lite_store.py OUT_DIR [VERSION]   # default 5.5.1
 
 The broker runs with ``enableLmq=true`` and ``enableMultiDispatch=true`` (a Lite topic's messages
 are dispatched to ``%LMQ%$<parent>$<lite>``). Steps: the parent topic LiteTopic
@@ -53,8 +53,8 @@ def run(classpath: str, *args, timeout_s: float = 120) -> list[dict]:
     return lines
 
 
-def main(out: Path) -> None:
-    lib = jars.resolve(VERSION, log=print)
+def main(out: Path, version: str = VERSION) -> None:
+    lib = jars.resolve(version, log=print)
     work = Path(tempfile.mkdtemp(prefix="lite-store-"))
     classes = work / "classes"
     classes.mkdir()
@@ -75,7 +75,7 @@ def main(out: Path) -> None:
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(cluster.procs[BROKER].store, out / BROKER, ignore=shutil.ignore_patterns(*LEFT_OUT))
-    manifest = {"rocketmq": VERSION, "clients": jars.PARTIAL_RELEASES.get(VERSION, VERSION),
+    manifest = {"rocketmq": version, "clients": jars.PARTIAL_RELEASES.get(version, version),
                 "storeConfig": {"mappedFileSizeCommitLog": COMMITLOG_FILE_BYTES, **STORE_CONFIG,
                                 "brokerName": BROKER},
                 "events": events}
@@ -85,4 +85,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), *sys.argv[2:3])

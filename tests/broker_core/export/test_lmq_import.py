@@ -216,3 +216,59 @@ def test_spark_builds_the_same_lmq_lineage_as_duckdb(spark, tmp_path):
     for table, rows in on_spark.items():
         assert on_duckdb[table].schema == rows.schema and on_duckdb[table].equals(rows), table
     assert max(on_spark["message_lineage"].column("dispatches").to_pylist()) == 6
+
+
+def test_a_unit_no_record_claims_fails_the_check(tmp_path):
+    """A unit appended to %LMQ%a naming k-2's record, which lists no LMQ: STRAY, reported by the import and the check."""
+    import struct
+
+    store = tmp_path / "store"
+    shutil.copytree(STORE, store)
+    phys = int(sends()["k-2"]["msg_id"][-16:], 16)
+    log = sorted((store / "commitlog").iterdir())[0].read_bytes()
+    size = struct.unpack_from(">i", log, phys)[0]
+    path = _unit_file(store, "%LMQ%a")
+    data = bytearray(path.read_bytes())
+    used = next(i for i in range(0, len(data), CQ_UNIT_BYTES) if not any(data[i:i + CQ_UNIT_BYTES]))
+    data[used:used + CQ_UNIT_BYTES] = struct.pack(">qiq", phys, size, 0)
+    path.write_bytes(bytes(data))
+    _run, summary, db, found = audit(tmp_path, store, "stray")
+    assert any(p.kind == PROBLEM_BROKEN and "STRAY" not in p.reason and "does not list" in p.reason
+               for p in summary.errors)
+    assert found[c.LMQ_IN_CONSUME_QUEUE].violations == 1
+    assert query(db, "SELECT state, phys_offset, dispatch_offset FROM lmq_dispatches WHERE state = 'STRAY'") == [
+        ("STRAY", phys, used // CQ_UNIT_BYTES)]
+
+
+def test_a_store_that_shows_no_lmq_has_no_dispatch_rows(tmp_path):
+    """The 4.9.4 store fixture (no %LMQ% queue, no lmqConsumerOffset.json): an empty lmq_dispatches, its records' properties not read again."""
+    run = tmp_path / "plain"
+    summary = import_store(DATA.parent / "rocketmq-store-4.9.4" / "store-clean", run)
+    assert summary.rows_by_table["lmq_dispatches"] == 0
+
+
+def test_a_position_the_broker_may_not_have_written_yet_is_pending_not_missing():
+    """Past the queue's last unit is PENDING while the broker runs (or crashed), NOT_IN_QUEUE at rest; below its first unit QUEUE_CUT; no queue NO_QUEUE."""
+    from broker_core.export.lmq_dispatches import _Queue, _state
+
+    queue = _Queue(units={5: (100, 40), 6: (140, 40)})
+    assert _state(queue, 5, 100, settled=True) == "IN_QUEUE"
+    assert _state(queue, 6, 100, settled=True) == "OTHER_RECORD"
+    assert _state(queue, 4, 60, settled=True) == "QUEUE_CUT"
+    assert _state(queue, 7, 180, settled=False) == "PENDING"
+    assert _state(queue, 7, 180, settled=True) == "NOT_IN_QUEUE"
+    assert _state(None, 0, 0, settled=True) == "NO_QUEUE"
+    assert _state(queue, None, 0, settled=True) == "NOT_DISPATCHED"
+
+
+def test_trace_shows_the_fan_out_of_a_message(clean):
+    """`retry-audit trace` of k-7 lists its four %LMQ%a positions (PUBLISH, SCHEDULE, RETRY, DLQ), each consumed by lmq-reader."""
+    from orchestration.cmd_pipeline import format_trace, trace_messages
+
+    _run, _summary, db, _found = clean
+    with open_read_only(db) as con:
+        text = format_trace(trace_messages(con, sends()["k-7"]["uniq_key"]))
+    assert "fan-out: 4 LMQ positions in %LMQ%a (one message; a retry record is dispatched again)" in text
+    lines = [line for line in text.splitlines() if line.startswith("  %LMQ%a[0]@")]
+    assert [line.split()[2] for line in lines] == ["PUBLISH", "SCHEDULE", "RETRY", "DLQ"]
+    assert all(line.endswith("IN_QUEUE  consumed by lmq-reader") for line in lines)
