@@ -43,7 +43,8 @@ def format_summary(summary: ImportSummary) -> str:
     ]
     if summary.resumed_from is not None:
         lines.append(f"  continued the last import of {summary.broker} from offset {summary.resumed_from}: "
-                     f"{summary.records_added} new records, {summary.bytes_read} bytes read")
+                     f"{summary.records_added} new records, {summary.bytes_read} commit-log bytes decoded, "
+                     f"{sum(summary.store_bytes_read.values())} bytes read from the store in all")
     elif summary.full_import_reason:
         lines.append(f"  read the store whole: {summary.full_import_reason}")
     if summary.merged is not None:

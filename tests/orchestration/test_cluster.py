@@ -8,10 +8,12 @@ import shutil
 import sys
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import pyarrow.parquet as pq
 from testdata import CLEAN_STORE, DLEDGER_FIXTURES, DLEDGER_REPLICAS
 
+from assets.raw import RAW_RUN_KEY
 from assets.run_source import CLUSTER, STORE, cluster_brokers, discover_runs
 from broker_core.export.store_import import import_store
 from broker_core.store.log_end import log_end
@@ -88,8 +90,7 @@ def test_the_store_sensor_runs_a_cluster_when_one_of_its_brokers_grew(tmp_path):
     assert [r.partition_key for r in first.run_requests] == ["prod"] and _partitions(instance) == ["prod"]
     assert sorted(json.loads(first.cursor)) == ["prod/broker-a", "prod/broker-b"]
     (request,) = first.run_requests
-    _raw_meta(job.execute_in_process(partition_key="prod", run_config=request.run_config, instance=instance,
-                                     tags=request.tags, raise_on_error=False))
+    _launch_raw(job, request, instance)
     assert _tick(defs, instance, first.cursor).run_requests == []
     grower.grow(9)
     grown = _tick(defs, instance, first.cursor)
@@ -98,15 +99,16 @@ def test_the_store_sensor_runs_a_cluster_when_one_of_its_brokers_grew(tmp_path):
     after = json.loads(grown.cursor)
     assert after["prod/broker-a"] == json.loads(first.cursor)["prod/broker-a"]
     assert after["prod/broker-b"]["offset"] == grower.store.commit_log.max_offset
-    meta = _raw_meta(job.execute_in_process(partition_key="prod", run_config=request.run_config,
-                                            instance=instance, tags=request.tags, raise_on_error=False))
+    meta = _launch_raw(job, request, instance)
     assert meta["records_added"] == 9 and meta["live"] is True and "read_whole_because" not in meta
     assert rows_of(home / "runs" / "prod") == rows_of(_imported(prod, tmp_path / "want" / "prod"))
 
 
-def _raw_meta(result) -> dict:
-    """raw/run's metadata in a run of the store job (its lineage may stop at a blocking check: the
-    growing model store's synthetic retry records are no real consumer's)."""
+def _launch_raw(job, request: dg.RunRequest, instance: dg.DagsterInstance) -> dict:
+    """Run the sensor's request as the daemon would, raw/run alone (the whole job, lineage and
+    warehouse, is materialized in the test above); return raw/run's metadata."""
+    result = job.execute_in_process(partition_key=request.partition_key, run_config=request.run_config,
+                                    instance=instance, tags=request.tags, asset_selection=[RAW_RUN_KEY])
     (raw,) = [m for m in result.asset_materializations_for_node("raw__run")]
     return {k: v.value for k, v in raw.metadata.items()}
 
@@ -134,8 +136,7 @@ def test_a_dledger_store_is_a_partition_the_store_sensor_watches(tmp_path):
     first = _tick(defs, instance, None)
     (request,) = first.run_requests
     assert request.partition_key == "n2" and json.loads(first.cursor)["n2"]["offset"] == end.offset
-    meta = _raw_meta(defs.resolve_job_def(STORE_JOB_NAME).execute_in_process(
-        partition_key="n2", run_config=request.run_config, instance=instance, tags=request.tags, raise_on_error=False))
+    meta = _launch_raw(defs.resolve_job_def(STORE_JOB_NAME), request, instance)
     assert meta["live"] is False and meta["records"] == pq.read_metadata(
         next((run / "parquet" / "commitlog").glob("*.parquet"))).num_rows
     assert _tick(defs, instance, first.cursor).run_requests == []
