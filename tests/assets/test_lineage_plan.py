@@ -148,14 +148,15 @@ def test_the_hops_are_written_from_the_kept_hops(plans):
 
 
 def test_the_lineage_reads_the_commit_log_only_for_aggregated_keys(plans):
-    """The lineage rows read the kept hops for the chains; the commit log only for two key sets,
+    """The lineage rows read the kept hops for the chains; the commit log only for three key sets,
     each aggregated before it is shuffled: the subscriptions its records' RETRY_TOPIC give (and
-    their groups per topic) and the UNIQ_KEYs a LOST message is looked for in."""
+    their groups per topic), the UNIQ_KEYs a LOST message is looked for in, and the msgIds of the
+    records below a broker's first offset (a tiered store's, restored_records)."""
     shuffles, _ = plans["lineage_rows"]
     assert all(aggregated for _, aggregated in shuffles), shuffles
     assert {partitioning for partitioning, _ in shuffles} == {
         ("hashpartitioning", ("run_id", "group", "topic")), ("hashpartitioning", ("run_id", "topic")),
-        ("hashpartitioning", ("run_id", "uniq_key"))}, shuffles
+        ("hashpartitioning", ("run_id", "uniq_key")), ("hashpartitioning", ("run_id", "msg_id"))}, shuffles
 
 
 def test_the_lineage_is_sorted_with_one_range_shuffle(plans):
