@@ -81,6 +81,11 @@ def runs(tmp_path, store_fixtures, seed) -> Path:
         run_name = name.replace(".", "")
         import_store(TESTS / "data" / name, root / run_name)
         _merge_into(root / run_name, combined)
+    # A real 5.3.3 store imported with its tiered store: records below the first offset, chains
+    # whose SCHEDULE hops retention deleted.
+    tiered = TESTS / "data" / "rocketmq-5.3.3-tiered"
+    import_store(tiered / "store", root / "tiered-533", tiered=tiered / "tier")
+    _merge_into(root / "tiered-533", combined)
     for name, count in RETAINED:
         cut = f"{name}-cut{count}"
         shutil.copytree(store_fixtures / name, root / "stores" / cut)

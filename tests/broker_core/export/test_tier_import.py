@@ -153,3 +153,34 @@ def test_bad_tiered_arguments_are_refused(tmp_path, capsys):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     with pytest.raises(BadInputError, match="--role slave"):
         import_store(DATA / "store", tmp_path / "c", broker=BROKER, role="slave", tiered=DATA / "tier")
+
+
+def test_importing_again_without_the_tier_drops_its_rows(tmp_path, capsys):
+    """The run is what the last import read: the broker imported with --tiered (--json gives the
+    tier's counts), then without it, holds no tier row."""
+    run = tmp_path / "run"
+    assert main(["import-store", str(DATA / "store"), "--out", str(run), "--broker", BROKER, "--tiered",
+                 str(DATA / "tier"), "--json", "-q"]) == 0
+    tier = json.loads(capsys.readouterr().out)["tiered"]
+    assert tier["added"] == sum(tier["added_by_topic"].values()) > 0 and tier["problems"] == 0
+    assert any(r["file_name"].startswith("tier:") for r in _rows(run))
+    import_store(DATA / "store", run, broker=BROKER)
+    assert not any(r["file_name"].startswith("tier:") for r in _rows(run))
+    assert not (run / "parquet" / "commitlog" / tier_part_name(BROKER)).exists()
+
+
+def test_a_record_the_tier_copied_twice_is_one_row(tmp_path):
+    """A queue's tier log holding a record twice (a crash between the broker's commit-log and
+    consume-queue uploads makes it copy the record again) gives one row, counted as a duplicate."""
+    store, tier = _copy(tmp_path)
+    [log] = [p for p in tier.rglob("cfcd2084*") if p.parent.name == "COMMIT_LOG" and p.parent.parent.name == "0"
+             and p.parent.parent.parent.name == TOPIC]
+    data = log.read_bytes()
+    size = int.from_bytes(data[:4], "big")
+    # The copy, uploaded again, carries its own position as PHYSICALOFFSET (bytes 28-35).
+    copy = data[:28] + len(data).to_bytes(8, "big") + data[36:size]
+    log.write_bytes(data + copy)
+    summary = import_store(store, tmp_path / "run", broker=BROKER, tiered=tier)
+    clean = import_store(DATA / "store", tmp_path / "clean", broker=BROKER, tiered=DATA / "tier")
+    assert summary.tiered.duplicates == 1 and summary.tiered.added == clean.tiered.added
+    assert summary.tiered.problems == []

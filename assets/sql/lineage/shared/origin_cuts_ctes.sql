@@ -40,6 +40,8 @@ cut_runs AS (
     SELECT DISTINCT run_id FROM cut_brokers
 ),
 restored_records AS (
+    -- The runs rows are few: broadcast, so only the records below a first offset (none without a
+    -- tiered store) reach the aggregation.
     SELECT /*+ BROADCAST(b) */ DISTINCT r.run_id, upper(r.msg_id) AS msg_id
     FROM records r
     JOIN (SELECT run_id, broker, max(first_offset) AS first_offset
