@@ -272,3 +272,17 @@ def test_trace_shows_the_fan_out_of_a_message(clean):
     lines = [line for line in text.splitlines() if line.startswith("  %LMQ%a[0]@")]
     assert [line.split()[2] for line in lines] == ["PUBLISH", "SCHEDULE", "RETRY", "DLQ"]
     assert all(line.endswith("IN_QUEUE  consumed by lmq-reader") for line in lines)
+
+
+def test_a_damaged_lmq_consumer_offset_json_is_reported_and_its_backup_read(tmp_path):
+    """lmqConsumerOffset.json cut short: the import names the file in store_problems and takes the offsets from its .bak."""
+    store = tmp_path / "store"
+    shutil.copytree(STORE, store)
+    path = store / "config" / "lmqConsumerOffset.json"
+    path.write_text(path.read_text()[:40])
+    run = tmp_path / "damaged"
+    summary = import_store(store, run)
+    (problem,) = [p for p in summary.problems if p.kind == "bad-config-file"]
+    assert problem.file == "config/lmqConsumerOffset.json" and "lmqConsumerOffset.json.bak was read instead" in problem.reason
+    offsets = {(o["group"], o["topic"]) for o in pq.read_table(run / "parquet" / "consumer_offsets").to_pylist()}
+    assert ("lmq-reader", "%LMQ%a") in offsets
