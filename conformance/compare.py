@@ -195,7 +195,10 @@ def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
 
 
 def _failover_cut(con, run_ids: list[str]) -> set[tuple[str, str]]:
-    """(message, group) of every record a controller-mode failover cut (anomaly FAILOVER_CUT)."""
+    """(message, group) of every record a controller-mode failover cut (anomaly FAILOVER_CUT); none
+    where the warehouse has no anomalies table (one built from the lineage alone)."""
+    if not _rows(con, "SELECT 1 FROM information_schema.tables WHERE table_name = 'anomalies'", []):
+        return set()
     marks = ", ".join("?" for _ in run_ids)
     return {(r["message_key"], r["group"]) for r in _rows(con, f"""
         SELECT message_key, "group" FROM anomalies WHERE kind = 'FAILOVER_CUT' AND run_id IN ({marks})""", run_ids)}

@@ -26,7 +26,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from broker_core.codec import Record
 from broker_core.constants import CQ_UNIT_SIZE_BYTES, SCHEDULE_TOPIC
 from broker_core.errors import BadInputError, CorruptStoreError
 from broker_core.export.broker_parts import (
@@ -43,6 +42,13 @@ from broker_core.export.broker_parts import (
 )
 from broker_core.export.client_trace import write_client_trace
 from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter, RecordColumns
+from broker_core.export.commitlog_rows import (
+    COMMITLOG_COLUMNS,
+    STORE_HOST_AT,
+    TOPIC_AT,
+    msg_id_host,
+    record_to_values,
+)
 from broker_core.export.controller_epochs import write_replica_epochs
 from broker_core.export.dledger_replicas import (
     ROLE_REPLICA,
@@ -88,7 +94,6 @@ from broker_core.export.replicas import (
 from broker_core.export.schema import DLEDGER_STATES, RAW_TABLES, RUN_SOURCE_IMPORT
 from broker_core.export.tier_import import TierImport, open_tier, write_tier_rows
 from broker_core.export.transaction_ops import PROBLEM_OP_UNREADABLE, write_transaction_ops
-from broker_core.message import create_message_id
 from broker_core.store.checkpoint import Checkpoint
 from broker_core.store.config_files import split_topic_group
 from broker_core.store.cq_marks import queue_key
@@ -101,7 +106,6 @@ from broker_core.store.reader import ScanProgress, StoreReader
 RECORD_BODY_PROBLEMS = (PROBLEM_INNER_UNDECODABLE, PROBLEM_INNER_COUNT, PROBLEM_OP_UNREADABLE)
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 OFFSET_EVENT_RESTORE = "RESTORE"
-_MAGIC_NAMES_MAX = 8  # distinct magic codes ever seen: v1 and v2; the cache stays tiny
 # How the commit log is decoded: whole slices of records into Arrow columns (columnar.py), or one
 # Record object per record (the reference the columnar decoder is tested against).
 DECODERS = ("columnar", "reference")
@@ -192,90 +196,6 @@ class ImportSummary:
             "controller": self.controller,
             "tiered": self.tiered.to_json() if self.tiered is not None else None,
         }
-
-
-_magic_names: dict[int, str] = {}
-_msg_id_prefixes: dict[str, str] = {}
-_MSG_ID_PREFIXES_MAX = 1024  # distinct store hosts in one store: a handful
-_MSG_ID_OFFSET_HEX_CHARS = 16  # the int64 physical offset at the end of an offset msgId
-
-
-def msg_id_host(store_host: str) -> str:
-    """The store-host part of the offset msgIds of records stored at ``store_host`` (address and
-    port as upper-case hex: all but the last 16 digits)."""
-    return create_message_id(store_host, 0)[:-_MSG_ID_OFFSET_HEX_CHARS]
-
-
-def _msg_id(record: Record) -> str:
-    """``record.msg_id`` with the host part computed once per store host (the hot path of an import)."""
-    if record.phys_offset < 0:
-        return record.msg_id
-    prefix = _msg_id_prefixes.get(record.store_host)
-    if prefix is None:
-        prefix = create_message_id(record.store_host, 0)[:-_MSG_ID_OFFSET_HEX_CHARS]
-        if len(_msg_id_prefixes) < _MSG_ID_PREFIXES_MAX:
-            _msg_id_prefixes[record.store_host] = prefix
-    return f"{prefix}{record.phys_offset:016X}"
-
-
-def _magic_name(magic: int) -> str:
-    name = _magic_names.get(magic)
-    if name is None:
-        name = f"0x{magic & 0xFFFFFFFF:08X}"
-        if len(_magic_names) < _MAGIC_NAMES_MAX:
-            _magic_names[magic] = name
-    return name
-
-
-# The commitlog columns in the order record_to_values gives them (checked against the schema).
-COMMITLOG_COLUMNS = (
-    "run_id", "broker", "phys_offset", "total_size", "topic", "queue_id", "queue_offset", "msg_id",
-    "uniq_key", "origin_msg_id", "real_topic", "real_queue_id", "retry_topic", "delay_level",
-    "reconsume_times", "max_reconsume_times", "tags", "keys", "body_size", "body_crc", "sys_flag",
-    "prepared_tx_offset", "born_ts", "born_host", "store_ts", "store_host", "properties", "magic", "file_name")
-assert COMMITLOG_COLUMNS == tuple(RAW_TABLES["commitlog"].names), "commitlog columns moved"
-_TOPIC = COMMITLOG_COLUMNS.index("topic")
-_STORE_HOST = COMMITLOG_COLUMNS.index("store_host")
-
-
-def record_to_values(record: Record, run_id: str, broker: str, file_name: str) -> tuple:
-    """The ``commitlog`` contract row of one record as values in ``COMMITLOG_COLUMNS`` order.
-
-    Timestamps stay in ms and msg_id is the offset id. A tuple rather than a dict because every
-    record of a store goes through here and straight into a :class:`TableWriter`.
-    """
-    return (
-        run_id,
-        broker,
-        record.phys_offset,
-        record.total_size,
-        record.topic,
-        record.queue_id,
-        record.queue_offset,
-        _msg_id(record),
-        record.uniq_key,
-        record.origin_msg_id,
-        record.real_topic,
-        record.real_queue_id,
-        record.retry_topic,
-        record.delay_level,
-        record.reconsume_times,
-        record.max_reconsume_times,
-        record.tags,
-        record.keys,
-        len(record.body),
-        record.body_crc,
-        record.sys_flag,
-        record.prepared_tx_offset,
-        record.born_ts,
-        record.born_host,
-        record.store_ts,
-        record.store_host,
-        # A list of pairs keeps the stored property order in the Parquet map.
-        list(record.properties.items()),
-        _magic_name(record.magic),
-        file_name,
-    )
 
 
 def commitlog_values(reader: StoreReader, run_id: str, broker: str,
@@ -721,8 +641,8 @@ def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, b
             if not entry.raft.committed:
                 continue
         values = record_to_values(entry.record, run_id, broker, entry.file_name)
-        book.records(entry.file_name, 1, entry.record.store_ts, entry.record.store_ts, {values[_TOPIC]: 1},
-                     (values[_STORE_HOST],), (entry.phys_offset, entry.size))
+        book.records(entry.file_name, 1, entry.record.store_ts, entry.record.store_ts, {values[TOPIC_AT]: 1},
+                     (values[STORE_HOST_AT],), (entry.phys_offset, entry.size))
         if resume is not None:
             book.queue_offset(reader, entry.record.topic, entry.record.queue_id, entry.record.queue_offset)
             if entry.record.topic == SCHEDULE_TOPIC:

@@ -27,6 +27,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from broker_core.export.broker_parts import INCREMENT_SEPARATOR, PART_PREFIX, PART_SUFFIX
+from broker_core.export.commitlog_rows import COMMITLOG_COLUMNS, record_to_values
 from broker_core.export.parquet import TableWriter
 from broker_core.store.problem import ERROR, Problem
 from broker_core.store.tiered import TieredStore
@@ -82,7 +83,6 @@ def write_tier_rows(tier: TieredStore, reader, parquet: Path, local_part: Path, 
 
     ``reader`` is the local store's (its consume queues give original offsets), ``local_part``
     the commitlog file the import wrote of the local log (its queue offsets say what it holds)."""
-    from broker_core.export.store_import import COMMITLOG_COLUMNS, record_to_values  # it imports this module
 
     msg_id_at = COMMITLOG_COLUMNS.index("msg_id")
     held = local_queue_offsets(local_part)

@@ -116,7 +116,7 @@ def simulate(scenario_path: str | Path, out_dir: str | Path, *, seed: int | None
         counts = _count(tmp, scenario)
         records = sum(tables.values()) + 1  # + the runs row itself
         wall = time.perf_counter() - wall_start
-        from broker_core.export.store_import import msg_id_host
+        from broker_core.export.commitlog_rows import msg_id_host
 
         write_rows(parquet_dir, "runs", [{
             "run_id": scenario.name, "scenario": scenario.name, "seed": scenario.seed,

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.codec import Blank, Record, decode_record
+from broker_core.constants import LMQ_PREFIX
 from broker_core.errors import BadInputError, CorruptRecordError
 from broker_core.names import is_system_topic
 from broker_core.store.problem import ERROR, WARNING, Problem
@@ -53,7 +54,6 @@ SEGMENT_NAME = re.compile(r"([0-9a-f]{8})(\d{20})")
 # Topics the tier never keeps beyond TopicValidator's system topics (MessageStoreTopicFilter):
 # 5.x's RocksDB offset topic, and LMQ queues (MixAll.isLmq).
 ROCKSDB_OFFSET_TOPIC = "CHECKPOINT_TOPIC"  # TopicValidator.RMQ_SYS_ROCKSDB_OFFSET_TOPIC (5.x)
-LMQ_PREFIX = "%LMQ%"  # MixAll.LMQ_PREFIX
 # A tier holds one directory per broker; a listing of candidates in an error stays this short.
 NAMES_SHOWN_MAX = 10
 # A bare numeric key of fastjson's output ({0:{ or ,12:{), quoted before the JSON is parsed.
