@@ -17,8 +17,6 @@ import pytest
 from testdata import COMMITLOG_FIXTURES, STORE_FIXTURES
 
 REAL_BROKER_TOOLS = ("java", "javac", "mvn")
-# Where each worker's real clusters take their ports (conformance/cluster.py PORT_RANGE_ENV).
-PORT_BASE_MIN, PORT_BASE_MAX = 21000, 59000
 
 
 def pytest_addoption(parser):
@@ -33,7 +31,7 @@ def missing_real_broker_tools() -> list[str]:
 def pytest_configure(config):
     # Each xdist worker probes its own slice of ports for clusters, so two workers starting
     # clusters at once never pick the same name-server or broker port.
-    from conformance.cluster import PORT_RANGE_ENV
+    from conformance.cluster import PORT_BASE_MAX, PORT_BASE_MIN, PORT_RANGE_ENV
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if worker.startswith("gw") and PORT_RANGE_ENV not in os.environ:

@@ -57,6 +57,7 @@ def test_a_new_lineage_shows_through_a_warehouse_built_before_it(spark, tiny_run
         assert int(captured.out.splitlines()[1]) > 0
 
 
+@pytest.mark.long  # a JVM of its own started and warmed: about 1.5 minutes on 2 cores
 def test_quiet_lineage_prints_nothing_on_stderr(tiny_run):
     """`retry-audit -q lineage RUN` starting its own JVM writes nothing to stderr when it succeeds."""
     proc = subprocess.run([str(SCRIPT), "-q", "lineage", str(tiny_run)], capture_output=True, text=True,
