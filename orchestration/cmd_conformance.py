@@ -6,6 +6,7 @@ differs from the real one only in documented ways; 1 otherwise (the report is st
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -88,6 +89,25 @@ def verdict_failures(report: dict) -> list[str]:
             if c["blocking"] and not c["passed"]:
                 out.append(f"blocking check {name} failed on {run}")
     return out
+
+
+def explain_failures(report: dict, limit: int = 3000) -> str:
+    """The failures of a report and the evidence of each, short enough to survive a clipped log:
+    the failures' lines first, then the first examples and differences, then each failed blocking
+    check's verdict and first violation."""
+    parts = ["; ".join(verdict_failures(report)) or "no failure"]
+    for section, key in (("lineage_vs_clients", "examples"), ("transactions_vs_producers", "examples"),
+                         ("model_vs_real", "differences")):
+        found = (report.get(section) or {}).get(key) or []
+        if found:
+            parts.append(f"{section} {key}: " + json.dumps(found[:3], default=str))
+    for run, checks in report["checks"].items():
+        for name, c in checks.items():
+            if c["blocking"] and not c["passed"]:
+                parts.append(f"{run}.{name}: {c['verdict']}, {c['violations']} violation(s), first "
+                             + json.dumps(c.get("first"), default=str))
+    parts.append("faults: " + json.dumps(report.get("faults"), default=str))
+    return "\n".join(p[:limit // 2] for p in parts)[:limit]
 
 
 def conformance(args) -> int:

@@ -19,7 +19,7 @@ from java_driver import needs_real_rocketmq
 from broker_core.sim.scenario import load_scenario
 from conformance import compare
 from conformance.run import real_run_id, run_conformance
-from orchestration.cmd_conformance import verdict_failures
+from orchestration.cmd_conformance import explain_failures, verdict_failures
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "conformance.yaml"
@@ -39,7 +39,7 @@ def real_run(tmp_path_factory, spark):
 def test_the_audit_agrees_with_the_real_clients_and_the_model_with_the_real_broker(real_run):
     """On real 4.9.4 brokers, every message's rebuilt hops match what the real clients saw, and the model's run differs from the real one only in documented ways."""
     out, report = real_run
-    assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
+    assert verdict_failures(report) == [], explain_failures(report)
     lvc, mvr = report["lineage_vs_clients"], report["model_vs_real"]
     produced = pq.read_table(out / "runs" / "model" / "parquet" / "produced").num_rows
     assert lvc["messages"] == produced == 86
@@ -217,7 +217,7 @@ def test_a_broker_killed_and_restarted_is_audited_as_its_clients_saw_it(tmp_path
 
     report = run_conformance(VERSION, SCENARIO, tmp_path / "out", spark=spark,
                              outages=(Outage.parse("broker-a@1500ms-4s"),))
-    assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
+    assert verdict_failures(report) == [], explain_failures(report)
     assert [f["kind"] for f in report["faults"]] == ["broker_kill", "broker_restart"]
     lvc, mvr = report["lineage_vs_clients"], report["model_vs_real"]
     assert lvc["messages"] == lvc["agree"] == 86 and lvc["delayed_hops_early"] == 0

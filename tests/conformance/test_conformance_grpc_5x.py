@@ -27,7 +27,7 @@ from conformance.compare import _consumable
 from conformance.observed import outcome, pop_queue
 from conformance.plan import build_plan, check_groups
 from conformance.run import real_run_id, run_conformance
-from orchestration.cmd_conformance import verdict_failures
+from orchestration.cmd_conformance import explain_failures, verdict_failures
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "conformance-grpc.yaml"
@@ -48,7 +48,7 @@ def test_the_models_grpc_consumers_match_real_ones_through_a_proxy(version, tmp_
     a message whose every attempt failed is DLQ on both sides."""
     out = tmp_path / "out"
     report = run_conformance(version, SCENARIO, out, spark=spark)
-    assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
+    assert verdict_failures(report) == [], explain_failures(report)
     lvc, mvr = report["lineage_vs_clients"], report["model_vs_real"]
     assert lvc["messages"] == lvc["agree"] == MESSAGES and lvc["disagree"] == 0
     assert mvr["messages"] == mvr["identical"] == MESSAGES and mvr["unexplained"] == 0

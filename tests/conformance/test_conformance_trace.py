@@ -20,7 +20,7 @@ from java_driver import needs_real_rocketmq
 
 from assets import checks as c
 from conformance.run import real_run_id, run_conformance
-from orchestration.cmd_conformance import verdict_failures
+from orchestration.cmd_conformance import explain_failures, verdict_failures
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "conformance-trace.yaml"
@@ -36,7 +36,7 @@ def test_the_trace_of_real_clients_agrees_with_their_log_and_the_store(version, 
     store cannot: an orderly group's local retries and a producer answering UNKNOW to each check."""
     out = tmp_path / "out"
     report = run_conformance(version, SCENARIO, out, client_trace=True, lineage_engine="duckdb")
-    assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
+    assert verdict_failures(report) == [], explain_failures(report)
     assert report["model_vs_real"]["unexplained"] == 0  # trace records are no hops
     tvc = report["trace_vs_clients"]
     for kind in ("sends", "consumes", "transaction_decisions"):

@@ -22,7 +22,7 @@ from java_driver import needs_real_rocketmq
 from broker_core.constants import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK
 from broker_core.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from conformance.run import run_conformance
-from orchestration.cmd_conformance import verdict_failures
+from orchestration.cmd_conformance import explain_failures, verdict_failures
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "conformance-transactions.yaml"
@@ -61,7 +61,7 @@ def test_the_import_and_the_model_agree_on_a_real_transactional_workload(version
     the committed messages the import found in their topic."""
     out = tmp_path / "out"
     report = run_conformance(version, SCENARIO, out, spark=spark)
-    assert verdict_failures(report) == [], json.dumps(report, indent=1, default=str)[:4000]
+    assert verdict_failures(report) == [], explain_failures(report)
     lvc, mvr = report["lineage_vs_clients"], report["model_vs_real"]
     assert mvr["messages"] == MESSAGES and mvr["unexplained"] == 0, mvr["differences"]
     assert mvr["explained_kinds"] == {}, mvr["explained_kinds"]

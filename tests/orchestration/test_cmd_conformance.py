@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestration.cmd_conformance import format_summary, verdict_failures
+from orchestration.cmd_conformance import explain_failures, format_summary, verdict_failures
 
 
 def _report(**extra) -> dict:
@@ -25,3 +25,25 @@ def test_the_revives_a_broker_dropped_are_named_in_the_summary():
     assert "REVIVE_LOST" not in format_summary(_report(revives_lost=[]), Path("out"))
     assert verdict_failures(_report(revives_lost=lost)) == [
         "1 message(s) where the audit and the real clients disagree"]
+
+
+def test_a_failed_report_is_explained_failures_first_and_short():
+    """What a failed conformance test prints: the failures, then their evidence (the first
+    disagreeing message, the failed blocking check and its first violation), in a few kilobytes
+    however large the report, so a clipped CI log still shows why."""
+    report = _report(checks={"run-real": {
+        "hop_grammar_valid": {"blocking": True, "passed": False, "verdict": "failed", "violations": 3,
+                              "first": {"message_key": "K9"}},
+        "delay_lateness_p99_below_max": {"blocking": False, "passed": False, "verdict": "failed",
+                                         "violations": 1, "first": None}}},
+        faults=[{"kind": "broker_kill", "broker": "broker-a"}])
+    report["lineage_vs_clients"]["examples"] = [{"uniq_key": "K1", "audit": "DLQ", "clients": "CONSUMED"}] * 500
+    text = explain_failures(report)
+    lines = text.splitlines()
+    assert lines[0] == ("1 message(s) where the audit and the real clients disagree; "
+                        "blocking check hop_grammar_valid failed on run-real")
+    assert lines[1].startswith('lineage_vs_clients examples: [{"uniq_key": "K1"')
+    assert 'run-real.hop_grammar_valid: failed, 3 violation(s), first {"message_key": "K9"}' in lines
+    assert "delay_lateness" not in text  # a check that does not block is no failure
+    assert lines[-1].startswith("faults: ") and len(text) <= 3000
+    assert explain_failures(_report(lineage_vs_clients={"disagree": 0})).startswith("no failure")
