@@ -483,7 +483,7 @@ TABLE_DESCRIPTIONS = {
     "anomalies": "Things to look at: DUPLICATE_CONSUME, LOST, EARLY_DELIVERY, LATE_DELIVERY, DLQ_UNEXPLAINED, "
                  "STORE_DAMAGE, REVIVE_LOST, TRANSACTION_PAST_CHECK_MAX, COMMIT_WITHOUT_HALF, OP_WITHOUT_HALF, "
                  "COMMITTED_TWICE, SENT_NOT_STORED, FAILURE_NOT_RETRIED, DECISION_NOT_STORED, FAILOVER_CUT, "
-                 "LMQ_REDELIVERED.",
+                 "LMQ_REDELIVERED, RETRY_COUNT_LOST.",
     "lmq_deliveries": "One row per LMQ (multi-dispatch) position of a message: which delivery of it in that queue "
                       "(its retry records are dispatched again), its record's hop kind, and the groups whose "
                       "committed offset there is past it.",

@@ -76,6 +76,9 @@ NEVER_DECIDED = frozenset({"DISCARDED", "UNDECIDED"})
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).
 _SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
 
+# lineage_vs_clients.explained: a chain whose retry count a producer's resend lost.
+RETRY_COUNT_LOST = "retry_count_lost_on_resend"
+
 # Difference kinds the real broker and the model are known and documented to differ in.
 EXPLAINED = {
     "after_redelivery":
@@ -374,8 +377,16 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         retries_seen = _clients_depth(delivered)
         if group in grpc and group not in fifo and expected_state == "DLQ":
             retries_seen += 1  # the retry the proxy popped and dead-lettered, which no client saw
+        # A retry record at count 0: the client's fallback send was retried by its producer, which
+        # had cleared RECONSUME_TIME on the first try, so the broker counts the retries from 0
+        # again (anomaly RETRY_COUNT_LOST). The chain's counts then repeat without any copy, and
+        # its depth and copies cannot be read from them; the audit names the message instead.
+        count_lost = _retry_count_lost(hops.get(key, []), group)
         if chain is not None and chain["retries"] != retries_seen:
-            disagree(key, group, "retries", chain["retries"], retries_seen)
+            if count_lost:
+                explained[key] = RETRY_COUNT_LOST
+            else:
+                disagree(key, group, "retries", chain["retries"], retries_seen)
         # A concurrent remoting group's copies: what the lineage counts as forks against what the
         # clients' deliveries and send-backs imply (POP, gRPC and orderly groups send nothing back
         # per failure).
@@ -386,7 +397,10 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                 forked[key] = max(forked.get(key, 0), forks)
                 deepest_forked = max(deepest_forked, chain["retries"])
             if forks != copies:
-                disagree(key, group, "forks", forks, copies)
+                if count_lost:
+                    explained[key] = RETRY_COUNT_LOST
+                else:
+                    disagree(key, group, "forks", forks, copies)
         # A concurrent listener's failures go through %RETRY% (max retries, then the DLQ); an orderly
         # one retries locally and its client sends the message to the DLQ once past the max.
         # The deepest retry the audit found, by reconsume count: a message handed out twice from
@@ -424,6 +438,12 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
             "delayed_hops_early": early,
             "not_auditable": {g: {"pairs": n, "reason": EXPLAINED["broadcast_group_absent_from_store"]}
                               for g, n in sorted(not_auditable.items())}}
+
+
+def _retry_count_lost(hops: list[dict], group: str) -> bool:
+    """Whether the group's chain holds a retry record whose reconsume count is 0: no broker
+    send-back and no first client send writes one (docs/conformance.md, "Broker outages")."""
+    return any(h["group"] == group and h["hop_kind"] == "RETRY" and h["reconsume_times"] == 0 for h in hops)
 
 
 def _delivered(calls: list[dict]) -> list[tuple[str, int]]:

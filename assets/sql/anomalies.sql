@@ -24,6 +24,11 @@
 --                      what a client's message trace says and the store does not show: a SEND_OK
 --                      with no record at its offset, a failed consume nothing retried, a
 --                      commit or rollback the store does not hold: the rows of the trace checks
+--   RETRY_COUNT_LOST   a group's retry record whose reconsume count is 0: a client's own send of
+--                      the retry (after the broker refused its send-back) failed once and its
+--                      producer sent it again without RECONSUME_TIME (cleared on the first try),
+--                      so the broker counts the message's retries from 0 again: it can be
+--                      retried past the group's maximum, and its chain's counts repeat
 --   LMQ_REDELIVERED    a multi-dispatched message at more than one position of one LMQ queue: its
 --                      retry records were dispatched there again (lmq_deliveries), so a reader of
 --                      the queue gets it more than once
@@ -223,4 +228,11 @@ SELECT run_id, 'LMQ_REDELIVERED', message_key, NULL,
 FROM lmq_deliveries
 WHERE deliveries_in_queue > 1
 GROUP BY run_id, message_key, broker, dispatch_queue
+UNION ALL
+SELECT run_id, 'RETRY_COUNT_LOST', message_key, "group",
+       broker || ' ' || topic || ' at physical offset ' || CAST(phys_offset AS VARCHAR)
+       || ' (hop ' || CAST(hop_index AS VARCHAR) || ') carries reconsume times 0: a resent retry lost its count, '
+       || 'and the broker counts this message''s retries from 0 again'
+FROM message_hops
+WHERE hop_kind = 'RETRY' AND reconsume_times = 0 AND "group" IS NOT NULL
 ORDER BY 1, 2, 3, 4;

@@ -8,10 +8,11 @@ import duckdb
 
 
 def real_run(run: str, key: str, group: str, hops: list[tuple], retries: int,
-             statuses: list[str], outcomes: list[str], forks: int = 0) -> tuple[duckdb.DuckDBPyConnection, list[dict]]:
+             statuses: list[str], outcomes: list[str], forks: int = 0,
+             final_state: str = "DLQ") -> tuple[duckdb.DuckDBPyConnection, list[dict]]:
     """``hops`` as (kind, topic, delay level, reconsume times), stored on broker-a in that order; the
-    message ends in the DLQ after ``retries`` with ``forks`` copies in its chain; one attempt per
-    PUBLISH or RETRY hop, with its status and outcome."""
+    message ends in ``final_state`` after ``retries`` with ``forks`` copies in its chain; one attempt
+    per PUBLISH or RETRY hop, with its status and outcome."""
     con = duckdb.connect()
     con.execute("""CREATE TABLE message_hops (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
                    message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
@@ -26,7 +27,8 @@ def real_run(run: str, key: str, group: str, hops: list[tuple], retries: int,
                     [run, i * 100, key, hop_group, i, kind, topic, level, times])
         con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP {'UNIQ_KEY': ?}, ?)",
                     [run, i * 100, key, f"M{i}"])
-    con.execute("INSERT INTO message_lineage VALUES (?, ?, ?, 'DLQ', ?, '', ?)", [run, key, group, retries, forks])
+    con.execute("INSERT INTO message_lineage VALUES (?, ?, ?, ?, ?, '', ?)",
+                [run, key, group, final_state, retries, forks])
     consumed = [h for h in hops if h[0] in ("PUBLISH", "RETRY")]
     attempts = [{"uniq_key": key, "group": group, "model": "CLUSTERING", "queue_topic": topic,
                  "queue_id": 0, "queue_offset": n, "phys_offset": n, "reconsume_times": times,

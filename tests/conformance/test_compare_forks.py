@@ -44,3 +44,30 @@ def test_a_forked_chain_agrees_by_its_depth_and_its_copies(retries, forks, disag
     assert [e["what"] for e in result["examples"]] == disagree, result["examples"]
     if not disagree:
         assert (result["forked_messages"], result["fork_copies"], result["deepest_forked_retries"]) == (1, FORKS, 4)
+
+
+SHORT = ROOT / "scenarios" / "conformance.yaml"
+NOTICE = "notice-service"  # at most 2 retries
+N_RETRY = f"%RETRY%{NOTICE}"
+
+
+@pytest.mark.parametrize("reset_count, what, explained", [
+    (0, [], {"retry_count_lost_on_resend": 1}),
+    (3, ["retries"], {}),  # the same repeat with no record at count 0: nothing explains it
+])
+def test_a_retry_whose_count_a_resend_lost_is_explained_not_agreed(reset_count, what, explained):
+    """A real 4.9.4 run's chain (broker-a killed mid-run): retried at count 1, the client's own send
+    of the next retry stored at count 0 (its producer's second try carried no count), then 1 and
+    2, consumed at 2. The audit's depth (2, the deepest count) and copies (2) cannot match what
+    the clients saw (counts 1, 0, 1, 2 handed out; 3 and 3): with the record at count 0 the
+    difference is explained; the same chain without it disagrees."""
+    hops = [("PUBLISH", "NoticeTopic", 0, 0), ("SCHEDULE", SCHED, 3, 1), ("RETRY", N_RETRY, 3, 1),
+            ("SCHEDULE", SCHED, 4, reset_count), ("RETRY", N_RETRY, 4, reset_count),
+            ("SCHEDULE", SCHED, 3, 1), ("RETRY", N_RETRY, 3, 1), ("SCHEDULE", SCHED, 4, 2), ("RETRY", N_RETRY, 4, 2)]
+    con, attempts = real_run("conformance-real", KEY, NOTICE, hops, 2,
+                             ["RECONSUME_LATER"] * 4 + ["CONSUME_SUCCESS"],
+                             ["SENT_BACK", "SENT_BACK_BY_CLIENT", "SENT_BACK", "SENT_BACK", "ACKED"],
+                             forks=2, final_state="CONSUMED")
+    result = compare.lineage_vs_clients(con, load_scenario(SHORT), attempts, ["conformance-real"])
+    assert [e["what"] for e in result["examples"]] == what, result["examples"]
+    assert result["explained"] == explained
