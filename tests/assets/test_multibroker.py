@@ -1,4 +1,4 @@
-"""Several brokers in one run, on real bytes: import per broker -> one Spark lineage -> warehouse checks.
+"""Several brokers in one run, on real bytes: import per broker -> one lineage -> warehouse checks.
 
 A message's hops may be on several brokers of a cluster: an orderly consumer's client sends a
 message past its maximum reconsume times to ``%RETRY%group`` through its inner producer, which
@@ -99,6 +99,7 @@ def cluster(spark, tmp_path_factory):
     """Run directories, their lineage, one warehouse and the checks' verdicts per run."""
     from assets.checks import run_checks_per_run
     from assets.lineage import run_lineage
+    from assets.lineage_duckdb import run_lineage_duckdb
     from assets.warehouse import build_warehouse, open_read_only
     from broker_core.export.store_import import import_store
 
@@ -128,8 +129,13 @@ def cluster(spark, tmp_path_factory):
     for run_id, brokers in plan.items():
         for store, broker, *role in brokers:
             import_store(store, runs / run_id, broker=broker, role=role[0] if role else "master")
+    # The pipeline's engine, Spark, builds the cluster run; DuckDB, running the same SQL
+    # (assets/sql/lineage/), the others: a Spark run costs seconds of fixed cost however small.
+    # The cluster run's rows are held equal on both engines (test_both_engines_...).
+    run_lineage(runs / "cluster", spark)
     for run_id in plan:
-        run_lineage(runs / run_id, spark)
+        if run_id != "cluster":
+            run_lineage_duckdb(runs / run_id)
     db = root / "warehouse.duckdb"
     build_warehouse([runs / r for r in plan], db)
     con = open_read_only(db)
@@ -258,3 +264,17 @@ def test_a_master_and_its_slave_count_each_record_once(cluster):
     assert cluster["con"].execute("SELECT kind FROM store_problems WHERE run_id = 'replicated' "
                                   "AND kind = 'slave-behind'").fetchall() == [("slave-behind",)]
     assert _failed(cluster, "replicated") == {}
+
+
+def test_both_engines_write_the_cluster_runs_lineage_alike(cluster, tmp_path):
+    """The cluster run's hops and lineage, which Spark wrote, are the rows DuckDB writes from the
+    same SQL, in the same order: the other runs here are built by DuckDB."""
+    from assets.lineage_duckdb import run_lineage_duckdb
+
+    copy = tmp_path / "cluster"
+    shutil.copytree(cluster["runs"] / "cluster" / "parquet", copy / "parquet")
+    run_lineage_duckdb(copy)
+    for table in ("message_hops", "message_lineage"):
+        spark_rows = pq.read_table(cluster["runs"] / "cluster" / "lineage" / table).to_pylist()
+        duck_rows = pq.read_table(copy / "lineage" / table).to_pylist()
+        assert spark_rows and duck_rows == spark_rows, table
