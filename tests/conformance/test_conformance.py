@@ -147,9 +147,9 @@ def test_the_client_comparison_fails_when_a_delivery_is_missing(real_run):
     assert retried["uniq_key"] in {e["uniq_key"] for e in result["examples"]}
 
 
-def test_the_model_comparison_fails_when_the_model_retries_differently(real_run, spark, tmp_path):
+def test_the_model_comparison_fails_when_the_model_retries_differently(real_run, tmp_path):
     """A model that dead-letters notice-service after 1 retry instead of 2 differs from the real run on exactly those messages, unexplained."""
-    from assets.lineage import run_lineage
+    from assets.lineage_duckdb import run_lineage_duckdb
     from assets.warehouse import build_warehouse
     from broker_core.sim.run import simulate
 
@@ -160,7 +160,7 @@ def test_the_model_comparison_fails_when_the_model_retries_differently(real_run,
     changed.write_text(text.replace("max_reconsume_times: 2", "max_reconsume_times: 1"))
     other = tmp_path / "other"
     simulate(changed, other)  # same name and seed: the same messages and UNIQ_KEYs
-    run_lineage(other, spark)
+    run_lineage_duckdb(other)
     db = tmp_path / "w.duckdb"
     build_warehouse([other, out / "runs" / "real"], db)
     import duckdb
@@ -208,14 +208,16 @@ def test_two_runs_into_one_directory_are_refused(tmp_path):
     assert (out / "keep").read_text() == "the first run's file"
 
 
-def test_a_broker_killed_and_restarted_is_audited_as_its_clients_saw_it(tmp_path, spark):
+def test_a_broker_killed_and_restarted_is_audited_as_its_clients_saw_it(tmp_path):
     """broker-a killed with SIGKILL 1.5 s into the sends and restarted at 4 s: the real broker's
     abnormal recovery re-puts schedule records and hands out records whose committed offsets it
     lost, and the audit of its store still agrees with the clients on every message, with every
     blocking check passing; the model (one broker, no outage) differs only where the outage explains it."""
     from conformance.play import Outage
 
-    report = run_conformance(VERSION, SCENARIO, tmp_path / "out", spark=spark,
+    # The lineage on DuckDB, the same SQL as Spark's (the module's first run holds the Spark
+    # lineage to the clients): what this run tests is the real broker's outage and its store.
+    report = run_conformance(VERSION, SCENARIO, tmp_path / "out", lineage_engine="duckdb",
                              outages=(Outage.parse("broker-a@1500ms-4s"),))
     assert verdict_failures(report) == [], explain_failures(report)
     assert [f["kind"] for f in report["faults"]] == ["broker_kill", "broker_restart"]
