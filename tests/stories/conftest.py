@@ -1,7 +1,7 @@
 """Fixtures for the failure stories: the story warehouse.
 
 ``story_warehouse`` runs every ``scenarios/story-*.yaml`` through the same
-functions the CLI calls (simulate -> lineage -> warehouse) once per test session.
+functions the CLI calls (simulate -> lineage --engine duckdb -> warehouse) once per test session.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ STORIES = ("story-delay-offset-not-persisted", "story-long-consume", "story-cons
 
 
 @pytest.fixture(scope="session")
-def story_warehouse_path(spark, tmp_path_factory) -> Path:
-    """The warehouse file holding every story run (built once per test session)."""
-    from assets.lineage import run_lineage
+def story_warehouse_path(tmp_path_factory) -> Path:
+    """The warehouse file holding every story run (built once per test session). The lineage runs
+    on DuckDB (``lineage --engine duckdb``: the same SQL as Spark's, held row-identical by
+    tests/bench/test_duckdb_lineage.py); what the stories judge is the audit's verdicts."""
+    from assets.lineage_duckdb import run_lineage_duckdb
     from assets.warehouse import build_warehouse
     from broker_core.sim.run import simulate
 
@@ -27,7 +29,7 @@ def story_warehouse_path(spark, tmp_path_factory) -> Path:
     for name in STORIES:
         run_dir = root / "runs" / name
         simulate(SCENARIOS / f"{name}.yaml", run_dir)
-        run_lineage(run_dir, spark)
+        run_lineage_duckdb(run_dir)
         run_dirs.append(run_dir)
     db = root / "stories.duckdb"
     build_warehouse(run_dirs, db)

@@ -25,7 +25,7 @@ from warehouse_copy import warehouse_copy
 
 from assets import checks as c
 from assets.audit import build_audit_tables
-from assets.lineage import run_lineage
+from assets.lineage_duckdb import run_lineage_duckdb
 from assets.warehouse import build_warehouse, open_read_only
 from broker_core.export.store_import import import_store
 
@@ -58,12 +58,15 @@ NOT_JUDGED_ON_TX_STORES = NOT_JUDGED_ON_IMPORTS | NO_TRACE | {c.DLQ_AFTER_MAX_RE
 
 # --- the audit of a store ------------------------------------------------------------------------
 
-def audit(tmp_path: Path, spark, stores: dict[str | None, Path], name: str) -> Path:
-    """Import ``stores`` ({broker: store}, or {None: store}) as one run, its lineage and warehouse."""
+def audit(tmp_path: Path, stores: dict[str | None, Path], name: str) -> Path:
+    """Import ``stores`` ({broker: store}, or {None: store}) as one run, its lineage and warehouse.
+
+    The lineage runs on DuckDB, the same SQL as the pipeline's Spark (tests/bench/test_duckdb_lineage.py
+    holds the two row-identical): what these tests judge is the checks on a broken store."""
     run = tmp_path / f"run-{name}"
     for broker, store in stores.items():
         import_store(store, run, name=name, broker=broker)
-    run_lineage(run, spark)
+    run_lineage_duckdb(run)
     db = tmp_path / f"{name}.duckdb"
     build_warehouse([run], db)
     return db
@@ -157,13 +160,13 @@ def writable_copy(src: Path, dest: Path) -> Path:
 # --- the clean audits, once per module -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def clean_494(spark, tmp_path_factory) -> Path:
-    return audit(tmp_path_factory.mktemp("clean-494"), spark, {None: STORE_494}, "clean-494")
+def clean_494(tmp_path_factory) -> Path:
+    return audit(tmp_path_factory.mktemp("clean-494"), {None: STORE_494}, "clean-494")
 
 
 @pytest.fixture(scope="module")
-def clean_5x(spark, tmp_path_factory) -> Path:
-    return audit(tmp_path_factory.mktemp("clean-5x"), spark, {b: STORES_5X / b for b in BROKERS_5X}, "clean-5x")
+def clean_5x(tmp_path_factory) -> Path:
+    return audit(tmp_path_factory.mktemp("clean-5x"), {b: STORES_5X / b for b in BROKERS_5X}, "clean-5x")
 
 
 def test_a_clean_494_store_passes_every_check_it_can_judge(clean_494):
@@ -201,7 +204,7 @@ def test_a_clean_5x_store_passes_every_check_it_can_judge(clean_5x):
 # --- 4.9.4: broken bytes -------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def broken_494(clean_494, spark, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+def broken_494(clean_494, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """One copy of the 4.9.4 store with one breakage per check, each on its own message."""
     tmp = tmp_path_factory.mktemp("broken-494")
     store = writable_copy(STORE_494, tmp / "store")
@@ -235,7 +238,7 @@ def broken_494(clean_494, spark, tmp_path_factory) -> tuple[Path, dict[str, str]
     keys[c.RETRIES_WITHIN_MAX], phys = retry[1]
     set_reconsume_times(store, phys, 40)
     assert len(set(keys.values())) == len(keys), keys
-    return audit(tmp, spark, {None: store}, "broken-494"), keys
+    return audit(tmp, {None: store}, "broken-494"), keys
 
 
 @pytest.mark.parametrize(("check", "detail", "anomaly"), [
@@ -266,7 +269,7 @@ def test_late_deliveries_in_a_494_store_fail_the_lateness_drift(broken_494):
     assert rows(db, "SELECT count(*) FROM anomalies WHERE kind = 'LATE_DELIVERY'") == [(2,)]
 
 
-def test_a_494_store_whose_delay_table_changed_is_read_per_period(clean_494, spark, tmp_path):
+def test_a_494_store_whose_delay_table_changed_is_read_per_period(clean_494, tmp_path):
     """A broker restarted with another messageDelayLevel: the records stored before the restart
     had level 3 at 10 s, the ones after at 3 s (runs.delay_levels_ms holds the newest table). The
     bytes are made so: the first SCHEDULE records of level 3 stored 7 s earlier, their deliveries
@@ -278,7 +281,7 @@ def test_a_494_store_whose_delay_table_changed_is_read_per_period(clean_494, spa
         WHERE u.delay_level = 3 ORDER BY u.queue_offset LIMIT 2""")
     for (phys,) in first:
         shift_store_ts(store, phys, -7_000)
-    db = audit(tmp_path, spark, {None: store}, "periods-494")
+    db = audit(tmp_path, {None: store}, "periods-494")
     found = verdicts(db)
     assert_clean(found, NOT_JUDGED_ON_IMPORTS | NO_TRANSACTIONS | NO_TRACE)
     assert rows(db, "SELECT delay_level, period, delay_ms, records FROM delay_periods ORDER BY 1, 2") == [
@@ -289,7 +292,7 @@ def test_a_494_store_whose_delay_table_changed_is_read_per_period(clean_494, spa
 # --- 5.x: broken bytes ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def broken_5x(clean_5x, spark, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+def broken_5x(clean_5x, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     tmp = tmp_path_factory.mktemp("broken-5x")
     stores = {b: writable_copy(STORES_5X / b, tmp / b) for b in BROKERS_5X}
     keys = {}
@@ -343,7 +346,7 @@ def broken_5x(clean_5x, spark, tmp_path_factory) -> tuple[Path, dict[str, str]]:
                                  keys[c.ORIGIN_STABLE]])[0]
     set_reconsume_times(stores[broker], phys, 40)
     assert len(set(keys.values())) == len(keys), keys
-    return audit(tmp, spark, stores, "broken-5x"), keys
+    return audit(tmp, stores, "broken-5x"), keys
 
 
 @pytest.mark.parametrize(("check", "detail", "anomaly"), [
@@ -430,10 +433,10 @@ def test_every_check_has_a_breakage_on_every_input_it_judges():
 # --- transactions: the real 4.9.4 and 5.3.3 transactional stores ---------------------------------
 
 @pytest.fixture(scope="module", params=sorted(TX_STORES))
-def clean_tx(request, spark, tmp_path_factory) -> tuple[str, Path]:
+def clean_tx(request, tmp_path_factory) -> tuple[str, Path]:
     version = request.param
     name = f"clean-tx{version.replace('.', '')}"
-    return version, audit(tmp_path_factory.mktemp(name), spark, {None: TX_STORES[version]}, name)
+    return version, audit(tmp_path_factory.mktemp(name), {None: TX_STORES[version]}, name)
 
 
 def test_a_clean_transactional_store_passes_every_check_it_can_judge(clean_tx):
@@ -500,14 +503,14 @@ TX_BREAKAGES = {
 
 
 @pytest.fixture(scope="module")
-def broken_tx(spark, tmp_path_factory) -> tuple[Path, dict[str, tuple[str | None, str]]]:
+def broken_tx(tmp_path_factory) -> tuple[Path, dict[str, tuple[str | None, str]]]:
     """One copy of the 4.9.4 transactional store with one breakage per transaction check, each on
     its own message."""
     tmp = tmp_path_factory.mktemp("broken-tx")
-    clean = audit(tmp, spark, {None: TX_STORES["4.9.4"]}, "clean-tx")
+    clean = audit(tmp, {None: TX_STORES["4.9.4"]}, "clean-tx")
     store = writable_copy(TX_STORES["4.9.4"], tmp / "store")
     expected = {check: breakage(store, clean) for check, (breakage, _) in TX_BREAKAGES.items()}
-    return audit(tmp, spark, {None: store}, "broken-tx"), expected
+    return audit(tmp, {None: store}, "broken-tx"), expected
 
 
 @pytest.mark.parametrize("check", sorted(TX_BREAKAGES))
