@@ -250,7 +250,10 @@ def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) ->
     """Whether the store's committed offset of ``group`` is at or before a record the clients consumed.
 
     Then the store says the message is not consumed yet, and the broker will hand it again: after a
-    broker crash the offsets committed since its last persist are gone.
+    broker crash the offsets committed since its last persist are gone. A queue the store holds no
+    offset of for the group is behind too: a broker killed before its first persist of the
+    group's commits (every 5 s) keeps none, and its clients may not route to it again before the
+    run ends.
     """
     marks = ", ".join("?" for _ in run_ids)
     offset_columns = {r[0] for r in con.execute("DESCRIBE consumer_offsets").fetchall()}
@@ -269,7 +272,7 @@ def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) ->
             WHERE run_id = ? AND "group" = ? AND topic = ? AND queue_id = ?{by_broker}""",
             [run_id, group, c["queue_topic"], c["queue_id"]] + ([broker] if by_broker else [])).fetchall()
         committed = rows[0][0] if rows else None
-        if committed is not None and committed <= c["queue_offset"]:
+        if committed is None or committed <= c["queue_offset"]:
             return True
     return False
 
