@@ -181,6 +181,20 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def _broker_log(proc: Proc) -> Path:
+    """A broker's main log: 4.9.4's is the harness's one file (logs/rocketmq.log), 5.x's its own
+    logs/rocketmqlogs/broker.log (its logback configuration is in its jars)."""
+    own = proc.home / "logs" / "rocketmqlogs" / "broker.log"
+    return own if own.exists() else proc.home / "logs" / "rocketmq.log"
+
+
+def _broker_log_text(proc: Proc) -> str:
+    try:
+        return _broker_log(proc).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
@@ -343,10 +357,7 @@ class Cluster:
             proc = self.procs.get(node)
             if proc is None or not proc.alive():
                 continue
-            try:
-                found = _ROLE_LINE.findall((proc.home / "logs" / "rocketmq.log").read_text(errors="replace"))
-            except OSError:
-                continue
+            found = _ROLE_LINE.findall(_broker_log_text(proc))
             if found and found[-1][0] == "true" and found[-1][2] == "LEADER":
                 term = int(found[-1][1])
                 if best is None or term > best[0]:
@@ -370,7 +381,7 @@ class Cluster:
         while (node := self.leader(name)) is None:
             if time.monotonic() > deadline:
                 spec = next(s for s in self.specs if s.name == name)
-                logs = "\n".join(tail(self.procs[n].home / "logs" / "rocketmq.log", 10) for n in spec.node_names())
+                logs = "\n".join(tail(_broker_log(self.procs[n]), 10) for n in spec.node_names())
                 raise RetryAuditError(f"DLedger group {name} elected no master within {timeout_s:.0f} s:\n{logs}",
                                       where=str(self.root))
             time.sleep(0.2)
