@@ -342,8 +342,8 @@ class Cluster:
             self.node_addrs[node] = f"127.0.0.1:{port}"
         for node in spec.node_names():
             self.start_broker(spec, node=node, wait=False)
-        # The nodes boot at once on the same cores (three 5.3.3 nodes: 14-22 s each here, where one
-        # alone takes 10): each may take as long as booting them one after the other.
+        # The nodes boot at once on the same cores (three 5.3.3 nodes took 11-22 s each here): each
+        # may take as long as booting them one after the other.
         for node in spec.node_names():
             self._await_boot(node, BOOT_TIMEOUT_S * len(spec.node_names()))
         self.broker_addrs[spec.name] = self.node_addrs[self.wait_leader(spec.name)]
