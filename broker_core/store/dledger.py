@@ -2,8 +2,9 @@
 their bytes mean.
 
 A broker in DLedger mode keeps no ``commitlog/``: its messages are entries of a Raft log
-(openmessaging/dledger 0.2.6 in RocketMQ 4.9.4), one directory per node of the group under the
-store root (``DLedgerConfig.getDefaultPath``)::
+(openmessaging/dledger 0.2.6 in RocketMQ 4.9.4, 0.3.1.2 in 5.3.3: the same files, read alike from
+both releases' real stores), one directory per node of the group under the store root
+(``DLedgerConfig.getDefaultPath``)::
 
     <storePathRootDir>/dledger-<selfId>/data/<20-digit start offset>   the entries (below)
     <storePathRootDir>/dledger-<selfId>/index/<20-digit>               32 bytes per entry (not read)

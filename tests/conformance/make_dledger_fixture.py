@@ -1,16 +1,19 @@
-"""Write tests/data/rocketmq-dledger-4.9.4: the stores of a three-node DLedger group of real RocketMQ 4.9.4
-brokers, with an uncommitted tail and a divergent one.
+"""Write tests/data/rocketmq-dledger-<release>: the stores of a three-node DLedger group of real
+RocketMQ brokers (4.9.4, the default, or 5.3.3), with an uncommitted tail and a divergent one.
 
-    .venv/bin/python tests/conformance/make_dledger_fixture.py [OUT_DIR]
+    .venv/bin/python tests/conformance/make_dledger_fixture.py [OUT_DIR] [--rocketmq 5.3.3]
 
 Steps (each replica's store is copied at the end, without its index files: dledger-<id>/index/ is
-160 MiB of mostly zeros, and the reader needs neither it nor the IndexFile):
+160 MiB of mostly zeros, and the reader needs neither it nor the IndexFile; nor 5.x's timer wheel,
+37 MiB of slots no DLedger reading needs):
 
 1. three nodes start; the master gets FixtureTopic; a consumer fails every attempt of each key
    i % 4 == 0 (DLQ after 2 retries) and the first of each i % 5 == 0; 40 sends, all SEND_OK;
 2. both followers are killed (SIGKILL); 3 sends to the master, without client retries: it appends
    each entry but no follower acknowledges it, so each send fails and its entry stays uncommitted;
-   the master is stopped (SIGTERM: its checkpoint keeps a committedIndex below its endIndex);
+   the master is stopped (SIGTERM: its checkpoint keeps a committedIndex below its endIndex). On
+   5.3.3 the sends never reached it ("No route info of this topic": it had no master route by then),
+   so its log has no uncommitted tail, and step 3 no divergent one;
 3. the two followers start again and elect a master of a higher term; 10 sends, all SEND_OK: they
    take the indexes the old master's uncommitted entries hold there, a divergent tail;
 4. everything stops (SIGTERM).
@@ -21,6 +24,7 @@ call), each replica's checkpoint and currterm files, and the steps' order.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -35,12 +39,14 @@ sys.path.insert(0, str(ROOT))
 from conformance import jars  # noqa: E402
 from conformance.cluster import BrokerSpec, Cluster  # noqa: E402
 
-VERSION = "4.9.4"
+# The dledger library each release's pom pins: what wrote the entries.
+DLEDGER_OF_RELEASE = {"4.9.4": "0.2.6", "5.3.3": "0.3.1.2"}
 TOPIC, GROUP = "FixtureTopic", "fixture-group"
 DELAY_LEVELS = " ".join(["1s"] * 18)
 DATA_FILE_BYTES = 32 * 1024  # mappedFileSizeCommitLog: DLedger's data files too, so the log rolls
 CQ_FILE_BYTES = 6000  # 300 units per consume-queue file
-OUT_DEFAULT = ROOT / "tests" / "data" / "rocketmq-dledger-4.9.4"
+# Not copied: index files (DLedger's and the IndexFile), the lock, 5.x's timer wheel and timer log.
+NOT_COPIED = ("index", "lock", "timerwheel", "timerlog")
 DRIVER = Path(__file__).with_name("DLedgerFixtureDriver.java")
 
 
@@ -52,8 +58,8 @@ def run(classpath: str, *args, timeout_s: float = 120) -> list[dict]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
-def main(out: Path) -> None:
-    lib = jars.resolve(VERSION, log=print)
+def main(out: Path, version: str) -> None:
+    lib = jars.resolve(version, log=print)
     work = Path(tempfile.mkdtemp(prefix="dledger-fixture-"))
     classes = work / "classes"
     classes.mkdir()
@@ -92,14 +98,14 @@ def main(out: Path) -> None:
         for node in spec.node_names():
             store = cluster.procs[node].store
             dest = out / node
-            shutil.copytree(store, dest, ignore=shutil.ignore_patterns("index", "lock"))
+            shutil.copytree(store, dest, ignore=shutil.ignore_patterns(*NOT_COPIED))
             base = next(dest.glob("dledger-*"))
             replicas[node] = {"dledger_dir": base.name,
                               "checkpoint": (base / "checkpoint").read_text(),
                               "currterm": (base / "currterm").read_text(),
                               "abort_file": (dest / "abort").exists(),
                               "data_files": sorted(p.name for p in (base / "data").iterdir())}
-    manifest = {"rocketmq": VERSION, "dledger": "0.2.6",
+    manifest = {"rocketmq": version, "dledger": DLEDGER_OF_RELEASE[version],
                 "storeConfig": {"mappedFileSizeCommitLog": DATA_FILE_BYTES,
                                 "mappedFileSizeConsumeQueue": CQ_FILE_BYTES,
                                 "messageDelayLevel": DELAY_LEVELS, "brokerName": "broker-a",
@@ -111,4 +117,8 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT_DEFAULT)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", type=Path, help="default tests/data/rocketmq-dledger-<release>")
+    parser.add_argument("--rocketmq", default="4.9.4", choices=sorted(DLEDGER_OF_RELEASE))
+    args = parser.parse_args()
+    main(args.out or ROOT / "tests" / "data" / f"rocketmq-dledger-{args.rocketmq}", args.rocketmq)
