@@ -118,16 +118,16 @@ def test_report_without_lineage_says_what_to_run(tmp_path, capsys):
     assert not (tmp_path / "r.html").exists()
 
 
-def test_an_imported_stores_report_shows_the_lateness_delay_accuracy_measured(tmp_path, spark, store_fixtures):
+def test_an_imported_stores_report_shows_the_lateness_delay_accuracy_measured(tmp_path, store_fixtures):
     """An imported store records no schedule_deliveries; the report's lateness per level is the
     delay_accuracy table's (measured from the commit log), in a warehouse and in a report of the run alone."""
-    from assets.lineage import run_lineage
+    from assets.lineage_duckdb import run_lineage_duckdb
     from assets.warehouse import build_warehouse, open_read_only
     from broker_core.export.store_import import import_store
 
     run = tmp_path / "runs" / "clean"
     import_store(store_fixtures / "store-clean", run)
-    run_lineage(run, spark)
+    run_lineage_duckdb(run)  # the same SQL as Spark's: the plots read the warehouse
     db = build_warehouse([run], tmp_path / "warehouse.duckdb").db_path
     con = open_read_only(db)
     try:

@@ -3,8 +3,10 @@
 RocketMQ's CleanCommitLogService deletes the oldest commit-log files once they are older than
 fileReservedTime, so a production store's log starts past offset 0 and some messages' first hops
 are gone. The 4.9.4 fixture stores (clean and crashed) and a simulated broker's store are imported
-whole and without their oldest one and two files; the Spark lineage runs once over all of them
-(and over the simulation itself), and the warehouse checks judge each run. Three more runs are the
+whole and without their oldest one and two files; the lineage runs once over all of them (and
+over the simulation itself), on DuckDB from the same SQL as Spark's (tests/bench/test_duckdb_lineage.py
+holds the two engines row-identical on these fixtures cut by retention), and the warehouse checks
+judge each run. Three more runs are the
 clean store without its oldest file and with one more record gone where retention cannot have
 taken it: inside a chain, near its end, and the head of a chain whose head is past the cut.
 """
@@ -97,9 +99,9 @@ def _lose_record(run: Path, phys: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def retained(spark, tmp_path_factory):
+def retained(tmp_path_factory):
     """The warehouse over every run, read only, and the run directories by run id."""
-    from assets.lineage import run_lineage
+    from assets.lineage_duckdb import run_lineage_duckdb
     from assets.warehouse import build_warehouse, open_read_only
     from broker_core.sim.run import simulate
     from broker_core.sim.scenario import load_scenario_text
@@ -121,7 +123,7 @@ def retained(spark, tmp_path_factory):
         dirs[run_id] = _import(dirs[SIM_RUN] / "store", runs, run_id, count)
     for run in dirs.values():
         _merge_into(run, combined)
-    run_lineage(combined, spark)
+    run_lineage_duckdb(combined)
     db = build_warehouse([combined], root / "warehouse.duckdb").db_path
     con = open_read_only(db)
     yield con, dirs

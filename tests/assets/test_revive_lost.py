@@ -15,7 +15,7 @@ from pathlib import Path
 
 from testdata import data_path
 
-from assets.lineage import run_lineage
+from assets.lineage_duckdb import run_lineage_duckdb
 from assets.warehouse import build_warehouse, open_read_only
 from broker_core.export.store_import import import_store
 
@@ -27,11 +27,11 @@ LOST = {("0A0001013A39415EBB5700000546001B", "push-service"),
         ("0A000102457567192D30000000960003", "simple-service")}
 
 
-def _audit(stores: Path, tmp_path: Path, spark) -> list[tuple]:
+def _audit(stores: Path, tmp_path: Path) -> list[tuple]:
     run = tmp_path / "run"
     for broker in BROKERS:
         import_store(stores / broker, run, name="lost-revive", broker=broker)
-    run_lineage(run, spark)
+    run_lineage_duckdb(run)  # the same SQL as Spark's: the anomaly is the warehouse's
     db = tmp_path / "w.duckdb"
     build_warehouse([run], db)
     with open_read_only(db) as con:
@@ -40,10 +40,10 @@ def _audit(stores: Path, tmp_path: Path, spark) -> list[tuple]:
                               WHERE a.kind = 'REVIVE_LOST' ORDER BY 1""").fetchall()
 
 
-def test_the_revives_the_broker_dropped_are_anomalies(tmp_path, spark):
+def test_the_revives_the_broker_dropped_are_anomalies(tmp_path):
     """Exactly the two stuck messages are REVIVE_LOST, each naming its broker, its record, and the
     revive queue whose committed offset passed its checkpoint; they stay RETRYING."""
-    rows = _audit(DATA, tmp_path, spark)
+    rows = _audit(DATA, tmp_path)
     assert {(key, group) for key, group, _, _ in rows} == LOST
     assert {state for *_, state in rows} == {"RETRYING"}
     details = {group: detail for _, group, detail, _ in rows}
@@ -54,7 +54,7 @@ def test_the_revives_the_broker_dropped_are_anomalies(tmp_path, spark):
         assert committed >= checkpoint
 
 
-def test_a_revive_queue_not_yet_past_the_checkpoint_is_no_anomaly(tmp_path, spark):
+def test_a_revive_queue_not_yet_past_the_checkpoint_is_no_anomaly(tmp_path):
     """The same stores with the revive service's offsets put back to -1 (nothing read yet): the
     revives are pending, not lost, and no row is listed."""
     stores = tmp_path / "stores"
@@ -66,4 +66,4 @@ def test_a_revive_queue_not_yet_past_the_checkpoint_is_no_anomaly(tmp_path, spar
         assert table, offsets
         rewound = re.sub(r"(\d+):\d+", r"\1:-1", table.group(0))
         offsets.write_text(text.replace(table.group(0), rewound))
-    assert _audit(stores, tmp_path, spark) == []
+    assert _audit(stores, tmp_path) == []
