@@ -65,12 +65,12 @@ from broker_core.export.increments import (
     carry_parts,
     compact,
     drop_provisional,
-    fingerprints,
     load_state,
     plan_import,
     records_by_topic,
     save_state,
     store_hosts,
+    tail_fingerprints,
 )
 from broker_core.export.inner_batches import (
     PROBLEM_INNER_COUNT,
@@ -449,7 +449,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
             brokers = brokers_of(tmp)
             new_state = None
             if reader.resume_point is not None and not replicated and reader.dledger is None and tier is None:
-                prints = fingerprints(reader, book.tail.spans())
+                prints = tail_fingerprints(reader, book.tail, state if resume is not None else None)
                 if prints is not None:
                     new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
                                             reader.resume_point, book.tail, prints, book.files,
@@ -606,19 +606,21 @@ def _write_columnar(reader: ColumnarStoreReader, parquet: Path, part: str, run_i
         book.records(batch.file_name, batch.num_rows, columns["store_ts"][0].value, columns["store_ts"][-1].value,
                      {c["values"]: c["counts"] for c in counts}, pc.unique(columns["store_host"]).to_pylist(),
                      (columns["phys_offset"][-1].as_py(), columns["total_size"][-1].as_py()))
-        if resume is not None:
-            _note_queues(reader, book, columns)
+        _note_queues(reader, book, columns, resume is not None)
         writer.write(batch.table(run_id, broker))
     return writer.close(), writer.path
 
 
-def _note_queues(reader: StoreReader, book: _CommitlogBook, columns: dict) -> None:
-    """An increment's slice of new records: how far each queue's consume queue is read, and the
-    store times of its SCHEDULE records (a delay level's delay is read from one of them)."""
+def _note_queues(reader: StoreReader, book: _CommitlogBook, columns: dict, increment: bool) -> None:
+    """A slice of records: how far each queue's consume queue is read (the next increment reads no
+    further than the log's records say), and in an increment the store times of its SCHEDULE
+    records (a delay level's delay is read from one of them)."""
     ends = pa.table({k: columns[k] for k in ("topic", "queue_id", "queue_offset")}).group_by(
         ["topic", "queue_id"]).aggregate([("queue_offset", "max")])
     for topic, queue_id, last in zip(*(ends.column(c).to_pylist() for c in ends.column_names), strict=True):
         book.queue_offset(reader, topic, queue_id, last)
+    if not increment:
+        return
     scheduled = pc.equal(columns["topic"], SCHEDULE_TOPIC)
     if pc.any(scheduled).as_py():
         for phys, ts in zip(columns["phys_offset"].filter(scheduled).to_pylist(),
@@ -643,10 +645,9 @@ def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, b
         values = record_to_values(entry.record, run_id, broker, entry.file_name)
         book.records(entry.file_name, 1, entry.record.store_ts, entry.record.store_ts, {values[TOPIC_AT]: 1},
                      (values[STORE_HOST_AT],), (entry.phys_offset, entry.size))
-        if resume is not None:
-            book.queue_offset(reader, entry.record.topic, entry.record.queue_id, entry.record.queue_offset)
-            if entry.record.topic == SCHEDULE_TOPIC:
-                reader.schedule_store_ts[entry.phys_offset] = entry.record.store_ts
+        book.queue_offset(reader, entry.record.topic, entry.record.queue_id, entry.record.queue_offset)
+        if resume is not None and entry.record.topic == SCHEDULE_TOPIC:
+            reader.schedule_store_ts[entry.phys_offset] = entry.record.store_ts
         writer.write_values(values)
     return writer.close(), writer.path
 
