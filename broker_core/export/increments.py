@@ -58,7 +58,8 @@ from broker_core.store.reader import ResumePoint, StoreReader
 # The remembered import's format. 3: the commitlog rows gained prepared_tx_offset, so a broker
 # imported before is read whole once (a continued import would mix part files with and without it).
 # 4: each consume queue's mark (cq_marks), so one earlier import is read whole once more.
-STATE_VERSION = 4
+# 5: the problems of POP bookkeeping bodies are remembered (their rows are kept, not read again).
+STATE_VERSION = 5
 # Commit-log problems a scan finds at one record, whatever the recovery window: an import that
 # found only these before its end can be continued. Anything else before the end is damage.
 CARRIED_PROBLEM_KINDS = ("phys-offset-mismatch", "blank-size")

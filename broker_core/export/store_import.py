@@ -40,7 +40,7 @@ from broker_core.export.broker_parts import (
     run_lock,
     validate_broker,
 )
-from broker_core.export.client_trace import write_client_trace
+from broker_core.export.client_trace import PROBLEM_TRACE_UNREADABLE, write_client_trace
 from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter, RecordColumns
 from broker_core.export.commitlog_rows import (
     COMMITLOG_COLUMNS,
@@ -79,7 +79,7 @@ from broker_core.export.inner_batches import (
 )
 from broker_core.export.lmq_dispatches import write_lmq_dispatches
 from broker_core.export.parquet import TableWriter, atomic_dir
-from broker_core.export.pop_import import write_pop_tables
+from broker_core.export.pop_import import PROBLEM_POP_BODY, earlier_evidence, write_pop_tables
 from broker_core.export.replicas import (
     ROLE_MASTER,
     ROLE_SLAVE,
@@ -103,7 +103,12 @@ from broker_core.store.reader import ScanProgress, StoreReader
 
 # The problems of the tables read from record bodies a row set per record (remembered between
 # imports of a store: an increment reads only its new records' bodies).
-RECORD_BODY_PROBLEMS = (PROBLEM_INNER_UNDECODABLE, PROBLEM_INNER_COUNT, PROBLEM_OP_UNREADABLE)
+RECORD_BODY_PROBLEMS = (PROBLEM_INNER_UNDECODABLE, PROBLEM_INNER_COUNT, PROBLEM_OP_UNREADABLE, PROBLEM_POP_BODY,
+                        PROBLEM_TRACE_UNREADABLE)
+# An increment keeps up to this many of the bytes its scan read, so that the record bodies read
+# after the scan (POP checkpoints and acks, transaction ops, inner batches, the clients' trace) of
+# its new records are not read from the store again; past it they are.
+KEPT_SCANNED_BYTES_MAX = 64 * 1024 * 1024
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 OFFSET_EVENT_RESTORE = "RESTORE"
 # How the commit log is decoded: whole slices of records into Arrow columns (columnar.py), or one
@@ -278,9 +283,10 @@ def _held_schedule_units(reader: StoreReader) -> dict[int, int]:
 def _record_body_table(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str, table: str,
                        carry: _Carry | None) -> tuple[int, list[Problem]]:
     """A table read from record bodies, a row set per record (``inner_messages``,
-    ``transaction_ops``): whole, or the broker's earlier rows (those of records retention left)
+    ``transaction_ops``, ``client_trace``): whole, or the broker's earlier rows (those of records retention left)
     and the rows of this increment's records, whose bodies alone are read again."""
-    write = write_inner_messages if table == "inner_messages" else write_transaction_ops
+    write = {"inner_messages": write_inner_messages, "transaction_ops": write_transaction_ops,
+             "client_trace": write_client_trace}[table]
     if carry is None:
         return write(reader, parquet, part, run_id, broker)
     rows = carry_parts(carry.old_parquet, parquet, broker, table, RAW_TABLES[table], carry.keep_from)
@@ -656,6 +662,7 @@ def _continue_reader(reader: StoreReader, state: ImportState) -> None:
     """Hand the reader what the broker's last import left for this one to go on from: each consume
     queue's mark, the zeros after the data it found, the SCHEDULE records its delays came from."""
     reader.cq_start, reader.cq_start_first_offset = state.queues, state.first_offset
+    reader.keep_scanned_bytes_max = KEPT_SCANNED_BYTES_MAX
     reader.zeros_checked_from = state.zeros_from
     reader.schedule_store_ts.update(state.schedule_store_ts)
 
@@ -697,8 +704,12 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
     rows_by_table["consumer_offsets"] = writer.close()
 
     # 5.x POP checkpoints and acks, and who owns each %RETRY% topic (pop_import).
+    earlier = None
+    if carry is not None:
+        new_log = parquet / "commitlog" / carry.increment
+        earlier = (earlier_evidence(carry.old_parquet, broker, carry.keep_from), new_log if new_log.exists() else None)
     pop_rows, owner_rows, body_problems = write_pop_tables(reader, parquet, part, run_id, broker,
-                                                           records_by_topic(files))
+                                                           records_by_topic(files), earlier)
     rows_by_table["pop_evidence"], rows_by_table["retry_topics"] = pop_rows, owner_rows
 
     # 5.x inner batches: the messages the consumer's client unwraps from each one; transaction op
@@ -710,7 +721,8 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
         body_problems += found
 
     # The clients' message trace, when a client wrote it to this broker (docs/client-trace.md).
-    rows_by_table["client_trace"], trace_problems = write_client_trace(reader, parquet, part, run_id, broker)
+    rows_by_table["client_trace"], trace_problems = _record_body_table(reader, parquet, part, run_id, broker,
+                                                                       "client_trace", carry)
     body_problems += trace_problems
     body_problems += more_problems
 

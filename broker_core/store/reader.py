@@ -260,6 +260,11 @@ class StoreReader(DLedgerScan):
         # timestamp as the scan read it (the next import's fingerprint of the tail, read once).
         self._last_record_at: int | None = None
         self.last_record_head: tuple[int, bytes] | None = None
+        # Up to this many bytes the scan read are kept, for reading record bodies again without
+        # reading the store again (set by an increment's caller: 0 keeps none).
+        self.keep_scanned_bytes_max = 0
+        self.kept_bytes = 0
+        self._kept: list[tuple[int, bytes]] = []
         # Where the scan began: the first file's start, or the resume point's offset.
         self.scan_start = self.first_offset
         self._config_cache: dict[str, object] = {}
@@ -589,10 +594,28 @@ class StoreReader(DLedgerScan):
                                                    str(exc)))
                 return "damage", cf.start
             try:
-                return (yield from self._scan_buffer(cf, buf, limit, progress, index, lenient, start))
+                outcome, end = yield from self._scan_buffer(cf, buf, limit, progress, index, lenient, start)
+                self._keep_scanned(cf, buf, start, min(end - cf.start, limit))
+                return outcome, end
             finally:
                 self._keep_last_head(cf, buf, limit)
                 buf.close()
+
+    def _keep_scanned(self, cf: CommitLogFile, buf, start: int, end: int) -> None:
+        """Keep a copy of the bytes the scan read of this file (``keep_scanned_bytes_max`` in all):
+        what reads record bodies after the scan (:meth:`scanned_bytes`) takes them from here."""
+        size = end - start
+        if size <= 0 or self.kept_bytes + size > self.keep_scanned_bytes_max:
+            return
+        self._kept.append((cf.start + start, bytes(buf[start:end])))
+        self.kept_bytes += size
+
+    def scanned_bytes(self, offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes at physical ``offset`` as the scan read them, when it kept them."""
+        for start, data in self._kept:
+            if start <= offset and offset + size <= start + len(data):
+                return data[offset - start:offset - start + size]
+        return None
 
     def _keep_last_head(self, cf: CommitLogFile, buf, limit: int) -> None:
         """Keep the header of the last record the scan took, when it is in this file (bytes the
