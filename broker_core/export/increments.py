@@ -3,7 +3,8 @@
 After every import of a broker, ``<run>/import_state/<broker>.json`` holds where the commit-log
 scan stopped (file and position), what it had counted up to there (records, BLANKs, store times,
 records by topic, store hosts), the scan's problems before that point, and a fingerprint of the
-bytes just before it (the last record, and the BLANK when the scan left a file through one). The
+bytes just before it (the last record's fixed header, TOTALSIZE to STORETIMESTAMP, and the BLANK's 8
+bytes when the scan left a file through one), taken from the bytes the scan read. The
 state is written into the run directory with the data and swapped in with it, so the two always
 agree.
 
@@ -20,9 +21,10 @@ these hold (:func:`plan_resume`), and otherwise reads the store whole, saying wh
 * the files from the first one up to where the last import ended are all there, none damaged;
 * the last import found no damage before where it ended (damage in the log can make RocketMQ's
   recovery keep a different part of it once the recovery window moves);
-* the fingerprinted bytes are unchanged. RocketMQ only ever appends; the one thing that rewrites
-  bytes already written is a restart's recovery truncating the tail (and appending new records
-  over it), which always changes the last record imported or the BLANK after it.
+* the fingerprinted bytes are unchanged (read once, 64 or 72 bytes). RocketMQ only ever appends;
+  the one thing that rewrites bytes already written is a restart's recovery truncating the tail
+  (and appending new records over it), which always changes the last record imported (its body
+  CRC, queue offset, physical offset or store time) or the BLANK after it.
 
 A continued import scans from the remembered point, writes the new records as another file of the
 broker's commitlog table (``part-<broker>+<offset>.parquet``), and rewrites the broker's small
