@@ -595,15 +595,20 @@ class StoreReader(DLedgerScan):
                 return "damage", cf.start
             try:
                 outcome, end = yield from self._scan_buffer(cf, buf, limit, progress, index, lenient, start)
-                self._keep_scanned(cf, buf, start, min(end - cf.start, limit))
+                self._keep_scanned(cf, buf, start, limit)
                 return outcome, end
             finally:
                 self._keep_last_head(cf, buf, limit)
                 buf.close()
 
-    def _keep_scanned(self, cf: CommitLogFile, buf, start: int, end: int) -> None:
-        """Keep a copy of the bytes the scan read of this file (``keep_scanned_bytes_max`` in all):
-        what reads record bodies after the scan (:meth:`scanned_bytes`) takes them from here."""
+    def _keep_scanned(self, cf: CommitLogFile, buf, start: int, limit: int) -> None:
+        """Keep a copy of the records the scan read of this file, from ``start`` to the end of the
+        last one (``keep_scanned_bytes_max`` in all): what reads record bodies after the scan
+        (:meth:`scanned_bytes`) takes them from here."""
+        at = self._last_record_at
+        if at is None or not cf.start + start <= at < cf.start + limit or limit - (at - cf.start) < 4:
+            return
+        end = min(limit, at - cf.start + _I32.unpack_from(buf, at - cf.start)[0])
         size = end - start
         if size <= 0 or self.kept_bytes + size > self.keep_scanned_bytes_max:
             return
