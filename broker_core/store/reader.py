@@ -868,8 +868,12 @@ class StoreReader(DLedgerScan):
         return None
 
     def _check_unreachable(self, first_unread: int) -> None:
-        """Later files that hold data the scan never reached (recovery deletes such files)."""
+        """Later files that hold data the scan never reached (recovery deletes such files). A file
+        whose first bytes are a hole (a broker's next file, created ahead and never written) reads
+        as zeros: it is not read."""
         for cf in self.files[first_unread:]:
+            if _data_end(cf.path, 0, 8) == 0:
+                continue
             try:
                 with open(cf.path, "rb") as fh:
                     head = fh.read(8)

@@ -290,3 +290,24 @@ def test_units_past_the_log_make_the_next_import_read_the_queues_whole(tmp_path)
     assert again.store_bytes_read["consumequeue"] >= 20 * 40
     assert json.loads((run / "import_state" / "broker-a.json").read_text())["queues"] is not None
     assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
+
+
+def test_a_next_file_created_ahead_is_not_read_until_it_holds_data(tmp_path):
+    """A commit-log file a broker created ahead of its writes (sparse, never written) is zeros without
+    being read; one whose first bytes hold data is unreachable data, as in a fresh import."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(30)
+    grower.shutdown()
+    import_store(grower.root, run, broker="broker-a")
+    last = sorted((grower.root / "commitlog").iterdir())[-1]
+    ahead = last.with_name(f"{int(last.name) + FILE_SIZE:020d}")
+    with open(ahead, "wb") as fh:
+        fh.truncate(FILE_SIZE)
+    quiet = import_store(grower.root, run, broker="broker-a")
+    assert quiet.records_added == 0 and quiet.store_bytes_read["commitlog"] == 64 + 8, quiet.store_bytes_read
+    with open(ahead, "r+b") as fh:
+        fh.write(b"\x01")
+    found = import_store(grower.root, run, broker="broker-a")
+    assert any(p.kind == "unreachable-data" and p.offset == int(ahead.name) for p in found.problems)
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
