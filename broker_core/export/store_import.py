@@ -668,9 +668,12 @@ def _continue_reader(reader: StoreReader, state: ImportState) -> None:
 
 
 def _delay_records(reader: StoreReader) -> dict[int, int | None]:
-    """The SCHEDULE records' store times the next import may need (those its tails name)."""
+    """The SCHEDULE records' store times the next import may need: those its tails name, and those
+    the tails read now name (a live import's mark stands before the unit it read last, which the
+    next import reads again and reads a level's delay from)."""
     marks = reader.cq_marks or {}
     named = {unit[1] for mark in marks.values() for unit in mark.tail}
+    named.update(unit[1] for tail in (reader.schedule_tails_read() or {}).values() for unit in tail)
     return {phys: ts for phys, ts in reader.schedule_store_ts.items() if phys in named}
 
 

@@ -1004,6 +1004,11 @@ class StoreReader(DLedgerScan):
                     break
         return delays
 
+    def schedule_tails_read(self) -> dict[int, list] | None:
+        """Per delay level, the last units of its schedule queue as the scan's read left them (a
+        live import's unit read again included); None before a complete scan."""
+        return self._schedule_tails
+
     def _schedule_store_ts(self, phys: int) -> int | None:
         """The store time of the SCHEDULE record at ``phys`` (None: no such record there), read once
         per import of a store and remembered for the next (:attr:`schedule_store_ts`)."""

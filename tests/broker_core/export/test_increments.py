@@ -311,3 +311,22 @@ def test_a_next_file_created_ahead_is_not_read_until_it_holds_data(tmp_path):
     found = import_store(grower.root, run, broker="broker-a")
     assert any(p.kind == "unreachable-data" and p.offset == int(ahead.name) for p in found.problems)
     assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
+
+
+def test_after_a_live_import_only_the_units_its_marks_stand_at_are_read_again(tmp_path):
+    """The import after a live one reads again the unit each queue's mark stands at (a live broker
+    may have been writing it) and nothing else beyond the bound: not the SCHEDULE record a delay
+    level's delay is read from, whose store time the live import kept."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(40)
+    grower.shutdown()
+    import_store(grower.root, run, broker="broker-a", live=True)
+    queues = sum(1 for q in (grower.root / "consumequeue").glob("*/*") if q.is_dir())
+    quiet = import_store(grower.root, run, broker="broker-a")
+    assert quiet.records_added == 0 and quiet.full_import_reason is None
+    assert quiet.store_bytes_read["commitlog"] == 64 + 8, quiet.store_bytes_read
+    assert quiet.store_bytes_read["consumequeue"] == 20 * queues, quiet.store_bytes_read
+    again = import_store(grower.root, run, broker="broker-a")
+    assert again.store_bytes_read["commitlog"] == 64 + 8 and "consumequeue" not in again.store_bytes_read
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
