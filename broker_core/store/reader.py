@@ -828,11 +828,14 @@ class StoreReader(DLedgerScan):
                     with open(cf.path, "rb") as fh:
                         fh.seek(offset - cf.start)
                         head = fh.read(8)
+                        self.bytes_read[COMMITLOG_DIR_NAME] += len(head)
                         total = _SIZE_MAGIC.unpack_from(head)[0] if len(head) == 8 else 0
                         cursor = offset - cf.start + max(total, 8)
                         fh.seek(cursor)
+                        limit = _data_end(cf.path, cursor, limit)  # holes read as zeros: not read
                         while cursor < limit:
                             chunk = fh.read(min(READ_CHUNK_BYTES, limit - cursor))
+                            self.bytes_read[COMMITLOG_DIR_NAME] += len(chunk)
                             if not chunk:
                                 break
                             if chunk.strip(b"\0"):
