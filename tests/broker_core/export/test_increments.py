@@ -330,3 +330,25 @@ def test_after_a_live_import_only_the_units_its_marks_stand_at_are_read_again(tm
     again = import_store(grower.root, run, broker="broker-a")
     assert again.store_bytes_read["commitlog"] == 64 + 8 and "consumequeue" not in again.store_bytes_read
     assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
+
+
+def test_a_last_record_rewritten_in_place_with_another_store_time_makes_a_full_import(tmp_path):
+    """The tail's fingerprint is the last record's fixed header: the same record written again at
+    the same place at another time (its store timestamp differs, its body and size do not) is a
+    store that changed, read whole."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(30)
+    grower.shutdown()
+    import_store(grower.root, run, broker="broker-a")
+    offset, size = json.loads((run / "import_state" / "broker-a.json").read_text())["tail"]["last_record"]
+    assert size == 64
+    path = grower.root / "commitlog" / f"{offset // FILE_SIZE * FILE_SIZE:020d}"
+    with open(path, "r+b") as fh:
+        fh.seek(offset % FILE_SIZE + 56)  # STORETIMESTAMP of a record with an IPv4 born host
+        stored = int.from_bytes(fh.read(8), "big")
+        fh.seek(offset % FILE_SIZE + 56)
+        fh.write((stored + 1).to_bytes(8, "big"))
+    summary = import_store(grower.root, run, broker="broker-a")
+    assert summary.resumed_from is None and "changed under the last import" in summary.full_import_reason
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
