@@ -87,8 +87,10 @@ def cq_bytes(store: Path) -> int:
 
 
 def config_bytes(store: Path) -> int:
-    files = list((store / "config").glob("*.json")) + [store / "checkpoint"]
-    return sum(p.stat().st_size for p in files if p.is_file())
+    """The config files, the checkpoint and a 5.x POP KV store (``kvStore/``, the POP service's state,
+    read whole as the config files are)."""
+    files = list((store / "config").glob("*.json")) + [store / "checkpoint"] + list((store / "kvStore").rglob("*"))
+    return sum(p.stat().st_size for p in files if p.is_file() and p.name != "LOCK")
 
 
 def measured_import(store: Path, run: Path, cq_before: int, drop: bool, **kw) -> tuple[dict, int]:
@@ -275,6 +277,9 @@ def report_rows(code: str, kind: str, rows: list[dict]) -> list[list[str]]:
                     _kib(row["new_commitlog"]), _kib(row["new_cq"]), _kib(row["config"]), _kib(bound),
                     _kib(sum(read.values())) if read else "-",
                     _kib(read.get("consumequeue", 0)) if read else "-",
+                    f"{read.get('commitlog', 0) - row['new_commitlog']:,}" if read else "-",
+                    f"{read.get('consumequeue', 0) - row['new_cq']:,}" if read else "-",
+                    f"{sum(read.values()) - bound:,}" if read else "-",
                     _kib(row["rchar"]), _kib(row["read_bytes"]), f"{row['wall_s']:.2f}", f"{row['cpu_s']:.2f}"])
     return out
 
@@ -289,10 +294,13 @@ def report(runs: list[tuple[str, Path]]) -> Path:
             rows += report_rows(label, kind, json.loads(path.read_text()).get(key, []))
     header = ["store", "import", "code", "read", "records added", "new commit log KiB", "new consume queues KiB",
               "config + checkpoint KiB", "bound KiB", "store bytes read KiB", "of which consume queues KiB",
+              "commit log read - new B", "consume queues read - new B", "store bytes read - bound B",
               "rchar KiB", "read_bytes KiB", "wall s", "CPU s"]
     notes = (f"{load_note()} after the runs. 'bound' is the new commit-log bytes + the new consume-queue bytes "
-             "+ the config files and checkpoint; 'store bytes read' is the import's own count "
-             "(store_bytes_read, not in the code before it); rchar counts every read() of the process (the "
+             "+ the config files and checkpoint (and a POP KV store); 'store bytes read' is the import's own count "
+             "(store_bytes_read); 'commit log read - new' and 'consume queues read - new' are what it read of "
+             "each beyond the bytes the store gained there, 'store bytes read - bound' what it read beyond the "
+             "bound (negative: less); rchar counts every read() of the process (the "
              "run directory's Parquet too; a mapped commit log is not in it); read_bytes what the disk gave "
              "after the store's pages were dropped from the page cache (a live broker keeps its mapped files "
              "cached: 0). The real runs' imports fall where the producer's output says (their counts differ "

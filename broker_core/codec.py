@@ -142,6 +142,13 @@ def store_ts_position(sys_flag: int) -> int:
     return BORN_HOST_POS + (HOST_V6_BYTES if sys_flag & SYSFLAG_BORNHOST_V6 else HOST_V4_BYTES)
 
 
+def record_head_bytes(sys_flag: int) -> int:
+    """A record's fixed header up to and including its store timestamp: TOTALSIZE, MAGIC, BODYCRC,
+    QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP, BORNHOST, STORETIMESTAMP
+    (64 bytes, 76 with an IPv6 born host)."""
+    return store_ts_position(sys_flag) + 8
+
+
 def peek_magic_and_store_ts(head: bytes) -> tuple[int, int] | None:
     """(magic, store timestamp) from a record's first bytes, None when too few to hold them.
 

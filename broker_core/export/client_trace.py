@@ -35,8 +35,9 @@ _VALUE_COLUMNS = ("region_id", "group", "request_id", "topic", "msg_id", "tags",
 
 
 def trace_rows(commitlog_dir: Path, broker: str) -> list[dict]:
-    """The broker's trace messages (the columns the table needs), in physical order."""
-    if not commitlog_dir.is_dir() or not any(commitlog_dir.glob("*.parquet")):
+    """The broker's trace messages (the columns the table needs), in physical order, of a commitlog
+    directory (or one file of it)."""
+    if not (commitlog_dir.is_file() or (commitlog_dir.is_dir() and any(commitlog_dir.glob("*.parquet")))):
         return []
     data = ds.dataset(str(commitlog_dir), format="parquet")
     is_trace = (pc.field("topic") == TRACE_TOPIC) | pc.starts_with(pc.field("topic"), TRACE_DATA_TOPIC_PREFIX)
@@ -59,13 +60,15 @@ def _row(run_id: str, broker: str, phys: int, record) -> dict:
 
 
 def write_client_trace(reader: StoreReader, parquet: Path, part: str, run_id: str,
-                       broker: str) -> tuple[int, list[Problem]]:
-    """Write ``client_trace`` of ``broker`` from the commitlog already written under ``parquet``;
-    return its row count and the warnings (a trace message read again from a file that is gone,
-    records whose fields do not parse). A bad record is left out; the others of its body are kept."""
+                       broker: str, commitlog: Path | None = None) -> tuple[int, list[Problem]]:
+    """Write ``client_trace`` of ``broker`` from the commitlog already written under ``parquet``
+    (or only from ``commitlog``, an increment's file of it); return its row count and the warnings
+    (a trace message read again from a file that is gone, records whose fields do not parse). A
+    bad record is left out; the others of its body are kept."""
     problems: list[Problem] = []
     writer = TableWriter(parquet, "client_trace", part=part)
-    for row, record in records_at(reader, trace_rows(parquet / "commitlog", broker)):
+    source = commitlog if commitlog is not None else parquet / "commitlog"
+    for row, record in records_at(reader, trace_rows(source, broker)):
         phys = row["phys_offset"]
         where = f"broker {broker}: trace message in {row['topic']} at commit-log offset {phys}"
         if record is None:

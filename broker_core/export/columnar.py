@@ -188,8 +188,10 @@ class ColumnarStoreReader(StoreReader):
         starts, walked_to = _walk(buf, pos, limit)
         if not starts:
             return pos, False
-        raw = _read_slice(buf, limit, np.frombuffer(starts, dtype=np.int64), self.check_crc)
+        at = np.frombuffer(starts, dtype=np.int64)
+        raw = _read_slice(buf, limit, at, self.check_crc)
         if raw.count:
+            self._last_record_at = cf.start + int(at[raw.count - 1])
             yield self._emit(cf, rel, raw, self._hosts, progress, index)
         if raw.count == len(starts):
             return walked_to, True

@@ -3,7 +3,8 @@
 After every import of a broker, ``<run>/import_state/<broker>.json`` holds where the commit-log
 scan stopped (file and position), what it had counted up to there (records, BLANKs, store times,
 records by topic, store hosts), the scan's problems before that point, and a fingerprint of the
-bytes just before it (the last record, and the BLANK when the scan left a file through one). The
+bytes just before it (the last record's fixed header, TOTALSIZE to STORETIMESTAMP, and the BLANK's 8
+bytes when the scan left a file through one), taken from the bytes the scan read. The
 state is written into the run directory with the data and swapped in with it, so the two always
 agree.
 
@@ -20,9 +21,10 @@ these hold (:func:`plan_resume`), and otherwise reads the store whole, saying wh
 * the files from the first one up to where the last import ended are all there, none damaged;
 * the last import found no damage before where it ended (damage in the log can make RocketMQ's
   recovery keep a different part of it once the recovery window moves);
-* the fingerprinted bytes are unchanged. RocketMQ only ever appends; the one thing that rewrites
-  bytes already written is a restart's recovery truncating the tail (and appending new records
-  over it), which always changes the last record imported or the BLANK after it.
+* the fingerprinted bytes are unchanged (read once, 64 or 72 bytes). RocketMQ only ever appends;
+  the one thing that rewrites bytes already written is a restart's recovery truncating the tail
+  (and appending new records over it), which always changes the last record imported (its body
+  CRC, queue offset, physical offset or store time) or the BLANK after it.
 
 A continued import scans from the remembered point, writes the new records as another file of the
 broker's commitlog table (``part-<broker>+<offset>.parquet``), and rewrites the broker's small
@@ -38,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from broker_core.constants import BLANK_MAGIC_CODE
 from broker_core.export.broker_parts import IMPORT_STATE_DIR_NAME, STATE_SUFFIX, broker_parts_of, part_name
 from broker_core.export.columnar import CommitlogWriter
 from broker_core.export.replicas import link_side
@@ -56,7 +60,8 @@ from broker_core.store.reader import ResumePoint, StoreReader
 # The remembered import's format. 3: the commitlog rows gained prepared_tx_offset, so a broker
 # imported before is read whole once (a continued import would mix part files with and without it).
 # 4: each consume queue's mark (cq_marks), so one earlier import is read whole once more.
-STATE_VERSION = 4
+# 5: the problems of POP bookkeeping bodies are remembered (their rows are kept, not read again).
+STATE_VERSION = 5
 # Commit-log problems a scan finds at one record, whatever the recovery window: an import that
 # found only these before its end can be continued. Anything else before the end is damage.
 CARRIED_PROBLEM_KINDS = ("phys-offset-mismatch", "blank-size")
@@ -71,16 +76,20 @@ def state_path(run_dir: Path, broker: str) -> Path:
 
 @dataclass
 class Tail:
-    """Spans ``[offset, offset + size)`` of the commit log just before where a scan stopped."""
+    """Spans ``[offset, offset + size)`` of the commit log just before where a scan stopped: the
+    last record's fixed header (:func:`broker_core.codec.record_head_bytes`, once the scan has
+    said how long it is) and the BLANK the scan left its file through, if it did."""
 
     last_record: tuple[int, int] | None = None
     blank: tuple[int, int] | None = None
+    # The BLANK's TOTALSIZE as the scan read it (its bytes are that and the magic): not kept.
+    blank_size: int | None = field(default=None, compare=False)
 
     def record(self, offset: int, size: int) -> None:
         self.last_record, self.blank = (offset, size), None
 
     def blank_at(self, offset: int, size: int) -> None:
-        self.blank = (offset, min(size, BLANK_FINGERPRINT_BYTES))
+        self.blank, self.blank_size = (offset, min(size, BLANK_FINGERPRINT_BYTES)), size
 
     def spans(self) -> list[tuple[int, int]]:
         return [s for s in (self.last_record, self.blank) if s is not None]
@@ -88,6 +97,7 @@ class Tail:
 
 # A BLANK's TOTALSIZE and magic: RocketMQ writes only these 8 bytes of it (the rest stays zero).
 BLANK_FINGERPRINT_BYTES = 8
+_BLANK_HEAD = struct.Struct(">iI")
 
 
 @dataclass
@@ -235,6 +245,31 @@ def fingerprints(reader: StoreReader, spans: list[tuple[int, int]]) -> list[str]
         reader.bytes_read["commitlog"] += len(data)
         found.append(hashlib.sha256(data).hexdigest())
     return found
+
+
+def tail_fingerprints(reader: StoreReader, tail: Tail, state: ImportState | None) -> list[str] | None:
+    """The fingerprints of ``tail`` (the spans before where this import's scan stopped), from bytes
+    already read: a span the last import fingerprinted (``state``; this import checked it before
+    going on), the last record's header as the scan read it (the span becomes that header), the
+    BLANK's 8 bytes as the scan decoded them. Only a span none of these gives is read again."""
+    head = reader.last_record_head
+    if tail.last_record is not None and head is not None and head[0] == tail.last_record[0]:
+        tail.last_record = (head[0], len(head[1]))
+    known = dict(zip(state.tail.spans(), state.fingerprints, strict=True)) if state is not None else {}
+    prints: list[str] = []
+    for span in tail.spans():
+        if span in known:
+            prints.append(known[span])
+        elif head is not None and span == (head[0], len(head[1])):
+            prints.append(hashlib.sha256(head[1]).hexdigest())
+        elif span == tail.blank and tail.blank_size is not None and span[1] == BLANK_FINGERPRINT_BYTES:
+            prints.append(hashlib.sha256(_BLANK_HEAD.pack(tail.blank_size, BLANK_MAGIC_CODE)).hexdigest())
+        else:
+            again = fingerprints(reader, [span])
+            if again is None:
+                return None
+            prints += again
+    return prints
 
 
 @dataclass(frozen=True)

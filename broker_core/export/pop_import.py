@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from broker_core import names
 from broker_core.codec import Record, decode_record
@@ -35,6 +36,7 @@ from broker_core.constants import (
     TIMER_TOPIC,
 )
 from broker_core.errors import CorruptRecordError
+from broker_core.export.broker_parts import broker_parts_of
 from broker_core.export.parquet import TableWriter
 from broker_core.store import pop, pop_kv
 from broker_core.store.config_files import split_topic_group
@@ -52,11 +54,11 @@ PROBLEM_POP_KV = "pop-kv-not-read"
 
 def _bookkeeping_rows(commitlog_dir: Path, broker: str, topics: Iterable[str]) -> list[dict]:
     """The broker's POP bookkeeping records (phys_offset, total_size, topic, tags, store_ts,
-    stage), in physical order; ``topics`` are the topics its records are in (none of the timer or
-    revive topics: nothing to read)."""
+    stage), in physical order, of a commitlog directory (or one file of it); ``topics`` are the
+    topics its records are in (none of the timer or revive topics: nothing to read)."""
     if not any(t == TIMER_TOPIC or pop.is_revive_topic(t) for t in topics):
         return []
-    if not commitlog_dir.is_dir() or not any(commitlog_dir.glob("*.parquet")):
+    if not (commitlog_dir.is_file() or (commitlog_dir.is_dir() and any(commitlog_dir.glob("*.parquet")))):
         return []
     data = ds.dataset(str(commitlog_dir), format="parquet")
     mine = ds.field("broker") == broker
@@ -90,6 +92,11 @@ def records_at(reader: StoreReader, rows: list[dict]) -> Iterator[tuple[dict, Re
             if index == len(files) or phys < files[index].start:
                 yield row, None
                 continue
+            data = reader.scanned_bytes(phys, row["total_size"])
+            if data is not None:  # read by this import's scan: not read again
+                record = decode_record(data, 0, check_crc=False)
+                yield row, record if isinstance(record, Record) else None
+                continue
             if handle is None:
                 handle = open(files[index].path, "rb")
             handle.seek(phys - files[index].start)
@@ -108,17 +115,44 @@ def commitlog_topics(parquet: Path) -> list[str]:
     return sorted(pc.unique(table.column("topic")).to_pylist())
 
 
+def earlier_evidence(old_parquet: Path, broker: str, keep_from: int | None) -> list[dict]:
+    """``broker``'s ``pop_evidence`` rows of commit-log records in an earlier import (``old_parquet``),
+    less those of records retention deleted since (below ``keep_from``): the rows an increment
+    keeps without reading their records again. The KV service's rows are read again (its state)."""
+    files = broker_parts_of(Path(old_parquet) / "pop_evidence", broker)
+    if not files:
+        return []
+    rows = pa.concat_tables([pq.read_table(f) for f in files]).to_pylist()
+    return [r for r in rows if r["stage"] != pop.STAGE_KV and (keep_from is None or r["phys_offset"] >= keep_from)]
+
+
+def _checkpoint_of(row: dict) -> pop.PopRecord:
+    return pop.PopRecord(row["kind"], row["group"], row["topic"], row["queue_id"], row["start_offset"],
+                         tuple(row["offsets"] or ()), row["pop_ts"], row["invisible_ms"], row["revive_ts"],
+                         row["broker_name"])
+
+
 def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str,
-                     topics_in_log: Iterable[str]) -> tuple[int, int, list[Problem]]:
+                     topics_in_log: Iterable[str], earlier: tuple[list[dict], Path | None] | None = None,
+                     ) -> tuple[int, int, list[Problem]]:
     """Write ``pop_evidence`` and ``retry_topics`` of ``broker`` from the commitlog already
     written under ``parquet`` (``topics_in_log``: the topics of its records, as the import counted
-    them); return their row counts and the bodies that did not decode."""
+    them); return their row counts and the bodies that did not decode. ``earlier``: an increment's
+    rows kept from the last import (:func:`earlier_evidence`) and its own commitlog file (None: no
+    new record), whose bookkeeping records alone are read from the store."""
     topics_in_log = set(topics_in_log)
-    rows = _bookkeeping_rows(parquet / "commitlog", broker, topics_in_log)
+    if earlier is None:
+        rows = _bookkeeping_rows(parquet / "commitlog", broker, topics_in_log)
+    else:
+        rows = _bookkeeping_rows(earlier[1], broker, topics_in_log) if earlier[1] is not None else []
     retry_in_log = {t for t in topics_in_log if names.is_retry_topic(t)}
     problems: list[Problem] = []
     evidence = TableWriter(parquet, "pop_evidence", part=part)
     checkpoints: list[pop.PopRecord] = []
+    for row in earlier[0] if earlier is not None else ():
+        if row["kind"] == pop.TAG_CHECKPOINT:
+            checkpoints.append(_checkpoint_of(row))
+        evidence.write({**row, "run_id": run_id, "broker": broker})
     for row, record in records_at(reader, rows):
         where = f"commitlog@{row['phys_offset']}"
         if record is None:
@@ -137,7 +171,7 @@ def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str,
                         "start_offset": decoded.start_offset, "offsets": list(decoded.offsets),
                         "pop_ts": decoded.pop_ts_ms, "invisible_ms": decoded.invisible_ms,
                         "revive_ts": decoded.revive_ts_ms, "broker_name": decoded.broker_name})
-    kv_checkpoints, kv_problem = _kv_checkpoints(reader.root)
+    kv_checkpoints, kv_problem = _kv_checkpoints(reader)
     problems += kv_problem
     for ck in kv_checkpoints:
         checkpoints.append(ck)
@@ -157,12 +191,18 @@ def write_pop_tables(reader: StoreReader, parquet: Path, part: str, run_id: str,
     return evidence_rows, owners.close(), problems
 
 
-def _kv_checkpoints(root: Path) -> tuple[list[pop.PopRecord], list[Problem]]:
+def _kv_checkpoints(reader: StoreReader) -> tuple[list[pop.PopRecord], list[Problem]]:
     """The POP KV service's in-flight pops (``kvStore/``) as checkpoints nobody acked, and the
     warning when the store has that directory but it cannot be read: then a record popped and not
-    acked looks consumed (the group's committed offset is past it) and the lineage says CONSUMED."""
+    acked looks consumed (the group's committed offset is past it) and the lineage says CONSUMED.
+
+    The directory is read whole by every import, as the config files are: it is the service's
+    state now (a row goes when its pop is acked or revived, and RocksDB rewrites its files as it
+    compacts them), with no place where what was added since the last import begins."""
+    root = reader.root
     if not pop_kv.has_pop_kv_store(root):
         return [], []
+    reader.bytes_read[pop_kv.POP_KV_DIR_NAME] += pop_kv.kv_store_bytes(root)
     try:
         records = pop_kv.read_pop_kv_records(root)
     except pop_kv.PopKVError as exc:

@@ -40,7 +40,7 @@ from broker_core.export.broker_parts import (
     run_lock,
     validate_broker,
 )
-from broker_core.export.client_trace import write_client_trace
+from broker_core.export.client_trace import PROBLEM_TRACE_UNREADABLE, write_client_trace
 from broker_core.export.columnar import ColumnarStoreReader, CommitlogWriter, RecordColumns
 from broker_core.export.commitlog_rows import (
     COMMITLOG_COLUMNS,
@@ -65,12 +65,12 @@ from broker_core.export.increments import (
     carry_parts,
     compact,
     drop_provisional,
-    fingerprints,
     load_state,
     plan_import,
     records_by_topic,
     save_state,
     store_hosts,
+    tail_fingerprints,
 )
 from broker_core.export.inner_batches import (
     PROBLEM_INNER_COUNT,
@@ -79,7 +79,7 @@ from broker_core.export.inner_batches import (
 )
 from broker_core.export.lmq_dispatches import write_lmq_dispatches
 from broker_core.export.parquet import TableWriter, atomic_dir
-from broker_core.export.pop_import import write_pop_tables
+from broker_core.export.pop_import import PROBLEM_POP_BODY, earlier_evidence, write_pop_tables
 from broker_core.export.replicas import (
     ROLE_MASTER,
     ROLE_SLAVE,
@@ -103,7 +103,12 @@ from broker_core.store.reader import ScanProgress, StoreReader
 
 # The problems of the tables read from record bodies a row set per record (remembered between
 # imports of a store: an increment reads only its new records' bodies).
-RECORD_BODY_PROBLEMS = (PROBLEM_INNER_UNDECODABLE, PROBLEM_INNER_COUNT, PROBLEM_OP_UNREADABLE)
+RECORD_BODY_PROBLEMS = (PROBLEM_INNER_UNDECODABLE, PROBLEM_INNER_COUNT, PROBLEM_OP_UNREADABLE, PROBLEM_POP_BODY,
+                        PROBLEM_TRACE_UNREADABLE)
+# An increment keeps up to this many of the bytes its scan read, so that the record bodies read
+# after the scan (POP checkpoints and acks, transaction ops, inner batches, the clients' trace) of
+# its new records are not read from the store again; past it they are.
+KEPT_SCANNED_BYTES_MAX = 64 * 1024 * 1024
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 OFFSET_EVENT_RESTORE = "RESTORE"
 # How the commit log is decoded: whole slices of records into Arrow columns (columnar.py), or one
@@ -278,9 +283,10 @@ def _held_schedule_units(reader: StoreReader) -> dict[int, int]:
 def _record_body_table(reader: StoreReader, parquet: Path, part: str, run_id: str, broker: str, table: str,
                        carry: _Carry | None) -> tuple[int, list[Problem]]:
     """A table read from record bodies, a row set per record (``inner_messages``,
-    ``transaction_ops``): whole, or the broker's earlier rows (those of records retention left)
+    ``transaction_ops``, ``client_trace``): whole, or the broker's earlier rows (those of records retention left)
     and the rows of this increment's records, whose bodies alone are read again."""
-    write = write_inner_messages if table == "inner_messages" else write_transaction_ops
+    write = {"inner_messages": write_inner_messages, "transaction_ops": write_transaction_ops,
+             "client_trace": write_client_trace}[table]
     if carry is None:
         return write(reader, parquet, part, run_id, broker)
     rows = carry_parts(carry.old_parquet, parquet, broker, table, RAW_TABLES[table], carry.keep_from)
@@ -449,7 +455,7 @@ def import_store(store_dir: Path | str, out_dir: Path | str, *, name: str | None
             brokers = brokers_of(tmp)
             new_state = None
             if reader.resume_point is not None and not replicated and reader.dledger is None and tier is None:
-                prints = fingerprints(reader, book.tail.spans())
+                prints = tail_fingerprints(reader, book.tail, state if resume is not None else None)
                 if prints is not None:
                     new_state = ImportState(broker, str(store_root), reader.file_size, reader.first_offset,
                                             reader.resume_point, book.tail, prints, book.files,
@@ -606,19 +612,21 @@ def _write_columnar(reader: ColumnarStoreReader, parquet: Path, part: str, run_i
         book.records(batch.file_name, batch.num_rows, columns["store_ts"][0].value, columns["store_ts"][-1].value,
                      {c["values"]: c["counts"] for c in counts}, pc.unique(columns["store_host"]).to_pylist(),
                      (columns["phys_offset"][-1].as_py(), columns["total_size"][-1].as_py()))
-        if resume is not None:
-            _note_queues(reader, book, columns)
+        _note_queues(reader, book, columns, resume is not None)
         writer.write(batch.table(run_id, broker))
     return writer.close(), writer.path
 
 
-def _note_queues(reader: StoreReader, book: _CommitlogBook, columns: dict) -> None:
-    """An increment's slice of new records: how far each queue's consume queue is read, and the
-    store times of its SCHEDULE records (a delay level's delay is read from one of them)."""
+def _note_queues(reader: StoreReader, book: _CommitlogBook, columns: dict, increment: bool) -> None:
+    """A slice of records: how far each queue's consume queue is read (the next increment reads no
+    further than the log's records say), and in an increment the store times of its SCHEDULE
+    records (a delay level's delay is read from one of them)."""
     ends = pa.table({k: columns[k] for k in ("topic", "queue_id", "queue_offset")}).group_by(
         ["topic", "queue_id"]).aggregate([("queue_offset", "max")])
     for topic, queue_id, last in zip(*(ends.column(c).to_pylist() for c in ends.column_names), strict=True):
         book.queue_offset(reader, topic, queue_id, last)
+    if not increment:
+        return
     scheduled = pc.equal(columns["topic"], SCHEDULE_TOPIC)
     if pc.any(scheduled).as_py():
         for phys, ts in zip(columns["phys_offset"].filter(scheduled).to_pylist(),
@@ -643,10 +651,9 @@ def _write_decoded(reader: StoreReader, parquet: Path, part: str, run_id: str, b
         values = record_to_values(entry.record, run_id, broker, entry.file_name)
         book.records(entry.file_name, 1, entry.record.store_ts, entry.record.store_ts, {values[TOPIC_AT]: 1},
                      (values[STORE_HOST_AT],), (entry.phys_offset, entry.size))
-        if resume is not None:
-            book.queue_offset(reader, entry.record.topic, entry.record.queue_id, entry.record.queue_offset)
-            if entry.record.topic == SCHEDULE_TOPIC:
-                reader.schedule_store_ts[entry.phys_offset] = entry.record.store_ts
+        book.queue_offset(reader, entry.record.topic, entry.record.queue_id, entry.record.queue_offset)
+        if resume is not None and entry.record.topic == SCHEDULE_TOPIC:
+            reader.schedule_store_ts[entry.phys_offset] = entry.record.store_ts
         writer.write_values(values)
     return writer.close(), writer.path
 
@@ -655,14 +662,18 @@ def _continue_reader(reader: StoreReader, state: ImportState) -> None:
     """Hand the reader what the broker's last import left for this one to go on from: each consume
     queue's mark, the zeros after the data it found, the SCHEDULE records its delays came from."""
     reader.cq_start, reader.cq_start_first_offset = state.queues, state.first_offset
+    reader.keep_scanned_bytes_max = KEPT_SCANNED_BYTES_MAX
     reader.zeros_checked_from = state.zeros_from
     reader.schedule_store_ts.update(state.schedule_store_ts)
 
 
 def _delay_records(reader: StoreReader) -> dict[int, int | None]:
-    """The SCHEDULE records' store times the next import may need (those its tails name)."""
+    """The SCHEDULE records' store times the next import may need: those its tails name, and those
+    the tails read now name (a live import's mark stands before the unit it read last, which the
+    next import reads again and reads a level's delay from)."""
     marks = reader.cq_marks or {}
     named = {unit[1] for mark in marks.values() for unit in mark.tail}
+    named.update(unit[1] for tail in (reader.schedule_tails_read() or {}).values() for unit in tail)
     return {phys: ts for phys, ts in reader.schedule_store_ts.items() if phys in named}
 
 
@@ -696,8 +707,12 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
     rows_by_table["consumer_offsets"] = writer.close()
 
     # 5.x POP checkpoints and acks, and who owns each %RETRY% topic (pop_import).
+    earlier = None
+    if carry is not None:
+        new_log = parquet / "commitlog" / carry.increment
+        earlier = (earlier_evidence(carry.old_parquet, broker, carry.keep_from), new_log if new_log.exists() else None)
     pop_rows, owner_rows, body_problems = write_pop_tables(reader, parquet, part, run_id, broker,
-                                                           records_by_topic(files))
+                                                           records_by_topic(files), earlier)
     rows_by_table["pop_evidence"], rows_by_table["retry_topics"] = pop_rows, owner_rows
 
     # 5.x inner batches: the messages the consumer's client unwraps from each one; transaction op
@@ -709,7 +724,8 @@ def _write_store_tables(reader: StoreReader, parquet: Path, part: str, run_id: s
         body_problems += found
 
     # The clients' message trace, when a client wrote it to this broker (docs/client-trace.md).
-    rows_by_table["client_trace"], trace_problems = write_client_trace(reader, parquet, part, run_id, broker)
+    rows_by_table["client_trace"], trace_problems = _record_body_table(reader, parquet, part, run_id, broker,
+                                                                       "client_trace", carry)
     body_problems += trace_problems
     body_problems += more_problems
 

@@ -23,6 +23,8 @@ LOCK_FILE_NAME = "lock"
 # masterFlushedOffset and confirmPhyOffset, zero in a 4.9.4 file.
 _FIELDS = struct.Struct(">qqqqq")
 _TIMESTAMPS = struct.Struct(">qqq")
+# The bytes of a checkpoint file that hold fields: a reader reads these, not the whole page.
+CHECKPOINT_FIELDS_BYTES = _FIELDS.size
 
 
 def min_timestamp(physic_msg_timestamp: int, logics_msg_timestamp: int) -> int:

@@ -15,10 +15,15 @@ changes which units are "below the log", so the queues are then read whole, as t
 marked file is gone or the last import found units pointing past its valid log (those are read
 again each time until the log reaches them, and the rows they would add are not known yet).
 
-Reads from a mark are as long as the new records say (:func:`first_piece_bytes`: the commit-log
-scan counts the queue offsets they hold) plus one unit, the zeros where the queue ends; a queue
-that gained more than that (a live broker dispatching on) is read on in growing pieces
-(:func:`piece_sizes`), never a megabyte of the zeros that follow its last unit.
+Reads from a mark are exactly as long as the commit log says: every record names its queue and its
+queue offset, so the highest queue offset the records of the log hold (up to where the scan
+stopped; :attr:`QueueMark.expected`, kept from import to import) is the last unit a queue can have.
+A queue is read from its mark up to that unit and no further (:func:`exact_pieces`): a queue no new
+record names is not opened, and nothing past a queue's last unit is read. A queue whose units are
+behind its records (a live broker dispatching on) is read on from where its units end by the next
+import. Two kinds of queue are read as before, to the first invalid unit (:func:`piece_sizes`:
+growing pieces, never a megabyte of the zeros that follow the last unit): a ``%LMQ%`` queue
+(multi-dispatch writes its units from other topics' records) and a queue new since the last import.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from broker_core import names
 from broker_core.constants import CQ_UNIT_SIZE_BYTES
 
 # The last units of a schedule queue kept with its mark: schedule_delays reads a level's delay from
@@ -54,13 +60,29 @@ def piece_sizes(first_bytes: int, chunk_max_bytes: int) -> Iterator[int]:
 
 
 def first_piece_bytes(expected_units: int | None, unit_at: int) -> int:
-    """The first read of a queue from unit ``unit_at`` on: up to the unit after the last one the
-    new records name (``expected_units``: the highest queue offset they hold + 1), so a queue
-    read from its mark costs its new units and one more (zeros, where it ends); one unit when
-    nothing new is expected; :data:`FIRST_PIECE_UNITS` when nothing is known (a full read)."""
+    """The first read of a queue read to its end from unit ``unit_at`` (``expected_units``: the
+    units the log's records name, None when not known): up to the unit after the last one they
+    name, else :data:`FIRST_PIECE_UNITS`."""
     if expected_units is None:
         return FIRST_PIECE_UNITS * CQ_UNIT_SIZE_BYTES
     return (max(expected_units - unit_at, 0) + 1) * CQ_UNIT_SIZE_BYTES
+
+
+def exact_pieces(expected_units: int, unit_at: int, chunk_max_bytes: int) -> Iterator[int]:
+    """Read sizes for a queue file read from unit ``unit_at`` up to unit ``expected_units`` (not
+    included) and no further: the units the log's records name, in chunks of at most
+    ``chunk_max_bytes`` (a whole number of units)."""
+    left = max(expected_units - unit_at, 0) * CQ_UNIT_SIZE_BYTES
+    while left > 0:
+        size = min(left, chunk_max_bytes)
+        yield size
+        left -= size
+
+
+def reads_exactly(topic: str) -> bool:
+    """Whether a queue's units are all named by records of its own topic (so it is read exactly as
+    far as they say): every queue but a multi-dispatch ``%LMQ%`` one."""
+    return not names.is_lmq(topic)
 
 
 @dataclass
@@ -70,7 +92,9 @@ class QueueMark:
     ``across``: units that start below the log's first offset and end after it, found before the
     mark: ``[count, file (as problems name it), position, queue_offset, phys_offset, size]`` of the
     first one. ``tail``: a schedule queue's last :data:`TAIL_UNITS` units in ``tail_file`` (the
-    last file holding units), as ``[queue_offset, phys_offset, size, tags_code]``.
+    last file holding units), as ``[queue_offset, phys_offset, size, tags_code]``. ``expected``:
+    the highest queue offset + 1 the log's records held for the queue up to where the scan stopped
+    (None: not known, the queue is read to its end).
     """
 
     file: str
@@ -78,14 +102,16 @@ class QueueMark:
     across: list | None = None
     tail_file: str | None = None
     tail: list[list[int]] = field(default_factory=list)
+    expected: int | None = None
 
     def to_json(self) -> dict:
         return {"file": self.file, "position": self.position, "across": self.across,
-                "tail_file": self.tail_file, "tail": self.tail}
+                "tail_file": self.tail_file, "tail": self.tail, "expected": self.expected}
 
     @classmethod
     def from_json(cls, doc: dict) -> QueueMark:
-        return cls(doc["file"], doc["position"], doc["across"], doc["tail_file"], [list(u) for u in doc["tail"]])
+        return cls(doc["file"], doc["position"], doc["across"], doc["tail_file"], [list(u) for u in doc["tail"]],
+                   doc.get("expected"))
 
 
 @dataclass

@@ -73,6 +73,12 @@ def has_pop_kv_store(root: Path) -> bool:
     return (Path(root) / POP_KV_DIR_NAME).is_dir()
 
 
+def kv_store_bytes(root: Path) -> int:
+    """The bytes :func:`read_pop_kv_records` reads: every file of ``kvStore/`` but RocksDB's lock."""
+    return sum(p.stat().st_size for p in (Path(root) / POP_KV_DIR_NAME).rglob("*")
+               if p.is_file() and p.name != "LOCK")
+
+
 def read_pop_kv_records(root: Path) -> list[PopKVRecord]:
     """The in-flight pops of the store under ``root`` (``kvStore/``, column family ``popState``),
     sorted by (group, topic, queue, offset, pop time).

@@ -37,12 +37,14 @@ from pathlib import Path
 from broker_core import names
 from broker_core.codec import (
     FIRST_RECORD_HEAD_BYTES,
+    SYSFLAG_POS,
     Blank,
     Record,
     decode_record,
     int_property_out_of_range,
     peek_magic_and_store_ts,
     property_crc_values,
+    record_head_bytes,
 )
 from broker_core.constants import (
     BLANK_MAGIC_CODE,
@@ -64,15 +66,23 @@ from broker_core.message import (
     port_in_range,
 )
 from broker_core.store import config_files
-from broker_core.store.checkpoint import ABORT_FILE_NAME, CHECKPOINT_FILE_NAME, Checkpoint, parse_checkpoint
+from broker_core.store.checkpoint import (
+    ABORT_FILE_NAME,
+    CHECKPOINT_FIELDS_BYTES,
+    CHECKPOINT_FILE_NAME,
+    Checkpoint,
+    parse_checkpoint,
+)
 from broker_core.store.cq_marks import (
     TAIL_UNITS,
     QueueMark,
     QueueWalk,
+    exact_pieces,
     first_piece_bytes,
     held_back,
     piece_sizes,
     queue_key,
+    reads_exactly,
     without_last_unit,
 )
 from broker_core.store.dledger import RECOVER_FILES_FROM_END as DLEDGER_RECOVER_FILES_FROM_END
@@ -100,6 +110,7 @@ CQ_UNIT = struct.Struct(">qiq")  # ConsumeQueue unit: physOffset, size, tagsCode
 assert CQ_UNIT.size == CQ_UNIT_SIZE_BYTES
 CQ_PRE_BLANK_UNIT_SIZE = 2**31 - 1  # fillPreBlank writes (0, Integer.MAX_VALUE, 0) below minOffset
 _SIZE_MAGIC = struct.Struct(">iI")
+_I32 = struct.Struct(">i")
 _KNOWN_MAGICS = (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE)
 _FILE_NAME = re.compile(rf"\d{{{FILE_NAME_DIGITS}}}")
 
@@ -245,6 +256,15 @@ class StoreReader(DLedgerScan):
         self.first_store_ts: int | None = None
         # Set by a complete scan: where a later scan of the grown store goes on from.
         self.resume_point: ResumePoint | None = None
+        # The last record the scan took: its physical offset, and its fixed header up to its store
+        # timestamp as the scan read it (the next import's fingerprint of the tail, read once).
+        self._last_record_at: int | None = None
+        self.last_record_head: tuple[int, bytes] | None = None
+        # Up to this many bytes the scan read are kept, for reading record bodies again without
+        # reading the store again (set by an increment's caller: 0 keeps none).
+        self.keep_scanned_bytes_max = 0
+        self.kept_bytes = 0
+        self._kept: list[tuple[int, bytes]] = []
         # Where the scan began: the first file's start, or the resume point's offset.
         self.scan_start = self.first_offset
         self._config_cache: dict[str, object] = {}
@@ -401,8 +421,10 @@ class StoreReader(DLedgerScan):
     def _read_checkpoint(self) -> Checkpoint | None:
         path = self.root / CHECKPOINT_FILE_NAME
         try:
+            # Only the fields are read: the rest of the page is never written (its size is checked).
             with open(path, "rb") as fh:
-                data = fh.read(CHECKPOINT_FILE_SIZE_BYTES + 1)
+                size = os.fstat(fh.fileno()).st_size
+                data = fh.read(CHECKPOINT_FIELDS_BYTES)
             self.bytes_read[CHECKPOINT_FILE_NAME] += len(data)
         except FileNotFoundError:
             self._file_problems.append(Problem(CHECKPOINT_FILE_NAME, 0, "checkpoint-missing",
@@ -411,15 +433,15 @@ class StoreReader(DLedgerScan):
         except OSError as exc:
             self._file_problems.append(Problem(CHECKPOINT_FILE_NAME, 0, "unreadable-file", str(exc)))
             return None
-        if self.live and not data:
+        if self.live and not size:
             # A live broker creates the file and then maps it at full size, as its commit-log files.
             self._file_problems.append(Problem(CHECKPOINT_FILE_NAME, 0, "checkpoint-missing",
                                                "the checkpoint file is being created (empty)", WARNING))
             return None
-        if len(data) != CHECKPOINT_FILE_SIZE_BYTES:
+        if size != CHECKPOINT_FILE_SIZE_BYTES:
             self._file_problems.append(Problem(
-                CHECKPOINT_FILE_NAME, min(len(data), CHECKPOINT_FILE_SIZE_BYTES), "wrong-size-file",
-                f"checkpoint is {len(data)} bytes, expected {CHECKPOINT_FILE_SIZE_BYTES}"))
+                CHECKPOINT_FILE_NAME, min(size, CHECKPOINT_FILE_SIZE_BYTES), "wrong-size-file",
+                f"checkpoint is {size} bytes, expected {CHECKPOINT_FILE_SIZE_BYTES}"))
         return parse_checkpoint(data)
 
     # --- the commit-log scan ----------------------------------------------------------------
@@ -572,9 +594,45 @@ class StoreReader(DLedgerScan):
                                                    str(exc)))
                 return "damage", cf.start
             try:
-                return (yield from self._scan_buffer(cf, buf, limit, progress, index, lenient, start))
+                outcome, end = yield from self._scan_buffer(cf, buf, limit, progress, index, lenient, start)
+                self._keep_scanned(cf, buf, start, limit)
+                return outcome, end
             finally:
+                self._keep_last_head(cf, buf, limit)
                 buf.close()
+
+    def _keep_scanned(self, cf: CommitLogFile, buf, start: int, limit: int) -> None:
+        """Keep a copy of the records the scan read of this file, from ``start`` to the end of the
+        last one (``keep_scanned_bytes_max`` in all): what reads record bodies after the scan
+        (:meth:`scanned_bytes`) takes them from here."""
+        at = self._last_record_at
+        if at is None or not cf.start + start <= at < cf.start + limit or limit - (at - cf.start) < 4:
+            return
+        end = min(limit, at - cf.start + _I32.unpack_from(buf, at - cf.start)[0])
+        size = end - start
+        if size <= 0 or self.kept_bytes + size > self.keep_scanned_bytes_max:
+            return
+        self._kept.append((cf.start + start, bytes(buf[start:end])))
+        self.kept_bytes += size
+
+    def scanned_bytes(self, offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes at physical ``offset`` as the scan read them, when it kept them."""
+        for start, data in self._kept:
+            if start <= offset and offset + size <= start + len(data):
+                return data[offset - start:offset - start + size]
+        return None
+
+    def _keep_last_head(self, cf: CommitLogFile, buf, limit: int) -> None:
+        """Keep the header of the last record the scan took, when it is in this file (bytes the
+        scan read already: not counted again)."""
+        at = self._last_record_at
+        if at is None or not cf.start <= at < cf.start + limit:
+            return
+        pos = at - cf.start
+        if limit - pos < SYSFLAG_POS + 4:
+            return
+        size = record_head_bytes(_I32.unpack_from(buf, pos + SYSFLAG_POS)[0])
+        self.last_record_head = (at, bytes(buf[pos:min(limit, pos + size)]))
 
     def _scan_buffer(self, cf: CommitLogFile, buf, limit: int, progress, index: int, lenient: bool,
                      start: int = 0):
@@ -666,6 +724,7 @@ class StoreReader(DLedgerScan):
             self._scan_problems.append(property_crc_problem(rel, phys, *crc_values))
         if not counted:
             return LogEntry(cf.name, phys, item.total_size, item)
+        self._last_record_at = phys
         self.record_count += 1
         if self.first_store_ts is None:
             self.first_store_ts = item.store_ts
@@ -769,11 +828,14 @@ class StoreReader(DLedgerScan):
                     with open(cf.path, "rb") as fh:
                         fh.seek(offset - cf.start)
                         head = fh.read(8)
+                        self.bytes_read[COMMITLOG_DIR_NAME] += len(head)
                         total = _SIZE_MAGIC.unpack_from(head)[0] if len(head) == 8 else 0
                         cursor = offset - cf.start + max(total, 8)
                         fh.seek(cursor)
+                        limit = _data_end(cf.path, cursor, limit)  # holes read as zeros: not read
                         while cursor < limit:
                             chunk = fh.read(min(READ_CHUNK_BYTES, limit - cursor))
+                            self.bytes_read[COMMITLOG_DIR_NAME] += len(chunk)
                             if not chunk:
                                 break
                             if chunk.strip(b"\0"):
@@ -809,8 +871,12 @@ class StoreReader(DLedgerScan):
         return None
 
     def _check_unreachable(self, first_unread: int) -> None:
-        """Later files that hold data the scan never reached (recovery deletes such files)."""
+        """Later files that hold data the scan never reached (recovery deletes such files). A file
+        whose first bytes are a hole (a broker's next file, created ahead and never written) reads
+        as zeros: it is not read."""
         for cf in self.files[first_unread:]:
+            if _data_end(cf.path, 0, 8) == 0:
+                continue
             try:
                 with open(cf.path, "rb") as fh:
                     head = fh.read(8)
@@ -859,20 +925,26 @@ class StoreReader(DLedgerScan):
         return len(data) // CQ_UNIT_SIZE_BYTES
 
     def cq_pieces(self, files: list[Path], mark: QueueMark | None = None, walk: QueueWalk | None = None,
-                  expected_units: int | None = None) -> Iterator[tuple[Path, int, bytes]]:
+                  expected_units: int | None = None, exact: bool = False) -> Iterator[tuple[Path, int, bytes]]:
         """(file, byte position, bytes) pieces of a queue's valid units, from ``mark`` (or the start)
-        up to the first invalid unit; ``walk`` is left where the valid units end. Each file is read
-        in pieces that start small and grow (a queue that gained a unit costs a 40-byte read)."""
+        up to the first invalid unit; ``walk`` is left where the valid units end. ``exact``: read no
+        further than unit ``expected_units`` (the units the log's records name: nothing past them
+        is read, not even the zeros where the queue ends); else each file is read in pieces that
+        start small and grow (a queue that gained a unit costs a 40-byte read)."""
         walk = walk if walk is not None else QueueWalk()
         for path in files:
             if mark is not None and path.name < mark.file:
                 continue
             pos = mark.position if mark is not None and path.name == mark.file else 0
             walk.file, walk.position = path.name, pos
+            unit_at = (int(path.name) + pos) // CQ_UNIT_SIZE_BYTES
+            if exact and expected_units <= unit_at:
+                return
+            sizes = (exact_pieces(expected_units, unit_at, READ_CHUNK_BYTES) if exact else
+                     piece_sizes(first_piece_bytes(expected_units, unit_at), READ_CHUNK_BYTES))
             with open(path, "rb") as fh:
                 fh.seek(pos)
-                unit_at = (int(path.name) + pos) // CQ_UNIT_SIZE_BYTES
-                for size in piece_sizes(first_piece_bytes(expected_units, unit_at), READ_CHUNK_BYTES):
+                for size in sizes:
                     data = fh.read(size)
                     self.bytes_read[CONSUME_QUEUE_DIR_NAME] += len(data)
                     valid = self._valid_units(data)
@@ -884,6 +956,8 @@ class StoreReader(DLedgerScan):
                         return  # an invalid unit (zeros after the last one): the queue ends here
                     if len(data) < size:
                         break  # the end of the file: the queue goes on in the next one
+            if exact and expected_units <= (int(path.name) + pos) // CQ_UNIT_SIZE_BYTES:
+                return
 
     def cq_units(self, files: list[Path]) -> Iterator[tuple[Path, int, CqUnit]]:
         """Yield (file, byte position in it, unit) up to the first invalid unit (ConsumeQueue.recover)."""
@@ -932,6 +1006,11 @@ class StoreReader(DLedgerScan):
                     delays[level] = tags - store_ts
                     break
         return delays
+
+    def schedule_tails_read(self) -> dict[int, list] | None:
+        """Per delay level, the last units of its schedule queue as the scan's read left them (a
+        live import's unit read again included); None before a complete scan."""
+        return self._schedule_tails
 
     def _schedule_store_ts(self, phys: int) -> int | None:
         """The store time of the SCHEDULE record at ``phys`` (None: no such record there), read once
@@ -1002,9 +1081,12 @@ class StoreReader(DLedgerScan):
             walk = QueueWalk()
             schedule = topic == SCHEDULE_TOPIC and queue_id >= 0
             pieces = []
+            expected = _expected_units(old, self.cq_expected.get(key))
+            exact = old is not None and expected is not None and reads_exactly(topic)
             try:
-                expected = self.cq_expected.get(key, 0) if old is not None else None
-                for path, pos, data in self.cq_pieces(files, old, walk, expected):
+                # A queue read to its end from a mark starts with the units its records name and one more.
+                probe = (expected or 0) if old is not None else None
+                for path, pos, data in self.cq_pieces(files, old, walk, expected if exact else probe, exact):
                     self._unit_findings(path, pos, data, valid_end, found)
                     if schedule:
                         pieces.append((path, pos, data))
@@ -1016,7 +1098,7 @@ class StoreReader(DLedgerScan):
             problems.extend(found.problems(topic, queue_id, valid_end, self.first_offset))
             if found.past is not None:
                 marks = None  # read again until the log reaches them: the next import reads all
-            mark = QueueMark(walk.file, walk.position, found.across) if walk.file is not None else None
+            mark = QueueMark(walk.file, walk.position, found.across, expected=expected) if walk.file is not None else None
             held = held_back(walk, self.live)
             if held is not None:
                 mark.file, mark.position = held
@@ -1204,6 +1286,13 @@ def _units_of(path: Path, pos: int, data: bytes) -> Iterator[tuple[Path, int, Cq
         if (phys, size, tags) == (0, CQ_PRE_BLANK_UNIT_SIZE, 0):
             continue
         yield path, pos + i * CQ_UNIT_SIZE_BYTES, CqUnit(start_unit + i, phys, size, tags)
+
+
+def _expected_units(old: QueueMark | None, named: int | None) -> int | None:
+    """The units a queue's records name up to where this scan stopped: the last import's count
+    (its mark's) and this scan's, the larger (None: neither is known)."""
+    known = [n for n in (old.expected if old is not None else None, named) if n is not None]
+    return max(known) if known else None
 
 
 def _first_or_count(found: list | None, rel: str, pos: int, unit: CqUnit) -> list:

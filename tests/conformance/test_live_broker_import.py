@@ -89,13 +89,15 @@ def test_a_live_broker_imported_while_a_producer_writes_equals_a_fresh_import(tm
     assert final.resumed_from == live[1].next_offset, final.full_import_reason
     marks.append(_cq_marked(run))
     # Each increment read the commit-log bytes and consume-queue units the store gained, the
-    # config files and checkpoint, and a fixed allowance (two units per queue, the last record again
-    # for its fingerprint, the zeros after the data in their extent): not the queues whole.
+    # config files and checkpoint, and a fixed allowance (per queue the unit a live import's mark
+    # stands at and the zeros where a queue behind its records ends, the last record's header for
+    # its fingerprint, the zeros after the data in their extent): not the queues whole.
     config = sum(p.stat().st_size for p in [*(store / "config").glob("*.json"), store / "checkpoint"])
     queues = sum(1 for q in (store / "consumequeue").glob("*/*") if q.is_dir())
     for summary, before, after in zip([live[1], final], marks[:-1], marks[1:], strict=True):
         read = summary.store_bytes_read
-        # Per queue, one unit past its end (zeros) and the unit a live import's mark stands at (read again).
+        # Per queue, the unit a live import's mark stands at (read again) and, for a queue whose units
+        # were behind its records, the zeros where it ended.
         assert read["consumequeue"] <= after - before + 2 * CQ_UNIT_BYTES * queues, (read, after - before)
         assert sum(read.values()) <= (summary.bytes_read + after - before + 2 * CQ_UNIT_BYTES * queues + config
                                       + INCREMENT_ALLOWANCE_BYTES), read
@@ -109,8 +111,8 @@ def test_a_live_broker_imported_while_a_producer_writes_equals_a_fresh_import(tm
 
 
 CQ_UNIT_BYTES = 20
-# Beyond the bytes the store gained: the last record read again for its fingerprint, one unit past
-# each queue's end, and the zeros after the data that the file system holds as data (the rest of
+# Beyond the bytes the store gained: the last record's header for its fingerprint, and the zeros
+# after the data that the file system holds as data (the rest of
 # the extent it allocated for the broker's writes: 18 KiB once in bench/results/import_increment.md).
 INCREMENT_ALLOWANCE_BYTES = 64 * 1024
 

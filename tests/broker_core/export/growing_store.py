@@ -4,6 +4,7 @@ imports that continue earlier ones."""
 from __future__ import annotations
 
 import shutil
+import struct
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,6 +15,8 @@ from broker_core.store.config_files import save_consumer_offsets
 from broker_core.store.message_store import MessageInner, MessageStore, StoreConfig
 
 FILE_SIZE = 16 * 1024  # small commit-log files, so a few hundred records roll over several
+_SIZE_MAGIC = struct.Struct(">iI")
+_RECORD_MAGICS = (0xDAA320A7, 0xDAA320A8)
 
 
 class GrowingStore:
@@ -63,3 +66,23 @@ def fresh(store: Path, tmp_path: Path, name: str, **kw) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     import_store(store, out, name=name, **kw)
     return out
+
+
+def cut_in_half(store: Path) -> tuple[Path, bytes, int]:
+    """Make ``store`` what it was when half the records of its newest commit-log file were written
+    (zeros from the record boundary in the middle on); return the file, its bytes before the cut
+    (to write back: the store grown again) and the records after the cut."""
+    last = sorted((store / "commitlog").iterdir())[-1]
+    data = last.read_bytes()
+    pos, bounds = 0, [0]
+    while pos + 8 <= len(data):
+        total, magic = _SIZE_MAGIC.unpack_from(data, pos)
+        if total <= 0 or magic not in _RECORD_MAGICS:
+            break
+        pos += total
+        bounds.append(pos)
+    cut = bounds[len(bounds) // 2]
+    with open(last, "r+b") as fh:
+        fh.seek(cut)
+        fh.write(bytes(len(data) - cut))
+    return last, data, len(bounds) - 1 - len(bounds) // 2

@@ -82,3 +82,22 @@ def test_a_record_that_does_not_parse_is_a_warning_and_its_neighbours_are_kept(t
     problems = pq.read_table(tmp_path / "run" / "parquet" / "store_problems").to_pylist()
     assert [(p["kind"], p["severity"], p["offset"]) for p in problems] == [(PROBLEM_TRACE_UNREADABLE, "warning", pos)]
     assert f"record {victim['record_index']}: a SubBefore record whose field does not parse" in problems[0]["detail"]
+
+
+def test_an_increment_keeps_the_trace_rows_it_read_and_reads_only_new_trace_messages(traced, tmp_path):
+    """A traced real store imported at a cut and again once grown past it: the trace messages read
+    before are not read again, the new ones once, and client_trace equals a fresh import's."""
+    from growing_store import cut_in_half
+
+    stores = tmp_path / "stores"
+    shutil.copytree(DATA, stores)
+    last, data, after = cut_in_half(stores / "broker-a")
+    run = tmp_path / "run"
+    first = import_store(stores / "broker-a", run, name="trace", broker="broker-a")
+    last.write_bytes(data)
+    again = import_store(stores / "broker-a", run, name="trace", broker="broker-a")
+    assert again.resumed_from == first.valid_end and again.records_added == after
+    assert again.store_bytes_read["commitlog"] <= again.bytes_read + 64 + 8 + 8 + 4096, again.store_bytes_read
+    rows = sorted(map(repr, pq.read_table(run / "parquet" / "client_trace").to_pylist()))
+    want = [r for r in traced if r["broker"] == "broker-a"]
+    assert len(rows) == len(want) and rows == sorted(repr({**r, "run_id": "trace"}) for r in want)

@@ -180,40 +180,85 @@ def test_many_increments_are_merged_into_one_file(tmp_path):
     assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
 
 
-# What an increment may read beyond the bytes the store gained: the last record again (its
-# fingerprint, before and after), the rest of the disk block after the data (the zeros the scan
-# checks, unless the last import saw them), and the records the delay levels are read from.
-INCREMENT_READ_ALLOWANCE_BYTES = 8 * 1024
+# What an increment reads of the commit log beyond the bytes the store gained: the last record's
+# fixed header, the BLANK after it when the last import left its file through one (the fingerprint
+# the import checks before it goes on), and the 8 bytes where the data ends.
+TAIL_CHECK_BYTES_MAX = 64 + 8 + 8
+# An increment whose data ends in a file no import read before checks that the rest of the data the
+# file system holds for it (to the end of its last block) is zeros, as a fresh import does.
+ZERO_CHECK_BYTES_MAX = 4096
 
 
-def _store_facts(root) -> tuple[int, int]:
-    """(config files' and checkpoint's bytes, consume queues)."""
-    config = sum(p.stat().st_size for p in (root / "config").glob("*.json")) + (root / "checkpoint").stat().st_size
-    return config, sum(1 for q in (root / "consumequeue").glob("*/*") if q.is_dir())
+def _config_bytes(root) -> int:
+    """The config files' and checkpoint's bytes: the part of the bound an import reads whole."""
+    return sum(p.stat().st_size for p in (root / "config").glob("*.json")) + (root / "checkpoint").stat().st_size
+
+
+def _cq_units(root) -> int:
+    """The valid units of every consume queue of the store."""
+    units = 0
+    for queue in (root / "consumequeue").glob("*/*"):
+        data = b"".join(p.read_bytes() for p in sorted(queue.iterdir()))
+        for at in range(0, len(data), 20):
+            if int.from_bytes(data[at + 8:at + 12], "big", signed=True) <= 0:
+                break
+            units += 1
+    return units
 
 
 @pytest.mark.parametrize("decoder", ["columnar", "reference"])
-def test_an_increment_reads_what_the_store_gained_not_the_store(tmp_path, decoder):
-    """An increment reads the new commit-log bytes, the new consume-queue units (and one unit past
-    each queue's end), the config files and checkpoint, and a fixed allowance, however large the
-    store; the first import read every queue whole."""
+def test_an_increment_reads_no_more_than_the_bound(tmp_path, decoder):
+    """An increment of a store grown by N records reads at most the bound: the new commit-log bytes,
+    the new consume-queue units (exactly those, nothing past them), the config files and checkpoint;
+    of the commit log only the tail's fingerprint and the end of the data beside the new bytes."""
     grower = GrowingStore(tmp_path / "store")
     run = tmp_path / "run"
     grower.grow(1500)
     first = import_store(grower.root, run, broker="broker-a", decoder=decoder)
     assert first.store_bytes_read["consumequeue"] >= 20 * 1500
     assert first.store_bytes_read["commitlog"] >= first.valid_end
-    for step in (1, 0, 7, 60, 200):
+    units = _cq_units(grower.root)
+    for step in (1, 0, 7, 60, 200, 0):
         grower.grow(step)
         summary = import_store(grower.root, run, broker="broker-a", decoder=decoder)
         read = summary.store_bytes_read
-        config, queues = _store_facts(grower.root)
-        assert summary.resumed_from is not None and summary.records_added == step
-        assert read["consumequeue"] <= 20 * (step + queues), read
-        assert sum(read.values()) <= summary.bytes_read + 20 * step + config + INCREMENT_READ_ALLOWANCE_BYTES, read
+        new_units, units = _cq_units(grower.root) - units, _cq_units(grower.root)
+        assert summary.resumed_from is not None and summary.records_added == step == new_units
+        bound = summary.bytes_read + 20 * new_units + _config_bytes(grower.root)
+        assert sum(read.values()) <= bound, (step, read, bound)
+        assert read.get("consumequeue", 0) == 20 * new_units, read
+        new_file = summary.next_offset // FILE_SIZE != summary.resumed_from // FILE_SIZE
+        most = summary.bytes_read + TAIL_CHECK_BYTES_MAX + (ZERO_CHECK_BYTES_MAX if new_file else 0)
+        assert summary.bytes_read <= read["commitlog"] <= most, read
+        assert read["checkpoint"] == 40 and read["config"] == _config_bytes(grower.root) - 4096, read
     grower.shutdown()
     assert import_store(grower.root, run, broker="broker-a", decoder=decoder).records_added == 0
     assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a", decoder=decoder))
+
+
+def test_units_a_queue_gets_after_its_records_are_read_by_the_next_import(tmp_path):
+    """A unit the broker writes after the import read its record (dispatch behind the commit log)
+    is read by the next import, although no new record names its queue: the marks keep how far
+    the records named each queue."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(30)
+    import_store(grower.root, run, broker="broker-a")
+    grower.grow(4)
+    queue = sorted((grower.root / "consumequeue" / "Orders" / "1").iterdir())[-1]
+    units = queue.read_bytes()
+    end = len(units.rstrip(b"\0"))
+    end += -end % 20
+    with open(queue, "r+b") as fh:  # the queue's last unit not written yet
+        fh.seek(end - 20)
+        fh.write(bytes(20))
+    import_store(grower.root, run, broker="broker-a")
+    with open(queue, "r+b") as fh:
+        fh.seek(end - 20)
+        fh.write(units[end - 20:end])
+    again = import_store(grower.root, run, broker="broker-a")
+    assert again.records_added == 0 and again.store_bytes_read["consumequeue"] == 20
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
 
 
 def test_units_past_the_log_make_the_next_import_read_the_queues_whole(tmp_path):
@@ -229,7 +274,8 @@ def test_units_past_the_log_make_the_next_import_read_the_queues_whole(tmp_path)
     units = queue.read_bytes()
     end = len(units.rstrip(b"\0"))
     end += -end % 20
-    with open(queue, "r+b") as fh:  # one unit more, naming a record past the log's end
+    end -= 20  # the queue's last unit, which a new record names: the increment reads it
+    with open(queue, "r+b") as fh:  # now naming a record past the log's end
         fh.seek(end)
         fh.write((10**9).to_bytes(8, "big") + (100).to_bytes(4, "big") + (0).to_bytes(8, "big"))
     damaged = import_store(grower.root, run, broker="broker-a")
@@ -238,9 +284,71 @@ def test_units_past_the_log_make_the_next_import_read_the_queues_whole(tmp_path)
     assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
     with open(queue, "r+b") as fh:
         fh.seek(end)
-        fh.write(bytes(20))
+        fh.write(units[end:end + 20])
     again = import_store(grower.root, run, broker="broker-a")
     assert not any(p.kind == "cq-past-commitlog" for p in again.problems)
     assert again.store_bytes_read["consumequeue"] >= 20 * 40
     assert json.loads((run / "import_state" / "broker-a.json").read_text())["queues"] is not None
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
+
+
+def test_a_next_file_created_ahead_is_not_read_until_it_holds_data(tmp_path):
+    """A commit-log file a broker created ahead of its writes (sparse, never written) is zeros without
+    being read; one whose first bytes hold data is unreachable data, as in a fresh import."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(30)
+    grower.shutdown()
+    import_store(grower.root, run, broker="broker-a")
+    last = sorted((grower.root / "commitlog").iterdir())[-1]
+    ahead = last.with_name(f"{int(last.name) + FILE_SIZE:020d}")
+    with open(ahead, "wb") as fh:
+        fh.truncate(FILE_SIZE)
+    quiet = import_store(grower.root, run, broker="broker-a")
+    assert quiet.records_added == 0 and quiet.store_bytes_read["commitlog"] == 64 + 8, quiet.store_bytes_read
+    with open(ahead, "r+b") as fh:
+        fh.write(b"\x01")
+    found = import_store(grower.root, run, broker="broker-a")
+    assert any(p.kind == "unreachable-data" and p.offset == int(ahead.name) for p in found.problems)
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
+
+
+def test_after_a_live_import_only_the_units_its_marks_stand_at_are_read_again(tmp_path):
+    """The import after a live one reads again the unit each queue's mark stands at (a live broker
+    may have been writing it) and nothing else beyond the bound: not the SCHEDULE record a delay
+    level's delay is read from, whose store time the live import kept."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(40)
+    grower.shutdown()
+    import_store(grower.root, run, broker="broker-a", live=True)
+    queues = sum(1 for q in (grower.root / "consumequeue").glob("*/*") if q.is_dir())
+    quiet = import_store(grower.root, run, broker="broker-a")
+    assert quiet.records_added == 0 and quiet.full_import_reason is None
+    assert quiet.store_bytes_read["commitlog"] == 64 + 8, quiet.store_bytes_read
+    assert quiet.store_bytes_read["consumequeue"] == 20 * queues, quiet.store_bytes_read
+    again = import_store(grower.root, run, broker="broker-a")
+    assert again.store_bytes_read["commitlog"] == 64 + 8 and "consumequeue" not in again.store_bytes_read
+    assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))
+
+
+def test_a_last_record_rewritten_in_place_with_another_store_time_makes_a_full_import(tmp_path):
+    """The tail's fingerprint is the last record's fixed header: the same record written again at
+    the same place at another time (its store timestamp differs, its body and size do not) is a
+    store that changed, read whole."""
+    grower = GrowingStore(tmp_path / "store")
+    run = tmp_path / "run"
+    grower.grow(30)
+    grower.shutdown()
+    import_store(grower.root, run, broker="broker-a")
+    offset, size = json.loads((run / "import_state" / "broker-a.json").read_text())["tail"]["last_record"]
+    assert size == 64
+    path = grower.root / "commitlog" / f"{offset // FILE_SIZE * FILE_SIZE:020d}"
+    with open(path, "r+b") as fh:
+        fh.seek(offset % FILE_SIZE + 56)  # STORETIMESTAMP of a record with an IPv4 born host
+        stored = int.from_bytes(fh.read(8), "big")
+        fh.seek(offset % FILE_SIZE + 56)
+        fh.write((stored + 1).to_bytes(8, "big"))
+    summary = import_store(grower.root, run, broker="broker-a")
+    assert summary.resumed_from is None and "changed under the last import" in summary.full_import_reason
     assert rows_of(run) == rows_of(fresh(grower.root, tmp_path, "run", broker="broker-a"))

@@ -76,6 +76,12 @@ def test_an_import_writes_in_flight_pops_as_unacked_checkpoints(tmp_path):
     assert [(r["stage"], r["kind"], r["group"], r["topic"], r["queue_id"], r["offsets"], r["invisible_ms"],
              r["phys_offset"], round(r["pop_ts"].timestamp() * 1000)) for r in rows] == [
         ("kv", "ck", "pg", "PopTopic", 0, [1], INVISIBLE_MS, None, POP_TIME_MS)]
+    # Read whole, as the config files are, and counted: every file of kvStore/ but RocksDB's lock.
+    kv_bytes = sum(f.stat().st_size for f in (root / "kvStore").rglob("*") if f.is_file() and f.name != "LOCK")
+    assert summary.store_bytes_read["kvStore"] == kv_bytes > 0
+    again = import_store(root, run, broker="broker-a")
+    assert again.resumed_from is not None and again.store_bytes_read["kvStore"] == kv_bytes
+    assert pq.read_table(run / "parquet" / "pop_evidence").to_pylist() == rows
 
     bad = tmp_path / "bad"
     _store_with_two_messages(bad)
