@@ -113,14 +113,13 @@ public class GrpcDriver {
      * updateSubGroup do). */
     static void createTopicAndGroup(DefaultMQAdminExt admin, String brokerAddr, String topic, String group,
                                     int retryMaxTimes, GroupRetryPolicy policy, boolean fifo) throws Exception {
-        admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 1, 1, 6));
+        DriverSupport.createTopic(admin, brokerAddr, DriverSupport.topicConfig(topic, 1));
         SubscriptionGroupConfig sub = new SubscriptionGroupConfig();
         sub.setGroupName(group);
         sub.setRetryMaxTimes(retryMaxTimes);
         if (policy != null) sub.setGroupRetryPolicy(policy);
         sub.setConsumeMessageOrderly(fifo);
         admin.createAndUpdateSubscriptionGroupConfig(brokerAddr, sub);
-        DriverSupport.waitForRoute(admin, topic);
         String stored = admin.examineSubscriptionGroupConfig(brokerAddr, group).getGroupRetryPolicy().toString();
         PlanSupport.emit("{\"event\":\"group\",\"group\":\"" + group + "\",\"topic\":\"" + topic + "\",\"retry_max_times\":"
                 + retryMaxTimes + ",\"group_retry_policy\":\"" + stored.replace("\"", "'") + "\"}");
@@ -340,10 +339,9 @@ public class GrpcDriver {
         long delayMs = Long.parseLong(args[7]);
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, "produce-admin");
         for (int t = 0; t < topics.length; t++) {
-            TopicConfig config = new TopicConfig(topics[t], 1, 1, 6);
+            TopicConfig config = DriverSupport.topicConfig(topics[t], 1);
             config.setAttributes(Collections.singletonMap("+message.type", types[t]));
-            admin.createAndUpdateTopicConfig(brokerAddr, config);
-            DriverSupport.waitForRoute(admin, topics[t]);
+            DriverSupport.createTopic(admin, brokerAddr, config);
         }
         ClientServiceProvider provider = ClientServiceProvider.loadService();
         Producer producer = provider.newProducerBuilder()
