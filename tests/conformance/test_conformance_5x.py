@@ -11,7 +11,6 @@ Without java, javac and mvn the module skips.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest

@@ -9,7 +9,6 @@ refusals run everywhere.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 

@@ -11,7 +11,6 @@ clients, 17 s to stop its brokers) is marked slow. Without java, javac and mvn t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import duckdb

@@ -11,7 +11,6 @@ they skip.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
