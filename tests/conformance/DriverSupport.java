@@ -1,12 +1,14 @@
+import java.util.Arrays;
 import java.util.concurrent.Callable;
 
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
- * What the real-broker tests' drivers share: running a driver to a JVM exit code, and the admin
+ * What the real-broker tests' drivers share: running a driver to a JVM exit code, the admin
  * client that creates their topics (a POP group's too) and waits for the name server to route
- * them. Compiled with each driver (tests/conformance/java_driver.py), against 4.9.4's jars and
+ * them, their producer, and their plans of failure counts. Compiled with each driver (tests/conformance/java_driver.py), against 4.9.4's jars and
  * 5.x's alike, so it names only what both have (TopicConfig's attributes and MessageRequestMode
  * are 5.x's: a 5.x driver sets attributes on the TopicConfig it hands createTopic). The drivers
  * print their JSON lines with PlanSupport.emit and PlanSupport.quoted, as the product's drivers do.
@@ -15,6 +17,7 @@ public final class DriverSupport {
     static final long ROUTE_WAIT_MS = 30_000;  // a limit: a broker that never registers fails the run
     static final long ROUTE_POLL_MS = 200;
     static final int PERM_READ_WRITE = 6;  // PermName.PERM_READ | PermName.PERM_WRITE
+    static final int SEND_RETRIES = 5;  // a send the broker refused at once (busy at start) is tried again
 
     private DriverSupport() {
     }
@@ -73,6 +76,21 @@ public final class DriverSupport {
         } finally {
             admin.shutdown();
         }
+    }
+
+    /** A started producer of that group (retrying a failed send SEND_RETRIES times). */
+    static DefaultMQProducer startProducer(String namesrv, String producerGroup) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(producerGroup);
+        producer.setNamesrvAddr(namesrv);
+        producer.setRetryTimesWhenSendFailed(SEND_RETRIES);
+        producer.start();
+        return producer;
+    }
+
+    /** A plan of failure counts, one per message ("2,0,5"): message i fails its first plan[i]
+     * deliveries (what a count beyond the retries or a negative one means is the driver's). */
+    static int[] failureCounts(String plan) {
+        return Arrays.stream(plan.split(",")).mapToInt(Integer::parseInt).toArray();
     }
 
     /** Waits until the name server routes the topic (it learns a route from the broker's next

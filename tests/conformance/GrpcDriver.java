@@ -100,10 +100,6 @@ public class GrpcDriver {
         }
     }
 
-    static int[] parsePlan(String plan) {
-        return Arrays.stream(plan.split(",")).mapToInt(Integer::parseInt).toArray();
-    }
-
     static int alwaysFailing(int[] failures, int maxAttempts) {
         return (int) Arrays.stream(failures).filter(f -> f >= maxAttempts).count();
     }
@@ -141,14 +137,6 @@ public class GrpcDriver {
         }
     }
 
-    static DefaultMQProducer startProducer(String namesrv, String group) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
-        producer.setNamesrvAddr(namesrv);
-        producer.setRetryTimesWhenSendFailed(5);
-        producer.start();
-        return producer;
-    }
-
     static int planIndex(String keys) {
         return Integer.parseInt(keys.substring(keys.lastIndexOf('-') + 1));
     }
@@ -182,7 +170,7 @@ public class GrpcDriver {
 
     static int run(String[] args) throws Exception {
         String namesrv = args[0], brokerAddr = args[1], endpoint = args[2], topic = args[3], group = args[4];
-        int[] failures = parsePlan(args[5]);
+        int[] failures = DriverSupport.failureCounts(args[5]);
         int retryMaxTimes = Integer.parseInt(args[6]);
         long invisibleMs = Long.parseLong(args[7]);
         long awaitMs = Long.parseLong(args[8]);
@@ -191,7 +179,7 @@ public class GrpcDriver {
 
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
         createTopicAndGroup(admin, brokerAddr, topic, group, retryMaxTimes, null, false);
-        DefaultMQProducer producer = startProducer(namesrv, group);
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, group + "-producer");
         sendPlan(producer, topic, "grpc", failures);
         producer.shutdown();
 
@@ -255,7 +243,7 @@ public class GrpcDriver {
             retryMaxTimes = Integer.parseInt(args[at + 2]);
             fifo = args[at + 3].startsWith(FIFO_PREFIX);
             policy = GrpcPlanDriver.parsePolicy(args[at + 3].substring(fifo ? FIFO_PREFIX.length() : 0), args[at + 4]);
-            failures = parsePlan(args[at + 5]);
+            failures = DriverSupport.failureCounts(args[at + 5]);
         }
 
         int alwaysFailing() {
@@ -289,7 +277,7 @@ public class GrpcDriver {
 
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, "push-admin");
         for (PushGroup g : groups) createTopicAndGroup(admin, brokerAddr, g.topic, g.group, g.retryMaxTimes, g.policy, g.fifo);
-        DefaultMQProducer producer = startProducer(namesrv, "push");
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, "push-producer");
         for (PushGroup g : groups) sendPlan(producer, g.topic, g.group, g.failures);
         producer.shutdown();
 

@@ -101,10 +101,7 @@ public class RecordFormsDriver {
         });
         consumer.start();
 
-        DefaultMQProducer producer = new DefaultMQProducer("forms-producer");
-        producer.setNamesrvAddr(namesrv);
-        producer.setRetryTimesWhenSendFailed(5);
-        producer.start();
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, "forms-producer");
 
         for (String keys : new String[] {"plain-0", "retry-0"}) {
             Message msg = new Message(topic, "forms", (keys + " body").getBytes("UTF-8"));

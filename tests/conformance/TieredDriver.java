@@ -84,10 +84,7 @@ public class TieredDriver {
         });
         consumer.start();
 
-        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
-        producer.setNamesrvAddr(namesrv);
-        producer.setRetryTimesWhenSendFailed(5);
-        producer.start();
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, group + "-producer");
         for (int i = 0; i < plan.length; i++) {
             Message msg = new Message(topic, plan[i], ("tiered " + i + " " + plan[i]).getBytes("UTF-8"));
             msg.setKeys("tier-" + i);

@@ -63,10 +63,7 @@ public class TimerDriver {
         });
         consumer.start();
 
-        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
-        producer.setNamesrvAddr(namesrv);
-        producer.setRetryTimesWhenSendFailed(5);
-        producer.start();
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, group + "-producer");
         for (int i = 0; i < plan.length; i++) {
             String[] kv = plan[i].split(":");
             String kind = kv[0];
