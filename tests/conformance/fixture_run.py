@@ -55,10 +55,11 @@ def write_manifest(out: Path, manifest: dict) -> None:
     print(f"wrote {out}")
 
 
-def audit_written_store(tmp: Path, write, broker: str, name: str):
+def audit_written_store(tmp: Path, write, broker: str, name: str) -> Iterator[tuple]:
     """Write a store afresh with a maker's ``write`` (its main) into ``tmp/store``, import the store of
-    ``broker`` as run ``name``, build its lineage (DuckDB) and warehouse; the run directory, the
-    import's summary, the warehouse open read-only (the caller closes it) and the clients' events."""
+    ``broker`` as run ``name``, build its lineage (DuckDB) and warehouse; yields the run directory, the
+    import's summary, the warehouse open read-only and the clients' events, and closes the warehouse
+    after (a module fixture's body: ``yield from audit_written_store(...)``)."""
     from assets.lineage_duckdb import run_lineage_duckdb
     from assets.warehouse import build_warehouse, open_read_only
     from broker_core.export.store_import import import_store
@@ -70,4 +71,6 @@ def audit_written_store(tmp: Path, write, broker: str, name: str):
     run_lineage_duckdb(run)
     db = tmp / f"{name}.duckdb"
     build_warehouse([run], db)
-    return run, summary, open_read_only(db), events
+    con = open_read_only(db)
+    yield run, summary, con, events
+    con.close()

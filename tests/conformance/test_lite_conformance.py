@@ -19,10 +19,7 @@ pytestmark = [needs_real_rocketmq, pytest.mark.long]
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
-    run, summary, con, events = audit_written_store(tmp_path_factory.mktemp("lite-real"), write_lite_store,
-                                                    BROKER, "lite")
-    yield run, summary, con, events
-    con.close()
+    yield from audit_written_store(tmp_path_factory.mktemp("lite-real"), write_lite_store, BROKER, "lite")
 
 
 def test_lite_sends_are_one_record_each_in_their_lite_lmq(audited):

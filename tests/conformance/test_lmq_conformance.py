@@ -20,10 +20,7 @@ pytestmark = [needs_real_rocketmq, pytest.mark.long]
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
-    run, summary, con, events = audit_written_store(tmp_path_factory.mktemp("lmq-real"), write_lmq_store,
-                                                    BROKER, "lmq")
-    yield run, summary, con, events
-    con.close()
+    yield from audit_written_store(tmp_path_factory.mktemp("lmq-real"), write_lmq_store, BROKER, "lmq")
 
 
 def test_every_position_a_reader_pulled_is_the_record_the_audit_puts_there(audited):
