@@ -10,11 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from grpc_run import GRPC_PLAN_DRIVER
 from java_driver import compile_driver, needs_real_rocketmq
 
 HERE = Path(__file__).resolve().parent
 # The jar sets the drivers run with, and the drivers run with each: a test driver in none is an
-# error below (add it where its test runs it). The gRPC drivers also get the gRPC client's jars.
+# error below (add it where its test runs it). The gRPC drivers also get the gRPC client's jars, and
+# the product's GrpcPlanDriver.java, whose retry-policy parser GrpcDriver uses.
 GRPC_CLIENT = "grpc"
 JAR_SETS = {
     "4.9.4": ("LmqFixtureDriver", "DLedgerFixtureDriver", "LiveProducer"),
@@ -43,9 +45,10 @@ def test_the_test_drivers_compile_against_their_jars(tmp_path, jar_set):
 
     version, _, client = jar_set.partition("+")
     classpath = str(resolve(version) / "*")
+    first, *rest = (HERE / f"{name}.java" for name in JAR_SETS[jar_set])
     if client == GRPC_CLIENT:
         classpath = f"{resolve_grpc_client() / '*'}:{classpath}"
-    first, *rest = (HERE / f"{name}.java" for name in JAR_SETS[jar_set])
+        rest.append(GRPC_PLAN_DRIVER)
     compile_driver(first, classpath, tmp_path / "classes", also=tuple(rest))
     assert {p.stem for p in (tmp_path / "classes").glob("*.class")} >= {*JAR_SETS[jar_set], "DriverSupport", "PlanSupport"}
 
