@@ -20,7 +20,8 @@ HERE = Path(__file__).resolve().parent
 GRPC_CLIENT = "grpc"
 JAR_SETS = {
     "4.9.4": ("LmqFixtureDriver", "DLedgerFixtureDriver", "LiveProducer"),
-    "5.3.3": ("PopDriver", "PopHoldDriver", "RecordFormsDriver", "TieredDriver", "TimerDriver"),
+    "5.3.3": ("PopDriver", "PopHoldDriver", "RecordFormsDriver", "TieredDriver", "TimerDriver",
+              "DLedgerFixtureDriver"),
     "5.5.0": ("LiteDriver", "RecordFormsDriver", "TimerDriver"),
     "5.5.1": ("LiteDriver", "RecordFormsDriver", "TimerDriver"),
     f"5.3.3+{GRPC_CLIENT}": ("GrpcDriver",),
