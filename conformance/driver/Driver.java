@@ -148,7 +148,7 @@ public class Driver {
         for (String b : brokers.values()) {
             for (String[] g : groups) {
                 if (!"POP".equals(g[2]) || isGrpc(g)) continue;
-                for (String t : g[6].split(",")) servePop(admin, b, t, g[0]);
+                for (String t : g[6].split(",")) PlanSupport.servePop(admin, b, t, g[0]);
             }
         }
         phase("admin", t0);
@@ -450,21 +450,11 @@ public class Driver {
         return b;
     }
 
-    // The broker serves the group by POP on the topic (messageRequestMode.json), every consumer of
-    // the group popping every queue (popShareQueueNum -1). By reflection: 4.x has no POP, and the
-    // driver compiles against every release.
-    static void servePop(DefaultMQAdminExt admin, String brokerAddr, String topic, String group) throws Exception {
-        Class<?> mode = Class.forName("org.apache.rocketmq.common.message.MessageRequestMode");
-        Object pop = mode.getField("POP").get(null);
-        admin.getClass().getMethod("setMessageRequestMode", String.class, String.class, String.class, mode,
-                int.class, long.class).invoke(admin, brokerAddr, topic, group, pop, -1, 5000L);
-    }
-
     // A 5.x remoting POP consumer: the client asks the broker for its assignment (which answers
     // POP), pops with the group's invisible time, and on a failure changes the message's invisible
     // time to its popDelayLevel entry for the reconsume times (the last repeats). That table is
     // hard-wired (10 s ... 7200 s); the driver overwrites its entries with the plan's delays, as the
-    // model's retry_delays are. By reflection, for the same reason as servePop.
+    // model's retry_delays are. By reflection, for the same reason as PlanSupport.servePop.
     static void popClient(DefaultMQPushConsumer c, long invisibleMs, String delays) throws Exception {
         c.getClass().getMethod("setClientRebalance", boolean.class).invoke(c, false);
         c.getClass().getMethod("setPopInvisibleTime", long.class).invoke(c, invisibleMs);

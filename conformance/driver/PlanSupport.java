@@ -12,11 +12,15 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
 
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
 /**
  * What the two plan drivers (Driver.java for the remoting clients, GrpcPlanDriver.java for the gRPC
  * ones) share: the plan, read once, with the model's listener verdicts; and what every driver
- * shares, the real-broker tests' too: printing a JSON line and its fields. Compiled with each
- * (conformance/driver.py, tests/conformance/java_driver.py).
+ * shares, the real-broker tests' too: printing a JSON line and its values (the one emit and the one
+ * JSON quoting; tests/broker_core/test_tidy.py keeps it so), and having the broker serve a group by
+ * POP. Compiled with each (conformance/driver.py, tests/conformance/java_driver.py), against 4.9.4's
+ * jars and 5.x's alike.
  */
 final class PlanSupport {
     /** When the last JSON line was printed: a driver ends once nothing happened for a while. */
@@ -148,18 +152,32 @@ final class PlanSupport {
     /** Appends {@code ,"name":value} to a JSON line: null, a number, or an escaped string. */
     static void field(StringBuilder sb, String name, Object value) {
         sb.append(",\"").append(name).append("\":");
-        if (value == null) {
-            sb.append("null");
-        } else if (value instanceof Number) {
+        if (value instanceof Number) {
             sb.append(value);
         } else {
-            sb.append('"');
-            for (char ch : value.toString().toCharArray()) {
-                if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
-                else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
-                else sb.append(ch);
-            }
-            sb.append('"');
+            sb.append(quoted(value == null ? null : value.toString()));
         }
+    }
+
+    /** {@code s} as a JSON string (quote, backslash and control characters escaped), or null. */
+    static String quoted(String s) {
+        if (s == null) return "null";
+        StringBuilder sb = new StringBuilder(s.length() + 2).append('"');
+        for (char ch : s.toCharArray()) {
+            if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
+            else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
+            else sb.append(ch);
+        }
+        return sb.append('"').toString();
+    }
+
+    /** The broker serves the group by POP on the topic (messageRequestMode.json), every consumer of
+     * the group popping every queue (popShareQueueNum -1). By reflection: 4.x has no POP, and the
+     * drivers compile against every release. */
+    static void servePop(DefaultMQAdminExt admin, String brokerAddr, String topic, String group) throws Exception {
+        Class<?> mode = Class.forName("org.apache.rocketmq.common.message.MessageRequestMode");
+        Object pop = mode.getField("POP").get(null);
+        admin.getClass().getMethod("setMessageRequestMode", String.class, String.class, String.class, mode,
+                int.class, long.class).invoke(admin, brokerAddr, topic, group, pop, -1, 5000L);
     }
 }

@@ -1,6 +1,7 @@
 """broker_core takes time, chance and settings as parameters (no wall clock, no global randomness,
 no environment) and imports only the standard library, with two named exceptions by path; and the
-repository tracks no large files but the RocketMQ stores the tests read."""
+repository tracks no large files but the RocketMQ stores the tests read, and its Java drivers keep
+one owner for each step they share."""
 
 import ast
 import re
@@ -119,3 +120,48 @@ def test_constants_have_one_owner():
             offenders.extend(f"{path.relative_to(REPO).as_posix()}: {name}"
                              for name in assignment.findall(path.read_text()) if name in owned)
     assert offenders == [], "defined again outside constants.py:\n" + "\n".join(offenders)
+
+
+# The Java drivers: the product's (conformance/driver/) and the real-broker tests' (tests/conformance/).
+# Each step they share has one owner: PlanSupport prints a JSON line and quotes a JSON string,
+# DriverSupport waits for a topic's route.
+DRIVER_DIRS = (REPO / "conformance" / "driver", REPO / "tests" / "conformance")
+DRIVER_STEP_OWNERS = {
+    re.compile(r"\bvoid\s+emit\s*\("): "PlanSupport.java",
+    re.compile(r"\bString\s+quoted\s*\("): "PlanSupport.java",
+    re.compile(r"\.examineTopicRouteInfo\s*\("): "DriverSupport.java",
+}
+
+
+def driver_step_copies(dirs) -> list[str]:
+    """Where a Java file under ``dirs`` defines or does a shared step its owner is for."""
+    found = []
+    for d in dirs:
+        for path in sorted(Path(d).glob("*.java")):
+            text = path.read_text()
+            for pattern, owner in DRIVER_STEP_OWNERS.items():
+                if path.name == owner:
+                    continue
+                found.extend(f"{path.name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)} (owner: {owner})"
+                             for m in pattern.finditer(text))
+    return found
+
+
+def test_each_shared_driver_step_has_one_owner():
+    """No Java driver defines its own emit or JSON quoting (PlanSupport's) or waits for a route itself (DriverSupport's)."""
+    assert all((d / name).is_file() for d, name in zip(DRIVER_DIRS, ("PlanSupport.java", "DriverSupport.java"), strict=True))
+    assert driver_step_copies(DRIVER_DIRS) == []
+
+
+def test_a_driver_with_its_own_emit_is_found(tmp_path):
+    """A driver that grows its own emit, quoted or route wait again is named, with its line."""
+    (tmp_path / "CopyDriver.java").write_text(
+        "public class CopyDriver {\n    static void emit(String line) {\n    }\n"
+        "    static String quoted(String s) {\n        return s;\n    }\n"
+        "    static void topic() {\n        admin.examineTopicRouteInfo(t);\n    }\n}\n")
+    (tmp_path / "PlanSupport.java").write_text("final class PlanSupport {\n    static void emit(String line) {\n    }\n}\n")
+    assert driver_step_copies([tmp_path]) == [
+        "CopyDriver.java:2: void emit( (owner: PlanSupport.java)",
+        "CopyDriver.java:4: String quoted( (owner: PlanSupport.java)",
+        "CopyDriver.java:8: .examineTopicRouteInfo( (owner: DriverSupport.java)",
+    ]

@@ -6,11 +6,9 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
-import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
-import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * The clients that write the DLedger store fixture (tests/conformance/make_dledger_fixture.py),
@@ -27,49 +25,23 @@ public class DLedgerFixtureDriver {
     static final int MAX_RECONSUME_TIMES = 2;
     static final AtomicLong lastCall = new AtomicLong(0L);
 
-    public static void main(String[] args) throws Exception {
-        int code = 0;
-        try {
-            switch (args[0]) {
-                case "topic": topic(args[1], args[2], args[3], Integer.parseInt(args[4])); break;
-                case "play": play(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]), Long.parseLong(args[6])); break;
-                case "send": send(args[1], args[2], args[3], Integer.parseInt(args[4]), 0); break;
-                default: throw new IllegalArgumentException(args[0]);
-            }
-        } catch (Throwable e) {
-            e.printStackTrace();
-            code = 1;
-        }
-        System.exit(code);
+    public static void main(String[] args) {
+        DriverSupport.exitWith(() -> run(args));
     }
 
-    static void emit(String line) {
-        synchronized (System.out) {
-            System.out.println(line);
-            System.out.flush();
+    static int run(String[] args) throws Exception {
+        switch (args[0]) {
+            case "topic": topic(args[1], args[2], args[3], Integer.parseInt(args[4])); break;
+            case "play": play(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]), Long.parseLong(args[6])); break;
+            case "send": send(args[1], args[2], args[3], Integer.parseInt(args[4]), 0); break;
+            default: throw new IllegalArgumentException(args[0]);
         }
+        return 0;
     }
 
     static void topic(String namesrv, String master, String topic, int queues) throws Exception {
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName("fixture-admin");
-        admin.start();
-        try {
-            admin.createAndUpdateTopicConfig(master, new TopicConfig(topic, queues, queues, 6));
-            long deadline = System.currentTimeMillis() + 30_000;
-            while (true) {
-                try {
-                    if (!admin.examineTopicRouteInfo(topic).getQueueDatas().isEmpty()) break;
-                } catch (Exception e) {
-                    if (System.currentTimeMillis() > deadline) throw e;
-                }
-                Thread.sleep(200);
-            }
-        } finally {
-            admin.shutdown();
-        }
-        emit("{\"ev\":\"topic\",\"topic\":\"" + topic + "\"}");
+        DriverSupport.createTopic(namesrv, master, topic, queues);
+        PlanSupport.emit("{\"ev\":\"topic\",\"topic\":\"" + topic + "\"}");
     }
 
     static void play(String namesrv, String topic, String group, String prefix, int count, long idleMs) throws Exception {
@@ -86,7 +58,7 @@ public class DLedgerFixtureDriver {
             int i = keys.contains("-") ? Integer.parseInt(keys.substring(keys.lastIndexOf('-') + 1)) : 1;
             boolean fail = i % 4 == 0 || (i % 5 == 0 && m.getReconsumeTimes() == 0);
             lastCall.set(System.currentTimeMillis());
-            emit("{\"ev\":\"consume\",\"keys\":\"" + m.getKeys() + "\",\"uniq_key\":\"" + m.getMsgId()
+            PlanSupport.emit("{\"ev\":\"consume\",\"keys\":\"" + m.getKeys() + "\",\"uniq_key\":\"" + m.getMsgId()
                 + "\",\"topic\":\"" + m.getTopic() + "\",\"reconsume_times\":" + m.getReconsumeTimes()
                 + ",\"phys_offset\":" + m.getCommitLogOffset() + ",\"status\":\"" + (fail ? "RECONSUME_LATER" : "CONSUME_SUCCESS") + "\"}");
             return fail ? ConsumeConcurrentlyStatus.RECONSUME_LATER : ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
@@ -120,7 +92,7 @@ public class DLedgerFixtureDriver {
             } catch (Exception e) {
                 sb.append(",\"status\":\"FAILED\",\"error\":\"").append(String.valueOf(e).replace('"', '\'').replace("\n", " ")).append("\"");
             }
-            emit(sb.append("}").toString());
+            PlanSupport.emit(sb.append("}").toString());
         }
         producer.shutdown();
     }

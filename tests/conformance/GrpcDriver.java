@@ -100,10 +100,6 @@ public class GrpcDriver {
         }
     }
 
-    static int[] parsePlan(String plan) {
-        return Arrays.stream(plan.split(",")).mapToInt(Integer::parseInt).toArray();
-    }
-
     static int alwaysFailing(int[] failures, int maxAttempts) {
         return (int) Arrays.stream(failures).filter(f -> f >= maxAttempts).count();
     }
@@ -113,14 +109,13 @@ public class GrpcDriver {
      * updateSubGroup do). */
     static void createTopicAndGroup(DefaultMQAdminExt admin, String brokerAddr, String topic, String group,
                                     int retryMaxTimes, GroupRetryPolicy policy, boolean fifo) throws Exception {
-        admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 1, 1, 6));
+        DriverSupport.createTopic(admin, brokerAddr, DriverSupport.topicConfig(topic, 1));
         SubscriptionGroupConfig sub = new SubscriptionGroupConfig();
         sub.setGroupName(group);
         sub.setRetryMaxTimes(retryMaxTimes);
         if (policy != null) sub.setGroupRetryPolicy(policy);
         sub.setConsumeMessageOrderly(fifo);
         admin.createAndUpdateSubscriptionGroupConfig(brokerAddr, sub);
-        DriverSupport.waitForRoute(admin, topic);
         String stored = admin.examineSubscriptionGroupConfig(brokerAddr, group).getGroupRetryPolicy().toString();
         PlanSupport.emit("{\"event\":\"group\",\"group\":\"" + group + "\",\"topic\":\"" + topic + "\",\"retry_max_times\":"
                 + retryMaxTimes + ",\"group_retry_policy\":\"" + stored.replace("\"", "'") + "\"}");
@@ -140,14 +135,6 @@ public class GrpcDriver {
                     + ",\"queue_id\":" + result.getMessageQueue().getQueueId()
                     + ",\"queue_offset\":" + result.getQueueOffset() + "}");
         }
-    }
-
-    static DefaultMQProducer startProducer(String namesrv, String group) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
-        producer.setNamesrvAddr(namesrv);
-        producer.setRetryTimesWhenSendFailed(5);
-        producer.start();
-        return producer;
     }
 
     static int planIndex(String keys) {
@@ -183,7 +170,7 @@ public class GrpcDriver {
 
     static int run(String[] args) throws Exception {
         String namesrv = args[0], brokerAddr = args[1], endpoint = args[2], topic = args[3], group = args[4];
-        int[] failures = parsePlan(args[5]);
+        int[] failures = DriverSupport.failureCounts(args[5]);
         int retryMaxTimes = Integer.parseInt(args[6]);
         long invisibleMs = Long.parseLong(args[7]);
         long awaitMs = Long.parseLong(args[8]);
@@ -192,7 +179,7 @@ public class GrpcDriver {
 
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
         createTopicAndGroup(admin, brokerAddr, topic, group, retryMaxTimes, null, false);
-        DefaultMQProducer producer = startProducer(namesrv, group);
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, group + "-producer");
         sendPlan(producer, topic, "grpc", failures);
         producer.shutdown();
 
@@ -256,7 +243,7 @@ public class GrpcDriver {
             retryMaxTimes = Integer.parseInt(args[at + 2]);
             fifo = args[at + 3].startsWith(FIFO_PREFIX);
             policy = GrpcPlanDriver.parsePolicy(args[at + 3].substring(fifo ? FIFO_PREFIX.length() : 0), args[at + 4]);
-            failures = parsePlan(args[at + 5]);
+            failures = DriverSupport.failureCounts(args[at + 5]);
         }
 
         int alwaysFailing() {
@@ -290,7 +277,7 @@ public class GrpcDriver {
 
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, "push-admin");
         for (PushGroup g : groups) createTopicAndGroup(admin, brokerAddr, g.topic, g.group, g.retryMaxTimes, g.policy, g.fifo);
-        DefaultMQProducer producer = startProducer(namesrv, "push");
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, "push-producer");
         for (PushGroup g : groups) sendPlan(producer, g.topic, g.group, g.failures);
         producer.shutdown();
 
@@ -340,10 +327,9 @@ public class GrpcDriver {
         long delayMs = Long.parseLong(args[7]);
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, "produce-admin");
         for (int t = 0; t < topics.length; t++) {
-            TopicConfig config = new TopicConfig(topics[t], 1, 1, 6);
+            TopicConfig config = DriverSupport.topicConfig(topics[t], 1);
             config.setAttributes(Collections.singletonMap("+message.type", types[t]));
-            admin.createAndUpdateTopicConfig(brokerAddr, config);
-            DriverSupport.waitForRoute(admin, topics[t]);
+            DriverSupport.createTopic(admin, brokerAddr, config);
         }
         ClientServiceProvider provider = ClientServiceProvider.loadService();
         Producer producer = provider.newProducerBuilder()

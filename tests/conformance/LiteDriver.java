@@ -54,45 +54,30 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 public class LiteDriver {
     static final int SEND_TIMEOUT_MS = 10_000;  // a fresh 5.5 broker on a busy machine took more than the default 3 s
     static final int LITE_RETRY_MAX_TIMES = 2;
-    public static void main(String[] args) throws Exception {
-        int code = 0;
-        try {
-            switch (args[0]) {
-                case "topic": topic(args[1], args[2], args[3], Integer.parseInt(args[4]), args[5], args.length > 6 ? args[6] : null); break;
-                case "lite": send(args[1], args[2], args[3], Integer.parseInt(args[4]), false); break;
-                case "prio": send(args[1], args[2], null, Integer.parseInt(args[3]), true); break;
-                case "pop": pop(args[1], args[2], args[3], args[4], args[5], args[6], args[7], Integer.parseInt(args[8])); break;
-                default: throw new IllegalArgumentException(args[0]);
-            }
-        } catch (Throwable e) {
-            e.printStackTrace();
-            code = 1;
-        }
-        System.exit(code);
+
+    public static void main(String[] args) {
+        DriverSupport.exitWith(() -> run(args));
     }
 
-    static void emit(String line) {
-        synchronized (System.out) {
-            System.out.println(line);
-            System.out.flush();
+    static int run(String[] args) throws Exception {
+        switch (args[0]) {
+            case "topic": topic(args[1], args[2], args[3], Integer.parseInt(args[4]), args[5], args.length > 6 ? args[6] : null); break;
+            case "lite": send(args[1], args[2], args[3], Integer.parseInt(args[4]), false); break;
+            case "prio": send(args[1], args[2], null, Integer.parseInt(args[3]), true); break;
+            case "pop": pop(args[1], args[2], args[3], args[4], args[5], args[6], args[7], Integer.parseInt(args[8])); break;
+            default: throw new IllegalArgumentException(args[0]);
         }
-    }
-
-    static String quoted(String s) {
-        return s == null ? "null" : "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+        return 0;
     }
 
     static void topic(String namesrv, String broker, String topic, int queues, String type, String group) throws Exception {
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName("lite-admin");
-        admin.start();
+        DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, "lite-admin");
         try {
-            TopicConfig config = new TopicConfig(topic, queues, queues, 6);
+            TopicConfig config = DriverSupport.topicConfig(topic, queues);
             Map<String, String> attributes = new HashMap<>();
             attributes.put("+message.type", type);
             config.setAttributes(attributes);
-            admin.createAndUpdateTopicConfig(broker, config);
+            DriverSupport.createTopic(admin, broker, config);
             if (group != null) {
                 SubscriptionGroupConfig g = new SubscriptionGroupConfig();
                 g.setGroupName(group);
@@ -102,19 +87,10 @@ public class LiteDriver {
                 g.setAttributes(ga);
                 admin.createAndUpdateSubscriptionGroupConfig(broker, g);
             }
-            long deadline = System.currentTimeMillis() + 30_000;
-            while (true) {
-                try {
-                    if (!admin.examineTopicRouteInfo(topic).getQueueDatas().isEmpty()) break;
-                } catch (Exception e) {
-                    if (System.currentTimeMillis() > deadline) throw e;
-                }
-                Thread.sleep(200);
-            }
         } finally {
             admin.shutdown();
         }
-        emit("{\"ev\":\"topic\",\"topic\":" + quoted(topic) + ",\"type\":" + quoted(type) + ",\"group\":" + quoted(group) + "}");
+        PlanSupport.emit("{\"ev\":\"topic\",\"topic\":" + PlanSupport.quoted(topic) + ",\"type\":" + PlanSupport.quoted(type) + ",\"group\":" + PlanSupport.quoted(group) + "}");
     }
 
     static int priorityOf(int i) {
@@ -136,17 +112,17 @@ public class LiteDriver {
                 } else {
                     MessageAccessor.putProperty(msg, MessageConst.PROPERTY_LITE_TOPIC, lite);
                 }
-                StringBuilder sb = new StringBuilder("{\"ev\":\"send\",\"keys\":" + quoted(keys) + ",\"lite\":" + quoted(lite)
+                StringBuilder sb = new StringBuilder("{\"ev\":\"send\",\"keys\":" + PlanSupport.quoted(keys) + ",\"lite\":" + PlanSupport.quoted(lite)
                     + ",\"priority\":" + (priority ? String.valueOf(priorityOf(i)) : "null"));
                 try {
                     SendResult r = producer.send(msg);
                     sb.append(",\"status\":\"").append(r.getSendStatus().name()).append("\",\"uniq_key\":")
-                        .append(quoted(r.getMsgId())).append(",\"queue_id\":").append(r.getMessageQueue().getQueueId())
+                        .append(PlanSupport.quoted(r.getMsgId())).append(",\"queue_id\":").append(r.getMessageQueue().getQueueId())
                         .append(",\"queue_offset\":").append(r.getQueueOffset());
                 } catch (Exception e) {
-                    sb.append(",\"status\":\"FAILED\",\"error\":").append(quoted(String.valueOf(e).replace("\n", " ")));
+                    sb.append(",\"status\":\"FAILED\",\"error\":").append(PlanSupport.quoted(String.valueOf(e).replace("\n", " ")));
                 }
-                emit(sb.append("}").toString());
+                PlanSupport.emit(sb.append("}").toString());
             }
         } finally {
             producer.shutdown();
@@ -177,7 +153,7 @@ public class LiteDriver {
                 new LiteSubscriptionCtlRequestHeader());
             request.setBody(body.encode());
             RemotingCommand response = api.getRemotingClient().invokeSync(addr, request, CALL_TIMEOUT_MS);
-            emit("{\"ev\":\"subscribe\",\"code\":" + response.getCode() + ",\"remark\":" + quoted(response.getRemark()) + "}");
+            PlanSupport.emit("{\"ev\":\"subscribe\",\"code\":" + response.getCode() + ",\"remark\":" + PlanSupport.quoted(response.getRemark()) + "}");
             for (int round = 0; round < rounds; round++) {
                 PopLiteMessageRequestHeader header = new PopLiteMessageRequestHeader();
                 header.setClientId(clientId);
@@ -197,17 +173,17 @@ public class LiteDriver {
                 try {
                     r = popped.get(CALL_TIMEOUT_MS + POP_POLL_MS, TimeUnit.MILLISECONDS);
                 } catch (Exception e) {
-                    emit("{\"ev\":\"pop-failed\",\"round\":" + round + ",\"error\":" + quoted(String.valueOf(e).replace("\n", " ")) + "}");
+                    PlanSupport.emit("{\"ev\":\"pop-failed\",\"round\":" + round + ",\"error\":" + PlanSupport.quoted(String.valueOf(e).replace("\n", " ")) + "}");
                     continue;
                 }
-                emit("{\"ev\":\"pop\",\"round\":" + round + ",\"status\":\"" + r.getPopStatus() + "\",\"found\":"
+                PlanSupport.emit("{\"ev\":\"pop\",\"round\":" + round + ",\"status\":\"" + r.getPopStatus() + "\",\"found\":"
                     + (r.getMsgFoundList() == null ? 0 : r.getMsgFoundList().size()) + "}");
                 if (r.getMsgFoundList() == null) continue;
                 for (MessageExt m : r.getMsgFoundList()) {
                     String lite = m.getProperty(MessageConst.PROPERTY_LITE_TOPIC);
                     boolean ack = !noAck.equals(lite);
-                    emit("{\"ev\":\"popped\",\"round\":" + round + ",\"keys\":" + quoted(m.getKeys()) + ",\"uniq_key\":"
-                        + quoted(m.getMsgId()) + ",\"topic\":" + quoted(m.getTopic()) + ",\"lite\":" + quoted(lite)
+                    PlanSupport.emit("{\"ev\":\"popped\",\"round\":" + round + ",\"keys\":" + PlanSupport.quoted(m.getKeys()) + ",\"uniq_key\":"
+                        + PlanSupport.quoted(m.getMsgId()) + ",\"topic\":" + PlanSupport.quoted(m.getTopic()) + ",\"lite\":" + PlanSupport.quoted(lite)
                         + ",\"queue_id\":" + m.getQueueId() + ",\"queue_offset\":" + m.getQueueOffset()
                         + ",\"reconsume_times\":" + m.getReconsumeTimes() + ",\"phys_offset\":" + m.getCommitLogOffset()
                         + ",\"ack\":" + ack + "}");
@@ -224,8 +200,8 @@ public class LiteDriver {
                             @Override public void onSuccess(AckResult a) { acked.complete(String.valueOf(a.getStatus())); }
                             @Override public void onException(Throwable e) { acked.complete("FAILED " + e); }
                         }, h);
-                        emit("{\"ev\":\"ack\",\"keys\":" + quoted(m.getKeys()) + ",\"lite\":" + quoted(lite) + ",\"result\":"
-                            + quoted(acked.get(CALL_TIMEOUT_MS, TimeUnit.MILLISECONDS).replace("\n", " ")) + "}");
+                        PlanSupport.emit("{\"ev\":\"ack\",\"keys\":" + PlanSupport.quoted(m.getKeys()) + ",\"lite\":" + PlanSupport.quoted(lite) + ",\"result\":"
+                            + PlanSupport.quoted(acked.get(CALL_TIMEOUT_MS, TimeUnit.MILLISECONDS).replace("\n", " ")) + "}");
                     }
                 }
             }

@@ -5,13 +5,14 @@ import org.apache.rocketmq.common.message.Message;
 
 /** Sends N messages to one topic, one after another, and says how many are sent every 100. */
 public class LiveProducer {
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        DriverSupport.exitWith(() -> run(args));
+    }
+
+    static int run(String[] args) throws Exception {
         String namesrv = args[0], topic = args[1];
         int count = Integer.parseInt(args[2]);
-        DefaultMQProducer producer = new DefaultMQProducer("live-import-producer");
-        producer.setNamesrvAddr(namesrv);
-        producer.setRetryTimesWhenSendFailed(5);
-        producer.start();
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, "live-import-producer");
         StringBuilder pad = new StringBuilder();
         for (int i = 0; i < 400; i++) pad.append('x');
         for (int i = 0; i < count; i++) {
@@ -27,5 +28,6 @@ public class LiveProducer {
         }
         producer.shutdown();
         System.out.println("done " + count);
+        return 0;
     }
 }

@@ -10,12 +10,10 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
-import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
-import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * The clients that write the LMQ store fixture (tests/conformance/make_lmq_fixture.py) against a
@@ -39,53 +37,23 @@ public class LmqFixtureDriver {
     static final long PULL_TIMEOUT_MS = 3000;
     static final AtomicLong lastCall = new AtomicLong(0L);
 
-    public static void main(String[] args) throws Exception {
-        int code = 0;
-        try {
-            switch (args[0]) {
-                case "topic": topic(args[1], args[2], args[3], Integer.parseInt(args[4])); break;
-                case "play": play(args[1], args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5])); break;
-                case "pull": pull(args[1], args[2], args[3], args[4], args[5], Integer.parseInt(args[6])); break;
-                default: throw new IllegalArgumentException(args[0]);
-            }
-        } catch (Throwable e) {
-            e.printStackTrace();
-            code = 1;
-        }
-        System.exit(code);
+    public static void main(String[] args) {
+        DriverSupport.exitWith(() -> run(args));
     }
 
-    static void emit(String line) {
-        synchronized (System.out) {
-            System.out.println(line);
-            System.out.flush();
+    static int run(String[] args) throws Exception {
+        switch (args[0]) {
+            case "topic": topic(args[1], args[2], args[3], Integer.parseInt(args[4])); break;
+            case "play": play(args[1], args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5])); break;
+            case "pull": pull(args[1], args[2], args[3], args[4], args[5], Integer.parseInt(args[6])); break;
+            default: throw new IllegalArgumentException(args[0]);
         }
-    }
-
-    static String quoted(String s) {
-        return s == null ? "null" : "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+        return 0;
     }
 
     static void topic(String namesrv, String broker, String topic, int queues) throws Exception {
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(namesrv);
-        admin.setInstanceName("lmq-fixture-admin");
-        admin.start();
-        try {
-            admin.createAndUpdateTopicConfig(broker, new TopicConfig(topic, queues, queues, 6));
-            long deadline = System.currentTimeMillis() + 30_000;
-            while (true) {
-                try {
-                    if (!admin.examineTopicRouteInfo(topic).getQueueDatas().isEmpty()) break;
-                } catch (Exception e) {
-                    if (System.currentTimeMillis() > deadline) throw e;
-                }
-                Thread.sleep(200);
-            }
-        } finally {
-            admin.shutdown();
-        }
-        emit("{\"ev\":\"topic\",\"topic\":\"" + topic + "\"}");
+        DriverSupport.createTopic(namesrv, broker, topic, queues);
+        PlanSupport.emit("{\"ev\":\"topic\",\"topic\":\"" + topic + "\"}");
     }
 
     static String dispatchOf(int i) {
@@ -110,8 +78,8 @@ public class LmqFixtureDriver {
             int i = Integer.parseInt(keys.substring(keys.lastIndexOf('-') + 1));
             boolean fail = i == 7 || (i % 5 == 0 && m.getReconsumeTimes() == 0);
             lastCall.set(System.currentTimeMillis());
-            emit("{\"ev\":\"consume\",\"keys\":" + quoted(keys) + ",\"uniq_key\":" + quoted(m.getMsgId())
-                + ",\"topic\":" + quoted(m.getTopic()) + ",\"reconsume_times\":" + m.getReconsumeTimes()
+            PlanSupport.emit("{\"ev\":\"consume\",\"keys\":" + PlanSupport.quoted(keys) + ",\"uniq_key\":" + PlanSupport.quoted(m.getMsgId())
+                + ",\"topic\":" + PlanSupport.quoted(m.getTopic()) + ",\"reconsume_times\":" + m.getReconsumeTimes()
                 + ",\"phys_offset\":" + m.getCommitLogOffset()
                 + ",\"status\":\"" + (fail ? "RECONSUME_LATER" : "CONSUME_SUCCESS") + "\"}");
             return fail ? ConsumeConcurrentlyStatus.RECONSUME_LATER : ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
@@ -130,9 +98,9 @@ public class LmqFixtureDriver {
                 msg.putUserProperty("INNER_MULTI_DISPATCH", dispatch);
             }
             SendResult r = producer.send(msg);
-            emit("{\"ev\":\"send\",\"keys\":" + quoted(keys) + ",\"dispatch\":" + quoted(dispatch)
-                + ",\"status\":\"" + r.getSendStatus().name() + "\",\"uniq_key\":" + quoted(r.getMsgId())
-                + ",\"msg_id\":" + quoted(r.getOffsetMsgId()) + ",\"queue_id\":" + r.getMessageQueue().getQueueId()
+            PlanSupport.emit("{\"ev\":\"send\",\"keys\":" + PlanSupport.quoted(keys) + ",\"dispatch\":" + PlanSupport.quoted(dispatch)
+                + ",\"status\":\"" + r.getSendStatus().name() + "\",\"uniq_key\":" + PlanSupport.quoted(r.getMsgId())
+                + ",\"msg_id\":" + PlanSupport.quoted(r.getOffsetMsgId()) + ",\"queue_id\":" + r.getMessageQueue().getQueueId()
                 + ",\"queue_offset\":" + r.getQueueOffset() + "}");
         }
         producer.shutdown();
@@ -156,25 +124,25 @@ public class LmqFixtureDriver {
             while (taken < max) {
                 PullResult r = consumer.pull(mq, "*", offset, Math.min(PULL_BATCH, max - taken), PULL_TIMEOUT_MS);
                 if (r.getPullStatus() != PullStatus.FOUND) {
-                    emit("{\"ev\":\"pull-end\",\"lmq\":" + quoted(lmq) + ",\"status\":\"" + r.getPullStatus().name()
+                    PlanSupport.emit("{\"ev\":\"pull-end\",\"lmq\":" + PlanSupport.quoted(lmq) + ",\"status\":\"" + r.getPullStatus().name()
                         + "\",\"next_offset\":" + r.getNextBeginOffset() + ",\"max_offset\":" + r.getMaxOffset() + "}");
                     break;
                 }
                 List<MessageExt> found = r.getMsgFoundList();
                 long at = offset;
                 for (MessageExt m : found) {
-                    emit("{\"ev\":\"pulled\",\"group\":" + quoted(group) + ",\"lmq\":" + quoted(lmq)
-                        + ",\"lmq_offset\":" + at++ + ",\"keys\":" + quoted(m.getKeys())
-                        + ",\"uniq_key\":" + quoted(m.getMsgId()) + ",\"topic\":" + quoted(m.getTopic())
+                    PlanSupport.emit("{\"ev\":\"pulled\",\"group\":" + PlanSupport.quoted(group) + ",\"lmq\":" + PlanSupport.quoted(lmq)
+                        + ",\"lmq_offset\":" + at++ + ",\"keys\":" + PlanSupport.quoted(m.getKeys())
+                        + ",\"uniq_key\":" + PlanSupport.quoted(m.getMsgId()) + ",\"topic\":" + PlanSupport.quoted(m.getTopic())
                         + ",\"queue_id\":" + m.getQueueId() + ",\"queue_offset\":" + m.getQueueOffset()
                         + ",\"phys_offset\":" + m.getCommitLogOffset() + ",\"reconsume_times\":" + m.getReconsumeTimes()
-                        + ",\"multi_queue_offset\":" + quoted(m.getProperty("INNER_MULTI_QUEUE_OFFSET")) + "}");
+                        + ",\"multi_queue_offset\":" + PlanSupport.quoted(m.getProperty("INNER_MULTI_QUEUE_OFFSET")) + "}");
                     taken++;
                 }
                 offset = r.getNextBeginOffset();
             }
             consumer.getOffsetStore().updateConsumeOffsetToBroker(mq, offset, false);
-            emit("{\"ev\":\"commit\",\"group\":" + quoted(group) + ",\"lmq\":" + quoted(lmq) + ",\"offset\":" + offset
+            PlanSupport.emit("{\"ev\":\"commit\",\"group\":" + PlanSupport.quoted(group) + ",\"lmq\":" + PlanSupport.quoted(lmq) + ",\"offset\":" + offset
                 + ",\"taken\":" + taken + "}");
         } finally {
             consumer.shutdown();

@@ -65,7 +65,7 @@ public class PopDriver {
 
     static int run(String[] args) throws Exception {
         String namesrv = args[0], brokerAddr = args[1], topic = args[2], group = args[3];
-        String[] plan = args[4].split(",");
+        int[] failures = DriverSupport.failureCounts(args[4]);
         int maxReconsumeTimes = Integer.parseInt(args[5]);
         int popDelaySec = Integer.parseInt(args[6]);
         long invisibleTimeMs = Long.parseLong(args[7]);
@@ -75,8 +75,6 @@ public class PopDriver {
         DriverSupport.createPopTopic(namesrv, brokerAddr, topic, 2, group);
         PlanSupport.emit("{\"event\":\"pop_mode\",\"topic\":\"" + topic + "\",\"group\":\"" + group + "\"}");
 
-        int[] failures = new int[plan.length];
-        for (int i = 0; i < plan.length; i++) failures[i] = Integer.parseInt(plan[i]);
         Map<String, AtomicInteger> calls = new ConcurrentHashMap<>();
         // keys -> "acked" (listener succeeded) or "gave-up" (failed at maxReconsumeTimes).
         Map<String, String> ended = new ConcurrentHashMap<>();
@@ -141,12 +139,9 @@ public class PopDriver {
         });
         consumer.start();
 
-        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
-        producer.setNamesrvAddr(namesrv);
-        producer.setRetryTimesWhenSendFailed(5);
-        producer.start();
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, group + "-producer");
         int settled = 0;
-        for (int i = 0; i < plan.length; i++) {
+        for (int i = 0; i < failures.length; i++) {
             if (failures[i] >= 0) {
                 send(producer, topic, i, failures[i]);
                 settled++;
@@ -164,10 +159,10 @@ public class PopDriver {
             Thread.sleep(100);
         }
         Arrays.fill(levels, inFlightDelaySec);
-        for (int i = 0; i < plan.length; i++) {
+        for (int i = 0; i < failures.length; i++) {
             if (failures[i] < 0) send(producer, topic, i, failures[i]);
         }
-        while (ended.size() < plan.length && System.currentTimeMillis() < deadline) {
+        while (ended.size() < failures.length && System.currentTimeMillis() < deadline) {
             Thread.sleep(100);
         }
         // The acks (after a success, and when the client gives up) and the changes of invisible
@@ -186,8 +181,8 @@ public class PopDriver {
             first = false;
             done.append('"').append(e.getKey()).append("\":\"").append(e.getValue()).append('"');
         }
-        done.append("},\"expected\":").append(plan.length).append('}');
+        done.append("},\"expected\":").append(failures.length).append('}');
         PlanSupport.emit(done.toString());
-        return ended.size() == plan.length ? 0 : 3;
+        return ended.size() == failures.length ? 0 : 3;
     }
 }

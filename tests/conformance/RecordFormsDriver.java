@@ -58,14 +58,12 @@ public class RecordFormsDriver {
         long timeoutMs = Long.parseLong(args[7]);
 
         DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, "forms-admin");
-        admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 2, 2, 6));
-        TopicConfig batchConfig = new TopicConfig(batchTopic, 1, 1, 6);
+        DriverSupport.createTopic(admin, brokerAddr, DriverSupport.topicConfig(topic, 2));
+        TopicConfig batchConfig = DriverSupport.topicConfig(batchTopic, 1);
         Map<String, String> attributes = new HashMap<>();
         attributes.put("+queue.type", "BatchCQ");  // "+" adds the attribute (TopicAttributes)
         batchConfig.setAttributes(attributes);
-        admin.createAndUpdateTopicConfig(brokerAddr, batchConfig);
-        DriverSupport.waitForRoute(admin, topic);
-        DriverSupport.waitForRoute(admin, batchTopic);
+        DriverSupport.createTopic(admin, brokerAddr, batchConfig);
         admin.shutdown();
 
         // Keyed by the message's keys: a batch's SendResult names the batch's own UNIQ_KEY, not
@@ -103,10 +101,7 @@ public class RecordFormsDriver {
         });
         consumer.start();
 
-        DefaultMQProducer producer = new DefaultMQProducer("forms-producer");
-        producer.setNamesrvAddr(namesrv);
-        producer.setRetryTimesWhenSendFailed(5);
-        producer.start();
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, "forms-producer");
 
         for (String keys : new String[] {"plain-0", "retry-0"}) {
             Message msg = new Message(topic, "forms", (keys + " body").getBytes("UTF-8"));

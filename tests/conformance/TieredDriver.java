@@ -8,11 +8,9 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
-import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
-import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * Sends plain messages to a topic and consumes them with a push consumer whose listener fails
@@ -38,10 +36,7 @@ public class TieredDriver {
         long timeoutMs = Long.parseLong(args[5]);
         int maxReconsume = Integer.parseInt(args[6]);
         long lingerMs = args.length > 7 ? Long.parseLong(args[7]) : 6500;
-        DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
-        admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 2, 2, 6));
-        DriverSupport.waitForRoute(admin, topic);
-        admin.shutdown();
+        DriverSupport.createTopic(namesrv, brokerAddr, topic, 2);
 
         Map<String, String> kindOfKey = new ConcurrentHashMap<>();
         Map<String, AtomicInteger> calls = new ConcurrentHashMap<>();
@@ -89,10 +84,7 @@ public class TieredDriver {
         });
         consumer.start();
 
-        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
-        producer.setNamesrvAddr(namesrv);
-        producer.setRetryTimesWhenSendFailed(5);
-        producer.start();
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, group + "-producer");
         for (int i = 0; i < plan.length; i++) {
             Message msg = new Message(topic, plan[i], ("tiered " + i + " " + plan[i]).getBytes("UTF-8"));
             msg.setKeys("tier-" + i);

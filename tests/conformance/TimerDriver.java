@@ -7,11 +7,9 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
-import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
-import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * Sends timer messages (RocketMQ 5.x: delay in seconds or milliseconds, or an absolute deliver
@@ -37,10 +35,7 @@ public class TimerDriver {
         String[] plan = args[4].split(",");
         long timeoutMs = Long.parseLong(args[5]);
         long lingerMs = args.length > 6 ? Long.parseLong(args[6]) : 1000;
-        DefaultMQAdminExt admin = DriverSupport.startAdmin(namesrv, group + "-admin");
-        admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(topic, 4, 4, 6));
-        DriverSupport.waitForRoute(admin, topic);
-        admin.shutdown();
+        DriverSupport.createTopic(namesrv, brokerAddr, topic, 4);
         Map<String, Boolean> pending = new ConcurrentHashMap<>();
 
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
@@ -68,10 +63,7 @@ public class TimerDriver {
         });
         consumer.start();
 
-        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
-        producer.setNamesrvAddr(namesrv);
-        producer.setRetryTimesWhenSendFailed(5);
-        producer.start();
+        DefaultMQProducer producer = DriverSupport.startProducer(namesrv, group + "-producer");
         for (int i = 0; i < plan.length; i++) {
             String[] kv = plan[i].split(":");
             String kind = kv[0];

@@ -19,6 +19,10 @@ needs_real_rocketmq = pytest.mark.real_broker
 
 # Bounded memory and a quick start: the drivers run for seconds beside brokers on a 2-core machine.
 DRIVER_JVM_FLAGS = ("-Xmx128m", "-XX:TieredStopAtLevel=1")
+# And a push consumer that rebalances every second, not every 20 s: it finds its topic's queues (and
+# the retry topic its first send-back created) while a short run lasts.
+QUICK_REBALANCE_FLAGS = (*DRIVER_JVM_FLAGS, "-Drocketmq.client.rebalance.waitInterval=1000")
+DRIVER_ERR_TAIL_CHARS = 3000  # how much of a failed driver's stderr its test failure shows
 # What the drivers share (running to an exit code, the admin client), compiled with each; and what
 # they share with the product's drivers (printing a JSON line, the plan), from the package.
 DRIVER_SUPPORT = Path(__file__).resolve().with_name("DriverSupport.java")
@@ -39,11 +43,14 @@ def run_driver(classpath: str, main: str, args, *, cwd: Path, timeout_s: float,
                flags: tuple[str, ...] = DRIVER_JVM_FLAGS) -> list[dict]:
     """Run the driver class ``main`` with ``args`` until it exits; its events, in order.
 
-    A driver that exits non-zero fails the test with the end of its output."""
-    with open(cwd / "driver.err", "w") as err:
+    A driver that exits non-zero fails the test with the end of its output and of its stderr."""
+    err_path = cwd / "driver.err"
+    with open(err_path, "w") as err:
         proc = subprocess.run(["java", *flags, "-cp", classpath, main, *map(str, args)],
                               stdout=subprocess.PIPE, stderr=err, text=True, timeout=timeout_s, cwd=cwd)
-    assert proc.returncode == 0, f"{main} exited {proc.returncode}: {proc.stdout[-3000:]}"
+    assert proc.returncode == 0, (f"{main} {' '.join(map(str, args))} exited {proc.returncode}: "
+                                  f"{proc.stdout[-3000:]}\nstderr ({err_path}): "
+                                  f"{err_path.read_text(errors='replace')[-DRIVER_ERR_TAIL_CHARS:]}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 

@@ -25,18 +25,17 @@ call), each replica's checkpoint and currterm files, and the steps' order.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from conformance import jars  # noqa: E402
+from fixture_run import fixture_driver, write_manifest  # noqa: E402
+from java_driver import QUICK_REBALANCE_FLAGS  # noqa: E402
+
 from conformance.cluster import BrokerSpec, Cluster  # noqa: E402
 
 # The dledger library each release's pom pins: what wrote the entries.
@@ -48,37 +47,25 @@ CQ_FILE_BYTES = 6000  # 300 units per consume-queue file
 # Not copied: index files (DLedger's and the IndexFile), the lock, 5.x's timer wheel and timer log.
 NOT_COPIED = ("index", "lock", "timerwheel", "timerlog")
 DRIVER = Path(__file__).with_name("DLedgerFixtureDriver.java")
-
-
-def run(classpath: str, *args, timeout_s: float = 120) -> list[dict]:
-    proc = subprocess.run(["java", "-Xmx128m", "-Drocketmq.client.rebalance.waitInterval=1000", "-cp", classpath,
-                           "DLedgerFixtureDriver", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout_s)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+DRIVER_TIMEOUT_S = 120  # a limit on each of the driver's steps
 
 
 def main(out: Path, version: str) -> None:
-    lib = jars.resolve(version, log=print)
-    work = Path(tempfile.mkdtemp(prefix="dledger-fixture-"))
-    classes = work / "classes"
-    classes.mkdir()
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)], check=True)
-    classpath = f"{classes}:{lib / '*'}"
     spec = BrokerSpec("broker-a", DELAY_LEVELS, DATA_FILE_BYTES,
                       extra={"mappedFileSizeConsumeQueue": str(CQ_FILE_BYTES)}, dledger_nodes=3)
     steps: list[dict] = []
     events: list[dict] = []
-    with Cluster(work / "cluster", lib, [spec], log=print) as cluster:
+    with (fixture_driver(DRIVER, version, timeout_s=DRIVER_TIMEOUT_S, flags=QUICK_REBALANCE_FLAGS) as (work, lib, run),
+          Cluster(work / "cluster", lib, [spec], log=print) as cluster):
         master = cluster.leader("broker-a")
         steps.append({"step": "started", "master": master})
-        events += run(classpath, "topic", cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, 2)
-        events += run(classpath, "play", cluster.namesrv_addr, TOPIC, GROUP, "a", 40, 8000)
+        events += run("topic", cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, 2)
+        events += run("play", cluster.namesrv_addr, TOPIC, GROUP, "a", 40, 8000)
         followers = [n for n in spec.node_names() if n != master]
         for node in followers:
             cluster.kill(node)
         steps.append({"step": "followers killed", "nodes": followers})
-        events += run(classpath, "send", cluster.namesrv_addr, TOPIC, "b", 3)
+        events += run("send", cluster.namesrv_addr, TOPIC, "b", 3)
         cluster.stop(master)
         steps.append({"step": "old master stopped", "node": master})
         for node in followers:
@@ -88,7 +75,7 @@ def main(out: Path, version: str) -> None:
         new_master = cluster.wait_leader("broker-a")
         steps.append({"step": "followers restarted", "master": new_master})
         time.sleep(2)
-        events += run(classpath, "send", cluster.namesrv_addr, TOPIC, "c", 10)
+        events += run("send", cluster.namesrv_addr, TOPIC, "c", 10)
         cluster.stop_all()
         steps.append({"step": "stopped"})
         if out.exists():
@@ -111,9 +98,7 @@ def main(out: Path, version: str) -> None:
                                 "messageDelayLevel": DELAY_LEVELS, "brokerName": "broker-a",
                                 "dLegerGroup": "broker-a", "storeHost": "127.0.0.1 (the port is the run's)"},
                 "topic": TOPIC, "group": GROUP, "steps": steps, "replicas": replicas, "events": events}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
-    print(f"wrote {out}")
+    write_manifest(out, manifest)
 
 
 if __name__ == "__main__":

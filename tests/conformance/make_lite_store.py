@@ -15,15 +15,14 @@ is copied without what ``LEFT_OUT`` names; ``manifest.json`` holds the clients' 
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from fixture_run import fixture_driver, write_manifest  # noqa: E402
 
 from conformance import jars  # noqa: E402
 from conformance.cluster import BrokerSpec, Cluster  # noqa: E402
@@ -42,34 +41,21 @@ DRIVER = Path(__file__).with_name("LiteDriver.java")
 # Not copied: the IndexFile directory and lock, the 37 MiB timer wheel and the (empty) RocksDB and
 # compaction directories; the audit reads none of them.
 LEFT_OUT = ("index", "lock", "timerwheel", "rocksdbstore", "compaction")
-
-
-def run(classpath: str, *args, timeout_s: float = 120) -> list[dict]:
-    proc = subprocess.run(["java", "-Xmx128m", "-cp", classpath, "LiteDriver", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout_s)
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0:
-        lines.append({"ev": "driver-failed", "args": list(map(str, args)), "stderr": proc.stderr[-3000:]})
-    return lines
+DRIVER_TIMEOUT_S = 120  # a limit on each of the driver's steps
 
 
 def main(out: Path, version: str = VERSION) -> None:
-    lib = jars.resolve(version, log=print)
-    work = Path(tempfile.mkdtemp(prefix="lite-store-"))
-    classes = work / "classes"
-    classes.mkdir()
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)], check=True)
-    classpath = f"{classes}:{lib / '*'}"
     spec = BrokerSpec(BROKER, DELAY_LEVELS, COMMITLOG_FILE_BYTES, extra=dict(STORE_CONFIG))
     events: list[dict] = []
-    with Cluster(work / "cluster", lib, [spec], log=print) as cluster:
+    with (fixture_driver(DRIVER, version, timeout_s=DRIVER_TIMEOUT_S) as (work, lib, run),
+          Cluster(work / "cluster", lib, [spec], log=print) as cluster):
         addr = cluster.broker_addrs[BROKER]
-        events += run(classpath, "topic", cluster.namesrv_addr, addr, LITE_TOPIC, 2, "LITE", LITE_GROUP)
+        events += run("topic", cluster.namesrv_addr, addr, LITE_TOPIC, 2, "LITE", LITE_GROUP)
         for lite, count in LITES:
-            events += run(classpath, "lite", cluster.namesrv_addr, LITE_TOPIC, lite, count)
-        events += run(classpath, "topic", cluster.namesrv_addr, addr, PRIO_TOPIC, 3, "PRIORITY")
-        events += run(classpath, "prio", cluster.namesrv_addr, PRIO_TOPIC, PRIO_SENDS)
-        events += run(classpath, "pop", cluster.namesrv_addr, BROKER, addr, LITE_TOPIC, LITE_GROUP,
+            events += run("lite", cluster.namesrv_addr, LITE_TOPIC, lite, count)
+        events += run("topic", cluster.namesrv_addr, addr, PRIO_TOPIC, 3, "PRIORITY")
+        events += run("prio", cluster.namesrv_addr, PRIO_TOPIC, PRIO_SENDS)
+        events += run("pop", cluster.namesrv_addr, BROKER, addr, LITE_TOPIC, LITE_GROUP,
                       ",".join(lite for lite, _ in LITES), NO_ACK, POP_ROUNDS)
         cluster.stop_all()
         if out.exists():
@@ -79,9 +65,7 @@ def main(out: Path, version: str = VERSION) -> None:
                 "storeConfig": {"mappedFileSizeCommitLog": COMMITLOG_FILE_BYTES, **STORE_CONFIG,
                                 "brokerName": BROKER},
                 "events": events}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
-    print(f"wrote {out}")
+    write_manifest(out, manifest)
 
 
 if __name__ == "__main__":

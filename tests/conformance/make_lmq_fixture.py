@@ -22,17 +22,16 @@ message pulled from an LMQ queue with its LMQ offset, every committed offset) an
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from conformance import jars  # noqa: E402
+from fixture_run import fixture_driver, write_manifest  # noqa: E402
+from java_driver import QUICK_REBALANCE_FLAGS  # noqa: E402
+
 from conformance.cluster import BrokerSpec, Cluster  # noqa: E402
 
 VERSION = "4.9.4"
@@ -47,30 +46,18 @@ CQ_FILE_BYTES = 6000  # 300 units per consume-queue file
 STORE_CONFIG = {"enableLmq": "true", "enableMultiDispatch": "true", "mappedFileSizeConsumeQueue": str(CQ_FILE_BYTES)}
 OUT_DEFAULT = ROOT / "tests" / "data" / "rocketmq-lmq-4.9.4"
 DRIVER = Path(__file__).with_name("LmqFixtureDriver.java")
-
-
-def run(classpath: str, *args, timeout_s: float = 180) -> list[dict]:
-    proc = subprocess.run(["java", "-Xmx128m", "-Drocketmq.client.rebalance.waitInterval=1000", "-cp", classpath,
-                           "LmqFixtureDriver", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout_s)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+DRIVER_TIMEOUT_S = 180  # a limit on each of the driver's steps
 
 
 def main(out: Path) -> None:
-    lib = jars.resolve(VERSION, log=print)
-    work = Path(tempfile.mkdtemp(prefix="lmq-fixture-"))
-    classes = work / "classes"
-    classes.mkdir()
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(DRIVER)], check=True)
-    classpath = f"{classes}:{lib / '*'}"
     spec = BrokerSpec(BROKER, DELAY_LEVELS, COMMITLOG_FILE_BYTES, extra=dict(STORE_CONFIG))
     events: list[dict] = []
-    with Cluster(work / "cluster", lib, [spec], log=print) as cluster:
-        events += run(classpath, "topic", cluster.namesrv_addr, cluster.broker_addrs[BROKER], TOPIC, 2)
-        events += run(classpath, "play", cluster.namesrv_addr, TOPIC, GROUP, SENDS, IDLE_MS)
+    with (fixture_driver(DRIVER, VERSION, timeout_s=DRIVER_TIMEOUT_S, flags=QUICK_REBALANCE_FLAGS) as (work, lib, run),
+          Cluster(work / "cluster", lib, [spec], log=print) as cluster):
+        events += run("topic", cluster.namesrv_addr, cluster.broker_addrs[BROKER], TOPIC, 2)
+        events += run("play", cluster.namesrv_addr, TOPIC, GROUP, SENDS, IDLE_MS)
         for group, lmq, most in PULLS:
-            events += run(classpath, "pull", cluster.namesrv_addr, TOPIC, BROKER, group, lmq, most)
+            events += run("pull", cluster.namesrv_addr, TOPIC, BROKER, group, lmq, most)
         cluster.stop_all()
         store = cluster.procs[BROKER].store
         if out.exists():
@@ -83,9 +70,7 @@ def main(out: Path) -> None:
                 "topic": TOPIC, "group": GROUP,
                 "pulls": [{"group": g, "lmq": q, "max": m} for g, q, m in PULLS],
                 "events": events}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
-    print(f"wrote {out}")
+    write_manifest(out, manifest)
 
 
 if __name__ == "__main__":

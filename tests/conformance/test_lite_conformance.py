@@ -5,35 +5,21 @@ A few minutes of broker time (make test-long).
 
 from __future__ import annotations
 
-import json
-
 import pyarrow.parquet as pq
 import pytest
+from fixture_run import audit_written_store
 from java_driver import needs_real_rocketmq
 from make_lite_store import BROKER, LITE_GROUP, LITES, NO_ACK, PRIO_TOPIC
 from make_lite_store import main as write_lite_store
 
 from assets import checks as c
-from assets.lineage_duckdb import run_lineage_duckdb
-from assets.warehouse import build_warehouse, open_read_only
-from broker_core.export.store_import import import_store
 
 pytestmark = [needs_real_rocketmq, pytest.mark.long]
 
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("lite-real")
-    write_lite_store(tmp / "store")
-    events = json.loads((tmp / "store" / "manifest.json").read_text())["events"]
-    run = tmp / "run"
-    summary = import_store(tmp / "store" / BROKER, run, name="lite")
-    run_lineage_duckdb(run)
-    db = tmp / "lite.duckdb"
-    build_warehouse([run], db)
-    con = open_read_only(db)
-    yield run, summary, con, events
-    con.close()
+    yield from audit_written_store(tmp_path_factory.mktemp("lite-real"), write_lite_store, BROKER, "lite")
 
 
 def test_lite_sends_are_one_record_each_in_their_lite_lmq(audited):

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from java_driver import needs_real_rocketmq
+from java_driver import DRIVER_JVM_FLAGS, compile_driver, needs_real_rocketmq
 
 from broker_core.export.schema import RAW_TABLES
 from broker_core.export.store_import import import_store
@@ -49,17 +49,13 @@ def test_a_live_broker_imported_while_a_producer_writes_equals_a_fresh_import(tm
     from conformance.jars import resolve
 
     lib = resolve(VERSION)
-    classes = tmp_path / "classes"
-    compiled = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", str(lib / "*"), str(PRODUCER)],
-                              capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stderr
+    classpath = compile_driver(PRODUCER, str(lib / "*"), tmp_path / "classes")
     run = tmp_path / "runs" / "live"
     spec = BrokerSpec("broker-a", "1s 5s 10s", commitlog_file_size_bytes=1 << 18)
     with Cluster(tmp_path / "cluster", lib, [spec]) as cluster:
         store = cluster.procs["broker-a"].store
         producer = subprocess.Popen(
-            ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{lib / '*'}", "LiveProducer",
-             cluster.namesrv_addr, "LiveTopic", str(MESSAGES)],
+            ["java", *DRIVER_JVM_FLAGS, "-cp", classpath, "LiveProducer", cluster.namesrv_addr, "LiveTopic", str(MESSAGES)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
         live = []
         marks = []

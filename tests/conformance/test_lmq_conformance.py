@@ -6,35 +6,21 @@ failing push group, two LMQ readers; about a minute of broker time (make test-lo
 
 from __future__ import annotations
 
-import json
-
 import pyarrow.parquet as pq
 import pytest
+from fixture_run import audit_written_store
 from java_driver import needs_real_rocketmq
 from make_lmq_fixture import BROKER, GROUP, TOPIC
 from make_lmq_fixture import main as write_lmq_store
 
 from assets import checks as c
-from assets.lineage_duckdb import run_lineage_duckdb
-from assets.warehouse import build_warehouse, open_read_only
-from broker_core.export.store_import import import_store
 
 pytestmark = [needs_real_rocketmq, pytest.mark.long]
 
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("lmq-real")
-    write_lmq_store(tmp / "store")
-    events = json.loads((tmp / "store" / "manifest.json").read_text())["events"]
-    run = tmp / "run"
-    summary = import_store(tmp / "store" / BROKER, run, name="lmq")
-    run_lineage_duckdb(run)
-    db = tmp / "lmq.duckdb"
-    build_warehouse([run], db)
-    con = open_read_only(db)
-    yield run, summary, con, events
-    con.close()
+    yield from audit_written_store(tmp_path_factory.mktemp("lmq-real"), write_lmq_store, BROKER, "lmq")
 
 
 def test_every_position_a_reader_pulled_is_the_record_the_audit_puts_there(audited):

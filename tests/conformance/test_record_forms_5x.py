@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from java_driver import DRIVER_JVM_FLAGS, compile_driver, needs_real_rocketmq, run_driver
+from java_driver import QUICK_REBALANCE_FLAGS, compile_driver, needs_real_rocketmq, run_driver
 
 from broker_core.codec import property_crc_matches
 from broker_core.constants import (
@@ -47,9 +47,6 @@ RECALL_TAG = "_RECALL_TAG_"
 DELETE_KEY = {"5.3.3": "{topic}+{uniq}", "5.5.0": "{uniq}", "5.5.1": "{uniq}"}
 # The broker's delay levels: the driver's failed consume asks for level 1 (1 s).
 DELAY_LEVELS = "1s 5s 10s"
-# Rebalance every second, not every 20 s, so the consumer finds the retry topic its first
-# send-back created while the test runs.
-DRIVER_FLAGS = (*DRIVER_JVM_FLAGS, "-Drocketmq.client.rebalance.waitInterval=1000")
 DRIVER_TIMEOUT_MS = 60_000  # a limit: a broker that never delivers fails the test
 DRIVER_TIMEOUT_S = 120
 
@@ -104,7 +101,7 @@ def test_5x_record_forms_from_a_real_broker_import_alike_and_lineage_right(versi
         events = run_driver(classpath, "RecordFormsDriver",
                             [cluster.namesrv_addr, cluster.broker_addrs["broker-a"], TOPIC, BATCH_TOPIC, group,
                              BATCH_SIZE, RECALL_DELAY_SEC, DRIVER_TIMEOUT_MS],
-                            cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S, flags=DRIVER_FLAGS)
+                            cwd=tmp_path, timeout_s=DRIVER_TIMEOUT_S, flags=QUICK_REBALANCE_FLAGS)
         cluster.stop_all()
     sent = {e["keys"]: e for e in events if e["event"] == "send"}
     (batch,) = [e for e in events if e["event"] == "batch_send"]
