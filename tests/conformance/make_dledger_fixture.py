@@ -48,9 +48,36 @@ CQ_FILE_BYTES = 6000  # 300 units per consume-queue file
 NOT_COPIED = ("index", "lock", "timerwheel", "timerlog")
 DRIVER = Path(__file__).with_name("DLedgerFixtureDriver.java")
 DRIVER_TIMEOUT_S = 120  # a limit on each of the driver's steps
+INDEX_UNIT = 32  # DLedgerMmapFileStore.INDEX_UNIT_SIZE (0.2.6, 0.3.1.2)
+INDEX_KEEP_ROUND = 1024  # --keep-index: each index file is cut after its last non-zero unit, rounded up to this
 
 
-def main(out: Path, version: str) -> None:
+def used_bytes(path: Path, chunk: int = 1 << 20) -> int:
+    """The end of the last non-zero byte of a (preallocated, mostly zero) file."""
+    end, offset = 0, 0
+    with path.open("rb") as f:
+        while block := f.read(chunk):
+            stripped = block.rstrip(b"\0")
+            if stripped:
+                end = offset + len(stripped)
+            offset += len(block)
+    return end
+
+
+def copy_index(store: Path, dest: Path) -> dict[str, int]:
+    """Copy dledger-<id>/index/ cut to its used units (rounded up); returns each file's kept size."""
+    kept = {}
+    for src in sorted(store.glob("dledger-*/index/*")):
+        used = -(-used_bytes(src) // INDEX_KEEP_ROUND) * INDEX_KEEP_ROUND
+        target = dest / src.relative_to(store)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with src.open("rb") as f:
+            target.write_bytes(f.read(used))
+        kept[src.name] = used
+    return kept
+
+
+def main(out: Path, version: str, keep_index: bool = False) -> None:
     spec = BrokerSpec("broker-a", DELAY_LEVELS, DATA_FILE_BYTES,
                       extra={"mappedFileSizeConsumeQueue": str(CQ_FILE_BYTES)}, dledger_nodes=3)
     steps: list[dict] = []
@@ -92,6 +119,8 @@ def main(out: Path, version: str) -> None:
                               "currterm": (base / "currterm").read_text(),
                               "abort_file": (dest / "abort").exists(),
                               "data_files": sorted(p.name for p in (base / "data").iterdir())}
+            if keep_index:
+                replicas[node]["index_files_kept_bytes"] = copy_index(store, dest)
     manifest = {"rocketmq": version, "dledger": DLEDGER_OF_RELEASE[version],
                 "storeConfig": {"mappedFileSizeCommitLog": DATA_FILE_BYTES,
                                 "mappedFileSizeConsumeQueue": CQ_FILE_BYTES,
@@ -105,5 +134,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", type=Path, help="default tests/data/rocketmq-dledger-<release>")
     parser.add_argument("--rocketmq", default="4.9.4", choices=sorted(DLEDGER_OF_RELEASE))
+    parser.add_argument("--keep-index", action="store_true",
+                        help="also copy dledger-<id>/index/, each file cut after its last non-zero unit")
     args = parser.parse_args()
-    main(args.out or ROOT / "tests" / "data" / f"rocketmq-dledger-{args.rocketmq}", args.rocketmq)
+    main(args.out or ROOT / "tests" / "data" / f"rocketmq-dledger-{args.rocketmq}", args.rocketmq,
+         args.keep_index)
