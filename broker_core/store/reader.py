@@ -88,6 +88,7 @@ from broker_core.store.cq_marks import (
 from broker_core.store.dledger import RECOVER_FILES_FROM_END as DLEDGER_RECOVER_FILES_FROM_END
 from broker_core.store.dledger import DLedgerCheckpoint, DLedgerLayout, find_layout
 from broker_core.store.dledger import parse_checkpoint as parse_dledger_checkpoint
+from broker_core.store.dledger_index import check_index
 from broker_core.store.dledger_scan import KIND_CHECKPOINT_MISSING, DLedgerScan, RaftLog
 from broker_core.store.log_files import (
     KEPT_NOTE,
@@ -507,9 +508,18 @@ class StoreReader(DLedgerScan):
             self._settle_live_end(end)
         self._set_resume_point(end, outcome, last, resume)
         self._check_checkpoint()
+        self._check_dledger_index(end)
         # A live broker's consume queues already point at records written after the scan.
         self._after_scan_problems.extend(self._check_consume_queues(end if not self.live else _OFFSET_MAX))
         self._after_scan_problems.extend(self._config_problems())
+
+    def _check_dledger_index(self, end: int) -> None:
+        """A DLedger node's index units against the entries the walk found (dledger_index)."""
+        if self.dledger is None or self.raft is None:
+            return
+        self._after_scan_problems.extend(check_index(
+            self.dledger.base, self.dledger.self_id, self.files, self.raft.first_index, self.raft.last_index,
+            end, self._rel))
 
     def _set_resume_point(self, end: int, outcome: str, last: CommitLogFile | None,
                           resume: ResumePoint | None) -> None:
