@@ -16,6 +16,8 @@ CLEAN_STORE = STORE_FIXTURES / "store-clean"
 DLEDGER_FIXTURES = DATA / "rocketmq-dledger-4.9.4"
 DLEDGER_MANIFEST = DLEDGER_FIXTURES / "manifest.json"
 DLEDGER_REPLICAS = ("broker-a-n0", "broker-a-n1", "broker-a-n2")
+# Another run of those steps whose DLedger directories keep their index files (cut to the used units).
+DLEDGER_INDEX_FIXTURES = DATA / "rocketmq-dledger-index-4.9.4"
 # The same steps on a 5.3.3 group (dledger 0.3.1.2): two terms, no uncommitted tail (its README.md).
 DLEDGER_5X_FIXTURES = DATA / "rocketmq-dledger-5.3.3"
 DLEDGER_5X_MANIFEST = DLEDGER_5X_FIXTURES / "manifest.json"
