@@ -7,7 +7,7 @@ both releases' real stores), one directory per node of the group under the store
 (``DLedgerConfig.getDefaultPath``)::
 
     <storePathRootDir>/dledger-<selfId>/data/<20-digit start offset>   the entries (below)
-    <storePathRootDir>/dledger-<selfId>/index/<20-digit>               32 bytes per entry (not read)
+    <storePathRootDir>/dledger-<selfId>/index/<20-digit>               32 bytes per entry (dledger_index.py)
     <storePathRootDir>/dledger-<selfId>/checkpoint                     committedIndex=, endIndex=
     <storePathRootDir>/dledger-<selfId>/currterm                       currTerm=, voteLeader=
 

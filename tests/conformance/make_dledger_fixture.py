@@ -5,7 +5,8 @@ RocketMQ brokers (4.9.4, the default, or 5.3.3), with an uncommitted tail and a 
 
 Steps (each replica's store is copied at the end, without its index files: dledger-<id>/index/ is
 160 MiB of mostly zeros, and the reader needs neither it nor the IndexFile; nor 5.x's timer wheel,
-37 MiB of slots no DLedger reading needs):
+37 MiB of slots no DLedger reading needs. ``--keep-index`` copies dledger-<id>/index/ too, each file
+cut after its last non-zero unit, rounded up to 1 KiB: what the index check reads):
 
 1. three nodes start; the master gets FixtureTopic; a consumer fails every attempt of each key
    i % 4 == 0 (DLQ after 2 retries) and the first of each i % 5 == 0; 40 sends, all SEND_OK;
