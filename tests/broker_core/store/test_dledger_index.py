@@ -56,10 +56,12 @@ def test_a_clean_real_group_s_index_agrees_with_its_entries(node, reader_class):
     ("size", 12, ">i", 49, "size 49, the entry's is"),
     ("index", 16, ">q", 6, "the unit names index 6"),
 ])
-def test_a_changed_unit_is_reported_naming_the_node_file_and_index(tmp_path, field, at, fmt, value, why):
+@pytest.mark.parametrize("reader_class", [StoreReader, ColumnarStoreReader])
+def test_a_changed_unit_is_reported_naming_the_node_file_and_index(tmp_path, field, at, fmt, value, why,
+                                                                    reader_class):
     store, index_file = _copy(tmp_path, "broker-a-n0")
     _patch(index_file, 5 * UNIT + at, fmt, value)
-    found, reader = _mismatches(store)
+    found, reader = _mismatches(store, reader_class)
     assert [(p.file, p.offset, p.severity) for p in found] == [
         (f"dledger-n0/index/{INDEX_FILE}", 5 * UNIT, "warning")]
     assert "node n0" in found[0].reason and "entry 5 " in found[0].reason and why in found[0].reason, field
@@ -103,3 +105,11 @@ def test_a_missing_index_file_and_a_store_without_index_say_what_they_should(tmp
     shutil.rmtree(index_file.parent)
     assert _mismatches(store)[0] == []
     assert StoreReader(DLEDGER_FIXTURES / "broker-a-n0").check() == []  # the fixture kept no index/
+
+
+def test_a_file_in_index_that_is_not_an_index_file_is_named_and_skipped(tmp_path):
+    store, index_file = _copy(tmp_path, "broker-a-n0")
+    (index_file.parent / "00000000000000000000.tmp").write_bytes(b"x")
+    problems = StoreReader(store).check()
+    assert [(p.kind, p.file, p.severity) for p in problems] == [
+        ("bad-file-name", "dledger-n0/index/00000000000000000000.tmp", "warning")]
