@@ -76,8 +76,10 @@ NEVER_DECIDED = frozenset({"DISCARDED", "UNDECIDED"})
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).
 _SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
 
-# lineage_vs_clients.explained: a chain whose retry count a producer's resend lost.
+# lineage_vs_clients.explained: a chain whose retry count a producer's resend lost; a chain with
+# a copy its client sent after a send-back whose reply a killed broker never gave.
 RETRY_COUNT_LOST = "retry_count_lost_on_resend"
+SEND_BACK_REPLY_LOST = "send_back_reply_lost_in_outage"
 
 # Difference kinds the real broker and the model are known and documented to differ in.
 EXPLAINED = {
@@ -402,6 +404,8 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
             if forks != copies:
                 if count_lost:
                     explained[key] = RETRY_COUNT_LOST
+                elif key in in_outage and _unlogged_client_sends(calls, hops.get(key, []), group):
+                    explained[key] = SEND_BACK_REPLY_LOST
                 else:
                     disagree(key, group, "forks", forks, copies)
         # A concurrent listener's failures go through %RETRY% (max retries, then the DLQ); an orderly
@@ -441,6 +445,22 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
             "delayed_hops_early": early,
             "not_auditable": {g: {"pairs": n, "reason": EXPLAINED["broadcast_group_absent_from_store"]}
                               for g, n in sorted(not_auditable.items())}}
+
+
+def _unlogged_client_sends(calls: list[dict], hops: list[dict], group: str) -> set[int]:
+    """The reconsume counts at which the group's chain holds a retry its client built itself (it
+    carries the client's CONSUME_START_TIME) while the clients' log shows no own send there: a
+    send-back the broker stored whose reply died with a killed broker, after which the client
+    sent the retry again itself (DefaultMQPushConsumerImpl.sendMessageBack's fallback), a copy
+    the listener's log cannot see."""
+    built = set()
+    for h in hops:
+        props = h["properties"] or {}
+        props = props if isinstance(props, dict) else dict(props)
+        if h["group"] == group and h["hop_kind"] in ("SCHEDULE", "RETRY") and "CONSUME_START_TIME" in props:
+            built.add(h["reconsume_times"])
+    logged = {c["reconsume_times"] + 1 for c in calls if c["outcome"] == SENT_BACK_BY_CLIENT}
+    return built - logged
 
 
 def _retry_count_lost(hops: list[dict], group: str) -> bool:

@@ -9,10 +9,12 @@ import duckdb
 
 def real_run(run: str, key: str, group: str, hops: list[tuple], retries: int,
              statuses: list[str], outcomes: list[str], forks: int = 0,
-             final_state: str = "DLQ") -> tuple[duckdb.DuckDBPyConnection, list[dict]]:
+             final_state: str = "DLQ", client_built: frozenset[int] = frozenset()
+             ) -> tuple[duckdb.DuckDBPyConnection, list[dict]]:
     """``hops`` as (kind, topic, delay level, reconsume times), stored on broker-a in that order; the
     message ends in ``final_state`` after ``retries`` with ``forks`` copies in its chain; one attempt
-    per PUBLISH or RETRY hop, with its status and outcome."""
+    per PUBLISH or RETRY hop, with its status and outcome. The hops at the indexes ``client_built``
+    carry CONSUME_START_TIME, as a retry a client sent itself does."""
     con = duckdb.connect()
     con.execute("""CREATE TABLE message_hops (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
                    message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
@@ -25,8 +27,9 @@ def real_run(run: str, key: str, group: str, hops: list[tuple], retries: int,
         hop_group = None if kind == "PUBLISH" else group
         con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)",
                     [run, i * 100, key, hop_group, i, kind, topic, level, times])
-        con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP {'UNIQ_KEY': ?}, ?)",
-                    [run, i * 100, key, f"M{i}"])
+        props = {"UNIQ_KEY": key, **({"CONSUME_START_TIME": "1"} if i in client_built else {})}
+        con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP(?, ?), ?)",
+                    [run, i * 100, list(props), list(props.values()), f"M{i}"])
     con.execute("INSERT INTO message_lineage VALUES (?, ?, ?, ?, ?, '', ?)",
                 [run, key, group, final_state, retries, forks])
     consumed = [h for h in hops if h[0] in ("PUBLISH", "RETRY")]

@@ -71,3 +71,29 @@ def test_a_retry_whose_count_a_resend_lost_is_explained_not_agreed(reset_count, 
     result = compare.lineage_vs_clients(con, load_scenario(SHORT), attempts, ["conformance-real"])
     assert [e["what"] for e in result["examples"]] == what, result["examples"]
     assert result["explained"] == explained
+
+
+ORDER = "order-service"
+O_RETRY = f"%RETRY%{ORDER}"
+
+
+@pytest.mark.parametrize("client_built, in_outage, what, explained", [
+    ({2, 4}, True, [], {"send_back_reply_lost_in_outage": 1}),
+    ({2, 4}, False, ["forks"], {}),  # no outage: no reply was lost, the copy is unexplained
+    (set(), True, ["forks"], {}),  # no retry the client built: nothing in the store explains it
+])
+def test_a_copy_the_client_sent_after_a_lost_send_back_reply_is_explained(client_built, in_outage, what, explained):
+    """A real 4.9.4 DLedger run: a send-back stored by the master 23 ms before it was killed; its
+    reply died with it, so the client sent the retry again itself 5 s later (the record carries
+    its CONSUME_START_TIME), and both retries were consumed. The clients' log shows one send-back
+    and two records at count 1 (1 copy); the lineage counts the SCHEDULE and RETRY copies (2)."""
+    hops = [("PUBLISH", "OrderTopic", 0, 0), ("SCHEDULE", SCHED, 3, 1), ("SCHEDULE", SCHED, 3, 1),
+            ("RETRY", O_RETRY, 3, 1), ("RETRY", O_RETRY, 3, 1)]
+    con, attempts = real_run("conformance-real", KEY, ORDER, hops, 1,
+                             ["RECONSUME_LATER", "CONSUME_SUCCESS", "CONSUME_SUCCESS"],
+                             ["SENT_BACK", "ACKED", "ACKED"], forks=2, final_state="CONSUMED",
+                             client_built=frozenset(client_built))
+    result = compare.lineage_vs_clients(con, load_scenario(SHORT), attempts, ["conformance-real"],
+                                        in_outage={KEY} if in_outage else set())
+    assert [e["what"] for e in result["examples"]] == what, result["examples"]
+    assert result["explained"] == explained
