@@ -208,6 +208,7 @@ def test_two_runs_into_one_directory_are_refused(tmp_path):
     assert (out / "keep").read_text() == "the first run's file"
 
 
+@pytest.mark.long  # a minute of real brokers, timed kills and restarts: in make test-long
 def test_a_broker_killed_and_restarted_is_audited_as_its_clients_saw_it(tmp_path):
     """broker-a killed with SIGKILL 1.5 s into the sends and restarted at 4 s: the real broker's
     abnormal recovery re-puts schedule records and hands out records whose committed offsets it
