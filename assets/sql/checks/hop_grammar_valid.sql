@@ -225,9 +225,13 @@ gapped AS (
     LEFT JOIN (SELECT run_id, broker, max(first_offset) AS first_offset
                FROM runs WHERE broker IS NOT NULL GROUP BY run_id, broker) cut
       ON cut.run_id = h.run_id AND cut.broker = h.broker
-    -- A branch's first hop follows the message's shared hops: the last of them on its broker.
-    LEFT JOIN (SELECT run_id, message_key, broker, max(phys_offset) AS shared_offset
-               FROM message_hops WHERE "group" IS NULL GROUP BY run_id, message_key, broker) sh
+    -- A branch's first hop follows the message's shared hops: the last of them on its broker (of
+    -- the messages listed here only: none when every branch is in order).
+    LEFT JOIN (SELECT m.run_id, m.message_key, m.broker, max(m.phys_offset) AS shared_offset
+               FROM message_hops m
+               SEMI JOIN branch_shapes s
+                 ON s.run_id = m.run_id AND s.message_key IS NOT DISTINCT FROM m.message_key AND NOT s.in_order
+               WHERE m."group" IS NULL GROUP BY m.run_id, m.message_key, m.broker) sh
       ON sh.run_id = h.run_id AND sh.message_key IS NOT DISTINCT FROM h.message_key AND sh.broker = h.broker
 ),
 head_removed AS (
