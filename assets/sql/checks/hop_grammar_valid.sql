@@ -409,8 +409,8 @@ WHERE NOT interleaving_allowed OR retries_ahead > 0 OR orphans > 0 OR letters[1]
 UNION ALL
 SELECT b.run_id, b.message_key, b."group", 'group hops without a real record before them'
 FROM (SELECT DISTINCT run_id, message_key, "group" FROM branch_shapes) b
-WHERE NOT EXISTS (SELECT 1 FROM shared s WHERE s.run_id = b.run_id AND s.message_key = b.message_key)
-  AND b.run_id NOT IN (SELECT run_id FROM cut_runs)
+ANTI JOIN shared s ON s.run_id = b.run_id AND s.message_key = b.message_key
+WHERE b.run_id NOT IN (SELECT run_id FROM cut_runs)
 UNION ALL
 -- The lineage's truncated against head_removed, each side from its own few rows: a filter on
 -- truncated (Parquet statistics skip the row groups without one), and a join from head_removed
