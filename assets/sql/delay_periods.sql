@@ -12,11 +12,22 @@ WITH units AS (
     JOIN (SELECT run_id, broker, phys_offset, store_ts FROM commitlog WHERE topic = '{{schedule_topic}}') c
       ON c.run_id = u.run_id AND c.broker = u.broker AND c.phys_offset = u.phys_offset
 ),
-changes AS (
-    SELECT *,
-           CASE WHEN delay_ms IS DISTINCT FROM lag(delay_ms) OVER w THEN 1 ELSE 0 END AS starts_period
+levels AS (
+    -- A level whose every record had the one delay is one period, told by an aggregate (the usual
+    -- case); only the others are ordered to find where their delay changed.
+    SELECT run_id, broker, delay_level, any_value(delay_ms) AS delay_ms, min(store_ts) AS from_ts,
+           max(store_ts) AS to_ts, count(*) AS records,
+           coalesce(count(*) = count(delay_ms) AND min(delay_ms) = max(delay_ms), false) AS one_delay
     FROM units
-    WINDOW w AS (PARTITION BY run_id, broker, delay_level ORDER BY store_ts, phys_offset)
+    GROUP BY run_id, broker, delay_level
+),
+changes AS (
+    SELECT u.*,
+           CASE WHEN u.delay_ms IS DISTINCT FROM lag(u.delay_ms) OVER w THEN 1 ELSE 0 END AS starts_period
+    FROM units u
+    SEMI JOIN levels l ON l.run_id = u.run_id AND l.broker = u.broker
+                      AND l.delay_level IS NOT DISTINCT FROM u.delay_level AND NOT l.one_delay
+    WINDOW w AS (PARTITION BY u.run_id, u.broker, u.delay_level ORDER BY u.store_ts, u.phys_offset)
 ),
 numbered AS (
     SELECT *, sum(starts_period) OVER (PARTITION BY run_id, broker, delay_level
@@ -27,4 +38,8 @@ SELECT run_id, broker, delay_level, CAST(period AS INTEGER) AS period, any_value
        min(store_ts) AS from_ts, max(store_ts) AS to_ts, count(*) AS records
 FROM numbered
 GROUP BY run_id, broker, delay_level, period
+UNION ALL
+SELECT run_id, broker, delay_level, CAST(1 AS INTEGER), delay_ms, from_ts, to_ts, records
+FROM levels
+WHERE one_delay
 ORDER BY run_id, broker, delay_level, period;

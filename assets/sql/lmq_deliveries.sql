@@ -7,14 +7,18 @@
 -- an LMQ's queue 0, from lmqConsumerOffset.json) is past it.
 CREATE OR REPLACE TABLE lmq_deliveries AS
 WITH hops AS (
-    SELECT DISTINCT run_id, broker, phys_offset, message_key, hop_kind
-    FROM message_hops
+    -- Only the dispatched records' (without an LMQ nothing of the lineage is read past the join).
+    SELECT DISTINCT h.run_id, h.broker, h.phys_offset, h.message_key, h.hop_kind
+    FROM message_hops h
+    SEMI JOIN lmq_dispatches d ON d.run_id = h.run_id AND d.broker = h.broker AND d.phys_offset = h.phys_offset
 ),
 committed AS (
-    -- The last committed offset per (group, queue) of each broker.
-    SELECT run_id, broker, topic, queue_id, "group", max_by("offset", (ts, "offset")) AS committed
-    FROM consumer_offsets
-    WHERE broker IS NOT NULL
+    -- The last committed offset per (group, queue) of each broker, for the dispatch queues only.
+    SELECT o.run_id, o.broker, o.topic, o.queue_id, o."group", max_by(o."offset", (o.ts, o."offset")) AS committed
+    FROM consumer_offsets o
+    SEMI JOIN lmq_dispatches d ON d.run_id = o.run_id AND d.broker = o.broker AND d.dispatch_queue = o.topic
+                              AND d.dispatch_queue_id = o.queue_id AND d.dispatch_offset IS NOT NULL
+    WHERE o.broker IS NOT NULL
     GROUP BY ALL
 ),
 positions AS (

@@ -4,9 +4,12 @@
 -- imported stores too.
 CREATE OR REPLACE TABLE retry_funnel AS
 WITH chains AS (
-    SELECT run_id, "group", origin_topic, retries, final_state
+    -- The chains counted by depth and final state (a few rows per group), then fanned out to the
+    -- attempts each reached.
+    SELECT run_id, "group", origin_topic, retries, final_state, count(*) AS n
     FROM message_lineage
     WHERE "group" IS NOT NULL AND final_state <> 'LOST'
+    GROUP BY run_id, "group", origin_topic, retries, final_state
 ),
 attempts AS (
     SELECT run_id, "group", origin_topic, unnest(generate_series(0, max(retries))) AS attempt
@@ -17,10 +20,12 @@ SELECT a.run_id,
        a."group",
        a.origin_topic,
        CAST(a.attempt AS INTEGER) AS attempt,
-       count(*) AS reached,
-       count(*) FILTER (WHERE c.retries = a.attempt AND c.final_state = 'CONSUMED') AS succeeded,
-       count(*) FILTER (WHERE c.retries = a.attempt AND c.final_state = 'DLQ') AS to_dlq,
-       count(*) FILTER (WHERE c.retries = a.attempt AND c.final_state IN ('RETRYING', 'IN_FLIGHT', 'UNCONSUMED'))
+       CAST(sum(c.n) AS BIGINT) AS reached,
+       CAST(coalesce(sum(c.n) FILTER (WHERE c.retries = a.attempt AND c.final_state = 'CONSUMED'), 0) AS BIGINT)
+           AS succeeded,
+       CAST(coalesce(sum(c.n) FILTER (WHERE c.retries = a.attempt AND c.final_state = 'DLQ'), 0) AS BIGINT) AS to_dlq,
+       CAST(coalesce(sum(c.n) FILTER (WHERE c.retries = a.attempt
+                                       AND c.final_state IN ('RETRYING', 'IN_FLIGHT', 'UNCONSUMED')), 0) AS BIGINT)
            AS pending
 FROM attempts a
 JOIN chains c

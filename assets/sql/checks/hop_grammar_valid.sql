@@ -225,9 +225,13 @@ gapped AS (
     LEFT JOIN (SELECT run_id, broker, max(first_offset) AS first_offset
                FROM runs WHERE broker IS NOT NULL GROUP BY run_id, broker) cut
       ON cut.run_id = h.run_id AND cut.broker = h.broker
-    -- A branch's first hop follows the message's shared hops: the last of them on its broker.
-    LEFT JOIN (SELECT run_id, message_key, broker, max(phys_offset) AS shared_offset
-               FROM message_hops WHERE "group" IS NULL GROUP BY run_id, message_key, broker) sh
+    -- A branch's first hop follows the message's shared hops: the last of them on its broker (of
+    -- the messages listed here only: none when every branch is in order).
+    LEFT JOIN (SELECT m.run_id, m.message_key, m.broker, max(m.phys_offset) AS shared_offset
+               FROM message_hops m
+               SEMI JOIN branch_shapes s
+                 ON s.run_id = m.run_id AND s.message_key IS NOT DISTINCT FROM m.message_key AND NOT s.in_order
+               WHERE m."group" IS NULL GROUP BY m.run_id, m.message_key, m.broker) sh
       ON sh.run_id = h.run_id AND sh.message_key IS NOT DISTINCT FROM h.message_key AND sh.broker = h.broker
 ),
 head_removed AS (
@@ -405,8 +409,8 @@ WHERE NOT interleaving_allowed OR retries_ahead > 0 OR orphans > 0 OR letters[1]
 UNION ALL
 SELECT b.run_id, b.message_key, b."group", 'group hops without a real record before them'
 FROM (SELECT DISTINCT run_id, message_key, "group" FROM branch_shapes) b
-WHERE NOT EXISTS (SELECT 1 FROM shared s WHERE s.run_id = b.run_id AND s.message_key = b.message_key)
-  AND b.run_id NOT IN (SELECT run_id FROM cut_runs)
+ANTI JOIN shared s ON s.run_id = b.run_id AND s.message_key = b.message_key
+WHERE b.run_id NOT IN (SELECT run_id FROM cut_runs)
 UNION ALL
 -- The lineage's truncated against head_removed, each side from its own few rows: a filter on
 -- truncated (Parquet statistics skip the row groups without one), and a join from head_removed

@@ -7,10 +7,11 @@ WITH unwrapped AS (
     SELECT DISTINCT run_id, broker, phys_offset FROM inner_messages
 ),
 message_records AS (
+    -- An anti join (NOT EXISTS would first list every record's distinct offset, for nothing when
+    -- no batch was unwrapped).
     SELECT c.run_id, c.broker, c.phys_offset, c.uniq_key, c.topic FROM commitlog c
+    ANTI JOIN unwrapped u ON u.run_id = c.run_id AND u.broker = c.broker AND u.phys_offset = c.phys_offset
     WHERE NOT ({{bookkeeping_record}})
-      AND NOT EXISTS (SELECT 1 FROM unwrapped u
-                      WHERE u.run_id = c.run_id AND u.broker = c.broker AND u.phys_offset = c.phys_offset)
 ),
 record_hops AS (
     -- The hop rows of records: those at an unwrapped batch's offset are its messages' (below).

@@ -44,6 +44,21 @@ observed AS (
 simulated AS (
     SELECT DISTINCT run_id FROM runs WHERE source = {{run_source_simulation}}
 ),
+retry_tallies AS (
+    -- The RETRY hops and lineage rows of the chains with a DLQ record (grouping only those: every
+    -- chain's would cost more than the rest of this together).
+    SELECT r.run_id, r.message_key, r."group", count(*) AS retries
+    FROM message_hops r
+    SEMI JOIN dlq_records d ON d.run_id = r.run_id AND d.message_key = r.message_key AND d."group" = r."group"
+    WHERE r.hop_kind = 'RETRY'
+    GROUP BY r.run_id, r.message_key, r."group"
+),
+truncated_chains AS (
+    SELECT l.run_id, l.message_key, l."group", bool_or(l.truncated) AS truncated
+    FROM message_lineage l
+    SEMI JOIN dlq_records d ON d.run_id = l.run_id AND d.message_key = l.message_key AND d."group" = l."group"
+    GROUP BY l.run_id, l.message_key, l."group"
+),
 requested AS (
     SELECT DISTINCT a.run_id, a."group", a.uniq_key
     FROM consume_attempts a
@@ -55,17 +70,13 @@ judged AS (
            coalesce(CASE WHEN d.max_reconsume_times >= 0 THEN d.max_reconsume_times END,
                     cf.max_times, ca.max_times, o.max_times) AS max_times,
            d.client_count IS NOT NULL AND d.client_count = d.reconsume_times AS client_send,
-           (SELECT count(*) FROM message_hops r
-             WHERE r.run_id = d.run_id AND r.message_key = d.message_key AND r."group" = d."group"
-               AND r.hop_kind = 'RETRY') AS retries,
+           coalesce(rt.retries, 0) AS retries,
            EXISTS (SELECT 1 FROM message_hops p
                    WHERE p.run_id = d.run_id AND p.message_key = d.message_key
                      AND (p."group" = d."group" OR p."group" IS NULL) AND p.hop_index < d.hop_index
                      AND p.hop_kind IN ('PUBLISH', 'DELIVER', 'RETRY')
                      AND p.reconsume_times = d.reconsume_times - 1) AS sent_back_from_chain,
-           coalesce((SELECT bool_or(l.truncated) FROM message_lineage l
-                     WHERE l.run_id = d.run_id AND l.message_key = d.message_key AND l."group" = d."group"),
-                    false) AS truncated,
+           coalesce(tc.truncated, false) AS truncated,
            d.run_id IN (SELECT run_id FROM simulated) AS simulation,
            EXISTS (SELECT 1 FROM requested q
                    WHERE q.run_id = d.run_id AND q."group" = d."group" AND q.uniq_key = d.uniq_key) AS requested
@@ -73,6 +84,8 @@ judged AS (
     LEFT JOIN configured cf ON cf.run_id = d.run_id AND cf."group" = d."group"
     LEFT JOIN carried ca ON ca.run_id = d.run_id AND ca."group" = d."group"
     LEFT JOIN observed o ON o.run_id = d.run_id AND o."group" = d."group"
+    LEFT JOIN retry_tallies rt ON rt.run_id = d.run_id AND rt.message_key = d.message_key AND rt."group" = d."group"
+    LEFT JOIN truncated_chains tc ON tc.run_id = d.run_id AND tc.message_key = d.message_key AND tc."group" = d."group"
 )
 SELECT run_id, message_key, "group", broker, phys_offset, reconsumes, max_times, retries, client_send,
        CASE
