@@ -110,6 +110,15 @@ def _empty(spark: SparkSession, schema: pa.Schema) -> DataFrame:
     return spark.createDataFrame(spark.sparkContext.emptyRDD(), spark_schema(schema))
 
 
+def _no_rows(spark: SparkSession, schema: pa.Schema) -> DataFrame:
+    """An input table with no rows, as a frame Spark's optimizer knows is empty (a LIMIT 0 is
+    planned as an empty local relation): a join with it, and a union branch reading it, leave the
+    plan before anything runs. An imported store has no deliveries or producer log, a 4.x store no
+    POP checkpoints: their lineage then shuffles no chain rows for the ACKED or POP joins and
+    reads no commit-log keys for LOST. (Not for ``conform``'s union, which must stay in the plan.)"""
+    return _empty(spark, schema).limit(0)
+
+
 # --- the steps ---------------------------------------------------------------------------------
 
 # Spark looks for a kept (persisted) frame's data in a query's plan, but not inside the
@@ -163,7 +172,7 @@ def classify_hops(commitlog_df: DataFrame, retry_topics_df: DataFrame | None = N
     topic it does not resolve keeps the name's reading."""
     spark = commitlog_df.sparkSession
     if retry_topics_df is None:
-        retry_topics_df = _empty(spark, RETRY_TOPICS)
+        retry_topics_df = _no_rows(spark, RETRY_TOPICS)
     return _step(spark, "classified", {"records": commitlog_df.select(*RECORD_COLUMNS),
                                        "retry_topics": retry_topics_df})
 
@@ -179,7 +188,7 @@ def _chained_hops(records: DataFrame, retry_topics_df: DataFrame | None, runs_df
     spark = records.sparkSession
     classified = classify_hops(records, retry_topics_df).repartitionByRange(*MESSAGE_PARTITION)
     return _step(spark, "chained", {"classified": classified,
-                                    "runs": runs_df if runs_df is not None else _empty(spark, RUNS)})
+                                    "runs": runs_df if runs_df is not None else _no_rows(spark, RUNS)})
 
 
 def build_message_hops(commitlog_df: DataFrame, retry_topics_df: DataFrame | None = None,
@@ -215,11 +224,11 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
     hops = _step(spark, "hops_with_facts", {"message_hops": hops_df, "classified": classify_hops(records)})
     tables = {"consume_attempts": consume_attempts_df, "consumer_offsets": consumer_offsets_df,
               "produced": produced_df,
-              "runs": runs_df if runs_df is not None else _empty(spark, RUNS),
+              "runs": runs_df if runs_df is not None else _no_rows(spark, RUNS),
               "pop_evidence": (pop_evidence_df if pop_evidence_df is not None
-                               else _empty(spark, RAW_TABLES["pop_evidence"])),
+                               else _no_rows(spark, RAW_TABLES["pop_evidence"])),
               "transaction_ops": (transaction_ops_df if transaction_ops_df is not None
-                                  else _empty(spark, RAW_TABLES["transaction_ops"]))}
+                                  else _no_rows(spark, RAW_TABLES["transaction_ops"]))}
     return _lineage_rows(hops, records, tables)
 
 
@@ -276,8 +285,8 @@ def _has_rows(spark: SparkSession, location: str) -> bool:
 
 
 def read_run_tables(spark: SparkSession, run_dir: str | Path) -> dict[str, DataFrame]:
-    """The input tables of a run directory as DataFrames in contract shape (empty if absent;
-    ``inner_messages`` only when it has rows).
+    """The input tables of a run directory as DataFrames in contract shape (empty if absent or
+    without rows, as a frame Spark plans as empty; ``inner_messages`` only when it has rows).
 
     ``run_dir`` is a local path or a URI Spark can read (``hdfs://``, ``s3a://``...).
     """
@@ -293,7 +302,10 @@ def read_run_tables(spark: SparkSession, run_dir: str | Path) -> dict[str, DataF
             # Nothing to unwrap (a simulation, a 4.x store, a 5.x store without inner batches, an
             # import older than the table): left out, so the records are not joined with it.
             continue
-        if _has_parquet(spark, location):
+        if not is_uri(run_dir) and not _has_rows(spark, location):
+            # Absent, or files without rows: a frame the optimizer knows is empty.
+            tables[name] = _no_rows(spark, schema)
+        elif _has_parquet(spark, location):
             # The runs parts of a run's brokers may come from imports of different versions.
             reader = spark.read.option("mergeSchema", "true") if name == "runs" else spark.read
             tables[name] = conform(reader.parquet(location), schema)

@@ -26,6 +26,7 @@ numbered AS (
                      ELSE count(CASE WHEN h.`group` IS NULL THEN 1 END) OVER message END
                 + row_number() OVER chain - 1 AS INT) AS hop_index,
            lead(h.store_ts) OVER chain AS chain_next_ts,
+           {{chain_previous}},
            CASE WHEN h.hop_kind = 'SCHEDULE' THEN 0
                 WHEN h.hop_kind IN ('DELIVER', 'RETRY', 'DLQ') AND h.delay_level > 0 THEN 1 END AS pair_role,
            {{unix_millis}}(h.store_ts)
@@ -88,5 +89,5 @@ SELECT run_id, message_key, `group`, hop_index, hop_kind, topic, queue_id, broke
        -- A re-put record no SCHEDULE record was waiting for: a copy the schedule put again (the
        -- lineage reads it as a fork's cause).
        coalesce(pair_role = 1 AND pair_class IS NULL, false) AS reput_copy,
-       tx_check_times, tx_commit_of, dispatch_to, dispatched
+       tx_check_times, tx_commit_of, dispatch_to, dispatched, prev_kind, prev_broker, prev_phys
 FROM delivered

@@ -14,7 +14,8 @@ SELECT h.run_id, h.message_key, h.`group`, h.hop_index, h.hop_kind, h.topic, h.q
        c.uniq_key, c.queue_offset, c.rec_origin_msg_id, c.real_topic, c.retry_topic, c.rec_reconsume_time,
        c.recall, c.inner_num, c.tx_check_times, c.tx_commit_of, c.dispatch_to, c.dispatched,
        h.hop_kind IN ('DELIVER', 'RETRY', 'DLQ') AND coalesce(h.delay_level > 0, false) AND d.run_id IS NULL
-         AS reput_copy
+         AS reput_copy,
+       {{chain_previous}}
 FROM message_hops h
 LEFT JOIN classified c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
                       AND c.message_key = h.message_key
@@ -22,3 +23,4 @@ LEFT JOIN deliveries d ON d.run_id = h.run_id AND d.message_key = h.message_key
                       AND d.`group` IS NOT DISTINCT FROM h.`group` AND d.broker = h.broker
                       AND d.delay_level = h.delay_level AND d.reconsume_times = h.reconsume_times
                       AND d.next_store_ts = h.store_ts
+WINDOW chain AS (PARTITION BY h.run_id, h.message_key, h.`group` ORDER BY h.hop_index ASC NULLS FIRST)

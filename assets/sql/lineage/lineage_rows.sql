@@ -62,12 +62,9 @@ hop_facts AS (
     FROM (SELECT h.*, h.rec_origin_msg_id AS origin_msg_id, nullif(h.retry_topic, '') AS retry_topic_named,
                  '{{retry_topic_prefix}}' || h.`group` || '{{pop_retry_v2_separator}}' AS pop_retry_v2,
                  '{{retry_topic_prefix}}' || h.`group` || '{{pop_retry_v1_separator}}' AS pop_retry_v1,
-                 lag(h.hop_kind) OVER chain AS prev_kind, lag(h.broker) OVER chain AS prev_broker,
-                 lag(h.phys_offset) OVER chain AS prev_phys,
                  max(CASE WHEN h.`group` IS NULL THEN h.phys_offset END) OVER on_broker AS shared_phys
           FROM chained h
-          WINDOW chain AS (PARTITION BY h.run_id, h.message_key, h.`group` ORDER BY h.hop_index ASC NULLS FIRST),
-                 on_broker AS (PARTITION BY h.run_id, h.message_key, h.broker)) c
+          WINDOW on_broker AS (PARTITION BY h.run_id, h.message_key, h.broker)) c
     {{origin_cut_joins}}
     LEFT JOIN tx_decided txd ON c.hop_kind = 'HALF' AND txd.run_id = c.run_id AND txd.broker = c.broker
           AND txd.queue_id = c.queue_id AND txd.half_offset = c.queue_offset
