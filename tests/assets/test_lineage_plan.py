@@ -24,74 +24,16 @@ What the plans hold, on a simulated run (no inner batches):
 
 from __future__ import annotations
 
-import re
+import shutil
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from assets import lineage as L
+from assets.lineage_plan import full_record_shuffles, lineage_plans
+from broker_core.export.schema import RAW_TABLES
 from broker_core.sim.run import simulate
 from tests.conftest import SCENARIOS
-
-AGGREGATES = ("HashAggregate", "SortAggregate", "ObjectHashAggregate")
-METADATA_STRING_KEY = "spark.sql.maxMetadataStringLength"
-
-
-def _physical(df):
-    plan = df._jdf.queryExecution().executedPlan()
-    if plan.nodeName() == "AdaptiveSparkPlan":
-        plan = plan.executedPlan()
-    return plan
-
-
-def _children(node):
-    kids = node.children()
-    return [kids.apply(i) for i in range(kids.size())]
-
-
-def _reads_commitlog(node, aggregated=False):
-    """(whether the subtree scans the commit log's Parquet, whether an aggregate stands between)
-    for the nearest such scan; a kept frame (InMemoryTableScan) is a leaf."""
-    if node.nodeName().startswith("Scan "):
-        return ("/parquet/commitlog" in node.simpleString(10_000), aggregated)
-    if node.nodeName() == "BroadcastExchange":
-        return (False, aggregated)  # a small table sent whole to every task, not a shuffle of it
-    aggregated = aggregated or node.nodeName() in AGGREGATES
-    found = [r for r in (_reads_commitlog(c, aggregated) for c in _children(node)) if r[0]]
-    return found[0] if found else (False, aggregated)
-
-
-def _partitioning(node) -> tuple[str, tuple[str, ...]]:
-    """An Exchange's partitioning: its kind and the names of its keys."""
-    text = node.simpleString(400)[len("Exchange "):]
-    kind, keys = text.split("(", 1)
-    return kind, tuple(re.findall(r"(\w+)#\d+", keys.split(")", 1)[0]))
-
-
-def _exchanges(df) -> list:
-    out = []
-
-    def walk(node):
-        if node.nodeName() == "Exchange":
-            out.append(node)
-        for child in _children(node):
-            walk(child)
-    walk(_physical(df))
-    return out
-
-
-def commitlog_shuffles(df) -> list[tuple[tuple[str, tuple[str, ...]], bool]]:
-    """(the Exchange's partitioning, aggregated before it) for every shuffle of commit-log rows."""
-    out = []
-    for node in _exchanges(df):
-        reads, aggregated = _reads_commitlog(_children(node)[0])
-        if reads:
-            out.append((_partitioning(node), aggregated))
-    return out
-
-
-def exchanges(df) -> list[tuple[str, tuple[str, ...]]]:
-    """The partitioning of every shuffle of the plan (broadcasts are BroadcastExchange)."""
-    return [_partitioning(node) for node in _exchanges(df)]
 
 
 @pytest.fixture(scope="module")
@@ -100,44 +42,29 @@ def plans(spark, tmp_path_factory):
     run_lineage builds and keeps them."""
     run_dir = tmp_path_factory.mktemp("plan") / "small"
     simulate(SCENARIOS / "small.yaml", run_dir)
-    # A scan's plan text names its files only up to spark.sql.maxMetadataStringLength (100 by
-    # default): a temporary directory's path (longer in a pytest-xdist worker) would cut off the
-    # "/parquet/commitlog" by which a scan of the commit log is told.
-    before = spark.conf.get(METADATA_STRING_KEY)
-    spark.conf.set(METADATA_STRING_KEY, "100000")
-    try:
-        yield _plans(spark, run_dir)
-    finally:
-        spark.conf.set(METADATA_STRING_KEY, before)
+    return lineage_plans(spark, run_dir)
 
 
-def _plans(spark, run_dir):
-    tables = L.read_run_tables(spark, run_dir)
-    records = L._records(tables["commitlog"], tables.get("inner_messages"))
-    chained = L._chained_hops(records, tables["retry_topics"], tables["runs"])
-    seen = {"chained": (commitlog_shuffles(chained), exchanges(chained))}
-    kept = [chained.persist()]
-    try:
-        hops = L._step(spark, "message_hops", {"chained": chained})
-        seen["message_hops"] = (commitlog_shuffles(hops), exchanges(hops))
-        rows = L._lineage_rows(chained, records, tables)
-        seen["lineage_rows"] = (commitlog_shuffles(rows), exchanges(rows))
-        kept.append(rows.persist())
-        lineage = L._step(spark, "message_lineage", {"lineage_rows": rows})
-        seen["message_lineage"] = (commitlog_shuffles(lineage), exchanges(lineage))
-        return seen
-    finally:
-        for df in kept:
-            df.unpersist()
+@pytest.fixture(scope="module")
+def imported_plans(spark, tmp_path_factory):
+    """The plans of a run shaped like an import: no deliveries and no producer log (their
+    tables' files hold no rows)."""
+    run_dir = tmp_path_factory.mktemp("plan") / "no-deliveries"
+    simulate(SCENARIOS / "small.yaml", run_dir)
+    for name in ("consume_attempts", "produced"):
+        table = run_dir / "parquet" / name
+        shutil.rmtree(table)
+        table.mkdir()
+        pq.write_table(pa.Table.from_pylist([], schema=RAW_TABLES[name]), table / "part-0.parquet")
+    return lineage_plans(spark, run_dir)
 
 
 def test_the_records_are_shuffled_once_in_full(plans):
     """One full-size shuffle of the records (range, by run_id and message_key); the only other
     shuffle of records without an aggregate before it is that of the records without a UNIQ_KEY."""
-    shuffles, _ = plans["chained"]
-    full = [p for p, aggregated in shuffles if not aggregated]
+    full = full_record_shuffles(plans)
     assert sorted(full) == [("hashpartitioning", ("run_id", "fallback_key")),
-                            ("rangepartitioning", ("run_id", "message_key"))], shuffles
+                            ("rangepartitioning", ("run_id", "message_key"))], plans
 
 
 def test_the_hops_are_written_from_the_kept_hops(plans):
@@ -163,3 +90,14 @@ def test_the_lineage_is_sorted_with_one_range_shuffle(plans):
     """The global sort of the kept lineage rows is the written lineage's one shuffle."""
     assert plans["message_lineage"][1] == [("rangepartitioning", ("run_id", "message_key", "group"))], \
         plans["message_lineage"]
+
+
+def test_a_table_without_rows_takes_its_joins_out_of_the_plan(plans, imported_plans):
+    """Without deliveries (an imported store) the chain rows are not shuffled for the ACKED join,
+    and without a producer log the commit log's UNIQ_KEYs are not read for LOST: the empty tables
+    are planned as empty and their joins leave the plan. Both are in the plan of the simulated run."""
+    acked = ("hashpartitioning", ("run_id", "group", "c_phys", "c_key"))
+    lost_keys = ("hashpartitioning", ("run_id", "uniq_key"))
+    simulated, imported = plans["lineage_rows"][1], imported_plans["lineage_rows"][1]
+    assert acked in simulated and lost_keys in simulated, simulated
+    assert acked not in imported and lost_keys not in imported, imported
