@@ -44,10 +44,12 @@ from bench.inputs import SHARD_MESSAGES, set_runs, simulated_set
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BENCH_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "retry-heavy.yaml"
 DATA_DIR_DEFAULT = common.DATA_ROOT_DEFAULT
-TARGET_RATIO_TO_DUCKDB = 5.0
+# P4's targets: Spark within 2x DuckDB running the same SQL and 1.5x Spark's own floor.
+TARGET_RATIO_TO_DUCKDB = 2.0
+TARGET_RATIO_TO_FLOOR = 1.5
 # "Flat" cost per record, made checkable: across the sized inputs (the sets of runs: 1M, 10M, 50M
 # records, the sizes P4 names), the largest Spark us/record is at most this multiple of the smallest.
-FLAT_SPREAD_MAX = 1.5
+FLAT_SPREAD_MAX = 1.25
 SPARK_MASTER_BENCH = "local[2]"
 READ_CHUNK_BYTES = 8 * 2**20
 BASE_MESSAGES_FULL = 50_000  # about 100k commit-log records with this scenario
@@ -562,6 +564,7 @@ def main(argv: list[str] | None = None) -> Path:
                          f"worst ratio {worst:.1f}x: {'met' if worst <= TARGET_RATIO_TO_DUCKDB else 'MISSED'}")
         sized_records = ", ".join(f"{r['records']:,}" for r in sized)
         floor_worst = max(r["floor_spark"][0] / r["floor_duckdb"][0] for r in results)
+        over_floor = max(r["spark"].median / r["floor_spark"][0] for r in sized)
         notes = (
             f"Spark {SPARK_MASTER_BENCH}, session start (JVM + first job) {start['jvm_s']:.1f} s, excluded from "
             f"the table, and so is the JIT compilers' warm-up: {start['warmups']} lineage runs on the "
@@ -585,7 +588,8 @@ def main(argv: list[str] | None = None) -> Path:
             f"{' / '.join(f'{x * 1e6:.2f}' for x in per_rec)} us/record, spread {spread:.2f}: "
             f"{'met' if spread <= FLAT_SPREAD_MAX else 'MISSED'} (DuckDB "
             f"{' / '.join(f'{x * 1e6:.2f}' for x in duck_rec)}, spread "
-            f"{max(duck_rec) / min(duck_rec):.2f}). The base run of {base['records']:,} records, "
+            f"{max(duck_rec) / min(duck_rec):.2f}); Spark <= {TARGET_RATIO_TO_FLOOR}x Spark's floor (wall) -- "
+            f"worst {over_floor:.1f}x: {'met' if over_floor <= TARGET_RATIO_TO_FLOOR else 'MISSED'}. The base run of {base['records']:,} records, "
             f"below the target's sizes: {base_ratio}, "
             f"{base['spark'].median / base['records'] * 1e6:.2f} us/record, where Spark's fixed "
             "cost per run (stages, planning, JIT) outweighs the records.\n\n"

@@ -170,6 +170,11 @@ def test_lineage_scale_writes_its_table(results, data_dir):
     flat_max = number(found(r"largest / smallest Spark us/record <= ([\d.]+)\)", text)[1])
     m = found(r"us/record, spread (\d+\.\d+): (met|MISSED)", text)
     assert m[2] == ("met" if number(m[1]) <= flat_max else "MISSED"), m.group(0)
+    m = found(r"Spark <= ([\d.]+)x Spark's floor \(wall\) -- worst ([\d.]+)x: (met|MISSED)", text)
+    assert m[3] == ("met" if number(m[2]) <= number(m[1]) else "MISSED"), m.group(0)
+    # The plan's full shuffles of the records, per input: the range shuffle by message, and the
+    # hash shuffle of the records without a UNIQ_KEY.
+    assert text.count("| 2: range by (run_id, message_key), hash by (run_id, fallback_key) |") == 2, text
 
 
 @pytest.mark.slow
@@ -207,3 +212,15 @@ def test_import_scale_writes_its_table(results, data_dir):
     m = found(r"Columnar import: ([\d.]+)x the write floor's CPU \(target <= (\d+)x: (met|missed)\)", text)
     assert m[3] == ("met" if number(m[1]) <= number(m[2]) else "missed"), m.group(0)
     assert "floor: write the commitlog table to Parquet | " in text and "cProfile" in text
+
+
+@pytest.mark.long  # a 2-shard store's import, Spark and DuckDB lineages and warehouse: minutes
+def test_audit_e2e_writes_its_table(results, data_dir):
+    """The end-to-end benchmark times each CLI step and states the P8 verdict its totals give."""
+    text = run_bench("audit_e2e", results, "--quick", "--data-dir", str(data_dir))
+    assert_table(text, "P8: an audit end to end", ["wall s", "CPU s", "exit"], 6)
+    m = found(r"<= (\d+) s on 2 cores\. With the Spark lineage (\d+) s: (met|MISSED); "
+              r"with the DuckDB lineage (\d+) s: (met|MISSED)", text)
+    assert m[3] == ("met" if number(m[2]) <= number(m[1]) else "MISSED"), m.group(0)
+    assert m[5] == ("met" if number(m[4]) <= number(m[1]) else "MISSED"), m.group(0)
+    assert "lineage: engine spark" in text and "lineage: engine duckdb" in text
