@@ -214,7 +214,9 @@ def test_import_scale_writes_its_table(results, data_dir):
     assert "floor: write the commitlog table to Parquet | " in text and "cProfile" in text
 
 
-@pytest.mark.long  # a 2-shard store's import, Spark and DuckDB lineages and warehouse: minutes
+# A 2-shard store's import, Spark and DuckDB lineages and warehouse: 1-2 minutes of both cores,
+# kept out of make test-long, whose real-broker tests count on their timing (make test-all runs it).
+@pytest.mark.slow
 def test_audit_e2e_writes_its_table(results, data_dir):
     """The end-to-end benchmark times each CLI step and states the P8 verdict its totals give."""
     text = run_bench("audit_e2e", results, "--quick", "--data-dir", str(data_dir))
