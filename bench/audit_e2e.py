@@ -35,6 +35,7 @@ from pathlib import Path
 
 from bench import big_store, common
 from bench.common import load_note, write_result
+from bench.memory import _descendants, _peak_kib
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 RECORDS_DEFAULT = 10_000_000
@@ -51,52 +52,44 @@ def say(message: str) -> None:
 # warehouse loaded and the checks' verdicts begun.
 MILESTONE = re.compile(r"(lineage: |imported |loaded run|warehouse .*: \d+ run|checks:)")
 TICK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 SAMPLE_S = 0.25
 
 
-def _processes() -> dict[int, tuple[int, float, float]]:
-    """pid -> (parent pid, CPU seconds of its own, resident MiB) of every process (a zombie
-    keeps its CPU until it is reaped)."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK,
-                           int(fields[21]) * PAGE / 2**20)
-    return out
+def _own_cpu(pid: int) -> float | None:
+    """A process's own CPU seconds (a zombie keeps them until it is reaped); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 class _Descendants(threading.Thread):
-    """Samples the processes a step starts: the last CPU seen of each, and the largest RSS.
-    PySpark's CLI does not wait for the JVM it launches, so the JVM's CPU is not in the step's
-    wait4 usage; a process seen last alive or a zombie is counted from here."""
+    """Samples the processes a step starts (``bench.memory``'s walk of /proc): the last CPU seen
+    of each, and the largest peak RSS (VmHWM). PySpark's CLI does not wait for the JVM it
+    launches, so the JVM's CPU is not in the step's wait4 usage; a process last seen alive, a
+    zombie, or moved out of the step's tree (not reaped by the step) is counted from here."""
 
     def __init__(self, root: int):
         super().__init__(daemon=True)
-        self.root, self.cpu, self.rss, self.orphans = root, {}, 0.0, set()
+        self.root, self.cpu, self.peak_kib = root, {}, 0
         self.stop = threading.Event()
 
     def run(self) -> None:
+        last_tree: set[int] = set()
         while not self.stop.is_set():
-            procs = _processes()
-            tree, grew = {self.root}, True
-            while grew:
-                found = {pid for pid, (ppid, _, _) in procs.items() if ppid in tree} - tree
-                tree |= found
-                grew = bool(found)
-            for pid in tree - {self.root}:
-                self.cpu[pid] = procs[pid][1]
-            if tree - {self.root}:
-                self.rss = max(self.rss, max(procs[pid][2] for pid in tree - {self.root}))
-            self.orphans |= {pid for pid in self.cpu if pid in procs and procs[pid][0] == 1}
-            for pid in [pid for pid in self.cpu if pid not in procs and pid not in self.orphans]:
-                self.cpu.pop(pid)  # reaped by the step: its CPU is in the step's wait4 usage
+            tree = set(_descendants(self.root))
+            for pid in tree | set(self.cpu):
+                cpu = _own_cpu(pid)
+                if cpu is not None:
+                    self.cpu[pid] = cpu
+                elif pid in last_tree:
+                    # Gone while the step was its parent: reaped by the step, its CPU is in the
+                    # step's wait4 usage. One reparented first left the tree alive and keeps its CPU.
+                    del self.cpu[pid]
+            self.peak_kib = max([self.peak_kib, *(_peak_kib(pid) for pid in tree)])
+            last_tree = tree
             self.stop.wait(SAMPLE_S)
 
 
@@ -116,7 +109,7 @@ def run_step(cmd: list[str], env: dict[str, str]) -> dict:
     sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return {"wall": time.perf_counter() - start, "cpu": usage.ru_utime + usage.ru_stime + sum(sampler.cpu.values()),
-            "rss_mib": max(usage.ru_maxrss / 1024, sampler.rss), "code": proc.returncode, "lines": lines}
+            "rss_mib": max(usage.ru_maxrss, sampler.peak_kib) / 1024, "code": proc.returncode, "lines": lines}
 
 
 def main(argv: list[str] | None = None) -> Path:
