@@ -232,20 +232,45 @@ def _clients_depth(delivered: list[tuple[str, int]]) -> int:
     return len({times for topic, times in delivered if is_retry_topic(topic)})
 
 
-def _clients_copies(calls: list[dict], hops: list[dict]) -> int:
-    """The copies the clients' log implies in a concurrent group's chain (docs/lineage.md "forks"):
-    send-backs beyond one per reconsume count (a count handed out twice and failed twice is sent
+def _record(call: dict) -> tuple:
+    """The record a client was handed: its queue, queue offset and commit-log offset."""
+    return call["queue_topic"], call["queue_id"], call["queue_offset"], call["phys_offset"]
+
+
+def _clients_copies(calls: list[dict], hops: list[dict]) -> tuple[int, int]:
+    """The copies the clients' log implies in a concurrent group's chain (docs/lineage.md "forks"),
+    and how many of its send-backs the log cannot settle.
+
+    Copies: send-backs beyond one per attempt (a count handed out twice and failed twice is sent
     back twice), and records handed out beyond one per count, from the retry topic or, for a
-    delayed publish, its DELIVER records (a producer's second send of a key is no copy)."""
-    sent_back = Counter(c["reconsume_times"] for c in calls
-                        if c["status"] != SUCCESS and c["outcome"] in (SENT_BACK, SENT_BACK_BY_CLIENT))
+    delayed publish, its DELIVER records (a producer's second send of a key is no copy).
+
+    A record handed to the listener again at the next count, with no new record (the same queue
+    offset and commit-log offset), is the client consuming it again itself: its send-back failed
+    (ConsumeMessageConcurrentlyService.processConsumeResult's msgBackFailed, when both the broker's
+    send-back and the client's own send fail). Such a failed send-back is no copy the log can
+    count, yet a killed broker may have stored it and died before it replied: the second number
+    counts them. The broker makes a send-back's attempt from the count of the record it stored, not
+    from the client's local count, so a send-back counts at the count its record was first handed
+    out with."""
+    first = {}
+    for c in calls:
+        r = _record(c)
+        first[r] = min(first.get(r, c["reconsume_times"]), c["reconsume_times"])
+    handed = {(_record(c), c["reconsume_times"]) for c in calls}
+    failed = [c for c in calls
+              if c["status"] != SUCCESS and c["outcome"] in (SENT_BACK, SENT_BACK_BY_CLIENT)]
+    resent_locally = [c for c in failed if (_record(c), c["reconsume_times"] + 1) in handed]
+    sent_back = Counter(first[_record(c)] if c["outcome"] == SENT_BACK else c["reconsume_times"]
+                        for c in failed if (_record(c), c["reconsume_times"] + 1) not in handed)
     delivers = {h["msg_id"] for h in hops if h["hop_kind"] == "DELIVER" and h["group"] is None}
     records: dict[int, set] = defaultdict(set)
     for c in calls:
         if is_retry_topic(c["queue_topic"]) or c["msg_id"] in delivers:
-            records[c["reconsume_times"]].add((c["queue_topic"], c["queue_id"], c["queue_offset"], c["phys_offset"]))
-    return (sum(n - 1 for n in sent_back.values() if n > 1)
-            + sum(len(r) - 1 for r in records.values() if len(r) > 1))
+            records[first[_record(c)]].add(_record(c))
+    copies = (sum(n - 1 for n in sent_back.values() if n > 1)
+              + sum(len(r) - 1 for r in records.values() if len(r) > 1))
+    return copies, len(resent_locally)
 
 
 def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) -> bool:
@@ -396,7 +421,7 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         # clients' deliveries and send-backs imply (POP, gRPC and orderly groups send nothing back
         # per failure).
         if (chain is not None and group not in grpc and modes.get(group) not in ("orderly", POP_MODE)):
-            copies = _clients_copies(calls, hops.get(key, []))
+            copies, unsettled = _clients_copies(calls, hops.get(key, []))
             forks = chain.get("forks") or 0
             if forks:
                 forked[key] = max(forked.get(key, 0), forks)
@@ -405,6 +430,10 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                 if count_lost:
                     explained[key] = RETRY_COUNT_LOST
                 elif key in in_outage and _unlogged_client_sends(calls, hops.get(key, []), group):
+                    explained[key] = SEND_BACK_REPLY_LOST
+                elif key in in_outage and copies < forks <= copies + unsettled:
+                    # Send-backs that failed as the client saw them (it consumed the record again
+                    # itself), of which a killed broker stored some before it could reply.
                     explained[key] = SEND_BACK_REPLY_LOST
                 else:
                     disagree(key, group, "forks", forks, copies)
@@ -473,7 +502,7 @@ def _delivered(calls: list[dict]) -> list[tuple[str, int]]:
     """The (queue topic, reconsume times) of each record the clients were handed, in order, once each."""
     seen, delivered = set(), []
     for c in calls:
-        record = (c["queue_topic"], c["queue_id"], c["queue_offset"], c["phys_offset"])
+        record = _record(c)
         if record not in seen:
             seen.add(record)
             delivered.append((c["queue_topic"], c["reconsume_times"]))

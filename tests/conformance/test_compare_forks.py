@@ -97,3 +97,30 @@ def test_a_copy_the_client_sent_after_a_lost_send_back_reply_is_explained(client
                                         in_outage={KEY} if in_outage else set())
     assert [e["what"] for e in result["examples"]] == what, result["examples"]
     assert result["explained"] == explained
+
+
+@pytest.mark.parametrize("in_outage, stored_twice, what, explained", [
+    (True, True, [], {"send_back_reply_lost_in_outage": 1}),
+    (False, True, ["forks"], {}),  # no outage: no broker died before its reply
+    (True, False, [], {}),  # an audit of 4 copies agrees: a failed send-back is no copy of the log's
+])
+def test_send_backs_that_failed_as_the_client_saw_them_are_unsettled_not_copies(in_outage, stored_twice,
+                                                                                 what, explained):
+    """A real 5.3.3 DLedger run (the master killed at 4 s): a poison message's send-back from its
+    first delivery failed as the client saw it (the master died), so the client consumed the same
+    record again itself at counts 1 and 2 (ConsumeMessageConcurrentlyService's msgBackFailed); the
+    second of those was sent back to the new master. The master had stored the first send-back
+    before it died, so both chains ran: SCHEDULE, RETRY, SCHEDULE, RETRY, DLQ twice (5 copies).
+    The clients' log counts 4 copies it can settle (the second chain's retries and send-backs) and
+    2 send-backs it cannot (the failed ones): 5 lies within, and only an outage explains it."""
+    one = [("SCHEDULE", SCHED, 3, 1), ("RETRY", N_RETRY, 3, 1), ("SCHEDULE", SCHED, 4, 2), ("RETRY", N_RETRY, 4, 2),
+           ("DLQ", f"%DLQ%{NOTICE}", 0, 3)]
+    hops = [("PUBLISH", "NoticeTopic", 0, 0), *one, *one]
+    con, attempts = real_run("conformance-real", KEY, NOTICE, hops, 2, ["RECONSUME_LATER"] * 5, ["SENT_BACK"] * 5,
+                             forks=5 if stored_twice else 4)
+    # The first delivery's record, consumed again by its client at counts 1 and 2.
+    attempts += [{**attempts[0], "reconsume_times": n} for n in (1, 2)]
+    result = compare.lineage_vs_clients(con, load_scenario(SHORT), attempts, ["conformance-real"],
+                                        in_outage={KEY} if in_outage else set())
+    assert [e["what"] for e in result["examples"]] == what, result["examples"]
+    assert result["explained"] == explained
