@@ -20,7 +20,14 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from assets.checks import ERROR, INVARIANTS, Check, CheckOutcome, run_checks
-from assets.lineage_engine import AUTO_ENGINE, DUCKDB_ENGINE, ENGINE_DEFAULT, SPARK_ENGINE, pick_engine
+from assets.lineage_engine import (
+    AUTO_ENGINE,
+    DUCKDB_ENGINE,
+    ENGINE_DEFAULT,
+    SPARK_ENGINE,
+    commitlog_parquet_bytes,
+    pick_engine,
+)
 from assets.progress import LOG_PROGRESS_INTERVAL_S, Throttle
 from assets.resources import DataHome, SparkResource
 from assets.run_source import CLUSTER, IMPORTED, SCENARIO, STORE, RunSource, cluster_brokers, is_dledger_store
@@ -184,7 +191,7 @@ def raw_assets(partitions_def: dg.PartitionsDefinition) -> list:
         else:
             from assets.lineage import run_lineage
 
-            counts = run_lineage(run_dir, spark.session(), progress=context.log.info)
+            counts = run_lineage(run_dir, spark.session(commitlog_parquet_bytes(run_dir)), progress=context.log.info)
         seconds = time.perf_counter() - started
         records = table_rows(run_dir, ["commitlog"])["commitlog"]
         for name, key in LINEAGE_KEYS.items():

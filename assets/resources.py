@@ -64,10 +64,11 @@ class SparkResource(dg.ConfigurableResource):
 
     master: str | None = None
 
-    def session(self):
+    def session(self, input_bytes: int | None = None):
+        """The session; ``input_bytes`` sizes the JVM when this call starts it (``get_spark``)."""
         from assets.spark import get_spark
 
-        return get_spark(self.master)
+        return get_spark(self.master, input_bytes=input_bytes)
 
 
 class WarehouseResource(dg.ConfigurableResource):

@@ -39,6 +39,15 @@ EXECUTOR_MEMORY = "1g"  # per executor on a standalone cluster; fits a 2 GiB wor
 # then 12.4 -> 10.7 s median from 100 to 1,000 (each pair one sitting, alternating; docs/lineage.md).
 # A class is a few tens of KiB of driver memory.
 CODEGEN_CACHE_ENTRIES = 1000
+# A JVM started for one small job compiles with C1 only: the job is over before C2's optimized code
+# pays back what compiling it costs on two cores. Fresh processes, `retry-audit lineage --engine
+# spark`, alternating (docs/lineage.md, "The first run in a fresh process"): 223 records, median
+# wall 31.5 -> 24.6 s (5 pairs); 98,310 records (5.5 MiB), 46-50 -> 39-42 s; 991,075 records
+# (60 MiB) even (88/96 and 104/93 s). A JVM that runs many jobs keeps tiered compilation: the
+# lineage tests on the suite's one session took 82 s with it and 105 s with C1 only.
+SMALL_JOB_INPUT_BYTES = 16 * 2**20
+JVM_OPTIONS = "-Duser.timezone=UTC -XX:+UseParallelGC"
+SMALL_JOB_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 SPARK_LOCAL_IP_DEFAULT = "127.0.0.1"  # never bind the driver on a public interface by accident
 # Extra Spark settings, "key=value;key=value", for clusters that need more than the master URL.
 SPARK_CONF_OVERRIDES_ENV = "RETRY_AUDIT_SPARK_CONF"
@@ -95,15 +104,19 @@ def spark_running() -> bool:
 
 
 @contextmanager
-def spark_session(master: str | None = None, app_name: str = APP_NAME_DEFAULT, *, quiet: bool = False):
+def spark_session(master: str | None = None, app_name: str = APP_NAME_DEFAULT, *, quiet: bool = False,
+                  input_bytes: int | None = None):
     """This process's SparkSession for one command; stopped at the end only if the command started it.
+
+    ``input_bytes``, the size of the command's one job (its commit-log Parquet), sizes the JVM when
+    this command starts it (``get_spark``).
 
     A command run inside a process that already has a session (a test run's shared one, a
     notebook's) leaves it running for whoever started it: stopping it would break every later
     user of the one SparkContext a process may hold.
     """
     started_here = not spark_running()
-    session = get_spark(master, app_name, quiet=quiet)
+    session = get_spark(master, app_name, quiet=quiet, input_bytes=input_bytes)
     try:
         yield session
     finally:
@@ -111,14 +124,17 @@ def spark_session(master: str | None = None, app_name: str = APP_NAME_DEFAULT, *
             stop_spark()
 
 
-def get_spark(master: str | None = None, app_name: str = APP_NAME_DEFAULT, *, quiet: bool = False):
+def get_spark(master: str | None = None, app_name: str = APP_NAME_DEFAULT, *, quiet: bool = False,
+              input_bytes: int | None = None):
     """Return this process's SparkSession, creating it on first use.
 
     ``master`` is a Spark master URL (``local[2]``, ``spark://host:7077``, ...); when omitted the
     environment variable ``RETRY_AUDIT_SPARK_MASTER`` decides, else ``local[*]``. Times are UTC
     in the session so that timestamps round-trip unchanged between Parquet, Spark and DuckDB.
     ``quiet`` sends the JVM's own stderr (its start-up warnings and log lines) to /dev/null when
-    this call starts the JVM; errors still reach Python as exceptions.
+    this call starts the JVM; errors still reach Python as exceptions. ``input_bytes`` is the
+    size of the one job the caller starts the JVM for (None: unknown, or many jobs): below
+    ``SMALL_JOB_INPUT_BYTES`` the driver's JVM compiles with C1 only (``driver_jvm_options``).
     """
     global _session, _session_master
     wanted = resolve_master(master)
@@ -133,7 +149,7 @@ def get_spark(master: str | None = None, app_name: str = APP_NAME_DEFAULT, *, qu
                     f"{wanted!r}", where="spark master",
                     hint="one SparkContext per process: run the other master in a new process")
             return _session
-        _session = _build_session(wanted, app_name, quiet=quiet)
+        _session = _build_session(wanted, app_name, quiet=quiet, input_bytes=input_bytes)
         _session_master = wanted
         return _session
 
@@ -154,7 +170,17 @@ def _launch_jvm_quietly(conf) -> None:
         SparkContext._ensure_initialized(gateway=gateway)
 
 
-def _build_session(master: str, app_name: str, *, quiet: bool = False):
+def driver_jvm_options(input_bytes: int | None = None) -> str:
+    """The driver JVM's options: UTC times; the parallel collector (the lineage is a batch job where
+    throughput matters, and G1's collector threads took 10-13% of the JVM's CPU on 1M records, the
+    parallel one 5%); C1 only for one small job (``SMALL_JOB_INPUT_BYTES``)."""
+    options = JVM_OPTIONS
+    if input_bytes is not None and input_bytes < SMALL_JOB_INPUT_BYTES:
+        options += " " + SMALL_JOB_JVM_OPTIONS
+    return options
+
+
+def _build_session(master: str, app_name: str, *, quiet: bool = False, input_bytes: int | None = None):
     # The environment must be set before the JVM starts: Spark reads it once at launch.
     os.environ.setdefault("SPARK_LOCAL_IP", SPARK_LOCAL_IP_DEFAULT)
     # Executors (local or on a cluster's workers) must run the same Python as the driver.
@@ -164,9 +190,6 @@ def _build_session(master: str, app_name: str, *, quiet: bool = False):
     from pyspark.sql import SparkSession
 
     ui_enabled = os.environ.get(SPARK_UI_ENV, "0") == "1"
-    # UTC times; the parallel collector: the lineage is a batch job where throughput matters, and
-    # G1's collector threads took 10-13% of the JVM's CPU on 1M records, the parallel one 5%.
-    jvm_options = "-Duser.timezone=UTC -XX:+UseParallelGC"
     # One SparkConf for the JVM's launch and the session: a quiet launch starts the JVM itself and
     # must hand it the same settings getOrCreate() would.
     conf = (
@@ -176,8 +199,8 @@ def _build_session(master: str, app_name: str, *, quiet: bool = False):
         .set("spark.driver.memory", DRIVER_MEMORY)
         .set("spark.executor.memory", EXECUTOR_MEMORY)
         .set("spark.sql.session.timeZone", "UTC")
-        .set("spark.driver.extraJavaOptions", jvm_options)
-        .set("spark.executor.extraJavaOptions", jvm_options)
+        .set("spark.driver.extraJavaOptions", driver_jvm_options(input_bytes))
+        .set("spark.executor.extraJavaOptions", JVM_OPTIONS)
         .set("spark.ui.enabled", "true" if ui_enabled else "false")
         .set("spark.ui.showConsoleProgress", "false")
         # The data contract's times are timestamp[ms, UTC]: write them as Parquet TIMESTAMP_MILLIS.

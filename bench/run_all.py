@@ -55,6 +55,7 @@ BENCHES = (
     Bench("P2", "schedule_drain"),
     Bench("P3", "scenario_e2e"),
     Bench("P4", "lineage_scale", timeout_s_full=BENCH_TIMEOUT_S_LINEAGE_FULL),
+    Bench("P4 first run", "first_run"),
     Bench("P5", "memory"),
     Bench("P6", "warehouse_build"),
     Bench("P7", "import_scale"),

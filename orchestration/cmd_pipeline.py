@@ -51,7 +51,13 @@ def _say(args, text: str) -> None:
 def lineage(args) -> int:
     """``retry-audit lineage RUN_DIR [--engine spark|duckdb|auto]``: build message_hops and
     message_lineage with Spark (the default), DuckDB, or the engine that suits the run's size."""
-    from assets.lineage_engine import DUCKDB_ENGINE, ENGINE_DEFAULT, is_uri, pick_engine
+    from assets.lineage_engine import (
+        DUCKDB_ENGINE,
+        ENGINE_DEFAULT,
+        commitlog_parquet_bytes,
+        is_uri,
+        pick_engine,
+    )
     from assets.raw import table_rows
 
     # A cluster's run directory may be a URI (hdfs://, s3a://): Spark checks it, not this process.
@@ -81,7 +87,8 @@ def lineage(args) -> int:
         # Quiet keeps the JVM's start-up chatter off stderr too; --debug lets it through.
         quiet = getattr(args, "quiet", False) and not getattr(args, "debug", False)
         # A process that already runs Spark (a test run, a notebook calling main()) keeps its session.
-        with spark_session(args.spark_master, quiet=quiet) as spark:
+        with spark_session(args.spark_master, quiet=quiet,
+                           input_bytes=None if remote else commitlog_parquet_bytes(run_dir)) as spark:
             started = time.perf_counter()
             counts = run_lineage(run_dir, spark, progress=lambda m: _say(args, m))
             seconds = time.perf_counter() - started

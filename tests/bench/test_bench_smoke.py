@@ -226,3 +226,20 @@ def test_audit_e2e_writes_its_table(results, data_dir):
     assert m[3] == ("met" if number(m[2]) <= number(m[1]) else "MISSED"), m.group(0)
     assert m[5] == ("met" if number(m[4]) <= number(m[1]) else "MISSED"), m.group(0)
     assert "lineage: engine spark" in text and "lineage: engine duckdb" in text
+
+
+# Two fresh Spark processes and a DuckDB one on a small run: about a minute of both cores (make test-all).
+@pytest.mark.slow
+def test_first_run_writes_its_table(results, data_dir):
+    """The first-run benchmark times the CLI's lineage in fresh processes, C1 only against tiered
+    and DuckDB, with each run's session and table milestones in the order they happen."""
+    text = run_bench("first_run", results, "--quick", "--data-dir", str(data_dir))
+    assert_table(text, "The lineage's first run in a fresh process",
+                 ["median wall s", "median CPU s", "session up s", "hops written s"], 3)
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in text.splitlines()
+            if line.startswith("| first-run-small ")]
+    assert [r[3] for r in rows] == ["spark, C1 only (default below the threshold)", "spark, tiered (C1 then C2)",
+                                    "duckdb"]
+    for r in rows:
+        session, hops, lineage = number(r[7]), number(r[8]), number(r[9])
+        assert 0 < session <= hops <= lineage <= number(r[4]), r
