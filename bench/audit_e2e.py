@@ -173,10 +173,7 @@ def main(argv: list[str] | None = None) -> Path:
              f"The dominant step with Spark: {dominant}.\n\n"
              "Each step's milestones, seconds from the step's start (Spark's `lineage: reading` line "
              f"comes once the session is up):\n\n{timeline}")
-    name = "audit_e2e"
-    if args.quick:  # quick tables never overwrite the committed full-size one
-        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-        name = "quick/audit_e2e"
+    name = common.result_name("audit_e2e", args.quick)
     return write_result(name, "P8: an audit end to end on a 10M-record store, the CLI one process per step",
                         ["step", "wall s", "CPU s", "peak RSS MiB", "exit", "last line"], rows, notes)
 

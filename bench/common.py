@@ -94,6 +94,15 @@ def machine() -> dict[str, str]:
 HAND_SECTION = "## "  # a results file's hand-written sections start with such a heading
 
 
+def result_name(name: str, quick: bool) -> str:
+    """The result file a run writes: ``name``, or for a quick or resized run ``quick/name``, which
+    never overwrites the committed full-size table (``results/quick/`` is not committed)."""
+    if not quick:
+        return name
+    (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+    return f"quick/{name}"
+
+
 def write_result(name: str, title: str, header: list[str], rows: list[list[str]], notes: str = "") -> Path:
     """Write ``bench/results/<name>.md``: the machine, the table, and notes; also print it.
 

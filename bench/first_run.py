@@ -109,9 +109,7 @@ def main(argv: list[str] | None = None) -> Path:
              "CPU: the process tree, Spark's JVM included. Session up: seconds to the `lineage: reading` "
              "line (the JVM started and the session built); hops and lineage: seconds to each table "
              f"written. {load_note()} when the table was written.")
-    name = "quick/first_run" if args.quick else "first_run"
-    if args.quick:
-        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+    name = common.result_name("first_run", args.quick)
     return write_result(name, "The lineage's first run in a fresh process",
                         ["input", "records", "commit-log MiB", "engine", "median wall s", "wall s each",
                          "median CPU s", "session up s", "hops written s", "lineage written s"], rows, notes)

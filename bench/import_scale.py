@@ -172,11 +172,7 @@ def _measure(args, store: Path, files: list[Path], work: Path, runs: int, messag
         f"cProfile of one columnar import (top {PROFILE_LINES} by own time; the profiler inflates "
         f"per-call Python costs such as the size walk):\n\n```\n{_profile_text(profile)}\n```"
     )
-    name = "import_scale"
-    if args.quick or args.messages or args.runs:
-        # Quick or resized tables never overwrite the committed full-size one.
-        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-        name = "quick/import_scale"
+    name = common.result_name("import_scale", bool(args.quick or args.messages or args.runs))
     return write_result(name, "P7 import-store: columnar vs reference decoder, beside read and write floors",
                         ["path", "median rec/s", "p90 rec/s", "max rec/s", "CPU rec/s", "CPU MB/s",
                          "CPU median s", "CPU / write floor"], rows, notes)

@@ -520,9 +520,7 @@ def main(argv: list[str] | None = None) -> Path:
                  f"--cores {CLUSTER_WORKER_CORES} --memory {CLUSTER_WORKER_MEMORY}, work dirs in a temp "
                  "dir, stopped by PID with SIGTERM. The driver runs in the benchmark's subprocess "
                  f"(client mode). {load_note()} when the table was written (wall times; shared machine).")
-        name = "quick/lineage_cluster" if args.quick else "lineage_cluster"
-        if args.quick:
-            (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+        name = common.result_name("lineage_cluster", args.quick)
         return write_result(name, "Lineage on a loopback standalone cluster: 1 vs 2 workers",
                             ["workers", "cores", "input", "commit-log records", "runs",
                              "session start s", "lineage median s", "lineage max s", "us/record",
@@ -617,10 +615,7 @@ def main(argv: list[str] | None = None) -> Path:
                if len(results) < planned else "")
             + "Files the lineage wrote (last run of each size): "
             + " | ".join(f"{r['records']:,} records -> {r['files']}" for r in results))
-        name = "lineage_scale"
-        if args.quick:  # quick tables never overwrite the committed full-size ones
-            (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-            name = "quick/lineage_scale"
+        name = common.result_name("lineage_scale", args.quick)
         return write_result(name, "P4 lineage scale: Spark local[2] vs the same lineage in DuckDB",
                             ["input", "commit-log records", "runs", "Spark median s", "Spark max s",
                              "DuckDB median s", "DuckDB max s", "Spark / DuckDB",

@@ -247,10 +247,7 @@ def main(argv: list[str] | None = None) -> Path:
           "run takes longer to simulate than a benchmark should here (about 5,000 records per "
           "CPU-second), so their 10M verdicts are the extrapolations above. The lineage reads the "
           "simulated sets of runs (bench/inputs.py), so its verdict at 10M is measured.")
-    name = "memory" if steps == STEPS else "memory_" + "_".join(steps)
-    if args.quick:  # quick tables never overwrite the committed full-size ones
-        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-        name = f"quick/{name}"
+    name = common.result_name("memory" if steps == STEPS else "memory_" + "_".join(steps), args.quick)
     return write_result(name, "P5 peak memory vs run size",
                         ["step", "input", "commit-log records", "peak RSS MiB (process)",
                          "JVM peak MiB", "wall s"], rows, notes)

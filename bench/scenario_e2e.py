@@ -95,10 +95,7 @@ def main(argv: list[str] | None = None) -> Path:
         "so it is what the run costs whatever else the shared machine is doing).")
     if args.profile:
         print(profile_run(scenario, args.profile))
-    name = "scenario_e2e"
-    if args.quick:  # quick tables never overwrite the committed full-size ones
-        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-        name = "quick/scenario_e2e"
+    name = common.result_name("scenario_e2e", args.quick)
     return write_result(name, "P3 default scenario end to end (simulate + Parquet)",
                         ["clock", "median s", "p90 s", "max s", "speed-up at median",
                          "speed-up at max", "median / target", "rows/s at median",

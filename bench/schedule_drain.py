@@ -314,11 +314,7 @@ def main(argv: list[str] | None = None) -> Path:
              "for scale.")
     if profile_text:
         print(profile_text)
-    name = "schedule_drain"
-    if args.quick or args.messages or args.runs or args.profile:
-        # Quick, resized or profiled tables never overwrite the committed full-size one.
-        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-        name = "quick/schedule_drain"
+    name = common.result_name("schedule_drain", bool(args.quick or args.messages or args.runs or args.profile))
     return write_result(name, "P2 schedule drain (SCHEDULE_TOPIC_XXXX -> real topics)",
                         ["phase", "CPU median s", "CPU p90 s", "CPU max s", "wall median s",
                          "msgs/s (CPU median)", "msgs/s (wall median)", "CPU rate / target"],

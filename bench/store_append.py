@@ -323,11 +323,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"floor {counts['floor']:,.0f} (put_message {counts['store'] / counts['floor']:.2f}x, "
                 f"put_messages {counts['batch'] / counts['floor']:.2f}x).")
     print(machine())
-    name = "store_append"
-    if args.records != RECORDS_PER_RUN or args.runs != RUNS:
-        # Resized runs never overwrite the committed full-size table.
-        (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-        name = "quick/store_append"
+    name = common.result_name("store_append", args.records != RECORDS_PER_RUN or args.runs != RUNS)
     write_result(name, "Store append: records/s through put_message and put_messages vs raw write()",
                  ["body", "path", "median rec/s", "p90 rec/s", "max rec/s", "CPU rec/s",
                   "bytes/record"], rows, notes)

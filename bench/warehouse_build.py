@@ -182,10 +182,7 @@ def main(argv: list[str] | None = None) -> Path:
             + f" ({total.median:.1f} s median wall, "
             f"{total_cpu.median:.1f} CPU-seconds). Checks with violations: "
             + (", ".join(failing) if failing else "none") + ".")
-        name = "warehouse_build"
-        if args.quick:  # quick tables never overwrite the committed full-size ones
-            (common.RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-            name = "quick/warehouse_build"
+        name = common.result_name("warehouse_build", args.quick)
         return write_result(name, "P6 warehouse build + all checks",
                             ["step", "median s", "p90 s", "max s", "median CPU s",
                              "commit-log records/s at median"], table, notes)
