@@ -12,13 +12,15 @@ export RETRY_AUDIT_HOME ?= $(abspath var)
 # Test worker processes. Each worker has its own Spark session (and pays its JIT warm-up) and up
 # to one real cluster. make test, mostly Spark and DuckDB now, runs in two on 2 cores: 9 min 26 s
 # against 10 min 16 s in three, back to back on the same clone. make test-long, mostly real brokers
-# waiting, in three (LONG_WORKERS). TEST_WORKERS=N / LONG_WORKERS=N to change. A module's tests go
+# waiting, in two too (LONG_WORKERS): in three, on a 2-core CI host, real brokers' elections and
+# boots took long enough (a 12 s restart) to change what the clients saw. TEST_WORKERS=N /
+# LONG_WORKERS=N to change. A module's tests go
 # to one worker (loadscope), so its module-scoped fixtures are built once; --no-loadscope-reorder
 # keeps the order tests/conftest.py gives, real-broker tests first. (loadgroup's xdist_group marks
 # do not group under pytest 9.2 with pytest-xdist 3.8: it renames a node attribute pytest no longer
 # reads.) 0 runs everything in one process.
 TEST_WORKERS ?= 2
-LONG_WORKERS ?= 3
+LONG_WORKERS ?= 2
 parallel = $(if $(filter 0,$(1)),,-n $(1) --dist loadscope --no-loadscope-reorder)
 PARALLEL = $(call parallel,$(TEST_WORKERS))
 

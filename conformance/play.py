@@ -34,6 +34,11 @@ PLAYED_FAULTS = ("consumer_crash", "consumer_restart", "send_back_failure")
 SIDE_FAULTS = ("consumer_crash", "consumer_restart")
 SIDE_DIR = "side"
 GRPC_SIDE = "grpc"  # the gRPC driver's files in SIDE_DIR (its stdout, stderr, "ready" marker)
+# While this file is in SIDE_DIR the clients do not stop, and their idle time counts from its end
+# (Driver.java): it is there from the start of a run whose broker is restarted until the restart
+# is done. A killed broker's store still holds records to hand out (a send-back it stored, a
+# schedule record due), and a slow restart (12 s on a loaded host) outlasts the clients' idle time.
+HOLD_FILE = "outage.hold"
 
 
 def side_consumers(scenario: Scenario) -> list[tuple[str, int]]:
@@ -142,6 +147,9 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
                      + [(o.until_ms, -1, "broker_restart", o.broker) for o in outages if o.until_ms is not None])
     assert not outages or cluster is not None, "broker outages need the cluster"
     stdout_path, stderr_path = work / "driver.out", work / "driver.err"
+    hold = side_dir / HOLD_FILE
+    if any(kind == "broker_restart" for _, _, kind, _ in actions):
+        hold.write_text("a killed broker is to be started again\n")
     peak_rss = 0.0
     faults: list[dict] = []
     # Controller-mode brokers whose master was killed: (broker, killed node, kill wall ms), until
@@ -210,6 +218,8 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
                             electing.append((key, killed, wall_ms))
                     else:
                         detail = {"boot_s": round(cluster.restart_broker(key), 2)}
+                        if not any(a[2] == "broker_restart" for a in actions):
+                            hold.unlink(missing_ok=True)
                     faults.append({"at_ms": at_ms, "kind": kind, "broker": key, "wall_ts_ms": wall_ms,
                                    "late_ms": round((now - sends_start) * 1000 - at_ms), **detail})
                     say(f"fault at {at_ms / 1000:.1f} s: {kind} {key}")
@@ -233,6 +243,7 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
             peak_rss = max(peak_rss, rss_mib(main.pid))
             time.sleep(POLL_S)
     finally:
+        hold.unlink(missing_ok=True)
         kill(main, signal.SIGKILL)
         main.wait()
         # A clean stop of every side consumer still running (and of the gRPC driver's consumers):

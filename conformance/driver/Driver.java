@@ -36,7 +36,9 @@
 //   side     GROUP  INDEX        a consumer run in a process of its own (so it can be SIGKILLed):
 //                                the main driver skips it, `Driver PLAN --only GROUP INDEX` runs it
 //   sidedir  DIR                 where those processes' stdout files are: their listener calls
-//                                count towards the main driver's "every message is done"
+//                                count towards the main driver's "every message is done"; while
+//                                DIR/outage.hold exists (a killed broker not yet started again),
+//                                the clients do not stop, and their idle time counts from its end
 // Output lines (stdout): {"ev":"send",...}, {"ev":"consume",...}, {"ev":"txn",...} (a transaction
 // listener's execution or check), {"ev":"phase",...}, {"ev":"done",...}.
 import java.io.BufferedReader;
@@ -94,6 +96,7 @@ public class Driver {
     // fallback both failed is consumed again (the same object), and its record is still that one.
     static final Map<MessageExt, Long> refusedOffsets = Collections.synchronizedMap(new IdentityHashMap<>());
     static String sideDir;
+    static final String HOLD_FILE = "outage.hold";
     // How long the gRPC consumers may take to start (a JVM, the admin's updates, each client's
     // session with the proxy): a limit, for a proxy that never answers.
     static final long GRPC_READY_WAIT_MS = 120_000L;
@@ -198,7 +201,7 @@ public class Driver {
         String reason = "timeout";
         while (System.currentTimeMillis() - t0 < timeoutMs) {
             Thread.sleep(200);
-            long lastCall = Math.max(PlanSupport.LAST_EMIT_MS.get(), lastSideCallMs());
+            long lastCall = Math.max(Math.max(PlanSupport.LAST_EMIT_MS.get(), lastSideCallMs()), heldUntilMs());
             if (System.currentTimeMillis() - sendStart < minRunMs) continue;
             if (System.currentTimeMillis() - lastCall > idleMs) {
                 reason = allDone() ? "complete" : "idle";
@@ -279,6 +282,15 @@ public class Driver {
         long last = 0L;
         if (files != null) for (java.io.File f : files) last = Math.max(last, f.lastModified());
         return last;
+    }
+
+    // Now, while the player holds the clients (DIR/outage.hold: a killed broker is not yet started
+    // again, and its records are still to be handed out); else when the hold was last seen.
+    static long heldMs = 0L;
+
+    static long heldUntilMs() {
+        if (sideDir != null && new java.io.File(sideDir, HOLD_FILE).exists()) heldMs = System.currentTimeMillis();
+        return heldMs;
     }
 
     // Listener calls printed by the consumers that run in processes of their own.

@@ -12,7 +12,11 @@ import pyarrow.parquet as pq
 from conformance import compare
 
 BROKER = "broker-a"
-SENDS_MIN = 100  # of the scenarios' 300 messages: enough got SEND_OK for the checks to say something
+# Of the scenarios' 300 messages: enough got SEND_OK on each side of the kill for the checks to say
+# something. The sends that fail are those between the kill and the producers' first send to the new
+# master, which a loaded host delays: a 5.3.3 DLedger run in CI (three test workers on 2 cores) had
+# 100 or fewer SEND_OK of 15 s of sends killed at 4 s; its scenario now sends for 30 s.
+SENDS_MIN_EACH_SIDE = 20
 
 
 def assert_every_send_ok_is_one_publish_hop(out: Path, kill_ms: int) -> None:
@@ -25,13 +29,14 @@ def assert_every_send_ok_is_one_publish_hop(out: Path, kill_ms: int) -> None:
     for h in hops:
         if h["hop_kind"] == "PUBLISH":
             publish.setdefault(h["message_key"], []).append(h)
-    assert len(sent) > SENDS_MIN
+    sent_ms = [int(p["send_ts"].timestamp() * 1000) for p in sent]
+    before = sum(ms < kill_ms for ms in sent_ms)
+    assert before >= SENDS_MIN_EACH_SIDE and len(sent) - before >= SENDS_MIN_EACH_SIDE, \
+        f"{before} SEND_OK before the kill, {len(sent) - before} after it"
     for p in sent:
         found = publish.get(p["uniq_key"], [])
         assert len(found) == 1, (p, found)
         assert found[0]["broker"] == BROKER and found[0]["phys_offset"] == int(p["msg_id"][-16:], 16)
-    sent_ms = [int(p["send_ts"].timestamp() * 1000) for p in sent]
-    assert min(sent_ms) < kill_ms < max(sent_ms)
 
 
 def assert_the_audit_agrees_with_the_clients(report: dict) -> None:
@@ -41,4 +46,4 @@ def assert_the_audit_agrees_with_the_clients(report: dict) -> None:
     assert lvc["disagree"] == 0, json.dumps(lvc["examples"], indent=1, default=str)[:4000]
     assert mvr["unexplained"] == 0, json.dumps(mvr.get("differences"), indent=1, default=str)[:4000]
     assert set(mvr["explained_kinds"]) <= set(compare.EXPLAINED)
-    assert lvc["messages"] > SENDS_MIN
+    assert lvc["messages"] >= 2 * SENDS_MIN_EACH_SIDE, lvc["messages"]

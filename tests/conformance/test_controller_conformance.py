@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "conformance-controller.yaml"
 VERSION = "5.3.3"
 NODES = ("broker-a-n0", "broker-a-n1")
-KILL_AT_MS = 9_000  # of 15 s of sends
+KILL_AT_MS = 9_000  # of 30 s of sends
 
 pytestmark = [needs_real_rocketmq, pytest.mark.long]
 
