@@ -16,7 +16,6 @@ from enum import StrEnum
 from pathlib import Path
 
 import dagster as dg
-import pyarrow.parquet as pq
 from pydantic import Field
 
 from assets.checks import ERROR, INVARIANTS, Check, CheckOutcome, run_checks
@@ -31,7 +30,7 @@ from assets.lineage_engine import (
 from assets.progress import LOG_PROGRESS_INTERVAL_S, Throttle
 from assets.resources import DataHome, SparkResource
 from assets.run_source import CLUSTER, IMPORTED, SCENARIO, STORE, RunSource, cluster_brokers, is_dledger_store
-from assets.warehouse import parquet_files, run_id_of, run_views
+from assets.warehouse import run_id_of, run_views, table_rows
 from broker_core.export.schema import FINAL_STATES, HOP_KINDS, LINEAGE_TABLES, RAW_TABLES
 
 RAW_RUN_KEY = dg.AssetKey(["raw", "run"])
@@ -43,11 +42,6 @@ LINEAGE_DESCRIPTIONS = {
                        f"origin topic and message id, and the final state ({', '.join(FINAL_STATES)}; "
                        "IN_FLIGHT with invisible_until).",
 }
-
-
-def table_rows(run_dir: Path, tables) -> dict[str, int]:
-    """Rows per table, read from the Parquet footers (no data is scanned)."""
-    return {t: sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(run_dir, t)) for t in tables}
 
 
 def _sim_progress(log):

@@ -105,6 +105,11 @@ def parquet_files(run_dir: Path, table: str) -> list[Path]:
     return sorted(p for p in base.rglob("*.parquet") if not p.name.startswith((".", "_")))
 
 
+def table_rows(run_dir: Path, tables) -> dict[str, int]:
+    """Rows per table, read from the Parquet footers (no data is scanned)."""
+    return {t: sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(run_dir, t)) for t in tables}
+
+
 # Characters DuckDB's glob reads as wildcards; in a directory's own name each is matched literally
 # by a one-character class ("[*]"), so a run directory may be called anything.
 _GLOB_SPECIAL = re.compile(r"([*?\[])")

@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 from assets.lineage_engine import commitlog_parquet_bytes
-from assets.raw import table_rows
 from assets.spark import JVM_OPTIONS, SMALL_JOB_INPUT_BYTES, SPARK_CONF_OVERRIDES_ENV
+from assets.warehouse import table_rows
 from bench import common
 from bench.audit_e2e import run_step, say
 from bench.common import load_note, write_result

@@ -58,7 +58,7 @@ def lineage(args) -> int:
         is_uri,
         pick_engine,
     )
-    from assets.raw import table_rows
+    from assets.warehouse import table_rows
 
     # A cluster's run directory may be a URI (hdfs://, s3a://): Spark checks it, not this process.
     remote = is_uri(args.run_dir)
