@@ -45,8 +45,8 @@ lock:
 	mv "$$tmp/constraints.txt" constraints.txt
 
 # The suite (.ci/run runs it, then test-long): every test but those marked slow or long, real
-# RocketMQ 4.9.4 and 5.x brokers included (the 4.9.4 conformance run with its broker outage, a
-# two-broker cluster, gRPC, a live import). Tests marked long (the 5.x POP and gRPC
+# RocketMQ 4.9.4 and 5.x brokers included (the 4.9.4 conformance run, a two-broker cluster,
+# gRPC, a live import). Tests marked long (the 4.9.4 broker killed and restarted, the 5.x POP and gRPC
 # conformance runs, the 5.3.3 record forms, a 5.3.3 tiered store, LMQ and Lite stores, the client trace, a 4.9.4 DLedger group and a 5.3.3 controller-mode pair whose master is
 # killed, the 4.9.4 transactional workload, 5.3.3 and 5.5.1 timers, the UI
 # in a browser, the crash-safety kill loop, the warehouse benchmark's smoke run: minutes each, mostly waiting) are in test-long; slow ones (a
