@@ -80,6 +80,11 @@ _SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
 # a copy its client sent after a send-back whose reply a killed broker never gave.
 RETRY_COUNT_LOST = "retry_count_lost_on_resend"
 SEND_BACK_REPLY_LOST = "send_back_reply_lost_in_outage"
+# A chain whose last hop is a schedule record on a broker that was killed and never started again
+# (and that no replica took over): the record waits in a store no scheduler reads, so the chain
+# stays RETRYING where the clients, who went on without it, saw it end.
+SCHEDULE_STRANDED = "schedule_stranded_on_killed_broker"
+OFFSET_LOST = "offset_lost_in_broker_crash"
 
 # Difference kinds the real broker and the model are known and documented to differ in.
 EXPLAINED = {
@@ -112,7 +117,7 @@ def _max_reconsume(scenario: Scenario) -> dict[str, int]:
 
 
 def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_ids: list[str],
-                outage_windows: list[tuple[int, int]] = ()) -> dict:
+                outage_windows: list[tuple[int, int]] = (), stranded: frozenset[str] = frozenset()) -> dict:
     con = duckdb.connect(str(work / "warehouse.duckdb"), read_only=True)
     try:
         attempts = _client_attempts(work)
@@ -121,7 +126,7 @@ def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_i
         return {
             "lineage_vs_clients": lineage_vs_clients(
                 con, scenario, attempts, real_run_ids,
-                in_outage=in_outage(con, work, real_run_ids, attempts, outage_windows)),
+                in_outage=in_outage(con, work, real_run_ids, attempts, outage_windows), stranded=stranded),
             "transactions_vs_producers": transactions_vs_producers(con, real_run_ids, _client_calls(work)),
             "model_vs_real": model_vs_real(con, scenario, model_run_id, real_run_ids,
                                            redelivered=redelivered(model_attempts) | redelivered(attempts),
@@ -190,7 +195,7 @@ def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = defaultdict(list)
     for h in _rows(con, f"""
             SELECT h.run_id, h.message_key, h."group", h.hop_index, h.hop_kind, h.topic, h.queue_id,
-                   h.delay_level, h.reconsume_times, h.dwell_ms, c.properties, c.msg_id
+                   h.delay_level, h.reconsume_times, h.dwell_ms, h.broker, c.properties, c.msg_id
             FROM message_hops h
             JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
             WHERE h.run_id IN ({marks})
@@ -305,7 +310,9 @@ def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) ->
 
 
 def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_ids: list[str],
-                       in_outage: set[str] = frozenset()) -> dict:
+                       in_outage: set[str] = frozenset(), stranded: frozenset[str] = frozenset()) -> dict:
+    """``in_outage``: the messages an outage touched; ``stranded``: the brokers killed and never
+    started again, whose role no replica took over (:func:`stranded_brokers`)."""
     models = {g.name: g.model for g in scenario.groups}
     modes = {g.name: g.mode for g in scenario.groups}
     semantics = semantics_for(scenario.broker.semantics)
@@ -390,11 +397,18 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         chain = lineage.get((key, group))
         state = chain["final_state"] if chain else None
         if state not in accepted:
-            if (key in in_outage and state == "UNCONSUMED" and expected_state == "CONSUMED"
+            if (key in in_outage and state in ("UNCONSUMED", "RETRYING") and expected_state == "CONSUMED"
                     and _committed_behind(con, real_run_ids, group, calls)):
                 # The store is right from where it stands: its committed offset lost the consume
-                # with the broker's crash, and the broker will deliver the message again.
-                explained[key] = "offset_lost_in_broker_crash"
+                # (of the message, or of its last retry) with the broker's crash, and the broker
+                # will deliver the record again.
+                explained[key] = OFFSET_LOST
+            elif (key in in_outage and state == "RETRYING" and expected_state in ("CONSUMED", "DLQ")
+                    and _last_hop_stranded(hops.get(key, []), group, stranded)):
+                # The broker stored a send-back (or a client's own send) and died before its
+                # schedule put the retry out; it never came back, and the clients went on
+                # without it (their fallback send, their own re-consume, the DLQ through another broker).
+                explained[key] = SCHEDULE_STRANDED
             elif (key, group) in cut and expected_state != "CONSUMED":
                 # The client's send-back was acknowledged by a controller-mode master that died
                 # before its slave had the record (a send-back does not wait for replicas): the
@@ -474,6 +488,23 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
             "delayed_hops_early": early,
             "not_auditable": {g: {"pairs": n, "reason": EXPLAINED["broadcast_group_absent_from_store"]}
                               for g, n in sorted(not_auditable.items())}}
+
+
+def stranded_brokers(faults: list[dict]) -> frozenset[str]:
+    """Brokers killed and never started again whose role no other node took over: a DLedger or
+    controller-mode kill (a fault naming the killed ``node``) is followed by another master."""
+    restarted = {f["broker"] for f in faults if f["kind"] == "broker_restart"}
+    return frozenset(f["broker"] for f in faults
+                     if f["kind"] == "broker_kill" and "node" not in f and f["broker"] not in restarted)
+
+
+def _last_hop_stranded(hops: list[dict], group: str, stranded: frozenset[str]) -> bool:
+    """Whether the group's last hop is a SCHEDULE record on a stranded broker."""
+    mine = [h for h in hops if h["group"] == group]
+    if not mine:
+        return False
+    last = max(mine, key=lambda h: (h["hop_index"] is not None, h["hop_index"] or 0))
+    return last["hop_kind"] == "SCHEDULE" and last["broker"] in stranded
 
 
 def _unlogged_client_sends(calls: list[dict], hops: list[dict], group: str) -> set[int]:
