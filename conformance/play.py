@@ -56,6 +56,9 @@ class Played:
     seen: observed.Observed
     driver_rss_mib: int
     faults: list[dict] = field(default_factory=list)
+    # Faults due after the clients had stopped (no listener call for the plan's idle time): never
+    # played on the real cluster, though the model played them.
+    not_played: list[dict] = field(default_factory=list)
 
 
 class _Side:
@@ -266,4 +269,10 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
         seen.consumes += observed.parse_lines(f.read_text().splitlines()).consumes
     if seen.done is None:
         raise RetryAuditError("the client driver ended without its done line", where=str(stdout_path))
-    return Played(seen, round(peak_rss), faults)
+    not_played = [{"at_ms": at_ms, "kind": kind,
+                   **({"broker": key} if kind.startswith("broker_") else {"consumer": f"{key[0]}-c{key[1]}"})}
+                  for at_ms, _, kind, key in actions]
+    for f in not_played:
+        say(f"not played: {f['kind']} {f.get('broker') or f.get('consumer')} at {f['at_ms'] / 1000:.1f} s "
+            f"(the clients had stopped)")
+    return Played(seen, round(peak_rss), faults, not_played)

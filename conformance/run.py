@@ -195,6 +195,8 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
                               cluster=cluster, outages=tuple(outages), grpc=grpc_side)
             seen, driver_rss = played.seen, played.driver_rss_mib
             report["faults"] = played.faults
+            if played.not_played:
+                report["faults_not_played"] = played.not_played
             report["jvm_rss_mib"] = {**{k: round(v) for k, v in cluster.rss_mib().items()},
                                      "driver": driver_rss}
             roles = _import_roles(cluster, specs)

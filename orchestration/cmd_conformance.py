@@ -56,6 +56,9 @@ def format_summary(report: dict, out: Path) -> str:
     for f in report.get("faults", []):
         when = f"at {f['at_ms'] / 1000:.1f} s" if 'at_ms' in f else f"{f['after_kill_ms'] / 1000:.1f} s after the kill"
         lines.append(f"  fault {when}: {f['kind']} {f.get('consumer') or f.get('broker')}{' ' + f['node'] if 'node' in f else ''}")
+    for f in report.get("faults_not_played", []):
+        lines.append(f"  NOT PLAYED at {f['at_ms'] / 1000:.1f} s (the clients had stopped): "
+                     f"{f['kind']} {f.get('consumer') or f.get('broker')}")
     failed = [f"{run}: {name}" for run, checks in report["checks"].items()
               for name, c in checks.items() if c["blocking"] and not c["passed"]]
     lines.append(f"  blocking checks: {'all passed' if not failed else 'FAILED ' + '; '.join(failed)}")
