@@ -499,12 +499,10 @@ def stranded_brokers(faults: list[dict]) -> frozenset[str]:
 
 
 def _last_hop_stranded(hops: list[dict], group: str, stranded: frozenset[str]) -> bool:
-    """Whether the group's last hop is a SCHEDULE record on a stranded broker."""
+    """Whether the group's last hop (``hops`` is in hop order, :func:`_hops`) is a SCHEDULE record
+    on a stranded broker."""
     mine = [h for h in hops if h["group"] == group]
-    if not mine:
-        return False
-    last = max(mine, key=lambda h: (h["hop_index"] is not None, h["hop_index"] or 0))
-    return last["hop_kind"] == "SCHEDULE" and last["broker"] in stranded
+    return bool(mine) and mine[-1]["hop_kind"] == "SCHEDULE" and mine[-1]["broker"] in stranded
 
 
 def _unlogged_client_sends(calls: list[dict], hops: list[dict], group: str) -> set[int]:

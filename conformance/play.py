@@ -151,7 +151,11 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
     assert not outages or cluster is not None, "broker outages need the cluster"
     stdout_path, stderr_path = work / "driver.out", work / "driver.err"
     hold = side_dir / HOLD_FILE
-    if any(kind == "broker_restart" for _, _, kind, _ in actions):
+
+    def restart_pending() -> bool:
+        return any(kind == "broker_restart" for _, _, kind, _ in actions)
+
+    if restart_pending():
         hold.write_text("a killed broker is to be started again\n")
     peak_rss = 0.0
     faults: list[dict] = []
@@ -221,7 +225,7 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
                             electing.append((key, killed, wall_ms))
                     else:
                         detail = {"boot_s": round(cluster.restart_broker(key), 2)}
-                        if not any(a[2] == "broker_restart" for a in actions):
+                        if not restart_pending():
                             hold.unlink(missing_ok=True)
                     faults.append({"at_ms": at_ms, "kind": kind, "broker": key, "wall_ts_ms": wall_ms,
                                    "late_ms": round((now - sends_start) * 1000 - at_ms), **detail})
