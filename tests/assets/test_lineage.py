@@ -451,16 +451,28 @@ CROSS_BROKER = [
     # XC: the same offset on both brokers holds two records of one message, one chain.
     _on("broker-a", 2000, "Cross", 2000, "XC"),
     _on("broker-b", 2000, SCHED, 2100, "XC", origin=f"{HOST_A}{2000:016X}", **_RETRY_GX),
+    # XD: published on broker-b at 400 (kept); its first retry record is a RETRY on broker-a at
+    # 2200 that the schedule re-put (DELAY kept) with no SCHEDULE before it: that SCHEDULE was on
+    # broker-a below 1000, where no record of XD is left. Truncated, though a shared hop of XD
+    # survived on broker-b: the SCHEDULE is looked for on the RETRY's own broker.
+    _on("broker-b", 400, "Cross", 400, "XD"),
+    _on("broker-a", 2200, "%RETRY%Gx", 2200, "XD", origin=f"{HOST_B}{400:016X}", **dict(_RETRY_GX, queue_id=0)),
+    # XE: the same RETRY on broker-a after XE's PUBLISH there at 1100, past the first offset: its
+    # SCHEDULE would be past it too, so retention did not take it. Not truncated.
+    _on("broker-a", 1100, "Cross", 1100, "XE"),
+    _on("broker-a", 2300, "%RETRY%Gx", 2300, "XE", origin=f"{HOST_A}{1100:016X}", **dict(_RETRY_GX, queue_id=0)),
 ]
 
 
 def test_an_origin_message_id_is_judged_on_the_broker_its_store_host_names(built):
     """In a run of two brokers, a record's ORIGIN_MESSAGE_ID names a deleted record when it is
     below the first offset of the broker whose store host it starts with, whichever broker the
-    record itself is on; one offset on two brokers is two records."""
+    record itself is on; one offset on two brokers is two records. A RETRY the schedule put, first
+    of its chain, lost its SCHEDULE to retention when its own broker holds no shared hop of the
+    message past that broker's first offset, whatever the other broker holds."""
     hops, lineage = built[TWO_BROKER_RUN]
     assert {k: r.truncated for k, r in lineage.items()} == {
-        ("XA", "Gx"): True, ("XB", "Gx"): False, ("XC", "Gx"): False}
+        ("XA", "Gx"): True, ("XB", "Gx"): False, ("XC", "Gx"): False, ("XD", "Gx"): True, ("XE", "Gx"): False}
     assert [(h.broker, h.phys_offset, h.hop_kind) for h in (hops[("XC", None, 0)], hops[("XC", "Gx", 1)])] == [
         ("broker-a", 2000, "PUBLISH"), ("broker-b", 2000, "SCHEDULE")]
     assert lineage[("XC", "Gx")].path == "Cross > SCHEDULE_TOPIC_XXXX[3]"

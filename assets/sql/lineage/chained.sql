@@ -48,25 +48,28 @@ counted AS (
     -- it (role 0 before role 1).
     SELECT n.*,
            sum(CASE pair_role WHEN 0 THEN 1 WHEN 1 THEN -1 ELSE 0 END) OVER in_order
-             - CASE pair_role WHEN 0 THEN 1 WHEN 1 THEN -1 ELSE 0 END AS sum_before
+             - CASE pair_role WHEN 0 THEN 1 WHEN 1 THEN -1 ELSE 0 END AS sum_before,
+           count(CASE WHEN pair_role = 0 THEN 1 END) OVER in_order AS schedules_so_far,
+           count(CASE WHEN pair_role = 1 THEN 1 END) OVER in_order AS reputs_so_far
     FROM numbered n
     WINDOW in_order AS (PARTITION BY {{schedule_pair_key}} ORDER BY {{schedule_pair_order}}
                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
-classed AS (
+ranked AS (
+    -- pair_class: 0 for a SCHEDULE, 1 for a paired re-put; pair_rank: its rank among its class in
+    -- that order. A re-put's rank is the re-puts so far less those that paired with nothing so
+    -- far, -least(0, the least running sum so far) (every unpaired one lowered it by one).
     SELECT c.*,
            CASE WHEN pair_role = 0 THEN 0
-                WHEN pair_role = 1 AND sum_before - least(0, coalesce(min(sum_before) OVER in_order, 0)) > 0 THEN 1
-           END AS pair_class
+                WHEN pair_role = 1 AND sum_before - least(0, min(sum_before) OVER in_order) > 0 THEN 1
+           END AS pair_class,
+           CASE WHEN pair_role = 0 THEN schedules_so_far
+                WHEN pair_role = 1 AND sum_before - least(0, min(sum_before) OVER in_order) > 0
+                THEN reputs_so_far + least(0, min(sum_before) OVER in_order, sum_before - 1)
+           END AS pair_rank
     FROM counted c
     WINDOW in_order AS (PARTITION BY {{schedule_pair_key}} ORDER BY {{schedule_pair_order}}
                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-),
-ranked AS (
-    SELECT c.*,
-           row_number() OVER (PARTITION BY {{schedule_pair_key}}, pair_class ORDER BY {{schedule_pair_order}})
-             AS pair_rank
-    FROM classed c
 ),
 paired AS (
     SELECT r.*,
