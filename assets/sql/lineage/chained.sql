@@ -57,19 +57,19 @@ counted AS (
 ),
 ranked AS (
     -- pair_class: 0 for a SCHEDULE, 1 for a paired re-put; pair_rank: its rank among its class in
-    -- that order. A re-put's rank is the re-puts so far less those that paired with nothing so
-    -- far, -least(0, the least running sum so far) (every unpaired one lowered it by one).
+    -- that order. Every re-put that paired with nothing lowered the running sum's least value by
+    -- one, so a re-put's rank is the re-puts so far less -least(0, that least value), its own
+    -- sum after it (sum_before - 1) included.
     SELECT c.*,
-           CASE WHEN pair_role = 0 THEN 0
-                WHEN pair_role = 1 AND sum_before - least(0, min(sum_before) OVER in_order) > 0 THEN 1
-           END AS pair_class,
+           CASE WHEN pair_role = 0 THEN 0 WHEN pair_role = 1 AND sum_before - least_before > 0 THEN 1 END
+             AS pair_class,
            CASE WHEN pair_role = 0 THEN schedules_so_far
-                WHEN pair_role = 1 AND sum_before - least(0, min(sum_before) OVER in_order) > 0
-                THEN reputs_so_far + least(0, min(sum_before) OVER in_order, sum_before - 1)
-           END AS pair_rank
-    FROM counted c
-    WINDOW in_order AS (PARTITION BY {{schedule_pair_key}} ORDER BY {{schedule_pair_order}}
-                        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+                WHEN pair_role = 1 AND sum_before - least_before > 0
+                THEN reputs_so_far + least(least_before, sum_before - 1) END AS pair_rank
+    FROM (SELECT c.*, least(0, min(sum_before) OVER in_order) AS least_before
+          FROM counted c
+          WINDOW in_order AS (PARTITION BY {{schedule_pair_key}} ORDER BY {{schedule_pair_order}}
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) c
 ),
 paired AS (
     SELECT r.*,
