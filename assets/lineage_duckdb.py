@@ -9,6 +9,14 @@ The steps run one run_id at a time, in run_id order, one part file per run and t
 the lineage holds run_id, so the runs never meet, and the files read in name order are the whole
 tables' rows in order. That keeps DuckDB's memory to one run's (over the whole of a 50M-record
 input, the per-chain aggregation held 18.8 GiB; bench/results/lineage_scale.md).
+
+A run of more than ``SLICE_HOPS`` hops is written in slices of about that many, by message_key
+range, one part file each: every window and aggregate of the lineage is per message (run_id,
+message_key), so a slice is the run's rows for its messages, and slices written in key order are
+the run's rows in order. What is per run rather than per message is read whole by every slice:
+the message keys themselves (a record without UNIQ_KEY takes its key from the run's other records;
+``classified`` is built once per run), the groups subscribing to a topic and the lookups by record
+(deliveries, offsets, POP checkpoints); a LOST send is its slice's by its UNIQ_KEY.
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ Progress = Callable[[str], None]
 
 # Rows per Arrow batch moved from DuckDB into the Parquet writer: bounded memory at any size.
 WRITE_BATCH_ROWS = 1 << 17
+# Hops per slice of a large run (the module's docstring): about 1M records' lineage, which held
+# about 2 GiB whole (docs/lineage.md, "Choosing the engine").
+SLICE_HOPS = 1_000_000
 
 
 def duckdb_connection(threads: int | None = None, memory_limit: str | None = None,
@@ -90,10 +101,9 @@ def _write_part(con: duckdb.DuckDBPyConnection, sql: str, path: Path, schema: pa
     return rows
 
 
-def _write_run(con: duckdb.DuckDBPyConnection, out: Path, part: str) -> dict[str, int]:
-    """Run every step over the current input views; write OUT/<table>/<part>."""
-    con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {lineage_sql('records', DUCKDB)}")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW classified AS {lineage_sql('classified', DUCKDB)}")
+def _write_steps(con: duckdb.DuckDBPyConnection, out: Path, part: str) -> dict[str, int]:
+    """Run the chain and lineage steps over the current ``classified`` and input views; write
+    OUT/<table>/<part>."""
     # Kept for both tables, as Spark keeps its chained hops between its two writes.
     con.execute("DROP TABLE IF EXISTS chained")
     con.execute(f"CREATE TEMP TABLE chained AS {lineage_sql('chained', DUCKDB)}")
@@ -108,13 +118,66 @@ def _write_run(con: duckdb.DuckDBPyConnection, out: Path, part: str) -> dict[str
     return counts
 
 
+def _write_run(con: duckdb.DuckDBPyConnection, out: Path, part: str) -> dict[str, int]:
+    """Run every step over the current input views; write OUT/<table>/<part>."""
+    con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {lineage_sql('records', DUCKDB)}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW classified AS {lineage_sql('classified', DUCKDB)}")
+    return _write_steps(con, out, part)
+
+
+def _slice_bounds(con: duckdb.DuckDBPyConnection, hops: int, slice_hops: int) -> list[str]:
+    """The message keys that end the slices but the last (each slice the keys above the previous
+    bound, up to and including its own), about ``slice_hops`` hops a slice."""
+    slices = -(-hops // slice_hops)
+    if slices <= 1:
+        return []
+    fractions = ", ".join(str(k / slices) for k in range(1, slices))
+    (bounds,) = con.execute(f"SELECT quantile_disc(message_key, [{fractions}]) FROM classified_run").fetchone()
+    return sorted(set(bounds))
+
+
+def _write_run_sliced(con: duckdb.DuckDBPyConnection, out: Path, part: str, run_id: str,
+                      slice_hops: int) -> dict[str, int]:
+    """``_write_run`` for one run, in slices of about ``slice_hops`` hops by message_key range:
+    OUT/<table>/<part stem>-NNNNN.parquet, one file per slice, in key order."""
+    con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {lineage_sql('records', DUCKDB)}")
+    con.execute("DROP TABLE IF EXISTS classified_run")
+    con.execute(f"CREATE TEMP TABLE classified_run AS {lineage_sql('classified', DUCKDB)}")
+    try:
+        (hops,) = con.execute("SELECT count(*) FROM classified_run").fetchone()
+        bounds = _slice_bounds(con, hops, slice_hops)
+        if not bounds:
+            con.execute("CREATE OR REPLACE TEMP VIEW classified AS SELECT * FROM classified_run")
+            return _write_steps(con, out, part)
+        totals = dict.fromkeys(LINEAGE_TABLES, 0)
+        stem = part.removesuffix(".parquet")
+        run = _quoted(run_id)
+        for k, (low, high) in enumerate(zip([None, *bounds], [*bounds, None])):
+            def in_slice(column: str, low=low, high=high) -> str:
+                above = [] if low is None else [f"{column} > '{_quoted(low)}'"]
+                return " AND ".join(above + ([] if high is None else [f"{column} <= '{_quoted(high)}'"]))
+
+            con.execute(f"CREATE OR REPLACE TEMP VIEW classified AS SELECT * FROM classified_run "
+                        f"WHERE {in_slice('message_key')}")
+            # A LOST send is the slice's whose keys hold its UNIQ_KEY (its message_key).
+            con.execute(f"CREATE OR REPLACE VIEW produced AS SELECT * FROM _all_produced "
+                        f"WHERE run_id = '{run}' AND {in_slice('uniq_key')}")
+            for table, rows in _write_steps(con, out, f"{stem}-{k:05d}.parquet").items():
+                totals[table] += rows
+        return totals
+    finally:
+        con.execute("DROP TABLE IF EXISTS classified_run")
+
+
 def write_lineage(con: duckdb.DuckDBPyConnection, run_dir: Path, out: Path, by_run: bool = True,
-                  progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+                  progress: Callable[[int, int], None] | None = None,
+                  slice_hops: int = SLICE_HOPS) -> dict[str, int]:
     """Write OUT/message_hops/part-NNNNN.parquet and OUT/message_lineage/part-NNNNN.parquet for
     RUN_DIR; return the tables' row counts.
 
-    ``by_run``: one part per run_id, in run_id order (``progress(done, runs)`` after each);
-    else one part of the whole input in one statement per table."""
+    ``by_run``: one part per run_id, in run_id order (``progress(done, runs)`` after each), a
+    run of more than ``slice_hops`` hops in slices of about that many, a part each; else one part
+    of the whole input in one statement per table."""
     run_dir, out = Path(run_dir), Path(out)
     for name in INPUT_TABLES:
         _input_view(con, run_dir, name)
@@ -130,7 +193,7 @@ def write_lineage(con: duckdb.DuckDBPyConnection, run_dir: Path, out: Path, by_r
         for name in INPUT_TABLES:
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _all_{name} "
                         f"WHERE run_id = '{_quoted(run_id)}'")
-        for table, rows in _write_run(con, out, f"part-{k:05d}.parquet").items():
+        for table, rows in _write_run_sliced(con, out, f"part-{k:05d}.parquet", run_id, slice_hops).items():
             totals[table] += rows
         if progress is not None:
             progress(k + 1, len(run_ids))

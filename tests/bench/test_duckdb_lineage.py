@@ -117,8 +117,14 @@ def _read_parts(folder: Path) -> pa.Table:
     return pa.concat_tables([pq.read_table(part) for part in sorted(folder.glob("part-*.parquet"))])
 
 
-@pytest.mark.parametrize("by_run", [False, True], ids=["whole", "by-run"])
-def test_duckdb_writes_the_spark_lineage_rows_in_order(spark, runs, tmp_path, seed, by_run):
+# Slices of at most this many hops (write_lineage's slice_hops), small enough that every run of
+# more than a few messages is written in several: keys, LOST sends and lookups cut at slice bounds.
+SMALL_SLICE_HOPS = 40
+
+
+@pytest.mark.parametrize(("by_run", "slice_hops"), [(False, None), (True, None), (True, SMALL_SLICE_HOPS)],
+                         ids=["whole", "by-run", "by-run-sliced"])
+def test_duckdb_writes_the_spark_lineage_rows_in_order(spark, runs, tmp_path, seed, by_run, slice_hops):
     """The lineage SQL on DuckDB writes Spark's rows, in Spark's order and contract types."""
     from assets.lineage import run_lineage
 
@@ -128,11 +134,17 @@ def test_duckdb_writes_the_spark_lineage_rows_in_order(spark, runs, tmp_path, se
     con = _duck()
     try:
         done = []
-        duck_counts = write_lineage(con, runs, out, by_run=by_run, progress=lambda k, n: done.append((k, n)))
+        sliced = {} if slice_hops is None else {"slice_hops": slice_hops}
+        duck_counts = write_lineage(con, runs, out, by_run=by_run, progress=lambda k, n: done.append((k, n)),
+                                    **sliced)
         if by_run:
             assert len(done) >= len(SIMULATED) + SWARM_SCENARIOS + len(IMPORTED) + len(RETAINED) + 1
             assert done[-1] == (len(done), len(done))
         assert duck_counts == counts
+        if slice_hops is not None:
+            # Runs above the slice size were written in slices, a part file each.
+            parts = sorted(p.name for p in (out / "message_hops").glob("part-*.parquet"))
+            assert len(parts) > len(done) and any(name.count("-") == 2 for name in parts), parts
     finally:
         con.close()
     for name, schema in LINEAGE_TABLES.items():
