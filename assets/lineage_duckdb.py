@@ -136,6 +136,12 @@ def _slice_bounds(con: duckdb.DuckDBPyConnection, hops: int, slice_hops: int) ->
     return sorted(set(bounds))
 
 
+def _key_range(column: str, low: str | None, high: str | None) -> str:
+    """The SQL condition ``low < column <= high`` (no bound where None; at least one is given)."""
+    above = [] if low is None else [f"{column} > '{_quoted(low)}'"]
+    return " AND ".join(above + ([] if high is None else [f"{column} <= '{_quoted(high)}'"]))
+
+
 def _write_run_sliced(con: duckdb.DuckDBPyConnection, out: Path, part: str, run_id: str,
                       slice_hops: int) -> dict[str, int]:
     """``_write_run`` for one run, in slices of about ``slice_hops`` hops by message_key range:
@@ -152,16 +158,12 @@ def _write_run_sliced(con: duckdb.DuckDBPyConnection, out: Path, part: str, run_
         totals = dict.fromkeys(LINEAGE_TABLES, 0)
         stem = part.removesuffix(".parquet")
         run = _quoted(run_id)
-        for k, (low, high) in enumerate(zip([None, *bounds], [*bounds, None])):
-            def in_slice(column: str, low=low, high=high) -> str:
-                above = [] if low is None else [f"{column} > '{_quoted(low)}'"]
-                return " AND ".join(above + ([] if high is None else [f"{column} <= '{_quoted(high)}'"]))
-
+        for k, (low, high) in enumerate(zip([None, *bounds], [*bounds, None], strict=True)):
             con.execute(f"CREATE OR REPLACE TEMP VIEW classified AS SELECT * FROM classified_run "
-                        f"WHERE {in_slice('message_key')}")
+                        f"WHERE {_key_range('message_key', low, high)}")
             # A LOST send is the slice's whose keys hold its UNIQ_KEY (its message_key).
             con.execute(f"CREATE OR REPLACE VIEW produced AS SELECT * FROM _all_produced "
-                        f"WHERE run_id = '{run}' AND {in_slice('uniq_key')}")
+                        f"WHERE run_id = '{run}' AND {_key_range('uniq_key', low, high)}")
             for table, rows in _write_steps(con, out, f"{stem}-{k:05d}.parquet").items():
                 totals[table] += rows
         return totals
