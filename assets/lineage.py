@@ -234,10 +234,13 @@ def build_message_lineage(hops_df: DataFrame, commitlog_df: DataFrame,
 
 def _lineage_rows(chained: DataFrame, records: DataFrame, tables: dict[str, DataFrame]) -> DataFrame:
     """The message_lineage rows (``lineage_rows.sql``) in contract shape, unsorted."""
+    spark = chained.sparkSession
     views = {"chained": chained, "records": records,
              **{name: tables[name] for name in ("consume_attempts", "consumer_offsets", "produced", "runs",
                                                 "pop_evidence", "transaction_ops")}}
-    return conform(_step(chained.sparkSession, "lineage_rows", views), MESSAGE_LINEAGE)
+    views["subscriptions"] = _step(spark, "subscriptions", views)
+    views["acked_records"] = _step(spark, "acked_records", views)
+    return conform(_step(spark, "lineage_rows", views), MESSAGE_LINEAGE)
 
 
 # --- run directories ---------------------------------------------------------------------------

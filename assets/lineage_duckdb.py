@@ -118,10 +118,17 @@ def _write_steps(con: duckdb.DuckDBPyConnection, out: Path, part: str) -> dict[s
     return counts
 
 
+# The steps lineage_rows reads that are per run, not per message: views, or for a run written in
+# slices, tables built once before its first slice.
+PER_RUN_STEPS = ("subscriptions", "acked_records")
+
+
 def _write_run(con: duckdb.DuckDBPyConnection, out: Path, part: str) -> dict[str, int]:
     """Run every step over the current input views; write OUT/<table>/<part>."""
     con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {lineage_sql('records', DUCKDB)}")
     con.execute(f"CREATE OR REPLACE TEMP VIEW classified AS {lineage_sql('classified', DUCKDB)}")
+    for step in PER_RUN_STEPS:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {step} AS {lineage_sql(step, DUCKDB)}")
     return _write_steps(con, out, part)
 
 
@@ -137,24 +144,34 @@ def _slice_bounds(con: duckdb.DuckDBPyConnection, hops: int, slice_hops: int) ->
 
 
 def _key_range(column: str, low: str | None, high: str | None) -> str:
-    """The SQL condition ``low < column <= high`` (no bound where None; at least one is given)."""
+    """The SQL condition ``low < column <= high`` (no bound where None)."""
     above = [] if low is None else [f"{column} > '{_quoted(low)}'"]
-    return " AND ".join(above + ([] if high is None else [f"{column} <= '{_quoted(high)}'"]))
+    return " AND ".join(above + ([] if high is None else [f"{column} <= '{_quoted(high)}'"])) or "true"
 
 
 def _write_run_sliced(con: duckdb.DuckDBPyConnection, out: Path, part: str, run_id: str,
                       slice_hops: int) -> dict[str, int]:
     """``_write_run`` for one run, in slices of about ``slice_hops`` hops by message_key range:
     OUT/<table>/<part stem>-NNNNN.parquet, one file per slice, in key order."""
-    con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {lineage_sql('records', DUCKDB)}")
     con.execute("DROP TABLE IF EXISTS classified_run")
+    (records,) = con.execute("SELECT count(*) FROM commitlog").fetchone()
+    if records <= slice_hops:
+        return _write_run(con, out, part)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {lineage_sql('records', DUCKDB)}")
     con.execute(f"CREATE TEMP TABLE classified_run AS {lineage_sql('classified', DUCKDB)}")
+    built = ["classified_run"]
     try:
         (hops,) = con.execute("SELECT count(*) FROM classified_run").fetchone()
         bounds = _slice_bounds(con, hops, slice_hops)
-        if not bounds:
-            con.execute("CREATE OR REPLACE TEMP VIEW classified AS SELECT * FROM classified_run")
-            return _write_steps(con, out, part)
+        for step in PER_RUN_STEPS:
+            con.execute(f"DROP VIEW IF EXISTS {step}")
+            con.execute(f"CREATE TEMP TABLE {step} AS {lineage_sql(step, DUCKDB)}")
+            built.append(step)
+        # What lineage_rows reads of the records once the run's classified, subscriptions and
+        # acked records are built: UNIQ_KEYs (a slice's LOST sends are those no record carries)
+        # and the records below a broker's first offset (origin_cuts_ctes, restored_records).
+        con.execute("CREATE TEMP TABLE records_run AS SELECT run_id, broker, phys_offset, msg_id, uniq_key FROM records")
+        built.append("records_run")
         totals = dict.fromkeys(LINEAGE_TABLES, 0)
         stem = part.removesuffix(".parquet")
         run = _quoted(run_id)
@@ -164,11 +181,15 @@ def _write_run_sliced(con: duckdb.DuckDBPyConnection, out: Path, part: str, run_
             # A LOST send is the slice's whose keys hold its UNIQ_KEY (its message_key).
             con.execute(f"CREATE OR REPLACE VIEW produced AS SELECT * FROM _all_produced "
                         f"WHERE run_id = '{run}' AND {_key_range('uniq_key', low, high)}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW records AS SELECT * FROM records_run "
+                        f"WHERE {_key_range('uniq_key', low, high)} "
+                        f"OR phys_offset < (SELECT coalesce(max(first_offset), 0) FROM runs)")
             for table, rows in _write_steps(con, out, f"{stem}-{k:05d}.parquet").items():
                 totals[table] += rows
         return totals
     finally:
-        con.execute("DROP TABLE IF EXISTS classified_run")
+        for table in built:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def write_lineage(con: duckdb.DuckDBPyConnection, run_dir: Path, out: Path, by_run: bool = True,

@@ -1,6 +1,7 @@
 -- The rows of message_lineage (docs/lineage.md, "message_lineage"), unsorted: one per (message,
 -- group) of every chain, and the LOST messages. Reads chained (chained.sql), records (records.sql),
--- consume_attempts, consumer_offsets, produced, runs, pop_evidence and transaction_ops. The per-message facts are
+-- subscriptions (subscriptions.sql), acked_records (acked_records.sql), consume_attempts,
+-- consumer_offsets, produced, runs, pop_evidence and transaction_ops. The per-message facts are
 -- windows over the chained hops and the per-chain aggregation groups them by (run_id, message_key,
 -- group): in Spark both run inside the hops' range partitions, and every small table (cuts,
 -- subscriptions, committed offsets, snapshots) is broadcast.
@@ -106,28 +107,9 @@ message_facts AS (
     FROM hop_facts f
     WINDOW message AS (PARTITION BY run_id, message_key)
 ),
-subs AS (
-    -- (run_id, group, topic) a group is known to consume: deliveries (the message's topic and the
-    -- queue's), committed offsets, the RETRY_TOPIC of the group's own %RETRY%/%DLQ% records, and
-    -- the topics a POP group popped (its checkpoints: the only witness of a POP group that never
-    -- failed a message on a store whose offsets are in RocksDB). Retry, DLQ and schedule topics
-    -- are never subscriptions.
-    SELECT DISTINCT run_id, `group`, topic
-    FROM (SELECT run_id, `group`, {{explode}}({{array}}(topic, queue_topic)) AS topic FROM consume_attempts
-          UNION ALL
-          SELECT run_id, `group`, topic FROM consumer_offsets
-          UNION ALL
-          SELECT run_id, {{group_of}} AS `group`, nullif(retry_topic, '') AS topic
-          FROM (SELECT run_id, topic AS named_topic, retry_topic FROM records) r
-          UNION ALL
-          SELECT run_id, `group`, topic FROM pop_evidence WHERE kind = 'ck') s
-    WHERE `group` IS NOT NULL AND topic IS NOT NULL AND NOT {{starts_with}}(`group`, '{{system_group_prefix}}')
-      AND NOT ({{starts_with}}(topic, '{{retry_topic_prefix}}') OR {{starts_with}}(topic, '{{dlq_topic_prefix}}')
-               OR topic = '{{schedule_topic}}' OR {{starts_with}}(topic, '{{system_topic_prefix}}'))
-),
 subscribers AS (
     SELECT run_id, topic AS origin_topic, array_distinct(array_agg(`group`)) AS sub_groups
-    FROM subs
+    FROM subscriptions
     GROUP BY run_id, topic
 ),
 fanned_groups AS (
@@ -211,17 +193,6 @@ per_chain AS (
           FROM chains c) c
     GROUP BY run_id, message_key, chain_group
 ),
-acked AS (
-    -- An ACKED delivery counts for the record it names: by offset and, for a record with a
-    -- UNIQ_KEY, by that key (after a crash a lost record's offset may hold another message). For
-    -- a record without one the consumer reports the offset msgId, so the offset alone decides;
-    -- '' stands for "no key" on both sides.
-    SELECT DISTINCT run_id, `group`, phys_offset AS c_phys,
-           coalesce(CASE WHEN nullif(uniq_key, '') IS DISTINCT FROM msg_id THEN nullif(uniq_key, '') END, '')
-             AS c_key
-    FROM consume_attempts
-    WHERE outcome = 'ACKED'
-),
 committed AS (
     -- Committed offsets witness consumption only in runs without delivery rows (imported
     -- stores); they are per broker and queue, the last event per key by time. One row per (group,
@@ -270,7 +241,7 @@ judged AS (
            -- pending.
            NOT coalesce(k.pop_acked, true) AND p.last_kind NOT IN ('DLQ', 'SCHEDULE', 'TIMER') AS awaits_revive
     FROM per_chain p
-    LEFT JOIN acked a ON a.run_id = p.run_id AND a.`group` = p.`group` AND a.c_phys = p.c_phys AND a.c_key = p.c_key
+    LEFT JOIN acked_records a ON a.run_id = p.run_id AND a.`group` = p.`group` AND a.c_phys = p.c_phys AND a.c_key = p.c_key
     LEFT JOIN committed o ON o.run_id = p.run_id AND o.`group` = p.`group` AND o.c_topic = p.c_topic
                          AND o.c_broker = p.c_broker AND o.c_queue = p.c_queue
     LEFT JOIN pop_last k ON k.run_id = p.run_id AND k.`group` = p.`group` AND k.c_topic = p.c_topic
@@ -333,4 +304,4 @@ UNION ALL
 SELECT /*+ BROADCAST(s) */ l.run_id, l.uniq_key, s.`group`, l.origin_topic, l.origin_msg_id, 0, 0, NULL, NULL,
        'LOST', NULL, NULL, NULL, false, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0
 FROM lost l
-LEFT JOIN subs s ON s.run_id = l.run_id AND s.topic = l.origin_topic
+LEFT JOIN subscriptions s ON s.run_id = l.run_id AND s.topic = l.origin_topic
