@@ -150,7 +150,7 @@ def _key_range(column: str, low: str | None, high: str | None) -> str:
 
 
 def _write_run_sliced(con: duckdb.DuckDBPyConnection, out: Path, part: str, run_id: str,
-                      slice_hops: int) -> dict[str, int]:
+                      slice_hops: int, say: Progress) -> dict[str, int]:
     """``_write_run`` for one run, in slices of about ``slice_hops`` hops by message_key range:
     OUT/<table>/<part stem>-NNNNN.parquet, one file per slice, in key order."""
     con.execute("DROP TABLE IF EXISTS classified_run")
@@ -186,6 +186,8 @@ def _write_run_sliced(con: duckdb.DuckDBPyConnection, out: Path, part: str, run_
                         f"OR phys_offset < (SELECT coalesce(max(first_offset), 0) FROM runs)")
             for table, rows in _write_steps(con, out, f"{stem}-{k:05d}.parquet").items():
                 totals[table] += rows
+            say(f"lineage: run {run_id}, slice {k + 1}/{len(bounds) + 1} written "
+                f"({totals['message_hops']:,} of {hops:,} hops)")
         return totals
     finally:
         for table in built:
@@ -194,13 +196,13 @@ def _write_run_sliced(con: duckdb.DuckDBPyConnection, out: Path, part: str, run_
 
 def write_lineage(con: duckdb.DuckDBPyConnection, run_dir: Path, out: Path, by_run: bool = True,
                   progress: Callable[[int, int], None] | None = None,
-                  slice_hops: int = SLICE_HOPS) -> dict[str, int]:
+                  slice_hops: int = SLICE_HOPS, say: Progress | None = None) -> dict[str, int]:
     """Write OUT/message_hops/part-NNNNN.parquet and OUT/message_lineage/part-NNNNN.parquet for
     RUN_DIR; return the tables' row counts.
 
     ``by_run``: one part per run_id, in run_id order (``progress(done, runs)`` after each), a
     run of more than ``slice_hops`` hops in slices of about that many, a part each; else one part
-    of the whole input in one statement per table."""
+    of the whole input in one statement per table. ``say`` gets a line after each slice."""
     run_dir, out = Path(run_dir), Path(out)
     for name in INPUT_TABLES:
         _input_view(con, run_dir, name)
@@ -216,7 +218,8 @@ def write_lineage(con: duckdb.DuckDBPyConnection, run_dir: Path, out: Path, by_r
         for name in INPUT_TABLES:
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _all_{name} "
                         f"WHERE run_id = '{_quoted(run_id)}'")
-        for table, rows in _write_run_sliced(con, out, f"part-{k:05d}.parquet", run_id, slice_hops).items():
+        for table, rows in _write_run_sliced(con, out, f"part-{k:05d}.parquet", run_id, slice_hops,
+                                               say or (lambda _line: None)).items():
             totals[table] += rows
         if progress is not None:
             progress(k + 1, len(run_ids))
@@ -241,7 +244,7 @@ def run_lineage_duckdb(run_dir: str | Path, progress: Progress | None = None, th
         spill = Path(tmp) / ".duckdb-tmp"
         con = duckdb_connection(threads=threads, memory_limit=memory_limit, temp_directory=spill)
         try:
-            counts = write_lineage(con, run_dir, Path(tmp))
+            counts = write_lineage(con, run_dir, Path(tmp), say=say)
         finally:
             con.close()
             shutil.rmtree(spill, ignore_errors=True)
