@@ -38,6 +38,7 @@ from assets.lineage_sql import (
     LINEAGE_DIR,
     LINEAGE_ORDER,
     MESSAGE_PARTITION,
+    PER_RUN_STEPS,
     RECORD_COLUMNS,
     SPARK,
     lineage_sql,
@@ -238,8 +239,8 @@ def _lineage_rows(chained: DataFrame, records: DataFrame, tables: dict[str, Data
     views = {"chained": chained, "records": records,
              **{name: tables[name] for name in ("consume_attempts", "consumer_offsets", "produced", "runs",
                                                 "pop_evidence", "transaction_ops")}}
-    views["subscriptions"] = _step(spark, "subscriptions", views)
-    views["acked_records"] = _step(spark, "acked_records", views)
+    for step in PER_RUN_STEPS:
+        views[step] = _step(spark, step, views)
     return conform(_step(spark, "lineage_rows", views), MESSAGE_LINEAGE)
 
 

@@ -13,10 +13,11 @@ input, the per-chain aggregation held 18.8 GiB; bench/results/lineage_scale.md).
 A run of more than ``SLICE_HOPS`` hops is written in slices of about that many, by message_key
 range, one part file each: every window and aggregate of the lineage is per message (run_id,
 message_key), so a slice is the run's rows for its messages, and slices written in key order are
-the run's rows in order. What is per run rather than per message is read whole by every slice:
-the message keys themselves (a record without UNIQ_KEY takes its key from the run's other records;
-``classified`` is built once per run), the groups subscribing to a topic and the lookups by record
-(deliveries, offsets, POP checkpoints); a LOST send is its slice's by its UNIQ_KEY.
+the run's rows in order. What is per run rather than per message is built once, before the first
+slice, and read by every slice: the classified records (a record without UNIQ_KEY takes its
+message key from the run's other records), the steps of ``PER_RUN_STEPS`` (subscriptions,
+acknowledged records, committed offsets, POP checkpoints, transaction decisions) and the records'
+keys. A LOST send belongs to the slice of its UNIQ_KEY.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from assets.lineage_sql import DUCKDB, INPUT_TABLES, LINEAGE_DIR, lineage_sql
+from assets.lineage_sql import DUCKDB, INPUT_TABLES, LINEAGE_DIR, PER_RUN_STEPS, lineage_sql
 from broker_core.errors import BadInputError
 from broker_core.export.parquet import COMPRESSION, atomic_dir
 from broker_core.export.schema import LINEAGE_TABLES, RAW_TABLES
@@ -118,9 +119,6 @@ def _write_steps(con: duckdb.DuckDBPyConnection, out: Path, part: str) -> dict[s
     return counts
 
 
-# The steps lineage_rows reads that are per run, not per message: views, or for a run written in
-# slices, tables built once before its first slice.
-PER_RUN_STEPS = ("subscriptions", "acked_records")
 
 
 def _write_run(con: duckdb.DuckDBPyConnection, out: Path, part: str) -> dict[str, int]:

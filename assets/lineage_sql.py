@@ -7,8 +7,8 @@ file. A step reads the views its header names and is one query; the engines chai
 * ``classified``: the records that are hops, with message_key, hop_kind and group;
 * ``chained``: numbered along their chains, with next_store_ts and dwell_ms;
 * ``message_hops``: the written hops, sorted;
-* ``subscriptions`` and ``acked_records``: per run, the groups consuming each topic and the
-  records each group acknowledged;
+* ``PER_RUN_STEPS``: per run, the groups consuming each topic, the records each group
+  acknowledged, the committed offsets, the POP checkpoints and the transactions' decisions;
 * ``lineage_rows``: one row per (message, group) and the LOST messages;
 * ``message_lineage``: the written lineage, sorted.
 
@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from assets.checks import DIALECTS, DUCKDB, SPARK, sql_file
 
-__all__ = ["DUCKDB", "SPARK", "STEPS", "lineage_sql"]
+__all__ = ["DUCKDB", "PER_RUN_STEPS", "SPARK", "STEPS", "lineage_sql"]
 
-STEPS = ("records", "classified", "chained", "message_hops", "hops_with_facts", "subscriptions", "acked_records",
-         "lineage_rows", "message_lineage")
+# The steps lineage_rows reads that are per run, not per message.
+PER_RUN_STEPS = ("subscriptions", "acked_records", "committed_offsets", "pop_checkpoints", "transaction_decisions")
+STEPS = ("records", "classified", "chained", "message_hops", "hops_with_facts", *PER_RUN_STEPS, "lineage_rows",
+         "message_lineage")
 # Tables the lineage reads; a run without one of the optional ones (an import has no
 # consume_attempts rows, an old run may lack `produced`) gets an empty table of the contract type.
 # `runs` gives each imported broker's first_offset (where retention left its commit log starting)

@@ -1,17 +1,11 @@
 -- The rows of message_lineage (docs/lineage.md, "message_lineage"), unsorted: one per (message,
 -- group) of every chain, and the LOST messages. Reads chained (chained.sql), records (records.sql),
--- subscriptions (subscriptions.sql), acked_records (acked_records.sql), consume_attempts,
--- consumer_offsets, produced, runs, pop_evidence and transaction_ops. The per-message facts are
+-- produced, runs and the per-run steps: subscriptions, acked_records, committed_offsets,
+-- pop_checkpoints and transaction_decisions (each its own file). The per-message facts are
 -- windows over the chained hops and the per-chain aggregation groups them by (run_id, message_key,
 -- group): in Spark both run inside the hops' range partitions, and every small table (cuts,
 -- subscriptions, committed offsets, snapshots) is broadcast.
 WITH {{origin_cuts_ctes}},
-tx_decided AS (
-    -- The half copies an op record decided (a commit's or a rollback's): their queue offsets in
-    -- the half queue of the op record's queue id, on its broker (docs/transactions.md).
-    SELECT DISTINCT run_id, broker, queue_id, half_offset
-    FROM (SELECT run_id, broker, queue_id, {{explode}}(half_queue_offsets) AS half_offset FROM transaction_ops) o
-),
 hop_facts AS (
     -- Per hop: what it says of its message's origin, and whether its ORIGIN_MESSAGE_ID names a
     -- record retention deleted (a truncated head).
@@ -67,7 +61,7 @@ hop_facts AS (
           FROM chained h
           WINDOW on_broker AS (PARTITION BY h.run_id, h.message_key, h.broker)) c
     {{origin_cut_joins}}
-    LEFT JOIN tx_decided txd ON c.hop_kind = 'HALF' AND txd.run_id = c.run_id AND txd.broker = c.broker
+    LEFT JOIN transaction_decisions txd ON c.hop_kind = 'HALF' AND txd.run_id = c.run_id AND txd.broker = c.broker
           AND txd.queue_id = c.queue_id AND txd.half_offset = c.queue_offset
 ),
 message_facts AS (
@@ -193,38 +187,6 @@ per_chain AS (
           FROM chains c) c
     GROUP BY run_id, message_key, chain_group
 ),
-committed AS (
-    -- Committed offsets witness consumption only in runs without delivery rows (imported
-    -- stores); they are per broker and queue, the last event per key by time. One row per (group,
-    -- topic, broker, queue): broadcast.
-    SELECT /*+ BROADCAST(a) */ o.run_id, o.`group`, o.topic AS c_topic, o.broker AS c_broker, o.queue_id AS c_queue,
-           max_by(o.`offset`, (o.ts, o.`offset`)) AS committed
-    FROM consumer_offsets o
-    ANTI JOIN (SELECT DISTINCT run_id FROM consume_attempts) a ON a.run_id = o.run_id
-    GROUP BY o.run_id, o.`group`, o.topic, o.broker, o.queue_id
-),
-pop_offsets AS (
-    SELECT run_id, broker, `group`, topic, queue_id, start_offset, pop_ts, revive_ts, kind,
-           {{explode}}(offsets) AS c_offset
-    FROM pop_evidence
-),
-pop_last AS (
-    -- Per record a POP group popped: whether its last checkpoint (latest pop time; then start
-    -- offset, revive time) was acked, and that checkpoint's revive time. A failed POP delivery
-    -- writes a new checkpoint and acks the old one, so only the last checkpoint's ack is
-    -- consumption. Each checkpoint and ack is in the store twice (timer, then revive topic).
-    SELECT k.run_id, k.`group`, k.topic AS c_topic, k.broker AS c_broker, k.queue_id AS c_queue, k.c_offset,
-           max_by(a.c_offset IS NOT NULL, (k.pop_ts, k.start_offset, k.revive_ts)) AS pop_acked,
-           max_by(k.revive_ts, (k.pop_ts, k.start_offset, k.revive_ts)) AS pop_revive_ts
-    FROM (SELECT DISTINCT run_id, broker, `group`, topic, queue_id, start_offset, pop_ts, c_offset, revive_ts
-          FROM pop_offsets WHERE kind = 'ck') k
-    LEFT JOIN (SELECT DISTINCT run_id, broker, `group`, topic, queue_id, start_offset, pop_ts, c_offset
-               FROM pop_offsets WHERE kind <> 'ck') a
-      ON a.run_id = k.run_id AND a.broker = k.broker AND a.`group` = k.`group` AND a.topic = k.topic
-     AND a.queue_id = k.queue_id AND a.start_offset = k.start_offset AND a.pop_ts = k.pop_ts
-     AND a.c_offset = k.c_offset
-    GROUP BY k.run_id, k.`group`, k.topic, k.broker, k.queue_id, k.c_offset
-),
 snapshots AS (
     -- When each broker's store was taken (runs.sim_end_ts): an import's last record's store
     -- time, a simulation's clock when the run stopped. One row per broker: broadcast.
@@ -242,9 +204,9 @@ judged AS (
            NOT coalesce(k.pop_acked, true) AND p.last_kind NOT IN ('DLQ', 'SCHEDULE', 'TIMER') AS awaits_revive
     FROM per_chain p
     LEFT JOIN acked_records a ON a.run_id = p.run_id AND a.`group` = p.`group` AND a.c_phys = p.c_phys AND a.c_key = p.c_key
-    LEFT JOIN committed o ON o.run_id = p.run_id AND o.`group` = p.`group` AND o.c_topic = p.c_topic
+    LEFT JOIN committed_offsets o ON o.run_id = p.run_id AND o.`group` = p.`group` AND o.c_topic = p.c_topic
                          AND o.c_broker = p.c_broker AND o.c_queue = p.c_queue
-    LEFT JOIN pop_last k ON k.run_id = p.run_id AND k.`group` = p.`group` AND k.c_topic = p.c_topic
+    LEFT JOIN pop_checkpoints k ON k.run_id = p.run_id AND k.`group` = p.`group` AND k.c_topic = p.c_topic
                         AND k.c_broker = p.c_broker AND k.c_queue = p.c_queue AND k.c_offset = p.c_offset
     LEFT JOIN snapshots sn ON sn.run_id = p.run_id AND sn.c_broker = p.c_broker
 ),
