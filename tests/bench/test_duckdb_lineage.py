@@ -45,6 +45,18 @@ RETAINED = (("store-clean", 1), ("store-crashed", 2))
 TRANSACTIONAL = ("rocketmq-4.9.4-transactions", "rocketmq-5.3.3-transactions")
 
 
+def _restored_old_client() -> list[dict]:
+    """In the cut run (its log starts at 1000), an old client's message (no UNIQ_KEY) whose PUBLISH
+    at 900 a tiered store's import brought back below the first offset, and its send-back naming
+    it: the record is restored, so the chain is not truncated. Written in slices, the restored
+    record must reach every slice's records, whatever its (null) key."""
+    publish = hand._cut(900, "Cut", 900, None, born_at=895, crc=33)
+    publish["msg_id"] = hand.offset_id(900)
+    retry = dict(origin=hand.offset_id(900), delay=3, reconsume=1, born_at=895, crc=33, **hand._RETRY_GC)
+    return [publish, hand._cut(2500, "SCHEDULE_TOPIC_XXXX", 2500, None, queue_id=2, **retry),
+            hand._cut(2600, "%RETRY%Gc", 12600, None, **retry)]
+
+
 def _merge_into(run: Path, combined: Path) -> None:
     """Hard-link a run's Parquet files into ``combined``, one folder per table."""
     for part in (run / "parquet").glob("*/*.parquet"):
@@ -98,7 +110,7 @@ def runs(tmp_path, store_fixtures, seed) -> Path:
                + hand.CROSS_BROKER + hand5.TIMER_ROLLED + hand5.TIMER_WAITING + hand5.TIMER_PAST
                + hand5.BOOKKEEPING + hand5.POP_V2 + hand5.RECALLED + hand5.INNER_BATCHES + [hand5.UNWRAPPED_BATCH]
                + hand_pop.COMMITLOG_ROWS
-               + hand.INTERLEAVED + hand.OUTAGE_REPUT)
+               + hand.INTERLEAVED + hand.OUTAGE_REPUT + _restored_old_client())
     write_rows(built, "retry_topics", hand_pop.OWNERS)
     write_rows(built, "inner_messages", hand5.INNER_MESSAGES)
     write_rows(built, "pop_evidence", hand_pop.EVIDENCE)
@@ -175,3 +187,33 @@ def test_duckdb_writes_the_spark_lineage_rows_in_order(spark, runs, tmp_path, se
             pytest.fail(f"{name}: DuckDB and Spark rows differ (row, duckdb, spark): {diff}; swarm "
                         f"seeds {swarm_seeds(seed)}; reproduce: SEED={seed} python -m pytest "
                         "tests/bench/test_duckdb_lineage.py")
+
+
+def test_the_hand_built_runs_in_slices_of_two_hops_are_their_rows_in_one_piece(runs, tmp_path):
+    """The hand-built journeys (small runs, below the Spark comparison's slice size) written in
+    slices of two hops, against the same runs written whole: the same rows in the same order. Among
+    them, in the cut run, an old client's record restored below the first offset, which its
+    send-back names (``_restored_old_client``)."""
+    built = runs.parent / "hand-built"
+    tables = {}
+    for name, slice_hops in (("whole", 10**9), ("sliced", 2)):
+        out = tmp_path / name
+        out.mkdir()
+        con = _duck()
+        try:
+            write_lineage(con, built, out, slice_hops=slice_hops)
+        finally:
+            con.close()
+        tables[name] = {table: _read_parts(out / table) for table in LINEAGE_TABLES}
+        parts = list((out / "message_hops").glob("part-*.parquet"))
+        assert (len(parts) > 20) == (name == "sliced"), (name, len(parts))
+    for table in LINEAGE_TABLES:
+        whole, sliced = tables["whole"][table], tables["sliced"][table]
+        assert whole.num_rows > 0, table
+        if not sliced.equals(whole):
+            diff = [(i, a, b) for i, (a, b) in enumerate(zip(sliced.to_pylist(), whole.to_pylist(), strict=True))
+                    if a != b][:3]
+            pytest.fail(f"{table}: rows written in slices differ from the whole run's (row, sliced, whole): {diff}")
+    restored = [r for r in tables["whole"]["message_lineage"].to_pylist()
+                if r["message_key"] == hand.offset_id(900)]
+    assert [(r["group"], r["truncated"], r["hops"]) for r in restored] == [("Gc", False, 3)], restored
