@@ -10,7 +10,7 @@ the lineage holds run_id, so the runs never meet, and the files read in name ord
 tables' rows in order. That keeps DuckDB's memory to one run's (over the whole of a 50M-record
 input, the per-chain aggregation held 18.8 GiB; bench/results/lineage_scale.md).
 
-A run of more than ``SLICE_HOPS`` hops is written in slices of about that many, by message_key
+A run of more than ``SLICE_HOPS`` records is written in slices of about that many hops, by message_key
 range, one part file each: every window and aggregate of the lineage is per message (run_id,
 message_key), so a slice is the run's rows for its messages, and slices written in key order are
 the run's rows in order. What is per run rather than per message is built once, before the first
@@ -119,8 +119,6 @@ def _write_steps(con: duckdb.DuckDBPyConnection, out: Path, part: str) -> dict[s
     return counts
 
 
-
-
 def _write_run(con: duckdb.DuckDBPyConnection, out: Path, part: str) -> dict[str, int]:
     """Run every step over the current input views; write OUT/<table>/<part>."""
     con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {lineage_sql('records', DUCKDB)}")
@@ -165,9 +163,9 @@ def _write_run_sliced(con: duckdb.DuckDBPyConnection, out: Path, part: str, run_
             con.execute(f"DROP VIEW IF EXISTS {step}")
             con.execute(f"CREATE TEMP TABLE {step} AS {lineage_sql(step, DUCKDB)}")
             built.append(step)
-        # What lineage_rows reads of the records once the run's classified, subscriptions and
-        # acked records are built: UNIQ_KEYs (a slice's LOST sends are those no record carries)
-        # and the records below a broker's first offset (origin_cuts_ctes, restored_records).
+        # What lineage_rows reads of the records once the run's classified records and per-run
+        # steps are built: UNIQ_KEYs (a slice's LOST sends are those no record carries) and the
+        # records below a broker's first offset (origin_cuts_ctes, restored_records).
         con.execute("CREATE TEMP TABLE records_run AS SELECT run_id, broker, phys_offset, msg_id, uniq_key FROM records")
         built.append("records_run")
         totals = dict.fromkeys(LINEAGE_TABLES, 0)
@@ -199,7 +197,7 @@ def write_lineage(con: duckdb.DuckDBPyConnection, run_dir: Path, out: Path, by_r
     RUN_DIR; return the tables' row counts.
 
     ``by_run``: one part per run_id, in run_id order (``progress(done, runs)`` after each), a
-    run of more than ``slice_hops`` hops in slices of about that many, a part each; else one part
+    run of more than ``slice_hops`` records in slices of about that many hops, a part each; else one part
     of the whole input in one statement per table. ``say`` gets a line after each slice."""
     run_dir, out = Path(run_dir), Path(out)
     for name in INPUT_TABLES:
