@@ -14,6 +14,12 @@ hop_facts AS (
            c.phys_offset, c.msg_id, c.delay_level, c.reconsume_times, c.store_ts, c.uniq_key, c.queue_offset,
            c.origin_msg_id AS rec_origin_msg_id, c.recall, c.inner_num, c.reput_copy, c.tx_check_times, c.tx_commit_of,
            c.dispatch_to, c.dispatched,
+           -- A hop's place among its message's records (store time, broker, offset): "the first
+           -- by record order" below is the least of it (a number orders far cheaper than a
+           -- (store_ts, broker, phys_offset) row in a window).
+           row_number() OVER (PARTITION BY c.run_id, c.message_key
+                              ORDER BY c.store_ts ASC NULLS FIRST, c.broker ASC NULLS FIRST,
+                                       c.phys_offset ASC NULLS FIRST) AS record_order,
            txd.half_offset IS NOT NULL AS tx_decided,
            -- The origin topic its RETRY_TOPIC names (names.origin_of_retry_topic_property): the
            -- property itself, or, for a POP retry topic of the hop's group (the 5.x proxy's DLQ
@@ -71,17 +77,17 @@ message_facts AS (
     -- whether its head is gone (no shared hop, a DELIVER as the first, or an ORIGIN_MESSAGE_ID
     -- naming a deleted record); and the groups holding a hop of it.
     SELECT f.*,
-           coalesce(min_by(retry_origin, CASE WHEN retry_origin IS NOT NULL THEN (store_ts, broker, phys_offset) END)
+           coalesce(min_by(retry_origin, CASE WHEN retry_origin IS NOT NULL THEN record_order END)
                       OVER message,
-                    min_by(delayed_topic, CASE WHEN delayed_topic IS NOT NULL THEN (store_ts, broker, phys_offset) END)
+                    min_by(delayed_topic, CASE WHEN delayed_topic IS NOT NULL THEN record_order END)
                       OVER message,
-                    min_by(published_topic, CASE WHEN published_topic IS NOT NULL THEN (store_ts, broker, phys_offset) END)
+                    min_by(published_topic, CASE WHEN published_topic IS NOT NULL THEN record_order END)
                       OVER message) AS origin_topic,
            coalesce(min_by(kept_origin_msg_id,
-                           CASE WHEN kept_origin_msg_id IS NOT NULL THEN (store_ts, broker, phys_offset) END) OVER message,
-                    min_by(msg_id, (store_ts, broker, phys_offset)) OVER message) AS origin_msg_id,
+                           CASE WHEN kept_origin_msg_id IS NOT NULL THEN record_order END) OVER message,
+                    min_by(msg_id, record_order) OVER message) AS origin_msg_id,
            min_by(CASE WHEN `group` IS NULL THEN hop_kind END,
-                  CASE WHEN `group` IS NULL THEN (store_ts, broker, phys_offset) END) OVER message AS first_shared_kind,
+                  CASE WHEN `group` IS NULL THEN record_order END) OVER message AS first_shared_kind,
            bool_or(names_removed OR schedule_removed) OVER message AS head_removed,
            array_distinct(array_agg(`group`) OVER message) AS hop_groups,
            -- A transactional message (a HALF, DISCARD or commit record of it): committed (a commit
@@ -95,7 +101,7 @@ message_facts AS (
            -- Its fan-out (multi-dispatch, LMQ): the queues its first record that lists any lists,
            -- and the positions all its records were given there (a retry copy of a dispatched
            -- record is dispatched again: its LMQ readers get the message once more).
-           min_by(dispatch_to, CASE WHEN dispatch_to IS NOT NULL THEN (store_ts, broker, phys_offset) END)
+           min_by(dispatch_to, CASE WHEN dispatch_to IS NOT NULL THEN record_order END)
              OVER message AS first_dispatch_to,
            sum(dispatched) OVER message AS message_dispatched
     FROM hop_facts f
