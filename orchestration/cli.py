@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "whose commit-log Parquet is below assets.lineage_engine."
                         "AUTO_DUCKDB_COMMITLOG_BYTES_MAX, else spark")
     p.add_argument("--spark-master", default=None, help="Spark master URL for --engine spark (default local[*])")
+    p.add_argument("--memory-limit", default=None, metavar="SIZE",
+                   help="DuckDB's memory limit for --engine duckdb (or auto when it picks DuckDB), e.g. "
+                        "3GB: past it DuckDB spills to disk under the run directory (default: DuckDB's "
+                        "own, 80%% of RAM; a 10M-record run peaks at about 9 GiB without one)")
 
     p = add_command("warehouse", help="load runs into the DuckDB audit warehouse",
                        description="Load runs into the DuckDB audit warehouse and run the checks. "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -41,6 +42,24 @@ RESEND_DROPPED_PROPERTIES = frozenset({
 })
 
 
+# A DuckDB memory limit as the CLI takes it: a number and a unit (DuckDB's own units).
+_MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+
+
+def _memory_limit(text: str | None, engine: str) -> str | None:
+    """``--memory-limit`` checked before anything is read or replaced: a size such as 3GB, and
+    only with an engine that can be DuckDB."""
+    if text is None:
+        return None
+    if not _MEMORY_LIMIT.fullmatch(text.strip()):
+        raise BadInputError(f"not a memory size: {text!r}", where="--memory-limit",
+                            hint="a number and a unit, e.g. 512MB, 3GB or 3GiB")
+    if engine == "spark":
+        raise BadInputError("--memory-limit is DuckDB's; --engine spark does not use it", where="--memory-limit",
+                            hint="use --engine duckdb or auto, or size Spark's memory in its session settings")
+    return text.strip()
+
+
 def _say(args, text: str) -> None:
     if not getattr(args, "quiet", False):
         term.say(text)
@@ -68,6 +87,7 @@ def lineage(args) -> int:
                             hint="create one with `retry-audit simulate` or `retry-audit import-store`")
     records = 0 if remote else table_rows(run_dir, ["commitlog"])["commitlog"]
     requested = getattr(args, "engine", None) or ENGINE_DEFAULT
+    memory_limit = _memory_limit(getattr(args, "memory_limit", None), requested)
     engine = pick_engine(run_dir, requested)
     if engine == DUCKDB_ENGINE:
         if remote:
@@ -75,15 +95,17 @@ def lineage(args) -> int:
                                 hint="use --engine spark for a run directory on a cluster's file system")
         from assets.lineage_duckdb import run_lineage_duckdb
 
-        _say(args, f"lineage: engine duckdb (--engine {requested})")
+        limit = f", memory limit {memory_limit}" if memory_limit else ""
+        _say(args, f"lineage: engine duckdb (--engine {requested}{limit})")
         started = time.perf_counter()
-        counts = run_lineage_duckdb(run_dir, progress=lambda m: _say(args, m))
+        counts = run_lineage_duckdb(run_dir, progress=lambda m: _say(args, m), memory_limit=memory_limit)
         seconds = time.perf_counter() - started
     else:
         from assets.lineage import run_lineage
         from assets.spark import spark_session
 
-        _say(args, f"lineage: engine spark (--engine {requested})")
+        _say(args, f"lineage: engine spark (--engine {requested})"
+                   + (" (--memory-limit is DuckDB's; Spark's memory is its session's)" if memory_limit else ""))
         # Quiet keeps the JVM's start-up chatter off stderr too; --debug lets it through.
         quiet = getattr(args, "quiet", False) and not getattr(args, "debug", False)
         # A process that already runs Spark (a test run, a notebook calling main()) keeps its session.

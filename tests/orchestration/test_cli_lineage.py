@@ -113,3 +113,33 @@ def test_lineage_auto_builds_a_small_run_without_a_jvm(tiny_run):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert proc.stdout.startswith(f"lineage {tiny_run}: message_hops ")
+
+
+def test_a_duckdb_memory_limit_reaches_duckdb_and_a_bad_one_is_refused_before_anything_changes(tiny_run, capsys):
+    """`--memory-limit SIZE` is DuckDB's: a lineage written under it has the rows of one written
+    without, the progress line names it, and DuckDB's setting holds it; a size that is none, or the
+    option with --engine spark, exits 2 naming the option, with the lineage as it was."""
+    from assets.lineage_duckdb import duckdb_connection
+
+    assert main(["lineage", str(tiny_run), "--engine", "duckdb"]) == 0
+    unlimited = _tables(tiny_run)
+    capsys.readouterr()
+    assert main(["lineage", str(tiny_run), "--engine", "duckdb", "--memory-limit", "1GB"]) == 0
+    assert "lineage: engine duckdb (--engine duckdb, memory limit 1GB)" in capsys.readouterr().err
+    limited = _tables(tiny_run)
+    for table, rows in unlimited.items():
+        assert limited[table].equals(rows), table
+    con = duckdb_connection(memory_limit="1GB")
+    try:
+        # DuckDB reports 1GB (10^9 bytes) in binary units.
+        assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "953.6 MiB"
+    finally:
+        con.close()
+
+    before = {p: p.stat().st_mtime_ns for p in (tiny_run / "lineage").rglob("*.parquet")}
+    for argv, said in ((["--engine", "duckdb", "--memory-limit", "lots"], "not a memory size: 'lots'"),
+                       (["--engine", "spark", "--memory-limit", "1GB"], "--engine spark does not use it")):
+        assert main(["lineage", str(tiny_run), *argv]) == 2
+        err = capsys.readouterr().err
+        assert "--memory-limit" in err and said in err, err
+    assert {p: p.stat().st_mtime_ns for p in (tiny_run / "lineage").rglob("*.parquet")} == before
