@@ -80,6 +80,10 @@ _SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
 # a copy its client sent after a send-back whose reply a killed broker never gave.
 RETRY_COUNT_LOST = "retry_count_lost_on_resend"
 SEND_BACK_REPLY_LOST = "send_back_reply_lost_in_outage"
+# A chain short of a retry its client sent itself after the broker refused a send-back: the send
+# met a killed broker and failed, and the local retry the client then queued was dropped with the
+# broker's queue (the log records the refusal, not the send's result).
+CLIENT_SEND_LOST = "client_send_lost_in_outage"
 # A chain whose last hop is a schedule record on a broker that was killed and never started again
 # (and that no replica took over): the record waits in a store no scheduler reads, so the chain
 # stays RETRYING where the clients, who went on without it, saw it end.
@@ -242,9 +246,10 @@ def _record(call: dict) -> tuple:
     return call["queue_topic"], call["queue_id"], call["queue_offset"], call["phys_offset"]
 
 
-def _clients_copies(calls: list[dict], hops: list[dict]) -> tuple[int, int]:
+def _clients_copies(calls: list[dict], hops: list[dict]) -> tuple[int, int, int]:
     """The copies the clients' log implies in a concurrent group's chain (docs/lineage.md "forks"),
-    and how many of its send-backs the log cannot settle.
+    how many of its send-backs the log cannot settle, and how many of those it counts are the
+    client's own sends after a refused send-back (their result is not in the log).
 
     Copies: send-backs beyond one per attempt (a count handed out twice and failed twice is sent
     back twice), and records handed out beyond one per count, from the retry topic or, for a
@@ -275,7 +280,9 @@ def _clients_copies(calls: list[dict], hops: list[dict]) -> tuple[int, int]:
             records[first[_record(c)]].add(_record(c))
     copies = (sum(n - 1 for n in sent_back.values() if n > 1)
               + sum(len(r) - 1 for r in records.values() if len(r) > 1))
-    return copies, len(resent_locally)
+    own_sends = sum(1 for c in failed if c["outcome"] == SENT_BACK_BY_CLIENT
+                    and (_record(c), c["reconsume_times"] + 1) not in handed)
+    return copies, len(resent_locally), own_sends
 
 
 def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) -> bool:
@@ -435,20 +442,16 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         # clients' deliveries and send-backs imply (POP, gRPC and orderly groups send nothing back
         # per failure).
         if (chain is not None and group not in grpc and modes.get(group) not in ("orderly", POP_MODE)):
-            copies, unsettled = _clients_copies(calls, hops.get(key, []))
+            copies = _clients_copies(calls, hops.get(key, []))[0]
             forks = chain.get("forks") or 0
             if forks:
                 forked[key] = max(forked.get(key, 0), forks)
                 deepest_forked = max(deepest_forked, chain["retries"])
             if forks != copies:
-                if count_lost:
-                    explained[key] = RETRY_COUNT_LOST
-                elif key in in_outage and _unlogged_client_sends(calls, hops.get(key, []), group):
-                    explained[key] = SEND_BACK_REPLY_LOST
-                elif key in in_outage and copies < forks <= copies + unsettled:
-                    # Send-backs that failed as the client saw them (it consumed the record again
-                    # itself), of which a killed broker stored some before it could reply.
-                    explained[key] = SEND_BACK_REPLY_LOST
+                why = RETRY_COUNT_LOST if count_lost else (
+                    _forks_in_outage(forks, calls, hops.get(key, []), group) if key in in_outage else None)
+                if why:
+                    explained[key] = why
                 else:
                     disagree(key, group, "forks", forks, copies)
         # A concurrent listener's failures go through %RETRY% (max retries, then the DLQ); an orderly
@@ -503,6 +506,23 @@ def _last_hop_stranded(hops: list[dict], group: str, stranded: frozenset[str]) -
     on a stranded broker."""
     mine = [h for h in hops if h["group"] == group]
     return bool(mine) and mine[-1]["hop_kind"] == "SCHEDULE" and mine[-1]["broker"] in stranded
+
+
+def _forks_in_outage(forks: int, calls: list[dict], hops: list[dict], group: str) -> str | None:
+    """Why a chain an outage touched may hold ``forks`` copies where the clients' log implies
+    another number (docs/conformance.md, "Broker outages"), or None."""
+    copies, unsettled, own_sends = _clients_copies(calls, hops)
+    if _unlogged_client_sends(calls, hops, group):
+        return SEND_BACK_REPLY_LOST
+    if copies < forks <= copies + unsettled:
+        # Send-backs that failed as the client saw them (it consumed the record again itself), of
+        # which a killed broker stored some before it could reply.
+        return SEND_BACK_REPLY_LOST
+    if copies - own_sends <= forks < copies:
+        # The client's own sends after refused send-backs, which the log counts as stored: one
+        # that met the killed broker failed, and its local retry was dropped with the broker's queue.
+        return CLIENT_SEND_LOST
+    return None
 
 
 def _unlogged_client_sends(calls: list[dict], hops: list[dict], group: str) -> set[int]:

@@ -124,3 +124,43 @@ def test_send_backs_that_failed_as_the_client_saw_them_are_unsettled_not_copies(
                                         in_outage={KEY} if in_outage else set())
     assert [e["what"] for e in result["examples"]] == what, result["examples"]
     assert result["explained"] == explained
+
+
+@pytest.mark.parametrize("in_outage, forks, what, explained", [
+    (True, 7, [], {"client_send_lost_in_outage": 1}),
+    (False, 7, ["forks"], {}),  # no outage: the client's own send had no reason to fail
+    (True, 6, ["forks"], {}),  # two copies short, the log has one own send that could have failed
+    (True, 8, [], {}),  # the own send stored: the audit agrees
+])
+def test_a_clients_own_send_at_a_broker_kill_may_be_no_copy(in_outage, forks, what, explained):
+    """A real 4.9.4 run (`broker-a@1500ms-16s`, make test-long): broker-a refused a retry's send-back
+    (the scenario's send_back_failure) 9 ms before it was killed, so the client sent the retry
+    itself; that send met the dead broker, and the local retry the client queued instead was dropped
+    with broker-a's queue. After the restart broker-a had lost the committed offsets: it handed the
+    message and the retry out again, and its schedule re-put the first send-back. The store holds
+    7 copies; the clients' log, which records the refusal and not the send's result, implies 8."""
+    hops = [("PUBLISH", "NoticeTopic", 0, 0), ("SCHEDULE", SCHED, 3, 1), ("RETRY", N_RETRY, 3, 1),
+            ("RETRY", N_RETRY, 3, 1), ("SCHEDULE", SCHED, 4, 2), ("SCHEDULE", SCHED, 4, 2), ("SCHEDULE", SCHED, 3, 1),
+            ("RETRY", N_RETRY, 3, 1), ("SCHEDULE", SCHED, 4, 2), ("RETRY", N_RETRY, 4, 2), ("RETRY", N_RETRY, 4, 2),
+            ("RETRY", N_RETRY, 4, 2)]
+    con, _ = real_run("conformance-real", KEY, NOTICE, hops, 2, ["CONSUME_SUCCESS"] * 7, ["ACKED"] * 7,
+                      forks=forks, final_state="CONSUMED")
+
+    def call(hop: int, times: int, status: str, outcome: str) -> dict:
+        topic = hops[hop][1]
+        return {"uniq_key": KEY, "group": NOTICE, "model": "CLUSTERING", "queue_topic": topic, "queue_id": 0,
+                "queue_offset": hop, "phys_offset": hop * 100, "reconsume_times": times, "status": status,
+                "outcome": outcome, "start_ts": len(calls), "consumer_id": "c0", "msg_id": f"M{hop}"}
+
+    calls: list[dict] = []
+    for hop, times, status, outcome in [
+            (0, 0, "RECONSUME_LATER", "SENT_BACK"), (2, 1, "RECONSUME_LATER", "SENT_BACK_BY_CLIENT"),
+            (3, 1, "RECONSUME_LATER", "SENT_BACK"), (2, 1, "RECONSUME_LATER", "SENT_BACK"),
+            (0, 0, "RECONSUME_LATER", "SENT_BACK"), (7, 1, "RECONSUME_LATER", "SENT_BACK"),
+            (9, 2, "CONSUME_SUCCESS", "ACKED"), (10, 2, "CONSUME_SUCCESS", "ACKED"),
+            (11, 2, "CONSUME_SUCCESS", "ACKED")]:
+        calls.append(call(hop, times, status, outcome))
+    result = compare.lineage_vs_clients(con, load_scenario(SHORT), calls, ["conformance-real"],
+                                        in_outage={KEY} if in_outage else set())
+    assert [e["what"] for e in result["examples"]] == what, result["examples"]
+    assert result["explained"] == explained
