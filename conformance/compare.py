@@ -442,14 +442,15 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         # clients' deliveries and send-backs imply (POP, gRPC and orderly groups send nothing back
         # per failure).
         if (chain is not None and group not in grpc and modes.get(group) not in ("orderly", POP_MODE)):
-            copies = _clients_copies(calls, hops.get(key, []))[0]
+            copies, unsettled, own_sends = _clients_copies(calls, hops.get(key, []))
             forks = chain.get("forks") or 0
             if forks:
                 forked[key] = max(forked.get(key, 0), forks)
                 deepest_forked = max(deepest_forked, chain["retries"])
             if forks != copies:
                 why = RETRY_COUNT_LOST if count_lost else (
-                    _forks_in_outage(forks, calls, hops.get(key, []), group) if key in in_outage else None)
+                    _forks_in_outage(forks, (copies, unsettled, own_sends), calls, hops.get(key, []), group)
+                    if key in in_outage else None)
                 if why:
                     explained[key] = why
                 else:
@@ -508,10 +509,12 @@ def _last_hop_stranded(hops: list[dict], group: str, stranded: frozenset[str]) -
     return bool(mine) and mine[-1]["hop_kind"] == "SCHEDULE" and mine[-1]["broker"] in stranded
 
 
-def _forks_in_outage(forks: int, calls: list[dict], hops: list[dict], group: str) -> str | None:
+def _forks_in_outage(forks: int, implied: tuple[int, int, int], calls: list[dict], hops: list[dict],
+                     group: str) -> str | None:
     """Why a chain an outage touched may hold ``forks`` copies where the clients' log implies
-    another number (docs/conformance.md, "Broker outages"), or None."""
-    copies, unsettled, own_sends = _clients_copies(calls, hops)
+    another number (``implied``: :func:`_clients_copies`; docs/conformance.md, "Broker
+    outages"), or None."""
+    copies, unsettled, own_sends = implied
     if _unlogged_client_sends(calls, hops, group):
         return SEND_BACK_REPLY_LOST
     if copies < forks <= copies + unsettled:
