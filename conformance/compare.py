@@ -32,9 +32,13 @@ from broker_core.client.behavior import DLQ_REQUESTED
 from broker_core.client.pop_consumer import CLIENT_GRPC_FIFO, POP_MODE
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels
+from broker_core.message import PROP_REAL_TOPIC
 from broker_core.names import (
+    SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
+    dlq_topic,
     is_retry_topic,
+    retry_topic,
 )
 from broker_core.sim.scenario import Scenario
 from conformance.plan import is_grpc
@@ -88,6 +92,13 @@ CLIENT_SEND_LOST = "client_send_lost_in_outage"
 # (and that no replica took over): the record waits in a store no scheduler reads, so the chain
 # stays RETRYING where the clients, who went on without it, saw it end.
 SCHEDULE_STRANDED = "schedule_stranded_on_killed_broker"
+# A message its client failed while its broker was down, of which no retry reached any store: an
+# orderly client retries locally (its retries are its own until past the maximum), and a concurrent
+# one's send-back and own send can both meet the killed broker. The client then lost the queue with
+# the broker (its rebalance dropped it, and the local retry with it) and was not handed the message
+# again before the run ended. The store holds the message unconsumed, its committed offset not past
+# it: the broker will hand it out again. The clients' log ends in a failure.
+RETRY_HELD_BY_CLIENT = "retry_held_by_client_in_outage"
 OFFSET_LOST = "offset_lost_in_broker_crash"
 
 # Difference kinds the real broker and the model are known and documented to differ in.
@@ -416,6 +427,11 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                 # schedule put the retry out; it never came back, and the clients went on
                 # without it (their fallback send, their own re-consume, the DLQ through another broker).
                 explained[key] = SCHEDULE_STRANDED
+            elif (key in in_outage and state == "UNCONSUMED" and expected_state == "RETRYING"
+                    and not _retries_stored(con, real_run_ids, key, group)):
+                # The clients' retries of it were their own and died with the queue they dropped;
+                # the store's unconsumed record is what the broker will hand out again.
+                explained[key] = RETRY_HELD_BY_CLIENT
             elif (key, group) in cut and expected_state != "CONSUMED":
                 # The client's send-back was acknowledged by a controller-mode master that died
                 # before its slave had the record (a send-back does not wait for replicas): the
@@ -542,6 +558,20 @@ def _unlogged_client_sends(calls: list[dict], hops: list[dict], group: str) -> s
             built.add(h["reconsume_times"])
     logged = {c["reconsume_times"] + 1 for c in calls if c["outcome"] == SENT_BACK_BY_CLIENT}
     return built - logged
+
+
+def _retries_stored(con, run_ids: list[str], key: str, group: str) -> bool:
+    """Whether any store of the runs holds a record of message ``key`` in ``group``'s retry or DLQ
+    topic, or on its way there through the schedule (its REAL_TOPIC): read from the commit log, not
+    the lineage, so that a retry the lineage failed to chain to its message still counts. (A
+    group whose name starts another's counts that one's too: the explanation errs towards none.)"""
+    marks = ", ".join("?" for _ in run_ids)
+    return bool(con.execute(f"""
+        SELECT count(*)
+        FROM (SELECT CASE WHEN topic = ? THEN properties[?] ELSE topic END AS bound_for
+              FROM commitlog WHERE run_id IN ({marks}) AND uniq_key = ?)
+        WHERE starts_with(bound_for, ?) OR starts_with(bound_for, ?)""",
+        [SCHEDULE_TOPIC, PROP_REAL_TOPIC, *run_ids, key, retry_topic(group), dlq_topic(group)]).fetchone()[0])
 
 
 def _retry_count_lost(hops: list[dict], group: str) -> bool:

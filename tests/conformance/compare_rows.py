@@ -20,16 +20,17 @@ def real_run(run: str, key: str, group: str, hops: list[tuple], retries: int,
                    message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
                    queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT)""")
     con.execute("""CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
-                   properties MAP(VARCHAR, VARCHAR), msg_id VARCHAR)""")
+                   properties MAP(VARCHAR, VARCHAR), msg_id VARCHAR, topic VARCHAR, uniq_key VARCHAR)""")
     con.execute("""CREATE TABLE message_lineage (run_id VARCHAR, message_key VARCHAR, "group" VARCHAR,
                    final_state VARCHAR, retries INT, path VARCHAR, forks INT)""")
     for i, (kind, topic, level, times) in enumerate(hops):
         hop_group = None if kind == "PUBLISH" else group
         con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)",
                     [run, i * 100, key, hop_group, i, kind, topic, level, times])
-        props = {"UNIQ_KEY": key, **({"CONSUME_START_TIME": "1"} if i in client_built else {})}
-        con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP(?, ?), ?)",
-                    [run, i * 100, list(props), list(props.values()), f"M{i}"])
+        props = {"UNIQ_KEY": key, **({"CONSUME_START_TIME": "1"} if i in client_built else {}),
+                 **({"REAL_TOPIC": f"%RETRY%{group}"} if kind == "SCHEDULE" else {})}
+        con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP(?, ?), ?, ?, ?)",
+                    [run, i * 100, list(props), list(props.values()), f"M{i}", topic, key])
     con.execute("INSERT INTO message_lineage VALUES (?, ?, ?, ?, ?, '', ?)",
                 [run, key, group, final_state, retries, forks])
     consumed = [h for h in hops if h[0] in ("PUBLISH", "RETRY")]

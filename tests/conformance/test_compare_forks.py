@@ -164,3 +164,38 @@ def test_a_clients_own_send_at_a_broker_kill_may_be_no_copy(in_outage, forks, wh
                                         in_outage={KEY} if in_outage else set())
     assert [e["what"] for e in result["examples"]] == what, result["examples"]
     assert result["explained"] == explained
+
+
+SEQ = "seq-service"  # orderly: a failure is retried locally
+
+
+@pytest.mark.parametrize("group, outcome, in_outage, stored_for, what, explained", [
+    (SEQ, "LOCAL_RETRY", True, None, [], {"retry_held_by_client_in_outage": 1}),
+    (SEQ, "LOCAL_RETRY", False, None, ["final_state"], {}),  # no outage: the client had its queue
+    # A schedule record bound for the group's retry topic that the lineage did not chain: a retry
+    # was stored, so the audit's UNCONSUMED is not the store's word.
+    (SEQ, "LOCAL_RETRY", True, SEQ, ["final_state"], {}),
+    (SEQ, "LOCAL_RETRY", True, NOTICE, [], {"retry_held_by_client_in_outage": 1}),  # another group's retry
+    (NOTICE, "SENT_BACK", True, None, [], {"retry_held_by_client_in_outage": 1}),
+    (NOTICE, "SENT_BACK", True, NOTICE, ["final_state"], {}),
+])
+def test_a_failure_whose_retry_no_store_holds_is_unconsumed_in_an_outage(group, outcome, in_outage, stored_for,
+                                                                         what, explained):
+    """A real 4.9.4 run (`broker-a@1500ms-16s`, make test-long): an orderly client failed a message
+    of broker-a's queue as broker-a was killed and retried it locally; its rebalance dropped the
+    queue, with the local retry, and the run ended before the restarted broker handed the message
+    out again. The store holds the message's record unconsumed and no retry of it: the audit says
+    UNCONSUMED where the clients' log, ending in a failure, says RETRYING. A concurrent client whose
+    send-back and own send both met the killed broker leaves the same. Only in an outage, and only
+    where no store holds a retry of the message for the group, is it explained."""
+    topic = "SeqTopic" if group == SEQ else "NoticeTopic"
+    con, attempts = real_run("conformance-real", KEY, group, [("PUBLISH", topic, 0, 0)], 0,
+                             ["SUSPEND_CURRENT_QUEUE_A_MOMENT" if group == SEQ else "RECONSUME_LATER"],
+                             [outcome], final_state="UNCONSUMED")
+    if stored_for:
+        con.execute("INSERT INTO commitlog VALUES ('conformance-real', 'broker-b', 0, MAP(['REAL_TOPIC'], [?]), "
+                    "'B0', ?, ?)", [f"%RETRY%{stored_for}", SCHED, KEY])
+    result = compare.lineage_vs_clients(con, load_scenario(SHORT), attempts, ["conformance-real"],
+                                        in_outage={KEY} if in_outage else set())
+    assert [e["what"] for e in result["examples"]] == what, result["examples"]
+    assert result["explained"] == explained
