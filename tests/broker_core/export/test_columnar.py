@@ -448,3 +448,29 @@ def test_int_properties_past_int32_are_problems_not_crashes(tmp_path, key, colum
         assert summary.records == len(recs)
         assert pq.read_table(tmp_path / decoder / "parquet" / "store_problems")["kind"].to_pylist().count(
             "property-out-of-range") == 2
+
+
+def test_a_row_group_that_fails_to_encode_fails_the_write_and_the_rows_before_it_stand(tmp_path, monkeypatch):
+    """Row groups are encoded on a thread while the next is decoded: a group that fails there
+    (here a column of the wrong type) raises from the writer's next call, not silently."""
+    monkeypatch.setattr(columnar, "ROW_GROUP_ROWS", 2)
+    schema = pa.schema([("n", pa.int64())])
+    writer = columnar.CommitlogWriter(tmp_path, "t", part="p.parquet", schema=schema)
+    writer.write(pa.table({"n": pa.array([1, 2], pa.int64())}))
+    writer.write(pa.table({"n": pa.array(["x", "y"])}))  # not the file's schema
+    with pytest.raises(ValueError, match="schema"):
+        writer.write(pa.table({"n": pa.array([5, 6], pa.int64())}))
+    writer._writer.close()
+    assert pq.read_table(tmp_path / "t" / "p.parquet")["n"].to_pylist() == [1, 2]
+
+
+def test_row_groups_written_on_the_encoding_thread_are_the_rows_in_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(columnar, "ROW_GROUP_ROWS", 3)
+    schema = pa.schema([("n", pa.int64())])
+    writer = columnar.CommitlogWriter(tmp_path, "t", part="p.parquet", schema=schema)
+    for start in range(0, 20, 4):
+        writer.write(pa.table({"n": pa.array(range(start, start + 4), pa.int64())}))
+    assert writer.close() == 20
+    written = pq.ParquetFile(tmp_path / "t" / "p.parquet")
+    assert written.read()["n"].to_pylist() == list(range(20))
+    assert [written.metadata.row_group(i).num_rows for i in range(written.num_row_groups)] == [3] * 6 + [2]
