@@ -34,7 +34,6 @@ from __future__ import annotations
 import zlib
 from array import array
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +50,7 @@ from broker_core.constants import (
     SYSFLAG_STOREHOST_V6,
     TOPIC_LENGTH_V1_BYTES_MAX,
 )
-from broker_core.export.parquet import COMPRESSION, DEFAULT_PART, ROW_GROUP_ROWS
+from broker_core.export.parquet import COMPRESSION, DEFAULT_PART, ROW_GROUP_ROWS, EncodingWriter
 from broker_core.export.schema import COMMITLOG, DLEDGER_ENTRIES, DLEDGER_STATES
 from broker_core.message import (
     JAVA_INT_MAX,
@@ -853,10 +852,8 @@ class CommitlogWriter:
     """Writes commitlog tables (or another table's, ``schema``) into ``<parquet_dir>/<table>/<part>``.
 
     Row groups are :data:`ROW_GROUP_ROWS` rows, as :class:`~broker_core.export.parquet.TableWriter`
-    writes them, so the file holds the same row groups whichever decoder filled it. A row group is
-    encoded on a thread of its own while the caller decodes the next (Arrow's Parquet writer
-    releases the GIL); at most one is in flight, so memory stays bounded, and its error is raised by
-    the next call.
+    writes them, so the file holds the same row groups whichever decoder filled it. Each is encoded
+    while the caller decodes the next (:class:`~broker_core.export.parquet.EncodingWriter`).
     """
 
     def __init__(self, parquet_dir, table: str = "commitlog", part: str = DEFAULT_PART,
@@ -865,11 +862,9 @@ class CommitlogWriter:
         self.dir = parquet_dir / table
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / part
-        self._writer: pq.ParquetWriter | None = None
+        self._writer: EncodingWriter | None = None
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
-        self._encoder: ThreadPoolExecutor | None = None
-        self._in_flight: Future | None = None
         self.rows_written = 0
 
     def write(self, table: pa.Table) -> None:
@@ -886,28 +881,15 @@ class CommitlogWriter:
 
     def _write(self, table: pa.Table) -> None:
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, self.schema, compression=COMPRESSION)
-            self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-row-group")
-        self._settle()
-        self._in_flight = self._encoder.submit(self._writer.write_table, table.combine_chunks())
+            self._writer = EncodingWriter(self.path, self.schema, compression=COMPRESSION)
+        self._writer.write_table(table.combine_chunks())
         self.rows_written += table.num_rows
-
-    def _settle(self) -> None:
-        """Wait for the row group in flight; raise its error."""
-        if self._in_flight is not None:
-            in_flight, self._in_flight = self._in_flight, None
-            in_flight.result()
 
     def close(self) -> int:
         """Write what is pending; an empty table still gets a file with its schema."""
-        try:
-            if self._pending_rows:
-                self._write(pa.concat_tables(self._pending))
-            self._pending = []
-            self._settle()
-        finally:
-            if self._encoder is not None:
-                self._encoder.shutdown(wait=True)
+        if self._pending_rows:
+            self._write(pa.concat_tables(self._pending))
+        self._pending = []
         if self._writer is None:
             pq.write_table(self.schema.empty_table(), self.path, compression=COMPRESSION)
         else:
