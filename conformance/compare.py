@@ -94,7 +94,8 @@ CLIENT_SEND_LOST = "client_send_lost_in_outage"
 SCHEDULE_STRANDED = "schedule_stranded_on_killed_broker"
 # A message its client failed while its broker was down, of which no retry reached any store: an
 # orderly client retries locally (its retries are its own until past the maximum), and a concurrent
-# one's send-back and own send can both meet the killed broker. The client then lost the queue with
+# one's send-back (to the retry topic, or the DLQ its listener asked for) and own send can both meet
+# the killed broker. The client then lost the queue with
 # the broker (its rebalance dropped it, and the local retry with it) and was not handed the message
 # again before the run ended. The store holds the message unconsumed, its committed offset not past
 # it: the broker will hand it out again. The clients' log ends in a failure.
@@ -427,7 +428,7 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                 # schedule put the retry out; it never came back, and the clients went on
                 # without it (their fallback send, their own re-consume, the DLQ through another broker).
                 explained[key] = SCHEDULE_STRANDED
-            elif (key in in_outage and state == "UNCONSUMED" and expected_state == "RETRYING"
+            elif (key in in_outage and state == "UNCONSUMED" and expected_state in ("RETRYING", "DLQ")
                     and not _retries_stored(con, real_run_ids, key, group)):
                 # The clients' retries of it were their own and died with the queue they dropped;
                 # the store's unconsumed record is what the broker will hand out again.

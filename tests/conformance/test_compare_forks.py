@@ -178,6 +178,9 @@ SEQ = "seq-service"  # orderly: a failure is retried locally
     (SEQ, "LOCAL_RETRY", True, NOTICE, [], {"retry_held_by_client_in_outage": 1}),  # another group's retry
     (NOTICE, "SENT_BACK", True, None, [], {"retry_held_by_client_in_outage": 1}),
     (NOTICE, "SENT_BACK", True, NOTICE, ["final_state"], {}),
+    # A listener that asked for the DLQ (delay level -1): no DLQ record reached a store either.
+    (NOTICE, "DLQ_REQUESTED", True, None, [], {"retry_held_by_client_in_outage": 1}),
+    (NOTICE, "DLQ_REQUESTED", False, None, ["final_state"], {}),
 ])
 def test_a_failure_whose_retry_no_store_holds_is_unconsumed_in_an_outage(group, outcome, in_outage, stored_for,
                                                                          what, explained):
@@ -186,12 +189,14 @@ def test_a_failure_whose_retry_no_store_holds_is_unconsumed_in_an_outage(group, 
     queue, with the local retry, and the run ended before the restarted broker handed the message
     out again. The store holds the message's record unconsumed and no retry of it: the audit says
     UNCONSUMED where the clients' log, ending in a failure, says RETRYING. A concurrent client whose
-    send-back and own send both met the killed broker leaves the same. Only in an outage, and only
-    where no store holds a retry of the message for the group, is it explained."""
+    send-back (to the retry topic, or to the DLQ a listener asked for) and own send both met the
+    killed broker leaves the same. Only in an outage, and only where no store holds a retry or DLQ
+    record of the message for the group, is it explained."""
     topic = "SeqTopic" if group == SEQ else "NoticeTopic"
-    con, attempts = real_run("conformance-real", KEY, group, [("PUBLISH", topic, 0, 0)], 0,
-                             ["SUSPEND_CURRENT_QUEUE_A_MOMENT" if group == SEQ else "RECONSUME_LATER"],
-                             [outcome], final_state="UNCONSUMED")
+    status = ("SUSPEND_CURRENT_QUEUE_A_MOMENT" if group == SEQ else
+              "DLQ_REQUESTED" if outcome == "DLQ_REQUESTED" else "RECONSUME_LATER")
+    con, attempts = real_run("conformance-real", KEY, group, [("PUBLISH", topic, 0, 0)], 0, [status],
+                             ["SENT_BACK" if outcome == "DLQ_REQUESTED" else outcome], final_state="UNCONSUMED")
     if stored_for:
         con.execute("INSERT INTO commitlog VALUES ('conformance-real', 'broker-b', 0, MAP(['REAL_TOPIC'], [?]), "
                     "'B0', ?, ?)", [f"%RETRY%{stored_for}", SCHED, KEY])
