@@ -205,6 +205,9 @@ DIALECT_WORDS: dict[str, dict[str, str]] = {
     # string_agg(x, sep {{aggregate_order_by}} k) reads string_agg(x, sep ORDER BY k) on DuckDB
     # and string_agg(x, sep ) WITHIN GROUP (ORDER BY k) on Spark
     "aggregate_order_by": {SPARK: ") WITHIN GROUP (ORDER BY", DUCKDB: "ORDER BY"},
+    # a CTE read more than once that is cheaper to read again than to keep: DuckDB materializes
+    # such a CTE unless told not to; Spark always inlines one (name AS {{not_materialized}} (...))
+    "not_materialized": {SPARK: "", DUCKDB: "NOT MATERIALIZED"},
 }
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z][a-z0-9_]*)\s*\}\}")

@@ -21,10 +21,10 @@ ENGINE_DEFAULT = SPARK_ENGINE
 # auto: the largest commit-log Parquet (bytes, summed over its files) DuckDB gets: the largest run
 # measured (one broker's store of 9,876,645 records, 593 MiB), rounded up. DuckDB was the faster
 # engine at every size measured on the project's 2-core machine, a JVM's start included: on that
-# run 176 s against Spark's 342 s, written in slices of about 1M hops (assets.lineage_duckdb), its
-# peak 9.2 GiB under DuckDB's default memory limit (80 % of RAM; 216 s and 3.2 GiB under a 3 GB
-# limit, spilling). Above it DuckDB was not measured; Spark's bounded heap is the known quantity
-# there (docs/lineage.md, "Choosing the engine").
+# run 176 s against Spark's 342 s (since then 131 s), written in slices of about 1M hops
+# (assets.lineage_duckdb), its peak 9.2 GiB (since then 6.4 GiB) under DuckDB's default memory
+# limit (80 % of RAM; 216 s and 3.2 GiB under a 3 GB limit, spilling). Above it DuckDB was not
+# measured; Spark's bounded heap is the known quantity there (docs/lineage.md, "Choosing the engine").
 AUTO_DUCKDB_COMMITLOG_BYTES_MAX = 640 * 2**20
 
 Progress = Callable[[str], None]

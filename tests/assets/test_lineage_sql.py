@@ -30,6 +30,8 @@ WORD_CASES = {
     "aggregate_order_by": ("SELECT string_agg(x, ' > ' {{aggregate_order_by}} k) "
                            "FROM (SELECT 'b' AS x, 2 AS k UNION ALL SELECT 'a', 1 UNION ALL SELECT 'c', 3) t",
                            ("a > b > c",)),
+    "not_materialized": ("WITH t AS {{not_materialized}} (SELECT 1 AS v UNION ALL SELECT 2) "
+                         "SELECT (SELECT sum(v) FROM t) + (SELECT max(v) FROM t)", (5,)),
 }
 
 

@@ -10,7 +10,9 @@ WITH owners AS (
     GROUP BY run_id, retry_topic
     HAVING min(`group`) = max(`group`) AND count_if(`group` IS NULL) = 0
 ),
-messages AS (
+messages AS {{not_materialized}} (
+    -- Read by both halves of keyed: kept whole, these wide rows (properties and all) cost DuckDB a
+    -- copy of the commit log; read twice, the second half's filter on uniq_key reads almost nothing.
     SELECT c.run_id, c.broker, c.phys_offset, c.topic, c.queue_id, c.queue_offset, c.msg_id, c.uniq_key,
            c.origin_msg_id, c.real_topic, c.retry_topic, c.delay_level, c.reconsume_times, c.store_ts,
            c.born_ts, c.born_host, c.body_crc, c.properties, c.sys_flag, c.prepared_tx_offset
