@@ -95,10 +95,10 @@ SCHEDULE_STRANDED = "schedule_stranded_on_killed_broker"
 # A message its client failed while its broker was down, of which no retry reached any store: an
 # orderly client retries locally (its retries are its own until past the maximum), and a concurrent
 # one's send-back (to the retry topic, or the DLQ its listener asked for) and own send can both meet
-# the killed broker. The client then lost the queue with
-# the broker (its rebalance dropped it, and the local retry with it) and was not handed the message
-# again before the run ended. The store holds the message unconsumed, its committed offset not past
-# it: the broker will hand it out again. The clients' log ends in a failure.
+# the killed broker. The client's local retry went with the queue it lost with the broker, and it
+# was not handed the message again before the run ended: the clients' log ends in a failure. The
+# store holds the message unconsumed, its committed offset not past it: the broker will hand it
+# out again.
 RETRY_HELD_BY_CLIENT = "retry_held_by_client_in_outage"
 OFFSET_LOST = "offset_lost_in_broker_crash"
 

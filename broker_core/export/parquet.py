@@ -26,7 +26,6 @@ ROW_GROUP_ROWS = 64 * 1024  # rows buffered before a row group is written: bound
 COMPRESSION = "snappy"
 
 
-
 class EncodingWriter:
     """A Parquet file written one table (a row group, or more) at a time, each encoded on a thread of
     its own while the caller makes the next: Arrow's Parquet writer releases the GIL, so decoding
