@@ -359,7 +359,8 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
     def disagree(key: str, group: str | None, what: str, audit, clients) -> None:
         bad_messages.add(key)
         if len(examples) < EXAMPLES_MAX:
-            examples.append({"uniq_key": key, "group": group, "what": what, "audit": audit, "clients": clients})
+            examples.append({"uniq_key": key, "group": group, "what": what, "audit": audit, "clients": clients,
+                             "trail": _trail(hops.get(key, []), by_pair.get((key, group), []), group)})
 
     for (key, group), calls in sorted(by_pair.items()):
         if models.get(group) == "broadcasting":
@@ -559,6 +560,21 @@ def _unlogged_client_sends(calls: list[dict], hops: list[dict], group: str) -> s
             built.add(h["reconsume_times"])
     logged = {c["reconsume_times"] + 1 for c in calls if c["outcome"] == SENT_BACK_BY_CLIENT}
     return built - logged
+
+
+def _trail(hops: list[dict], calls: list[dict], group: str | None) -> dict[str, list[str]]:
+    """A disagreeing message as both sides saw it, short enough for a test's failure message: the
+    store's hops of its shared chain and of ``group``, in hop order, and the group's calls in the
+    clients' log, in call order, timed in epoch ms (a fault's ``wall_ts_ms`` is on the same clock)."""
+    def ms(ts) -> int:
+        return int(ts.timestamp() * 1000) if hasattr(ts, "timestamp") else int(ts)
+
+    return {
+        "store": [f"{h['hop_kind']} {h['topic']}@{h['broker']} q{h['queue_id']} r{h['reconsume_times']}"
+                  for h in hops if h["group"] in (None, group)],
+        "clients": [f"{ms(c['start_ts'])} {c['consumer_id']} {c['queue_topic']} q{c['queue_id']}#{c['queue_offset']} "
+                    f"r{c['reconsume_times']} {c['status']} {c['outcome']}" for c in calls],
+    }
 
 
 def _retries_stored(con, run_ids: list[str], key: str, group: str) -> bool:

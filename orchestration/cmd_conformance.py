@@ -103,7 +103,12 @@ def explain_failures(report: dict, limit: int = 3000) -> str:
                          ("model_vs_real", "differences")):
         found = (report.get(section) or {}).get(key) or []
         if found:
-            parts.append(f"{section} {key}: " + json.dumps(found[:3], default=str))
+            shown = [{k: v for k, v in f.items() if k != "trail"} for f in found[:3]]
+            parts.append(f"{section} {key}: " + json.dumps(shown, default=str))
+            if "trail" in found[0]:
+                # The first one as the store and the clients' log saw it: enough to read a
+                # failure from the log alone, where the run's own files are gone.
+                parts.append(f"{section} first example's trail: " + json.dumps(found[0]["trail"], default=str))
     for run, checks in report["checks"].items():
         for name, c in checks.items():
             if c["blocking"] and not c["passed"]:

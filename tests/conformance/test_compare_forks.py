@@ -204,3 +204,8 @@ def test_a_failure_whose_retry_no_store_holds_is_unconsumed_in_an_outage(group, 
                                         in_outage={KEY} if in_outage else set())
     assert [e["what"] for e in result["examples"]] == what, result["examples"]
     assert result["explained"] == explained
+    if what:
+        # The disagreement carries both sides, for a failure read from a log alone.
+        assert result["examples"][0]["trail"] == {
+            "store": [f"PUBLISH {topic}@broker-a q0 r0"],
+            "clients": [f"0 c0 {topic} q0#0 r0 {status} {attempts[0]['outcome']}"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from orchestration.cmd_conformance import explain_failures, format_summary, verdict_failures
@@ -37,12 +38,15 @@ def test_a_failed_report_is_explained_failures_first_and_short():
         "delay_lateness_p99_below_max": {"blocking": False, "passed": False, "verdict": "failed",
                                          "violations": 1, "first": None}}},
         faults=[{"kind": "broker_kill", "broker": "broker-a"}])
-    report["lineage_vs_clients"]["examples"] = [{"uniq_key": "K1", "audit": "DLQ", "clients": "CONSUMED"}] * 500
+    trail = {"store": ["PUBLISH T@broker-a q0 r0"], "clients": ["17 c0 T q0#0 r0 RECONSUME_LATER SENT_BACK"]}
+    report["lineage_vs_clients"]["examples"] = [{"uniq_key": "K1", "audit": "DLQ", "clients": "CONSUMED",
+                                                 "trail": trail}] * 500
     text = explain_failures(report)
     lines = text.splitlines()
     assert lines[0] == ("1 message(s) where the audit and the real clients disagree; "
                         "blocking check hop_grammar_valid failed on run-real")
-    assert lines[1].startswith('lineage_vs_clients examples: [{"uniq_key": "K1"')
+    assert lines[1].startswith('lineage_vs_clients examples: [{"uniq_key": "K1"') and "trail" not in lines[1]
+    assert lines[2] == "lineage_vs_clients first example's trail: " + json.dumps(trail)
     assert 'run-real.hop_grammar_valid: failed, 3 violation(s), first {"message_key": "K9"}' in lines
     assert "delay_lateness" not in text  # a check that does not block is no failure
     assert lines[-1].startswith("faults: ") and len(text) <= 3000
