@@ -94,11 +94,13 @@ def verdict_failures(report: dict) -> list[str]:
     return out
 
 
-def explain_failures(report: dict, limit: int = 3000) -> str:
+def explain_failures(report: dict, limit: int = 4500) -> str:
     """The failures of a report and the evidence of each, short enough to survive a clipped log:
     the failures' lines first, then the first examples and differences, then each failed blocking
-    check's verdict and first violation."""
+    check's verdict and first violation, the faults played, and last the first disagreement's trail
+    (what the store and the clients' log hold of it)."""
     parts = ["; ".join(verdict_failures(report)) or "no failure"]
+    trails = []
     for section, key in (("lineage_vs_clients", "examples"), ("transactions_vs_producers", "examples"),
                          ("model_vs_real", "differences")):
         found = (report.get(section) or {}).get(key) or []
@@ -108,14 +110,14 @@ def explain_failures(report: dict, limit: int = 3000) -> str:
             if "trail" in found[0]:
                 # The first one as the store and the clients' log saw it: enough to read a
                 # failure from the log alone, where the run's own files are gone.
-                parts.append(f"{section} first example's trail: " + json.dumps(found[0]["trail"], default=str))
+                trails.append(f"{section} first example's trail: " + json.dumps(found[0]["trail"], default=str))
     for run, checks in report["checks"].items():
         for name, c in checks.items():
             if c["blocking"] and not c["passed"]:
                 parts.append(f"{run}.{name}: {c['verdict']}, {c['violations']} violation(s), first "
                              + json.dumps(c.get("first"), default=str))
     parts.append("faults: " + json.dumps(report.get("faults"), default=str))
-    return "\n".join(p[:limit // 2] for p in parts)[:limit]
+    return "\n".join(p[:limit // 3] for p in parts + trails)[:limit]
 
 
 def conformance(args) -> int:
