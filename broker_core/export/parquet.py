@@ -55,15 +55,6 @@ class EncodingWriter:
             self._encoder.shutdown(wait=True)
         self._writer.close()
 
-    def __enter__(self) -> EncodingWriter:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self._encoder.shutdown(wait=True)
-
 
 @contextlib.contextmanager
 def atomic_dir(final: Path) -> Iterator[Path]:
