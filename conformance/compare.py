@@ -32,7 +32,7 @@ from broker_core.client.behavior import DLQ_REQUESTED
 from broker_core.client.pop_consumer import CLIENT_GRPC_FIFO, POP_MODE
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels
-from broker_core.message import PROP_REAL_TOPIC
+from broker_core.message import PROP_ORIGIN_MESSAGE_ID, PROP_REAL_TOPIC
 from broker_core.names import (
     SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
@@ -211,7 +211,7 @@ def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = defaultdict(list)
     for h in _rows(con, f"""
             SELECT h.run_id, h.message_key, h."group", h.hop_index, h.hop_kind, h.topic, h.queue_id,
-                   h.delay_level, h.reconsume_times, h.dwell_ms, h.broker, c.properties, c.msg_id
+                   h.delay_level, h.reconsume_times, h.dwell_ms, h.broker, h.store_ts, c.properties, c.msg_id
             FROM message_hops h
             JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
             WHERE h.run_id IN ({marks})
@@ -569,12 +569,42 @@ def _trail(hops: list[dict], calls: list[dict], group: str | None) -> dict[str, 
     def ms(ts) -> int:
         return int(ts.timestamp() * 1000) if hasattr(ts, "timestamp") else int(ts)
 
+    def hop(h) -> str:
+        # Where its branch and its time tell what the kind alone cannot (hop_grammar_valid judges a
+        # branch: the group's hops of one ORIGIN_MESSAGE_ID, here its last six characters).
+        props = h["properties"] or {}
+        props = props if isinstance(props, dict) else dict(props)
+        origin = props.get(PROP_ORIGIN_MESSAGE_ID)
+        return (f"{h['hop_kind']} {h['topic']}@{h['broker']} q{h['queue_id']} r{h['reconsume_times']}"
+                + (f" L{h['delay_level']}" if h["delay_level"] else "")
+                + (f" t{ms(h['store_ts'])}" if h["store_ts"] is not None else "")
+                + (f" o{origin[-6:]}" if origin else ""))
+
     return {
-        "store": [f"{h['hop_kind']} {h['topic']}@{h['broker']} q{h['queue_id']} r{h['reconsume_times']}"
-                  for h in hops if h["group"] in (None, group)],
+        "store": [hop(h) for h in hops if h["group"] in (None, group)],
         "clients": [f"{ms(c['start_ts'])} {c['consumer_id']} {c['queue_topic']} q{c['queue_id']}#{c['queue_offset']} "
                     f"r{c['reconsume_times']} {c['status']} {c['outcome']}" for c in calls],
     }
+
+
+def check_trails(work: Path, checks: dict, run_ids: list[str]) -> None:
+    """Give each failed blocking check of ``run_ids`` whose first violation names a message the
+    trail of that message's chain (:func:`_trail`), under ``trail``: what the store and the clients'
+    log hold of it, for a failure read from a log alone."""
+    failed = [c for run in run_ids for c in (checks.get(run) or {}).values()
+              if c["blocking"] and not c["passed"] and (c.get("first_message") or {}).get("message_key")]
+    if not failed:
+        return
+    con = duckdb.connect(str(work / "warehouse.duckdb"), read_only=True)
+    try:
+        hops = _hops(con, run_ids)
+    finally:
+        con.close()
+    attempts = _client_attempts(work)
+    for c in failed:
+        key, group = c["first_message"]["message_key"], c["first_message"]["group"]
+        calls = [a for a in attempts if a["uniq_key"] == key and (group is None or a["group"] == group)]
+        c["trail"] = _trail(hops.get(key, []), calls, group)
 
 
 def _retries_stored(con, run_ids: list[str], key: str, group: str) -> bool:

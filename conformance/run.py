@@ -238,6 +238,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
             report.update(compare.compare_all(work, scenario, outage_windows=windows, model_run_id=scenario.name,
                                               real_run_ids=[real_run_id(scenario.name)],
                                               stranded=compare.stranded_brokers(played.faults)))
+            compare.check_trails(work, checks, [real_run_id(scenario.name)])
         if client_trace:
             from conformance.trace_compare import trace_vs_clients
 
@@ -430,6 +431,9 @@ def _warehouse(runs: list[Path], db: Path) -> dict:
     out = {}
     for run_id, outcomes in verdicts.items():
         out[run_id] = {o.check.name: {"passed": o.passed, "verdict": o.verdict, "blocking": o.blocking, "violations": o.violations,
-                                      "first": None if o.passed else o.metadata()["evidence"][0]}
+                                      "first": None if o.passed else o.metadata()["evidence"][0],
+                                      # The message it names, for its trail (compare.check_trails).
+                                      "first_message": None if o.passed else
+                                      {k: o.examples[0].get(k) for k in ("message_key", "group")}}
                        for o in outcomes}
     return out

@@ -94,11 +94,12 @@ def verdict_failures(report: dict) -> list[str]:
     return out
 
 
-def explain_failures(report: dict, limit: int = 4500) -> str:
+def explain_failures(report: dict, limit: int = 6000) -> str:
     """The failures of a report and the evidence of each, short enough to survive a clipped log:
     the failures' lines first, then the first examples and differences, then each failed blocking
-    check's verdict and first violation, the faults played, and last the first disagreement's trail
-    (what the store and the clients' log hold of it)."""
+    check's verdict and first violation, the faults played, and last the trails of the first
+    disagreement and of each failed check's first violation (what the store and the clients' log
+    hold of that message), each up to half the limit."""
     parts = ["; ".join(verdict_failures(report)) or "no failure"]
     trails = []
     for section, key in (("lineage_vs_clients", "examples"), ("transactions_vs_producers", "examples"),
@@ -116,8 +117,10 @@ def explain_failures(report: dict, limit: int = 4500) -> str:
             if c["blocking"] and not c["passed"]:
                 parts.append(f"{run}.{name}: {c['verdict']}, {c['violations']} violation(s), first "
                              + json.dumps(c.get("first"), default=str))
+                if c.get("trail"):
+                    trails.append(f"{run}.{name} first violation's trail: " + json.dumps(c["trail"], default=str))
     parts.append("faults: " + json.dumps(report.get("faults"), default=str))
-    return "\n".join(p[:limit // 3] for p in parts + trails)[:limit]
+    return "\n".join([p[:limit // 4] for p in parts] + [t[:limit // 2] for t in trails])[:limit]
 
 
 def conformance(args) -> int:

@@ -18,14 +18,14 @@ def real_run(run: str, key: str, group: str, hops: list[tuple], retries: int,
     con = duckdb.connect()
     con.execute("""CREATE TABLE message_hops (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
                    message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
-                   queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT)""")
+                   queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT, store_ts TIMESTAMP)""")
     con.execute("""CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
                    properties MAP(VARCHAR, VARCHAR), msg_id VARCHAR, topic VARCHAR, uniq_key VARCHAR)""")
     con.execute("""CREATE TABLE message_lineage (run_id VARCHAR, message_key VARCHAR, "group" VARCHAR,
                    final_state VARCHAR, retries INT, path VARCHAR, forks INT)""")
     for i, (kind, topic, level, times) in enumerate(hops):
         hop_group = None if kind == "PUBLISH" else group
-        con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)",
+        con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL, NULL)",
                     [run, i * 100, key, hop_group, i, kind, topic, level, times])
         props = {"UNIQ_KEY": key, **({"CONSUME_START_TIME": "1"} if i in client_built else {}),
                  **({"REAL_TOPIC": f"%RETRY%{group}"} if kind == "SCHEDULE" else {})}

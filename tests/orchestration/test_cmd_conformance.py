@@ -34,7 +34,8 @@ def test_a_failed_report_is_explained_failures_first_and_short():
     however large the report, so a clipped CI log still shows why."""
     report = _report(checks={"run-real": {
         "hop_grammar_valid": {"blocking": True, "passed": False, "verdict": "failed", "violations": 3,
-                              "first": {"message_key": "K9"}},
+                              "first": {"message_key": "K9"},
+                              "trail": {"store": ["SCHEDULE S@broker-b q2 r1 L3 t17 oAB0001"], "clients": []}},
         "delay_lateness_p99_below_max": {"blocking": False, "passed": False, "verdict": "failed",
                                          "violations": 1, "first": None}}},
         faults=[{"kind": "broker_kill", "broker": "broker-a"}])
@@ -46,8 +47,11 @@ def test_a_failed_report_is_explained_failures_first_and_short():
     assert lines[0] == ("1 message(s) where the audit and the real clients disagree; "
                         "blocking check hop_grammar_valid failed on run-real")
     assert lines[1].startswith('lineage_vs_clients examples: [{"uniq_key": "K1"') and "trail" not in lines[1]
-    assert lines[-1] == "lineage_vs_clients first example's trail: " + json.dumps(trail)
+    assert lines[-2] == "lineage_vs_clients first example's trail: " + json.dumps(trail)
+    # A failed blocking check's first violation has its trail too, last.
+    assert lines[-1] == ("run-real.hop_grammar_valid first violation's trail: "
+                         '{"store": ["SCHEDULE S@broker-b q2 r1 L3 t17 oAB0001"], "clients": []}')
     assert 'run-real.hop_grammar_valid: failed, 3 violation(s), first {"message_key": "K9"}' in lines
     assert "delay_lateness" not in text  # a check that does not block is no failure
-    assert lines[-2].startswith("faults: ") and len(text) <= 4500
+    assert lines[-3].startswith("faults: ") and len(text) <= 6000
     assert explain_failures(_report(lineage_vs_clients={"disagree": 0})).startswith("no failure")

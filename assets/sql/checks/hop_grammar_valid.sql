@@ -301,10 +301,13 @@ orphan_sends AS (
     -- hands it out again.) A SCHEDULE the schedule delivered straight into the DLQ (the next hop of
     -- the branch, of the same reconsume times) is a send past the max, which an orderly client
     -- makes from any record it retried locally (its RETRY, or the message's own record handed to it
-    -- again after a crash lost the committed offset): it needs no RETRY of k - 1.
+    -- again after a crash lost the committed offset): it needs no RETRY of k - 1. A SCHEDULE at
+    -- count 0 is a client's own send that lost its count (RETRY_COUNT_LOST: no send-back writes
+    -- count 0), from a record of any count; it needs no RETRY before it, and is not the branch's
+    -- least count either, so the sends before it need no RETRY of count 0.
     SELECT s.run_id, s.message_key, s."group", s.branch, count(*) AS orphans
     FROM (SELECT h.*,
-                 min(h.reconsume_times) FILTER (WHERE h.letter = 'S')
+                 min(h.reconsume_times) FILTER (WHERE h.letter = 'S' AND h.reconsume_times > 0)
                      OVER (PARTITION BY h.run_id, h.message_key, h."group", h.branch) AS first_times,
                  lead(h.letter) OVER w AS next_letter,
                  lead(h.reconsume_times) OVER w AS next_times
