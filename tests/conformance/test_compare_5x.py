@@ -96,7 +96,7 @@ def _rolled_runs(model_hops, real_hops):
     con = duckdb.connect()
     con.execute("""CREATE TABLE message_hops (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
                    message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
-                   queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT)""")
+                   queue_id INT, delay_level INT, reconsume_times INT, dwell_ms BIGINT, store_ts TIMESTAMP)""")
     con.execute("""CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
                    properties MAP(VARCHAR, VARCHAR), topic VARCHAR, queue_id INT, queue_offset BIGINT,
                    uniq_key VARCHAR, msg_id VARCHAR)""")
@@ -109,7 +109,7 @@ def _rolled_runs(model_hops, real_hops):
             props = {"UNIQ_KEY": KEY, "TIMER_OUT_MS": str(1000 * i)}
             if rolls is not None:
                 props["TIMER_ROLL_TIMES"] = rolls
-            con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, NULL, ?, ?, ?, 0, 0, 0, ?)",
+            con.execute("INSERT INTO message_hops VALUES (?, 'broker-a', ?, ?, NULL, ?, ?, ?, 0, 0, 0, ?, NULL)",
                         [run, i * 100, KEY, i, kind, topic, dwell])
             con.execute("INSERT INTO commitlog (run_id, broker, phys_offset, properties) VALUES (?, 'broker-a', ?, MAP(?, ?))",
                         [run, i * 100, list(props), list(props.values())])
