@@ -101,6 +101,11 @@ SCHEDULE_STRANDED = "schedule_stranded_on_killed_broker"
 # out again.
 RETRY_HELD_BY_CLIENT = "retry_held_by_client_in_outage"
 OFFSET_LOST = "offset_lost_in_broker_crash"
+# A chain with copies its broker's schedule put again after a crash: a killed broker restarts its
+# schedule from the delay offsets it last persisted (every 10 s) and re-puts records it had already
+# delivered, and a re-put no client was handed (a DLQ, or a retry the run ended before) is a copy
+# the clients' log cannot see.
+SCHEDULE_REPUT = "schedule_reput_after_broker_crash"
 
 # Difference kinds the real broker and the model are known and documented to differ in.
 EXPLAINED = {
@@ -133,7 +138,8 @@ def _max_reconsume(scenario: Scenario) -> dict[str, int]:
 
 
 def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_ids: list[str],
-                outage_windows: list[tuple[int, int]] = (), stranded: frozenset[str] = frozenset()) -> dict:
+                outage_windows: list[tuple[int, int]] = (), stranded: frozenset[str] = frozenset(),
+                killed: frozenset[str] = frozenset()) -> dict:
     con = duckdb.connect(str(work / "warehouse.duckdb"), read_only=True)
     try:
         attempts = _client_attempts(work)
@@ -142,7 +148,8 @@ def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_i
         return {
             "lineage_vs_clients": lineage_vs_clients(
                 con, scenario, attempts, real_run_ids,
-                in_outage=in_outage(con, work, real_run_ids, attempts, outage_windows), stranded=stranded),
+                in_outage=in_outage(con, work, real_run_ids, attempts, outage_windows), stranded=stranded,
+                killed=killed),
             "transactions_vs_producers": transactions_vs_producers(con, real_run_ids, _client_calls(work)),
             "model_vs_real": model_vs_real(con, scenario, model_run_id, real_run_ids,
                                            redelivered=redelivered(model_attempts) | redelivered(attempts),
@@ -329,9 +336,11 @@ def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) ->
 
 
 def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_ids: list[str],
-                       in_outage: set[str] = frozenset(), stranded: frozenset[str] = frozenset()) -> dict:
+                       in_outage: set[str] = frozenset(), stranded: frozenset[str] = frozenset(),
+                       killed: frozenset[str] = frozenset()) -> dict:
     """``in_outage``: the messages an outage touched; ``stranded``: the brokers killed and never
-    started again, whose role no replica took over (:func:`stranded_brokers`)."""
+    started again, whose role no replica took over (:func:`stranded_brokers`); ``killed``: every
+    broker an outage killed (:func:`killed_brokers`)."""
     models = {g.name: g.model for g in scenario.groups}
     modes = {g.name: g.mode for g in scenario.groups}
     semantics = semantics_for(scenario.broker.semantics)
@@ -467,7 +476,8 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
                 deepest_forked = max(deepest_forked, chain["retries"])
             if forks != copies:
                 why = RETRY_COUNT_LOST if count_lost else (
-                    _forks_in_outage(forks, (copies, unsettled, own_sends), calls, hops.get(key, []), group)
+                    _forks_in_outage(forks, (copies, unsettled, own_sends), calls, hops.get(key, []), group,
+                                     killed)
                     if key in in_outage else None)
                 if why:
                     explained[key] = why
@@ -520,6 +530,11 @@ def stranded_brokers(faults: list[dict]) -> frozenset[str]:
                      if f["kind"] == "broker_kill" and "node" not in f and f["broker"] not in restarted)
 
 
+def killed_brokers(faults: list[dict]) -> frozenset[str]:
+    """Every broker (a DLedger or controller-mode group: its name) an outage killed."""
+    return frozenset(f["broker"] for f in faults if f["kind"] == "broker_kill")
+
+
 def _last_hop_stranded(hops: list[dict], group: str, stranded: frozenset[str]) -> bool:
     """Whether the group's last hop (``hops`` is in hop order, :func:`_hops`) is a SCHEDULE record
     on a stranded broker."""
@@ -528,7 +543,7 @@ def _last_hop_stranded(hops: list[dict], group: str, stranded: frozenset[str]) -
 
 
 def _forks_in_outage(forks: int, implied: tuple[int, int, int], calls: list[dict], hops: list[dict],
-                     group: str) -> str | None:
+                     group: str, killed: frozenset[str] = frozenset()) -> str | None:
     """Why a chain an outage touched may hold ``forks`` copies where the clients' log implies
     another number (``implied``: :func:`_clients_copies`; docs/conformance.md, "Broker
     outages"), or None."""
@@ -543,7 +558,30 @@ def _forks_in_outage(forks: int, implied: tuple[int, int, int], calls: list[dict
         # The client's own sends after refused send-backs, which the log counts as stored: one
         # that met the killed broker failed, and its local retry was dropped with the broker's queue.
         return CLIENT_SEND_LOST
+    if copies < forks <= copies + _reput_copies(hops, group, killed):
+        return SCHEDULE_REPUT
     return None
+
+
+def _reput_copies(hops: list[dict], group: str, killed: frozenset[str]) -> int:
+    """How many of the group's records on a killed broker its schedule put out beyond one per
+    schedule record: per broker and reconsume count, the RETRY and DLQ records that keep a DELAY
+    (the schedule put them: a send-back's or a client's own send's schedule record, delivered) past
+    the SCHEDULE records of that count there. Each schedule record is put out once by a broker that
+    never crashed; a restarted one resumes from the delay offsets it last persisted and puts some
+    again (a real 4.9.4 run, broker-a killed at 6 s and restarted at 20 s: one schedule record at
+    count 2 put into %DLQ% 3 s after it was stored, and again as the restarted broker came up)."""
+    scheduled: Counter[tuple[str, int]] = Counter()
+    put: Counter[tuple[str, int]] = Counter()
+    for h in hops:
+        if h["group"] != group or h["broker"] not in killed:
+            continue
+        where = (h["broker"], h["reconsume_times"])
+        if h["hop_kind"] == "SCHEDULE":
+            scheduled[where] += 1
+        elif h["hop_kind"] in ("RETRY", "DLQ") and (h["delay_level"] or 0) > 0:
+            put[where] += 1
+    return sum(max(0, n - scheduled[where]) for where, n in put.items())
 
 
 def _unlogged_client_sends(calls: list[dict], hops: list[dict], group: str) -> set[int]:

@@ -238,3 +238,27 @@ def test_a_failed_checks_first_violation_carries_its_trail(tmp_path):
         "clients": ["0 c0 DlqTopic q0#0 r0 RECONSUME_LATER SENT_BACK",
                     f"1 c0 {RETRY} q0#1 r1 RECONSUME_LATER SENT_BACK"]}
     assert [name for name, c in checks[REAL].items() if "trail" in c] == ["hop_grammar_valid"]
+
+
+@pytest.mark.parametrize("in_outage, killed, what, explained", [
+    (True, {"broker-a"}, [], {"schedule_reput_after_broker_crash": 1}),
+    (True, set(), ["forks"], {}),  # no broker of its chain was killed
+    (False, {"broker-a"}, ["forks"], {}),
+])
+def test_a_dlq_the_restarted_schedule_put_again_is_a_copy_no_client_sees(in_outage, killed, what, explained):
+    """A real 4.9.4 run (`broker-a@6s-20s`): a poison message's client sent its second retry
+    itself (its send-back refused), at count 2, the maximum, so the broker stored it as a schedule
+    record bound for the DLQ; the schedule put it into %DLQ% 3 s later. broker-a was killed 2 s
+    after that and restarted; its schedule resumed from the delay offsets it had persisted before
+    and put the record into %DLQ% again. The lineage counts the second DLQ record as a copy (1
+    fork); the clients, who are never handed a DLQ record, saw none. Only in an outage of the
+    chain's broker is it explained."""
+    dlq = ("DLQ", f"%DLQ%{NOTICE}", 4, 2)
+    hops = [("PUBLISH", "NoticeTopic", 0, 0), ("SCHEDULE", "SCHEDULE_TOPIC_XXXX", 3, 1), ("RETRY", N_RETRY, 3, 1),
+            ("SCHEDULE", "SCHEDULE_TOPIC_XXXX", 4, 2), dlq, dlq]
+    con, attempts = real_run("conformance-real", KEY, NOTICE, hops, 1, ["RECONSUME_LATER"] * 2,
+                             ["SENT_BACK", "SENT_BACK_BY_CLIENT"], forks=1, final_state="DLQ")
+    result = compare.lineage_vs_clients(con, load_scenario(SHORT), attempts, ["conformance-real"],
+                                        in_outage={KEY} if in_outage else set(), killed=frozenset(killed))
+    assert [e["what"] for e in result["examples"]] == what, result["examples"]
+    assert result["explained"] == explained
