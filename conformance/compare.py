@@ -139,21 +139,23 @@ def _max_reconsume(scenario: Scenario) -> dict[str, int]:
 
 def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_ids: list[str],
                 outage_windows: list[tuple[int, int]] = (), stranded: frozenset[str] = frozenset(),
-                killed: frozenset[str] = frozenset()) -> dict:
+                killed: frozenset[str] = frozenset(), checks: dict | None = None) -> dict:
+    """``checks``: the runs' check verdicts (run_id -> name -> verdict); each failed blocking one of
+    the real runs gets its first violation's trail (:func:`check_trails`)."""
     con = duckdb.connect(str(work / "warehouse.duckdb"), read_only=True)
     try:
         attempts = _client_attempts(work)
         import pyarrow.parquet as pq
         model_attempts = pq.read_table(work / "runs" / "model" / "parquet" / "consume_attempts").to_pylist()
+        touched = in_outage(con, work, real_run_ids, attempts, outage_windows)
+        check_trails(con, attempts, checks or {}, real_run_ids)
         return {
             "lineage_vs_clients": lineage_vs_clients(
-                con, scenario, attempts, real_run_ids,
-                in_outage=in_outage(con, work, real_run_ids, attempts, outage_windows), stranded=stranded,
-                killed=killed),
+                con, scenario, attempts, real_run_ids, in_outage=touched, stranded=stranded, killed=killed),
             "transactions_vs_producers": transactions_vs_producers(con, real_run_ids, _client_calls(work)),
             "model_vs_real": model_vs_real(con, scenario, model_run_id, real_run_ids,
                                            redelivered=redelivered(model_attempts) | redelivered(attempts),
-                                           in_outage=in_outage(con, work, real_run_ids, attempts, outage_windows)),
+                                           in_outage=touched),
             "duplicates": {"model": duplicate_consumes(model_attempts), "real": duplicate_consumes(attempts),
                            "note": "successful consumes of a message a clustering group had already "
                                    "consumed (a crashed consumer's unpersisted offsets); when they happen "
@@ -625,7 +627,7 @@ def _trail(hops: list[dict], calls: list[dict], group: str | None) -> dict[str, 
     }
 
 
-def check_trails(work: Path, checks: dict, run_ids: list[str]) -> None:
+def check_trails(con, attempts: list[dict], checks: dict, run_ids: list[str]) -> None:
     """Give each failed blocking check of ``run_ids`` whose first violation names a message the
     trail of that message's chain (:func:`_trail`), under ``trail``: what the store and the clients'
     log hold of it, for a failure read from a log alone."""
@@ -633,12 +635,7 @@ def check_trails(work: Path, checks: dict, run_ids: list[str]) -> None:
               if c["blocking"] and not c["passed"] and (c.get("first_message") or {}).get("message_key")]
     if not failed:
         return
-    con = duckdb.connect(str(work / "warehouse.duckdb"), read_only=True)
-    try:
-        hops = _hops(con, run_ids)
-    finally:
-        con.close()
-    attempts = _client_attempts(work)
+    hops = _hops(con, run_ids)
     for c in failed:
         key, group = c["first_message"]["message_key"], c["first_message"]["group"]
         calls = [a for a in attempts if a["uniq_key"] == key and (group is None or a["group"] == group)]

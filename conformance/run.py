@@ -238,8 +238,7 @@ def _run(version: str, scenario_path: Path, scenario, work: Path, *, spark, say,
             report.update(compare.compare_all(work, scenario, outage_windows=windows, model_run_id=scenario.name,
                                               real_run_ids=[real_run_id(scenario.name)],
                                               stranded=compare.stranded_brokers(played.faults),
-                                              killed=compare.killed_brokers(played.faults)))
-            compare.check_trails(work, checks, [real_run_id(scenario.name)])
+                                              killed=compare.killed_brokers(played.faults), checks=checks))
         if client_trace:
             from conformance.trace_compare import trace_vs_clients
 

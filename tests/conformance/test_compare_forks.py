@@ -211,7 +211,7 @@ def test_a_failure_whose_retry_no_store_holds_is_unconsumed_in_an_outage(group, 
             "clients": [f"0 c0 {topic} q0#0 r0 {status} {attempts[0]['outcome']}"]}
 
 
-def test_a_failed_checks_first_violation_carries_its_trail(tmp_path):
+def test_a_failed_checks_first_violation_carries_its_trail():
     """A blocking check that fails on a real run names a message; the report gives that message's
     trail, as the store (with each hop's level, store time and branch) and the clients' log hold
     it, so a failure is read from a CI log alone. A check that passed, or does not block, has none."""
@@ -219,19 +219,11 @@ def test_a_failed_checks_first_violation_carries_its_trail(tmp_path):
     con.execute("UPDATE message_hops SET store_ts = make_timestamp(1000000 + phys_offset * 1000)")
     con.execute("UPDATE commitlog SET properties = map_concat(properties, MAP(['ORIGIN_MESSAGE_ID'], ['7F00AB0001'])) "
                 "WHERE phys_offset > 0")
-    con.execute(f"ATTACH '{tmp_path / 'warehouse.duckdb'}' AS w")
-    for table in ("message_hops", "commitlog", "message_lineage"):
-        con.execute(f"CREATE TABLE w.{table} AS SELECT * FROM {table}")
-    con.close()
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    (tmp_path / "clients" / "consume_attempts").mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist(attempts), tmp_path / "clients" / "consume_attempts" / "part-0.parquet")
     first = {"message_key": KEY, "group": GROUP}
     checks = {REAL: {"hop_grammar_valid": {"blocking": True, "passed": False, "first_message": first},
                      "duplicate_rate_below_max": {"blocking": False, "passed": False, "first_message": first},
                      "lineage_matches_commitlog": {"blocking": True, "passed": True, "first_message": None}}}
-    compare.check_trails(tmp_path, checks, [REAL])
+    compare.check_trails(con, attempts, checks, [REAL])
     assert checks[REAL]["hop_grammar_valid"]["trail"] == {
         "store": ["PUBLISH DlqTopic@broker-a q0 r0 t1000", f"SCHEDULE {SCHED}@broker-a q0 r1 L3 t1100 oAB0001",
                   f"RETRY {RETRY}@broker-a q0 r1 L3 t1200 oAB0001"],
