@@ -9,6 +9,12 @@ SELECT d.run_id, h.message_key, CAST(NULL AS VARCHAR) AS "group",
        || coalesce(CAST(d.dispatch_offset AS VARCHAR), '?') || ', record at ' || d.broker || ' commit-log offset '
        || CAST(d.phys_offset AS VARCHAR) AS detail
 FROM lmq_dispatches d
-LEFT JOIN (SELECT DISTINCT run_id, broker, phys_offset, message_key FROM message_hops) h
+-- The message of each record named here, read from its hops: from those records' hops only (the
+-- DISTINCT over every hop cost 2.4 s on a 10M-record store with no LMQ record at all).
+LEFT JOIN (SELECT DISTINCT h.run_id, h.broker, h.phys_offset, h.message_key
+           FROM message_hops h
+           SEMI JOIN (SELECT run_id, broker, phys_offset FROM lmq_dispatches
+                      WHERE state IN {{lmq_broken_states}}) b
+             ON b.run_id = h.run_id AND b.broker = h.broker AND b.phys_offset = h.phys_offset) h
   ON h.run_id = d.run_id AND h.broker = d.broker AND h.phys_offset = d.phys_offset
 WHERE d.state IN {{lmq_broken_states}}
