@@ -758,8 +758,8 @@ def pop_chain(retry_at: float, revives: list[float]) -> dict[str, list[tuple]]:
     an ack and another group's checkpoint of the same record, which the check does not read as g's."""
     retry = "%RETRY%g_T"
     return {
-        "message_hops": [(RUN, "m", "PUBLISH", "b", 1, "M1", 0, None, 0, "T", ts(0)),
-                         (RUN, "m", "RETRY", "b", 2, "M2", 0, "g", 1, retry, ts(retry_at))],
+        "message_hops": [(RUN, "m", "PUBLISH", "b", 1, "M1", 0, None, 0, "T", ts(0), 0),
+                         (RUN, "m", "RETRY", "b", 2, "M2", 0, "g", 1, retry, ts(retry_at), 1)],
         "commitlog": [(RUN, "b", 1, ts(0), {}, "T", 0, 7), (RUN, "b", 2, ts(retry_at), {}, retry, 0, 0)],
         "retry_topics": [(RUN, "b", retry, "g", "T"), (RUN, "b", "%RETRY%push", "push", None)],
         "pop_evidence": [(RUN, "b", "ck", "g", "T", 0, [5, 6, 7], ts(r)) for r in revives]
@@ -783,6 +783,37 @@ def test_a_pop_retry_before_every_revive_time_is_reported():
         (RUN, "m", "g", "POP retry stored 250 ms before the revive time of its previous record's checkpoints "
                         "(msgId M2)"),
     ]
+
+
+def forked_pop_chain(second_at: float, revive_first: float | None, revive_fork: float) -> dict[str, list[tuple]]:
+    """A POP chain a broker crash forked: the message's record (offset 7 of T) and two POP retries at
+    count 1 (its pop's ack was lost, so it was popped and revived twice: offsets 0 and 1 of the
+    retry topic), each popped, with checkpoints reviving at ``revive_first`` (none stored: None)
+    and ``revive_fork``; then the count-2 retry revived from one of them, stored at ``second_at``."""
+    retry = "%RETRY%g_T"
+    tables = pop_chain(2.0, [1.0])
+    tables["message_hops"] += [(RUN, "m", "RETRY", "b", 3, "M3", 0, "g", 2, retry, ts(4.0), 1),
+                               (RUN, "m", "RETRY", "b", 4, "M4", 0, "g", 3, retry, ts(second_at), 2)]
+    tables["commitlog"] += [(RUN, "b", 3, ts(4.0), {}, retry, 0, 1), (RUN, "b", 4, ts(second_at), {}, retry, 0, 2)]
+    tables["pop_evidence"] += ([(RUN, "b", "ck", "g", retry, 0, [0], ts(revive_first))] if revive_first is not None else []) \
+        + [(RUN, "b", "ck", "g", retry, 0, [1], ts(revive_fork))]
+    return tables
+
+
+def test_a_pop_retry_of_a_forked_chain_is_judged_by_every_record_it_can_come_from():
+    """After a crash the same record is popped and revived twice (two retries at count 1, a RocketMQ
+    5.3.3 broker-a@3s-12s outage's store): the count-2 retry comes from either of them, so it is
+    early only before every one's revive time, not before the one just before it in hop order; and
+    where one of them has no checkpoint stored it is not judged."""
+    # After the first count-1 retry's revive time, before its fork's: in time.
+    assert violations(c.NO_EARLY_DELIVERY, forked_pop_chain(6.0, 5.5, 9.0)) == []
+    # Before both: early.
+    assert violations(c.NO_EARLY_DELIVERY, forked_pop_chain(5.0, 5.5, 9.0)) == [
+        (RUN, "m", "g", "POP retry stored 500 ms before the revive time of its previous record's checkpoints "
+                        "(msgId M4)"),
+    ]
+    # One possible source without a checkpoint: not judged.
+    assert violations(c.NO_EARLY_DELIVERY, forked_pop_chain(5.0, None, 9.0)) == []
 
 
 def test_a_push_retry_is_not_judged_by_pop_checkpoints():

@@ -16,23 +16,34 @@ WHERE epoch_ms(c.store_ts) < TRY_CAST(c.properties['{{prop_timer_out_ms}}'] AS B
 UNION ALL
 -- and no 5.x POP retry is written before it could be revived: a RETRY hop in a POP retry topic (one
 -- with an origin topic in retry_topics) is stored no earlier than the earliest revive time of the
--- group's checkpoints of the record before it. A record with no checkpoint stored (the POP KV
--- service, a buffer-merged pop) is not judged.
-SELECT h.run_id, h.message_key, h."group",
-       'POP retry stored ' || CAST(epoch_ms(min(e.revive_ts)) - epoch_ms(h.store_ts) AS VARCHAR)
+-- group's checkpoints of a record it can have been revived from. The revive writes the popped
+-- record's reconsume times + 1 (PopReviveService.reviveRetry), so its source is a record of the
+-- message (shared, or the group's) one count below it, stored before it: after a crash lost a pop's
+-- ack or offset the same record is popped again and the chain forks, so the record just before
+-- it in hop order need not be its source. It is early only when it is before the revive time of
+-- every such record's checkpoints; where one of them has no checkpoint stored (the POP KV service,
+-- a buffer-merged pop), it is not judged.
+SELECT run_id, message_key, "group",
+       'POP retry stored ' || CAST(epoch_ms(min(revive_ts)) - epoch_ms(store_ts) AS VARCHAR)
        || ' ms before the revive time of its previous record''s checkpoints (msgId '
-       || coalesce(h.msg_id, '?') || ')'
-FROM message_hops h
-JOIN retry_topics r ON r.run_id = h.run_id AND r.broker = h.broker AND r.retry_topic = h.topic
-     AND r.origin_topic IS NOT NULL
-JOIN message_hops p ON p.run_id = h.run_id AND p.message_key = h.message_key AND p.hop_index = h.hop_index - 1
-     AND (p."group" = h."group" OR p."group" IS NULL)
-JOIN commitlog pc ON pc.run_id = p.run_id AND pc.broker = p.broker AND pc.phys_offset = p.phys_offset
-JOIN pop_evidence e ON e.run_id = h.run_id AND e.broker = p.broker AND e.kind = 'ck' AND e."group" = h."group"
-     AND e.topic = pc.topic AND e.queue_id = pc.queue_id AND list_contains(e.offsets, pc.queue_offset)
-WHERE h.hop_kind = 'RETRY'
-GROUP BY h.run_id, h.message_key, h."group", h.store_ts, h.msg_id
-HAVING min(e.revive_ts) > h.store_ts
+       || coalesce(msg_id, '?') || ')'
+FROM (SELECT h.run_id, h.message_key, h."group", h.store_ts, h.msg_id, h.broker, h.phys_offset,
+             p.broker AS p_broker, p.phys_offset AS p_offset, min(e.revive_ts) AS revive_ts
+      FROM message_hops h
+      JOIN retry_topics r ON r.run_id = h.run_id AND r.broker = h.broker AND r.retry_topic = h.topic
+           AND r.origin_topic IS NOT NULL
+      JOIN message_hops p ON p.run_id = h.run_id AND p.message_key = h.message_key
+           AND (p."group" = h."group" OR p."group" IS NULL)
+           AND p.reconsume_times = h.reconsume_times - 1 AND p.store_ts <= h.store_ts
+      JOIN commitlog pc ON pc.run_id = p.run_id AND pc.broker = p.broker AND pc.phys_offset = p.phys_offset
+      LEFT JOIN pop_evidence e ON e.run_id = h.run_id AND e.broker = p.broker AND e.kind = 'ck'
+           AND e."group" = h."group" AND e.topic = pc.topic AND e.queue_id = pc.queue_id
+           AND list_contains(e.offsets, pc.queue_offset)
+      WHERE h.hop_kind = 'RETRY'
+      GROUP BY h.run_id, h.message_key, h."group", h.store_ts, h.msg_id, h.broker, h.phys_offset,
+               p.broker, p.phys_offset) s
+GROUP BY run_id, message_key, "group", store_ts, msg_id, broker, phys_offset
+HAVING count(*) = count(revive_ts) AND min(revive_ts) > store_ts
 UNION ALL
 -- and, from the store alone (simulations and imports alike): no record the schedule re-put from a
 -- SCHEDULE record (a DELIVER, RETRY or DLQ hop keeping its DELAY) is stored before the due time of
