@@ -363,6 +363,14 @@ def _keep_logs(cluster: Cluster, work: Path) -> None:
                     *(own / f for f in ("broker.log", "pop.log", "store.log", "proxy.log"))):
             if src.exists():
                 shutil.copy(src, logs / f"{name}-{src.name}")
+    # The clients' own logs (the driver's and each side consumer's, under their homes' logs/; with
+    # the broker's jars on the class path a 5.x client logs through the broker's logback files):
+    # what a client dropped without a listener call (a pop past its invisible time, a dropped
+    # queue) is written only there.
+    clients = work / "cluster" / "driver"
+    for src in sorted(clients.glob("**/logs/**/*.log")):
+        first = src.relative_to(clients).parts[0]  # a side consumer's home, or the driver's logs/
+        shutil.copy(src, logs / f"{'driver' if first == 'logs' else first}-client-{src.name}")
 
 
 def _lineage(runs: list[Path], spark, engine: str = "spark") -> None:
