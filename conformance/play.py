@@ -70,6 +70,12 @@ class _Side:
         self.starts = 0
 
 
+def driver_home(work: Path) -> Path:
+    """The clients' home under a conformance run's work directory: the driver's ``logs/`` and
+    offsets, and a home per side consumer (and the gRPC driver) beneath it."""
+    return work / "cluster" / "driver"
+
+
 def _java(classes: Path, lib: Path, home: Path) -> list[str]:
     return ["java", *JDK17_FLAGS, *COMMON_FLAGS, *DRIVER_MEMORY, f"-Duser.home={home}",
             f"-Drocketmq.client.logRoot={home / 'logs'}",
@@ -139,7 +145,7 @@ def play(scenario: Scenario, classes: Path, lib: Path, plan_path: Path, work: Pa
     its listener calls are read from ``side/grpc.out`` like theirs.
     """
     say = log or (lambda _m: None)
-    home = work / "cluster" / "driver"
+    home = driver_home(work)
     home.mkdir(parents=True, exist_ok=True)
     side_dir = work / SIDE_DIR
     side_dir.mkdir(exist_ok=True)

@@ -30,7 +30,7 @@ from conformance import compare, jars, observed
 from conformance.cluster import BrokerSpec, Cluster
 from conformance.driver import compile_driver, compile_grpc_driver
 from conformance.plan import build_plan, check_groups, grpc_groups, is_grpc
-from conformance.play import SIDE_DIR, GrpcSide, Outage, play, side_consumers
+from conformance.play import SIDE_DIR, GrpcSide, Outage, driver_home, play, side_consumers
 
 BROKERS = ("broker-a", "broker-b")
 # A run on a DLedger group: one broker, broker-a, whose nodes are the group (cluster.py names them
@@ -367,7 +367,7 @@ def _keep_logs(cluster: Cluster, work: Path) -> None:
     # the broker's jars on the class path a 5.x client logs through the broker's logback files):
     # what a client dropped without a listener call (a pop past its invisible time, a dropped
     # queue) is written only there.
-    clients = work / "cluster" / "driver"
+    clients = driver_home(work)
     for src in sorted(clients.glob("**/logs/**/*.log")):
         first = src.relative_to(clients).parts[0]  # a side consumer's home, or the driver's logs/
         shutil.copy(src, logs / f"{'driver' if first == 'logs' else first}-client-{src.name}")

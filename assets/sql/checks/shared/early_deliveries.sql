@@ -27,8 +27,10 @@ SELECT run_id, message_key, "group",
        'POP retry stored ' || CAST(epoch_ms(min(revive_ts)) - epoch_ms(store_ts) AS VARCHAR)
        || ' ms before the revive time of its previous record''s checkpoints (msgId '
        || coalesce(msg_id, '?') || ')'
-FROM (SELECT h.run_id, h.message_key, h."group", h.store_ts, h.msg_id, h.broker, h.phys_offset,
-             p.broker AS p_broker, p.phys_offset AS p_offset, min(e.revive_ts) AS revive_ts
+FROM (-- One row per (retry, record it can come from): that record's earliest revive time (NULL
+      -- without a checkpoint).
+      SELECT h.run_id, h.message_key, h."group", h.store_ts, h.msg_id, h.broker, h.phys_offset,
+             min(e.revive_ts) AS revive_ts
       FROM message_hops h
       JOIN retry_topics r ON r.run_id = h.run_id AND r.broker = h.broker AND r.retry_topic = h.topic
            AND r.origin_topic IS NOT NULL
