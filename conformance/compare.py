@@ -41,6 +41,7 @@ from broker_core.names import (
     retry_topic,
 )
 from broker_core.sim.scenario import Scenario
+from conformance.client_logs import PopClientEvidence, read_pop_evidence
 from conformance.plan import is_grpc
 
 # The real scheduler re-checks a level every 100 ms and each put costs a few ms; the model runs
@@ -106,6 +107,12 @@ OFFSET_LOST = "offset_lost_in_broker_crash"
 # delivered, and a re-put no client was handed (a DLQ, or a retry the run ended before) is a copy
 # the clients' log cannot see.
 SCHEDULE_REPUT = "schedule_reput_after_broker_crash"
+# A POP group's records its client popped and never handed to a listener, each named by the client's
+# own log (conformance.client_logs): a request whose process queue a rebalance had dropped (after a
+# broker's return), one aborted past its invisible time, a record acked past the maximum. The
+# broker revived the dropped ones at the next count, so the store holds deliveries, retries and an
+# end the listeners' log cannot show.
+POP_UNHEARD = "pop_dropped_by_client"
 
 # Difference kinds the real broker and the model are known and documented to differ in.
 EXPLAINED = {
@@ -149,9 +156,12 @@ def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_i
         model_attempts = pq.read_table(work / "runs" / "model" / "parquet" / "consume_attempts").to_pylist()
         touched = in_outage(con, work, real_run_ids, attempts, outage_windows)
         check_trails(con, attempts, checks or {}, real_run_ids)
+        unheard = unheard_pops(con, real_run_ids, attempts, read_pop_evidence(work / "logs"),
+                               {g.name for g in scenario.groups if g.mode == POP_MODE and not is_grpc(g)})
         return {
             "lineage_vs_clients": lineage_vs_clients(
-                con, scenario, attempts, real_run_ids, in_outage=touched, stranded=stranded, killed=killed),
+                con, scenario, attempts, real_run_ids, in_outage=touched, stranded=stranded, killed=killed,
+                unheard=unheard),
             "transactions_vs_producers": transactions_vs_producers(con, real_run_ids, _client_calls(work)),
             "model_vs_real": model_vs_real(con, scenario, model_run_id, real_run_ids,
                                            redelivered=redelivered(model_attempts) | redelivered(attempts),
@@ -198,6 +208,53 @@ def duplicate_consumes(attempts: list[dict]) -> int:
     ok = Counter((a["group"], a["uniq_key"]) for a in attempts
                  if a["model"] == "CLUSTERING" and a["status"] == SUCCESS)
     return sum(n - 1 for n in ok.values())
+
+
+def unheard_pops(con, real_run_ids: list[str], attempts: list[dict], evidence: PopClientEvidence,
+                 pop_groups: set[str]) -> frozenset[tuple[str, str]]:
+    """(group, msgId) of the records a remoting POP group's clients popped and never handed to a
+    listener, as their logs say (:mod:`conformance.client_logs`): a record acked past the maximum
+    (its msgId in the log), a request aborted past its invisible time (its pop time in the log and in
+    the record's checkpoint), and a request whose process queue was dropped. A dropped request's
+    line names its group, broker and time only: each line stands for one record of that group and
+    broker that no listener got, popped (its checkpoint's pop time) at or before the line and
+    revived no earlier, matched in pop-time order."""
+    if not evidence or not pop_groups:
+        return frozenset()
+    if not _rows(con, "SELECT 1 FROM information_schema.tables WHERE table_name = 'pop_evidence'", []):
+        return frozenset()
+    heard = {(a["group"], a["msg_id"]) for a in attempts}
+    run_marks = ", ".join("?" for _ in real_run_ids)
+    group_marks = ", ".join("?" for _ in pop_groups)
+    popped = _rows(con, f"""
+        SELECT DISTINCT p."group", c.broker, c.msg_id, epoch_ms(p.pop_ts) AS pop_ms, epoch_ms(p.revive_ts) AS revive_ms
+        FROM pop_evidence p
+        JOIN commitlog c ON c.run_id = p.run_id AND c.broker = p.broker AND c.topic = p.topic
+                        AND c.queue_id = p.queue_id AND list_contains(p.offsets, c.queue_offset)
+        WHERE p.kind = 'ck' AND p.run_id IN ({run_marks}) AND p."group" IN ({group_marks})
+        ORDER BY pop_ms, c.msg_id""", [*real_run_ids, *sorted(pop_groups)])
+    out = set()
+    for r in popped:
+        record = (r["group"], r["msg_id"])
+        if record in heard:
+            continue
+        if r["msg_id"].upper() in evidence.acked_past_max or (
+                (r["group"], r["broker"], r["pop_ms"]) in evidence.timed_out):
+            out.add(record)
+    lines = {k: list(v) for k, v in evidence.dropped.items()}
+    for r in popped:
+        record = (r["group"], r["msg_id"])
+        stamps = lines.get((r["group"], r["broker"]))
+        if record in heard or record in out or not stamps:
+            continue
+        # The line is at or after the pop (its stamp is the start of a span of stamp_ms) and no later
+        # than the revive that followed.
+        for i, (ms, width) in enumerate(stamps):
+            if ms + width > r["pop_ms"] and ms <= r["revive_ms"]:
+                out.add(record)
+                del stamps[i]
+                break
+    return frozenset(out)
 
 
 def _client_attempts(work: Path) -> list[dict]:
@@ -339,10 +396,13 @@ def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) ->
 
 def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_ids: list[str],
                        in_outage: set[str] = frozenset(), stranded: frozenset[str] = frozenset(),
-                       killed: frozenset[str] = frozenset()) -> dict:
+                       killed: frozenset[str] = frozenset(),
+                       unheard: frozenset[tuple[str, str]] = frozenset()) -> dict:
     """``in_outage``: the messages an outage touched; ``stranded``: the brokers killed and never
     started again, whose role no replica took over (:func:`stranded_brokers`); ``killed``: every
-    broker an outage killed (:func:`killed_brokers`)."""
+    broker an outage killed (:func:`killed_brokers`); ``unheard``: (group, msgId) of the records a
+    POP group's clients popped and, as their logs say, never handed to a listener
+    (:func:`unheard_pops`)."""
     models = {g.name: g.model for g in scenario.groups}
     modes = {g.name: g.mode for g in scenario.groups}
     semantics = semantics_for(scenario.broker.semantics)
@@ -379,19 +439,18 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
             continue
         compared.add(key)
         delivered = _delivered(calls)
-        audit = _consumable(hops.get(key, []), group,
-                            max_attempts(max_by_group[group]) if group in grpc else None)
-        # One sequence of deliveries has one order. Where the clients were handed the same attempt
-        # more than once (a crash lost a committed offset, or a restarted broker re-put schedule
-        # records), several sequences run at once over different queues and brokers, and the
-        # order in which their records were stored is not the order the consumers pulled them: there
-        # the deliveries are compared as a multiset.
-        if len(set(delivered)) == len(delivered):
-            same = audit == delivered
-        else:
-            same = Counter(audit) == Counter(delivered)
-        if not same:
-            disagree(key, group, "deliveries", audit, delivered)
+        handed_below = max_attempts(max_by_group[group]) if group in grpc else None
+        audit = _consumable(hops.get(key, []), group, handed_below)
+        # A POP group's records its clients' logs say no listener got (POP_UNHEARD): what the
+        # listeners could have seen of the store is the rest.
+        skipped = {h["msg_id"] for h in hops.get(key, []) if (group, h["msg_id"]) in unheard}
+        heard = (_consumable([h for h in hops.get(key, []) if h["msg_id"] not in skipped], group, handed_below)
+                 if skipped else audit)
+        if not _same_deliveries(audit, delivered):
+            if skipped and _same_deliveries(heard, delivered):
+                explained[key] = POP_UNHEARD
+            else:
+                disagree(key, group, "deliveries", audit, delivered)
         # Attempts that failed (a redelivered attempt counts once): max + 1 of them mean the DLQ.
         failures = len({c["reconsume_times"] for c in calls if c["status"] != SUCCESS})
         # A retry the client sent itself (the broker refused the send-back) carries RECONSUME_TIME
@@ -428,29 +487,11 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         chain = lineage.get((key, group))
         state = chain["final_state"] if chain else None
         if state not in accepted:
-            if (key in in_outage and state in ("UNCONSUMED", "RETRYING") and expected_state == "CONSUMED"
-                    and _committed_behind(con, real_run_ids, group, calls)):
-                # The store is right from where it stands: its committed offset lost the consume
-                # (of the message, or of its last retry) with the broker's crash, and the broker
-                # will deliver the record again.
-                explained[key] = OFFSET_LOST
-            elif (key in in_outage and state == "RETRYING" and expected_state in ("CONSUMED", "DLQ")
-                    and _last_hop_stranded(hops.get(key, []), group, stranded)):
-                # The broker stored a send-back (or a client's own send) and died before its
-                # schedule put the retry out; it never came back, and the clients went on
-                # without it (their fallback send, their own re-consume, the DLQ through another broker).
-                explained[key] = SCHEDULE_STRANDED
-            elif (key in in_outage and state == "UNCONSUMED" and expected_state in ("RETRYING", "DLQ")
-                    and not _retries_stored(con, real_run_ids, key, group)):
-                # The clients' retries of it were their own and died with the queue they dropped;
-                # the store's unconsumed record is what the broker will hand out again.
-                explained[key] = RETRY_HELD_BY_CLIENT
-            elif (key, group) in cut and expected_state != "CONSUMED":
-                # The client's send-back was acknowledged by a controller-mode master that died
-                # before its slave had the record (a send-back does not wait for replicas): the
-                # failover cut it, the group's offset is past the message, and the audit names it
-                # (anomaly FAILOVER_CUT) where the chain ends.
-                explained[key] = "send_back_cut_at_failover"
+            why = _end_explained(con, real_run_ids, key, group, calls, (state, expected_state), hops.get(key, []),
+                                 outage=key in in_outage, stranded=stranded, skipped=skipped,
+                                 cut=(key, group) in cut)
+            if why:
+                explained[key] = why
             else:
                 disagree(key, group, "final_state", state, expected_state)
         # The chain's depth: the deepest attempt, however many times it was handed out.
@@ -465,6 +506,8 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         if chain is not None and chain["retries"] != retries_seen:
             if count_lost:
                 explained[key] = RETRY_COUNT_LOST
+            elif skipped and _clients_depth(heard) == retries_seen:
+                explained[key] = POP_UNHEARD
             else:
                 disagree(key, group, "retries", chain["retries"], retries_seen)
         # A concurrent remoting group's copies: what the lineage counts as forks against what the
@@ -660,6 +703,62 @@ def _retry_count_lost(hops: list[dict], group: str) -> bool:
     """Whether the group's chain holds a retry record whose reconsume count is 0: no broker
     send-back and no first client send writes one (docs/conformance.md, "Broker outages")."""
     return any(h["group"] == group and h["hop_kind"] == "RETRY" and h["reconsume_times"] == 0 for h in hops)
+
+
+def _end_explained(con, real_run_ids: list[str], key: str, group: str, calls: list[dict],
+                   states: tuple[str | None, str], hops: list[dict], *, outage: bool, stranded: frozenset[str],
+                   skipped: set[str], cut: bool) -> str | None:
+    """Why a chain may end in the store (``states``: the audit's final state, the clients') where the
+    clients saw it end otherwise, or None. ``hops``: the message's, in hop order; ``outage``: an outage
+    touched it; ``skipped``: its records the group's clients popped and never handed to a listener;
+    ``cut``: a failover cut a record of the chain."""
+    state, expected_state = states
+    if (outage and state in ("UNCONSUMED", "RETRYING") and expected_state == "CONSUMED"
+            and _committed_behind(con, real_run_ids, group, calls)):
+        # The store is right from where it stands: its committed offset lost the consume
+        # (of the message, or of its last retry) with the broker's crash, and the broker
+        # will deliver the record again.
+        return OFFSET_LOST
+    if (outage and state == "RETRYING" and expected_state in ("CONSUMED", "DLQ")
+            and _last_hop_stranded(hops, group, stranded)):
+        # The broker stored a send-back (or a client's own send) and died before its
+        # schedule put the retry out; it never came back, and the clients went on
+        # without it (their fallback send, their own re-consume, the DLQ through another broker).
+        return SCHEDULE_STRANDED
+    if (outage and state == "UNCONSUMED" and expected_state in ("RETRYING", "DLQ")
+            and not _retries_stored(con, real_run_ids, key, group)):
+        # The clients' retries of it were their own and died with the queue they dropped;
+        # the store's unconsumed record is what the broker will hand out again.
+        return RETRY_HELD_BY_CLIENT
+    if _last_consumable_in(hops, group, skipped):
+        # The store's end is a record no listener got: acked by the client past the
+        # maximum (CONSUMED), or dropped and revived (RETRYING).
+        return POP_UNHEARD
+    if cut and expected_state != "CONSUMED":
+        # The client's send-back was acknowledged by a controller-mode master that died
+        # before its slave had the record (a send-back does not wait for replicas): the
+        # failover cut it, the group's offset is past the message, and the audit names it
+        # (anomaly FAILOVER_CUT) where the chain ends.
+        return "send_back_cut_at_failover"
+    return None
+
+
+def _same_deliveries(audit: list[tuple[str, int]], delivered: list[tuple[str, int]]) -> bool:
+    """One sequence of deliveries has one order. Where the clients were handed the same attempt
+    more than once (a crash lost a committed offset, or a restarted broker re-put schedule
+    records), several sequences run at once over different queues and brokers, and the order in
+    which their records were stored is not the order the consumers pulled them: there the
+    deliveries are compared as a multiset."""
+    if len(set(delivered)) == len(delivered):
+        return audit == delivered
+    return Counter(audit) == Counter(delivered)
+
+
+def _last_consumable_in(hops: list[dict], group: str, records: set[str]) -> bool:
+    """Whether the last record of ``group``'s chain a consumer is handed is one of ``records``
+    (msgIds); ``hops`` is in hop order (:func:`_hops`)."""
+    mine = [h for h in hops if h["group"] in (None, group) and h["hop_kind"] in ("PUBLISH", "DELIVER", "RETRY")]
+    return bool(records) and bool(mine) and mine[-1]["msg_id"] in records
 
 
 def _delivered(calls: list[dict]) -> list[tuple[str, int]]:
