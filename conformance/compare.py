@@ -250,7 +250,7 @@ def unheard_pops(con, real_run_ids: list[str], attempts: list[dict], evidence: P
         # The line is at or after the pop (its stamp is the start of a span of stamp_ms) and no later
         # than the revive that followed.
         for i, (ms, width) in enumerate(stamps):
-            if ms + width > r["pop_ms"] and ms <= r["revive_ms"]:
+            if ms + width > r["pop_ms"] and (r["revive_ms"] is None or ms <= r["revive_ms"]):
                 out.add(record)
                 del stamps[i]
                 break
