@@ -26,6 +26,8 @@ def format_summary(report: dict, out: Path) -> str:
         f"({', '.join(report['brokers'])}) -> {out}",
         f"  audit vs real clients: {lvc['messages']} messages, {lvc['agree']} agree, {lvc['disagree']} disagree"
         f" ({lvc['pairs_compared']} message/group pairs, {lvc['delayed_hops_checked']} delayed hops checked)",
+        # Messages whose difference from the clients' log a documented cause explains (agreeing).
+        *(f"    explained {kind}: {count}" for kind, count in sorted(lvc.get("explained", {}).items())),
         f"  model vs real broker:  {mvr['messages']} messages, {mvr['identical']} identical, "
         f"{mvr['explained']} explained, {mvr['unexplained']} unexplained "
         f"({mvr['hops']['model']} model hops, {mvr['hops']['real']} real hops)",

@@ -55,3 +55,16 @@ def test_a_failed_report_is_explained_failures_first_and_short():
     assert "delay_lateness" not in text  # a check that does not block is no failure
     assert lines[-3].startswith("faults: ") and len(text) <= 6000
     assert explain_failures(_report(lineage_vs_clients={"disagree": 0})).startswith("no failure")
+
+
+def test_the_messages_an_explained_cause_agrees_are_counted_under_the_clients_line():
+    """A chain whose difference from the clients' log a documented cause explains is counted, per
+    cause, under the audit-vs-clients line (not under the model's); none, no line."""
+    report = _report()
+    report["lineage_vs_clients"]["explained"] = {"pop_dropped_by_client": 3, "offset_lost_in_broker_crash": 1}
+    lines = format_summary(report, Path("out")).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  audit vs real clients:"))
+    assert lines[at + 1:at + 3] == ["    explained offset_lost_in_broker_crash: 1",
+                                    "    explained pop_dropped_by_client: 3"]
+    assert lines[at + 3].startswith("  model vs real broker:")
+    assert "    explained" not in format_summary(_report(), Path("out"))
