@@ -243,3 +243,19 @@ def test_first_run_writes_its_table(results, data_dir):
     for r in rows:
         session, hops, lineage = number(r[7]), number(r[8]), number(r[9])
         assert 0 < session <= hops <= lineage <= number(r[4]), r
+
+
+# A Spark session on a small run, four jobs twice: about a minute of both cores (make test-all).
+@pytest.mark.slow
+def test_lineage_one_pass_writes_its_table(results, data_dir):
+    """The one-pass benchmark times the floor, both round trips and today's lineage in one session,
+    each against the floor's median wall time."""
+    text = run_bench("lineage_one_pass", results, "--quick", "--data-dir", str(data_dir))
+    assert_table(text, "A one-pass Spark lineage's round trip",
+                 ["job", "median wall s", "median JVM CPU s", "over the floor"], 4)
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in text.splitlines()
+            if line.startswith("| first-run-small ")]
+    assert [r[2] for r in rows] == ["floor", "round trip", "round trip + 3 rules", "lineage"]
+    floor = number(rows[0][3])
+    for r in rows:
+        assert number(r[6]) == pytest.approx(number(r[3]) / floor, rel=0.05, abs=0.01), r  # rounded walls
