@@ -41,6 +41,7 @@ from broker_core.names import (
     retry_topic,
 )
 from broker_core.sim.scenario import Scenario
+from conformance.broker_logs import rejoin_cuts
 from conformance.client_logs import PopClientEvidence, read_pop_evidence
 from conformance.plan import is_grpc
 
@@ -161,7 +162,7 @@ def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_i
         return {
             "lineage_vs_clients": lineage_vs_clients(
                 con, scenario, attempts, real_run_ids, in_outage=touched, stranded=stranded, killed=killed,
-                unheard=unheard),
+                unheard=unheard, rejoin_cut=bool(rejoin_cuts(work / "logs"))),
             "transactions_vs_producers": transactions_vs_producers(con, real_run_ids, _client_calls(work)),
             "model_vs_real": model_vs_real(con, scenario, model_run_id, real_run_ids,
                                            redelivered=redelivered(model_attempts) | redelivered(attempts),
@@ -397,12 +398,14 @@ def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) ->
 def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_ids: list[str],
                        in_outage: set[str] = frozenset(), stranded: frozenset[str] = frozenset(),
                        killed: frozenset[str] = frozenset(),
-                       unheard: frozenset[tuple[str, str]] = frozenset()) -> dict:
+                       unheard: frozenset[tuple[str, str]] = frozenset(), rejoin_cut: bool = False) -> dict:
     """``in_outage``: the messages an outage touched; ``stranded``: the brokers killed and never
     started again, whose role no replica took over (:func:`stranded_brokers`); ``killed``: every
     broker an outage killed (:func:`killed_brokers`); ``unheard``: (group, msgId) of the records a
     POP group's clients popped and, as their logs say, never handed to a listener
-    (:func:`unheard_pops`)."""
+    (:func:`unheard_pops`); ``rejoin_cut``: a killed controller-mode master, started again, truncated
+    records of its own that its slave never had (:func:`conformance.broker_logs.rejoin_cuts`), so no
+    store holds them."""
     models = {g.name: g.model for g in scenario.groups}
     modes = {g.name: g.mode for g in scenario.groups}
     semantics = semantics_for(scenario.broker.semantics)
@@ -489,7 +492,9 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         if state not in accepted:
             why = _end_explained(con, real_run_ids, key, group, calls, (state, expected_state), hops.get(key, []),
                                  outage=key in in_outage, stranded=stranded, skipped=skipped,
-                                 cut=(key, group) in cut)
+                                 cut=(key, group) in cut or (
+                                     rejoin_cut and key in in_outage and state == "CONSUMED"
+                                     and _send_back_absent(hops.get(key, []), group, calls)))
             if why:
                 explained[key] = why
             else:
@@ -711,7 +716,8 @@ def _end_explained(con, real_run_ids: list[str], key: str, group: str, calls: li
     """Why a chain may end in the store (``states``: the audit's final state, the clients') where the
     clients saw it end otherwise, or None. ``hops``: the message's, in hop order; ``outage``: an outage
     touched it; ``skipped``: its records the group's clients popped and never handed to a listener;
-    ``cut``: a failover cut a record of the chain."""
+    ``cut``: a failover cut a record of the chain (anomaly FAILOVER_CUT names it, or a rejoining old master
+    truncated a tail of its log and the chain lacks the send-back its clients made)."""
     state, expected_state = states
     if (outage and state in ("UNCONSUMED", "RETRYING") and expected_state == "CONSUMED"
             and _committed_behind(con, real_run_ids, group, calls)):
@@ -741,6 +747,15 @@ def _end_explained(con, real_run_ids: list[str], key: str, group: str, calls: li
         # (anomaly FAILOVER_CUT) where the chain ends.
         return "send_back_cut_at_failover"
     return None
+
+
+def _send_back_absent(hops: list[dict], group: str, calls: list[dict]) -> bool:
+    """Whether the group's last call of a message failed and was sent back, and the store holds no
+    record of that send-back (a group record at a higher count than the call's)."""
+    last = calls[-1]
+    return (last["status"] != SUCCESS and last["outcome"] == SENT_BACK
+            and not any(h["group"] == group and h["hop_kind"] in ("SCHEDULE", "RETRY", "DLQ")
+                        and h["reconsume_times"] > last["reconsume_times"] for h in hops))
 
 
 def _same_deliveries(audit: list[tuple[str, int]], delivered: list[tuple[str, int]]) -> bool:

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from compare_rows import real_run
 from testdata import CONTROLLER_FIXTURES, CONTROLLER_NEW_MASTER, CONTROLLER_OLD_MASTER
 
 from assets.lineage_duckdb import run_lineage_duckdb
@@ -16,6 +17,7 @@ from broker_core.export.store_import import import_store
 from broker_core.sim.scenario import load_scenario
 from broker_core.store.controller_files import EPOCH_FILE, IDENTITY_FILE
 from conformance import compare
+from conformance.broker_logs import rejoin_cuts
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = load_scenario(ROOT / "scenarios" / "conformance-controller.yaml").with_semantics("5.x")
@@ -60,3 +62,45 @@ def test_without_the_epochs_the_cut_send_back_is_a_disagreement(tmp_path, copies
     result = _audit(tmp_path, new, old)
     assert result["disagree"] == 1 and result["explained"] == {}
     assert result["examples"][0]["group"] == "notice-service"
+
+
+# The lines a real 5.3.3 old master wrote to its store log when it was started again 12 s after the
+# kill (scenarios/conformance-controller.yaml, --controller-nodes 2 --broker-outage broker-a@8s-20s).
+REJOIN_CUT = """2026-11-29 14:50:34 INFO AutoSwitchHAClient - local epoch entries is [EpochEntry{epoch=1, startOffset=0, endOffset=43969}]
+2026-11-29 14:50:34 INFO AutoSwitchHAClient - truncateOffset is 43470
+2026-11-29 14:50:34 INFO AutoSwitchHAClient - truncate dirty files to 43470
+"""
+# A rejoin that found no tail of its own (docs/decisions.md, "Controller-mode stores").
+REJOIN_CLEAN = """2026-11-28 10:02:11 INFO AutoSwitchHAClient - local epoch entries is [EpochEntry{epoch=1, startOffset=0, endOffset=109859}]
+2026-11-28 10:02:11 INFO AutoSwitchHAClient - truncateOffset is 109859
+"""
+
+
+def test_a_rejoining_old_masters_cut_is_read_from_its_store_log(tmp_path):
+    (tmp_path / "broker-a-n0-store.log").write_text("2026-11-29 14:49:54 INFO main - TruncateOffset is -1\n"
+                                                    + REJOIN_CUT)
+    (tmp_path / "broker-a-n1-store.log").write_text(REJOIN_CLEAN)
+    assert rejoin_cuts(tmp_path) == [("broker-a-n0", 43470, 43969)]
+    assert rejoin_cuts(tmp_path / "missing") == []
+
+
+@pytest.mark.parametrize("rejoin_cut, in_outage, hops, explained", [
+    (True, True, [("PUBLISH", "OrderTopic", 0, 0)], True),
+    (False, True, [("PUBLISH", "OrderTopic", 0, 0)], False),   # no tail cut: the store lost nothing
+    (True, False, [("PUBLISH", "OrderTopic", 0, 0)], False),   # the message was not in the outage
+    # the store holds the send-back: the cut was not it
+    (True, True, [("PUBLISH", "OrderTopic", 0, 0), ("SCHEDULE", "SCHEDULE_TOPIC_XXXX", 3, 1)], False),
+])
+def test_a_send_back_a_rejoining_old_master_truncated_is_explained(rejoin_cut, in_outage, hops, explained):
+    """order-service's listener failed a message 90 ms before its controller-mode master was killed;
+    the client's send-back was acknowledged and never replicated, and the old master cut it from its
+    log when it rejoined, so no store holds it: the chain is CONSUMED (the offset moved past the
+    message), where the clients' log ends in the failure."""
+    key, group = "0A0001013A39415EBB5700001F400040", "order-service"
+    con, attempts = real_run(RUN, key, group, hops, 0, ["RECONSUME_LATER"], ["SENT_BACK"], final_state="CONSUMED")
+    result = compare.lineage_vs_clients(con, SCENARIO, attempts, [RUN], in_outage={key} if in_outage else set(),
+                                        rejoin_cut=rejoin_cut)
+    if explained:
+        assert (result["disagree"], result["explained"]) == (0, {"send_back_cut_at_failover": 1})
+    else:
+        assert [e["what"] for e in result["examples"]] == ["final_state"], result["examples"]
