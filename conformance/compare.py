@@ -157,12 +157,15 @@ def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_i
         model_attempts = pq.read_table(work / "runs" / "model" / "parquet" / "consume_attempts").to_pylist()
         touched = in_outage(con, work, real_run_ids, attempts, outage_windows)
         check_trails(con, attempts, checks or {}, real_run_ids)
+        cuts = rejoin_cuts(work / "logs")
         unheard = unheard_pops(con, real_run_ids, attempts, read_pop_evidence(work / "logs"),
                                {g.name for g in scenario.groups if g.mode == POP_MODE and not is_grpc(g)})
         return {
             "lineage_vs_clients": lineage_vs_clients(
                 con, scenario, attempts, real_run_ids, in_outage=touched, stranded=stranded, killed=killed,
-                unheard=unheard, rejoin_cut=bool(rejoin_cuts(work / "logs"))),
+                unheard=unheard, rejoin_cut=bool(cuts)),
+            # What a controller-mode old master cut from its own log as it rejoined (its store log).
+            "rejoin_cuts": [{"node": node, "from_offset": lo, "to_offset": hi} for node, lo, hi in cuts],
             "transactions_vs_producers": transactions_vs_producers(con, real_run_ids, _client_calls(work)),
             "model_vs_real": model_vs_real(con, scenario, model_run_id, real_run_ids,
                                            redelivered=redelivered(model_attempts) | redelivered(attempts),

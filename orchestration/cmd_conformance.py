@@ -52,6 +52,9 @@ def format_summary(report: dict, out: Path) -> str:
     dup = report.get("duplicates")
     if dup:
         lines.append(f"  duplicate consumes: model {dup['model']}, real {dup['real']}")
+    for cut in report.get("rejoin_cuts", []):
+        lines.append(f"  {cut['node']} cut its log from {cut['from_offset']:,} to {cut['to_offset']:,} "
+                     "as it rejoined (records its slave never had)")
     if report.get("revives_lost"):
         lines.append(f"  revives the brokers dropped (anomaly REVIVE_LOST): {len(report['revives_lost'])}, "
                      f"e.g. {report['revives_lost'][0]['message_key']} ({report['revives_lost'][0]['group']})")

@@ -68,3 +68,10 @@ def test_the_messages_an_explained_cause_agrees_are_counted_under_the_clients_li
                                     "    explained pop_dropped_by_client: 3"]
     assert lines[at + 3].startswith("  model vs real broker:")
     assert "    explained" not in format_summary(_report(), Path("out"))
+
+
+def test_a_rejoining_old_masters_cut_is_named_in_the_summary():
+    report = _report(rejoin_cuts=[{"node": "broker-a-n0", "from_offset": 43470, "to_offset": 43969}])
+    assert ("  broker-a-n0 cut its log from 43,470 to 43,969 as it rejoined (records its slave never had)"
+            in format_summary(report, Path("out")).splitlines())
+    assert "rejoined" not in format_summary(_report(), Path("out"))
