@@ -747,7 +747,8 @@ def _end_explained(con, real_run_ids: list[str], key: str, group: str, calls: li
         # The client's send-back was acknowledged by a controller-mode master that died
         # before its slave had the record (a send-back does not wait for replicas): the
         # failover cut it, the group's offset is past the message, and the audit names it
-        # (anomaly FAILOVER_CUT) where the chain ends.
+        # (anomaly FAILOVER_CUT) where the chain ends; or, the old master started again and
+        # truncated it as it rejoined, its own store log says so.
         return "send_back_cut_at_failover"
     return None
 
