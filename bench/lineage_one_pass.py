@@ -33,12 +33,12 @@ from pathlib import Path
 
 from assets.lineage import RECORD_COLUMNS, run_lineage
 from assets.lineage_engine import commitlog_parquet_bytes
-from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for, spark_session
+from assets.spark import spark_session
 from assets.warehouse import table_rows
 from bench import common
 from bench.audit_e2e import say
 from bench.common import load_note, write_result
-from bench.lineage_scale import FLOOR_KEY, jvm_cpu_clock, spark_floor
+from bench.lineage_scale import FLOOR_KEY, floor_records, jvm_cpu_clock, spark_floor
 
 ROUNDS_DEFAULT = 3
 MILLION_SET = "set-1000000-m500000"
@@ -53,11 +53,7 @@ def round_trip(spark, run_dir: Path, out: Path, rules: bool) -> None:
     """The floor's sorted records, gathered per message and exploded back (with ``rules``: three
     per-message facts beside each record), written as Parquet."""
     shutil.rmtree(out, ignore_errors=True)
-    partitions = (shuffle_partitions_for(commitlog_parquet_bytes(run_dir))
-                  or int(spark.conf.get(SHUFFLE_PARTITIONS_KEY)))
-    (spark.read.parquet(f"{run_dir}/parquet/commitlog").select(*RECORD_COLUMNS)
-     .repartitionByRange(partitions, *FLOOR_KEY[:2]).sortWithinPartitions(*FLOOR_KEY)
-     .createOrReplaceTempView("one_pass_records"))
+    floor_records(spark, run_dir).createOrReplaceTempView("one_pass_records")
     fields = ", ".join(c for c in RECORD_COLUMNS if c not in FLOOR_KEY[:2])
     # collect_list's default plan is a hash aggregate that falls back to sorting the rows again;
     # the sort aggregate reads the records in the order they arrive, one message after another.

@@ -163,20 +163,24 @@ def duckdb_lineage(run_dir: Path, out: Path, memory_limit: str | None = None,
 FLOOR_KEY = ("run_id", "uniq_key", "store_ts", "phys_offset")
 
 
-def spark_floor(spark, run_dir: Path, out: Path) -> None:
-    """The least a Spark lineage does: read the commit-log columns it uses, range-partition the
-    records by message (one shuffle), sort within partitions and write them as Parquet."""
+def floor_records(spark, run_dir: Path):
+    """The floor's frame: the commit-log columns a Spark lineage uses, range-partitioned by message
+    (one shuffle) and sorted within the partitions."""
     from assets.lineage import RECORD_COLUMNS, commitlog_parquet_bytes
     from assets.spark import SHUFFLE_PARTITIONS_KEY, shuffle_partitions_for
 
-    shutil.rmtree(out, ignore_errors=True)
     # As many partitions as run_lineage gives the same input: the session's default (4) ran out of
     # its 1 GiB heap writing the 50M-record floor.
     partitions = shuffle_partitions_for(commitlog_parquet_bytes(run_dir))
     partitions = partitions or int(spark.conf.get(SHUFFLE_PARTITIONS_KEY))
-    (spark.read.parquet(f"{run_dir}/parquet/commitlog").select(*RECORD_COLUMNS)
-     .repartitionByRange(partitions, *FLOOR_KEY[:2]).sortWithinPartitions(*FLOOR_KEY)
-     .write.parquet(str(out)))
+    return (spark.read.parquet(f"{run_dir}/parquet/commitlog").select(*RECORD_COLUMNS)
+            .repartitionByRange(partitions, *FLOOR_KEY[:2]).sortWithinPartitions(*FLOOR_KEY))
+
+
+def spark_floor(spark, run_dir: Path, out: Path) -> None:
+    """The least a Spark lineage does: the floor's frame (:func:`floor_records`) written as Parquet."""
+    shutil.rmtree(out, ignore_errors=True)
+    floor_records(spark, run_dir).write.parquet(str(out))
 
 
 def duckdb_floor(run_dir: Path, out: Path, memory_limit: str | None = None) -> None:
