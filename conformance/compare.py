@@ -137,6 +137,11 @@ def _rows(con, sql: str, params: list | None = None) -> list[dict]:
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
+def _has_table(con, name: str) -> bool:
+    """Whether the warehouse has ``name`` (one built from the lineage alone has fewer tables)."""
+    return bool(_rows(con, "SELECT 1 FROM information_schema.tables WHERE table_name = ?", [name]))
+
+
 def _max_reconsume(scenario: Scenario) -> dict[str, int]:
     """Each group's retry maximum: a gRPC group's ``retryMaxTimes`` (the proxy's), else its
     client's maxReconsumeTimes."""
@@ -225,7 +230,7 @@ def unheard_pops(con, real_run_ids: list[str], attempts: list[dict], evidence: P
     revived no earlier, matched in pop-time order."""
     if not evidence or not pop_groups:
         return frozenset()
-    if not _rows(con, "SELECT 1 FROM information_schema.tables WHERE table_name = 'pop_evidence'", []):
+    if not _has_table(con, "pop_evidence"):
         return frozenset()
     heard = {(a["group"], a["msg_id"]) for a in attempts}
     run_marks = ", ".join("?" for _ in real_run_ids)
@@ -293,7 +298,7 @@ def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
 def _failover_cut(con, run_ids: list[str]) -> set[tuple[str, str]]:
     """(message, group) of every record a controller-mode failover cut (anomaly FAILOVER_CUT); none
     where the warehouse has no anomalies table (one built from the lineage alone)."""
-    if not _rows(con, "SELECT 1 FROM information_schema.tables WHERE table_name = 'anomalies'", []):
+    if not _has_table(con, "anomalies"):
         return set()
     marks = ", ".join("?" for _ in run_ids)
     return {(r["message_key"], r["group"]) for r in _rows(con, f"""
