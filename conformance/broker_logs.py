@@ -14,11 +14,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["rejoin_cuts"]
+__all__ = ["cut_bytes_by_broker", "rejoin_cuts"]
 
 _LOCAL_EPOCHS = re.compile(r"local epoch entries is \[(.*)\]")
 _END_OFFSET = re.compile(r"endOffset=(-?\d+)")
 _TRUNCATE = re.compile(r"truncateOffset is (-?\d+)")
+# A node of a replicated broker is named <broker>-n<index> (conformance.cluster.dledger_node_name).
+_NODE_SUFFIX = re.compile(r"-n\d+$")
 
 
 def rejoin_cuts(logs: Path) -> list[tuple[str, int, int]]:
@@ -39,4 +41,14 @@ def rejoin_cuts(logs: Path) -> list[tuple[str, int, int]]:
                     if local_end > int(truncate[1]) >= 0:
                         out.append((path.name.removesuffix("-store.log"), int(truncate[1]), local_end))
                     local_end = None
+    return out
+
+
+def cut_bytes_by_broker(cuts: list[tuple[str, int, int]]) -> dict[str, int]:
+    """The bytes the rejoining nodes of each broker cut from their logs (``rejoin_cuts``), by broker
+    name: the most records of that broker no store holds can fill."""
+    out: dict[str, int] = {}
+    for node, lo, hi in cuts:
+        broker = _NODE_SUFFIX.sub("", node)
+        out[broker] = out.get(broker, 0) + hi - lo
     return out

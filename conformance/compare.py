@@ -30,6 +30,7 @@ from broker_core.broker.proxy import max_attempts
 from broker_core.broker.semantics import semantics_for
 from broker_core.client.behavior import DLQ_REQUESTED
 from broker_core.client.pop_consumer import CLIENT_GRPC_FIFO, POP_MODE
+from broker_core.codec import PROPERTIES_LENGTH_FIELD_BYTES, RECORD_FIXED_V4_BYTES
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels
 from broker_core.message import PROP_ORIGIN_MESSAGE_ID, PROP_REAL_TOPIC
@@ -41,7 +42,7 @@ from broker_core.names import (
     retry_topic,
 )
 from broker_core.sim.scenario import Scenario
-from conformance.broker_logs import rejoin_cuts
+from conformance.broker_logs import cut_bytes_by_broker, rejoin_cuts
 from conformance.client_logs import PopClientEvidence, read_pop_evidence
 from conformance.plan import is_grpc
 
@@ -81,6 +82,8 @@ DECIDED_BY_ANSWER = {"COMMIT_MESSAGE": "COMMITTED", "ROLLBACK_MESSAGE": "ROLLED_
 NEVER_DECIDED = frozenset({"DISCARDED", "UNDECIDED"})
 # Topics whose queue number means something (the delay level's queue, the one retry/DLQ queue).
 _SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
+# A send-back a controller-mode failover cut (anomaly FAILOVER_CUT, or a rejoining master's log).
+CUT_AT_FAILOVER = "send_back_cut_at_failover"
 
 # lineage_vs_clients.explained: a chain whose retry count a producer's resend lost; a chain with
 # a copy its client sent after a send-back whose reply a killed broker never gave.
@@ -168,7 +171,7 @@ def compare_all(work: Path, scenario: Scenario, *, model_run_id: str, real_run_i
         return {
             "lineage_vs_clients": lineage_vs_clients(
                 con, scenario, attempts, real_run_ids, in_outage=touched, stranded=stranded, killed=killed,
-                unheard=unheard, rejoin_cut=bool(cuts)),
+                unheard=unheard, rejoin_cut=cut_bytes_by_broker(cuts)),
             # What a controller-mode old master cut from its own log as it rejoined (its store log).
             "rejoin_cuts": [{"node": node, "from_offset": lo, "to_offset": hi} for node, lo, hi in cuts],
             "transactions_vs_producers": transactions_vs_producers(con, real_run_ids, _client_calls(work)),
@@ -286,7 +289,8 @@ def _hops(con, run_ids: list[str]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = defaultdict(list)
     for h in _rows(con, f"""
             SELECT h.run_id, h.message_key, h."group", h.hop_index, h.hop_kind, h.topic, h.queue_id,
-                   h.delay_level, h.reconsume_times, h.dwell_ms, h.broker, h.store_ts, c.properties, c.msg_id
+                   h.delay_level, h.reconsume_times, h.dwell_ms, h.broker, h.store_ts, c.properties, c.msg_id,
+                   c.body_size
             FROM message_hops h
             JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
             WHERE h.run_id IN ({marks})
@@ -406,14 +410,16 @@ def _committed_behind(con, run_ids: list[str], group: str, calls: list[dict]) ->
 def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_ids: list[str],
                        in_outage: set[str] = frozenset(), stranded: frozenset[str] = frozenset(),
                        killed: frozenset[str] = frozenset(),
-                       unheard: frozenset[tuple[str, str]] = frozenset(), rejoin_cut: bool = False) -> dict:
+                       unheard: frozenset[tuple[str, str]] = frozenset(),
+                       rejoin_cut: dict[str, int] | None = None) -> dict:
     """``in_outage``: the messages an outage touched; ``stranded``: the brokers killed and never
     started again, whose role no replica took over (:func:`stranded_brokers`); ``killed``: every
     broker an outage killed (:func:`killed_brokers`); ``unheard``: (group, msgId) of the records a
     POP group's clients popped and, as their logs say, never handed to a listener
-    (:func:`unheard_pops`); ``rejoin_cut``: a killed controller-mode master, started again, truncated
-    records of its own that its slave never had (:func:`conformance.broker_logs.rejoin_cuts`), so no
-    store holds them."""
+    (:func:`unheard_pops`); ``rejoin_cut``: the bytes, per broker, that its killed controller-mode
+    master, started again, truncated from its own log: records its slave never had, which no store
+    holds (:func:`conformance.broker_logs.cut_bytes_by_broker`). The send-backs it explains must fit
+    in them, each at least the size of a record with the message's body (:func:`_least_send_back_bytes`)."""
     models = {g.name: g.model for g in scenario.groups}
     modes = {g.name: g.mode for g in scenario.groups}
     semantics = semantics_for(scenario.broker.semantics)
@@ -426,6 +432,7 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
     hops = _hops(con, real_run_ids)
     lineage = _lineage(con, real_run_ids)
     cut = _failover_cut(con, real_run_ids)
+    cut_left = dict(rejoin_cut or {})  # the truncated bytes not yet taken by an explained send-back
 
     by_pair: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for a in attempts:
@@ -498,11 +505,14 @@ def lineage_vs_clients(con, scenario: Scenario, attempts: list[dict], real_run_i
         chain = lineage.get((key, group))
         state = chain["final_state"] if chain else None
         if state not in accepted:
+            # A send-back a rejoining old master truncated: no anomaly names it, its log's cut does.
+            rejoined = ((key, group) not in cut and key in in_outage and state == "CONSUMED"
+                        and _send_back_absent(hops.get(key, []), group, calls))
             why = _end_explained(con, real_run_ids, key, group, calls, (state, expected_state), hops.get(key, []),
                                  outage=key in in_outage, stranded=stranded, skipped=skipped,
-                                 cut=(key, group) in cut or (
-                                     rejoin_cut and key in in_outage and state == "CONSUMED"
-                                     and _send_back_absent(hops.get(key, []), group, calls)))
+                                 cut=(key, group) in cut or rejoined)
+            if why == CUT_AT_FAILOVER and rejoined and not _fits_in_cut(cut_left, hops.get(key, []), group):
+                why = None
             if why:
                 explained[key] = why
             else:
@@ -754,7 +764,7 @@ def _end_explained(con, real_run_ids: list[str], key: str, group: str, calls: li
         # failover cut it, the group's offset is past the message, and the audit names it
         # (anomaly FAILOVER_CUT) where the chain ends; or, the old master started again and
         # truncated it as it rejoined, its own store log says so.
-        return "send_back_cut_at_failover"
+        return CUT_AT_FAILOVER
     return None
 
 
@@ -765,6 +775,29 @@ def _send_back_absent(hops: list[dict], group: str, calls: list[dict]) -> bool:
     return (last["status"] != SUCCESS and last["outcome"] == SENT_BACK
             and not any(h["group"] == group and h["hop_kind"] in ("SCHEDULE", "RETRY", "DLQ")
                         and h["reconsume_times"] > last["reconsume_times"] for h in hops))
+
+
+def _least_send_back_bytes(record: dict, group: str) -> int:
+    """The fewest bytes the record a send-back of ``record`` (a hop with the commit log's body_size)
+    takes in the log: the fixed fields with IPv4 hosts, the shortest topic it can go to (the
+    schedule's, the group's %RETRY% or %DLQ%), the record's body (a send-back copies the stored body)
+    and no property at all."""
+    topic = min(len(t.encode()) for t in (SCHEDULE_TOPIC, retry_topic(group), dlq_topic(group)))
+    return RECORD_FIXED_V4_BYTES + 1 + topic + PROPERTIES_LENGTH_FIELD_BYTES + (record["body_size"] or 0)
+
+
+def _fits_in_cut(cut_left: dict[str, int], hops: list[dict], group: str) -> bool:
+    """Whether the send-back of the last record of ``group``'s chain a consumer was handed fits in
+    what a rejoining master of that record's broker truncated and earlier send-backs did not take;
+    if it does, it takes its bytes from ``cut_left``."""
+    mine = [h for h in hops if h["group"] in (None, group) and h["hop_kind"] in ("PUBLISH", "DELIVER", "RETRY")]
+    if not mine:
+        return False
+    broker, size = mine[-1]["broker"], _least_send_back_bytes(mine[-1], group)
+    if cut_left.get(broker, 0) < size:
+        return False
+    cut_left[broker] -= size
+    return True
 
 
 def _same_deliveries(audit: list[tuple[str, int]], delivered: list[tuple[str, int]]) -> bool:

@@ -9,12 +9,13 @@ import duckdb
 
 def real_run(run: str, key: str, group: str, hops: list[tuple], retries: int,
              statuses: list[str], outcomes: list[str], forks: int = 0,
-             final_state: str = "DLQ", client_built: frozenset[int] = frozenset()
+             final_state: str = "DLQ", client_built: frozenset[int] = frozenset(), body_size: int = 100
              ) -> tuple[duckdb.DuckDBPyConnection, list[dict]]:
     """``hops`` as (kind, topic, delay level, reconsume times), stored on broker-a in that order; the
     message ends in ``final_state`` after ``retries`` with ``forks`` copies in its chain; one attempt
     per PUBLISH or RETRY hop, with its status and outcome. The hops at the indexes ``client_built``
-    carry CONSUME_START_TIME, as a retry a client sent itself does."""
+    carry CONSUME_START_TIME, as a retry a client sent itself does; each record's body is
+    ``body_size`` bytes."""
     con = duckdb.connect()
     con.execute("""CREATE TABLE message_hops (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
                    message_key VARCHAR, "group" VARCHAR, hop_index INT, hop_kind VARCHAR, topic VARCHAR,
@@ -31,6 +32,7 @@ def real_run(run: str, key: str, group: str, hops: list[tuple], retries: int,
                  **({"REAL_TOPIC": f"%RETRY%{group}"} if kind == "SCHEDULE" else {})}
         con.execute("INSERT INTO commitlog VALUES (?, 'broker-a', ?, MAP(?, ?), ?, ?, ?)",
                     [run, i * 100, list(props), list(props.values()), f"M{i}", topic, key])
+    con.execute(f"ALTER TABLE commitlog ADD COLUMN body_size INT DEFAULT {int(body_size)}")
     con.execute("INSERT INTO message_lineage VALUES (?, ?, ?, ?, ?, '', ?)",
                 [run, key, group, final_state, retries, forks])
     consumed = [h for h in hops if h[0] in ("PUBLISH", "RETRY")]

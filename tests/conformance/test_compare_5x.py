@@ -100,6 +100,7 @@ def _rolled_runs(model_hops, real_hops):
     con.execute("""CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT,
                    properties MAP(VARCHAR, VARCHAR), topic VARCHAR, queue_id INT, queue_offset BIGINT,
                    uniq_key VARCHAR, msg_id VARCHAR)""")
+    con.execute("ALTER TABLE commitlog ADD COLUMN body_size INT DEFAULT 100")
     con.execute("""CREATE TABLE transaction_ops (run_id VARCHAR, broker VARCHAR, queue_id INT,
                    half_queue_offsets BIGINT[])""")
     con.execute("""CREATE TABLE message_lineage (run_id VARCHAR, message_key VARCHAR, "group" VARCHAR,

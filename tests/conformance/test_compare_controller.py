@@ -17,7 +17,7 @@ from broker_core.export.store_import import import_store
 from broker_core.sim.scenario import load_scenario
 from broker_core.store.controller_files import EPOCH_FILE, IDENTITY_FILE
 from conformance import compare
-from conformance.broker_logs import rejoin_cuts
+from conformance.broker_logs import cut_bytes_by_broker, rejoin_cuts
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = load_scenario(ROOT / "scenarios" / "conformance-controller.yaml").with_semantics("5.x")
@@ -84,23 +84,59 @@ def test_a_rejoining_old_masters_cut_is_read_from_its_store_log(tmp_path):
     assert rejoin_cuts(tmp_path / "missing") == []
 
 
-@pytest.mark.parametrize("rejoin_cut, in_outage, hops, explained", [
-    (True, True, [("PUBLISH", "OrderTopic", 0, 0)], True),
-    (False, True, [("PUBLISH", "OrderTopic", 0, 0)], False),   # no tail cut: the store lost nothing
-    (True, False, [("PUBLISH", "OrderTopic", 0, 0)], False),   # the message was not in the outage
+# The least a send-back of a 100-byte body takes (conformance.compare._least_send_back_bytes):
+# 88 fixed bytes, the topic's length byte, %DLQ% + order-service (18 bytes), the properties' length.
+LEAST_SEND_BACK = 88 + 1 + 18 + 2 + 100
+
+
+@pytest.mark.parametrize("cut_bytes, in_outage, hops, explained", [
+    (499, True, [("PUBLISH", "OrderTopic", 0, 0)], True),
+    (LEAST_SEND_BACK, True, [("PUBLISH", "OrderTopic", 0, 0)], True),   # the cut holds just the send-back
+    (LEAST_SEND_BACK - 1, True, [("PUBLISH", "OrderTopic", 0, 0)], False),  # too short to have held it
+    (0, True, [("PUBLISH", "OrderTopic", 0, 0)], False),   # no tail cut: the store lost nothing
+    (499, False, [("PUBLISH", "OrderTopic", 0, 0)], False),   # the message was not in the outage
     # the store holds the send-back: the cut was not it
-    (True, True, [("PUBLISH", "OrderTopic", 0, 0), ("SCHEDULE", "SCHEDULE_TOPIC_XXXX", 3, 1)], False),
+    (499, True, [("PUBLISH", "OrderTopic", 0, 0), ("SCHEDULE", "SCHEDULE_TOPIC_XXXX", 3, 1)], False),
 ])
-def test_a_send_back_a_rejoining_old_master_truncated_is_explained(rejoin_cut, in_outage, hops, explained):
+def test_a_send_back_a_rejoining_old_master_truncated_is_explained(cut_bytes, in_outage, hops, explained):
     """order-service's listener failed a message 90 ms before its controller-mode master was killed;
     the client's send-back was acknowledged and never replicated, and the old master cut it from its
     log when it rejoined, so no store holds it: the chain is CONSUMED (the offset moved past the
-    message), where the clients' log ends in the failure."""
+    message), where the clients' log ends in the failure. The cut must be long enough to have held a
+    record with the message's body."""
     key, group = "0A0001013A39415EBB5700001F400040", "order-service"
     con, attempts = real_run(RUN, key, group, hops, 0, ["RECONSUME_LATER"], ["SENT_BACK"], final_state="CONSUMED")
     result = compare.lineage_vs_clients(con, SCENARIO, attempts, [RUN], in_outage={key} if in_outage else set(),
-                                        rejoin_cut=rejoin_cut)
+                                        rejoin_cut={"broker-a": cut_bytes} if cut_bytes else {})
     if explained:
         assert (result["disagree"], result["explained"]) == (0, {"send_back_cut_at_failover": 1})
     else:
         assert [e["what"] for e in result["examples"]] == ["final_state"], result["examples"]
+
+
+def test_a_cut_explains_no_more_send_backs_than_it_could_hold():
+    """Two messages of the same shape and one cut with room for one send-back: the first is
+    explained, the second still disagrees; a cut on another broker explains neither."""
+    group = "order-service"
+    keys = ["0A0001013A39415EBB5700001F400040", "0A0001013A39415EBB5700001F400041"]
+    rows = [real_run(RUN, key, group, [("PUBLISH", "OrderTopic", 0, 0)], 0, ["RECONSUME_LATER"], ["SENT_BACK"],
+                     final_state="CONSUMED") for key in keys]
+    con = rows[0][0]
+    for table in ("message_hops", "commitlog", "message_lineage"):
+        # The second message's records after the first's in the log.
+        con.register(f"second_{table}", rows[1][0].table(table).arrow())
+        moved = "* REPLACE (phys_offset + 10000 AS phys_offset)" if table != "message_lineage" else "*"
+        con.execute(f"INSERT INTO {table} SELECT {moved} FROM second_{table}")
+    attempts = rows[0][1] + rows[1][1]
+    one = compare.lineage_vs_clients(con, SCENARIO, attempts, [RUN], in_outage=set(keys),
+                                     rejoin_cut={"broker-a": LEAST_SEND_BACK + 10})
+    assert (one["explained"], one["disagree"]) == ({"send_back_cut_at_failover": 1}, 1)
+    assert [e["uniq_key"] for e in one["examples"]] == [keys[1]]
+    other = compare.lineage_vs_clients(con, SCENARIO, attempts, [RUN], in_outage=set(keys),
+                                       rejoin_cut={"broker-b": 10_000})
+    assert (other["explained"], other["disagree"]) == ({}, 2)
+
+
+def test_a_rejoining_nodes_cut_counts_for_its_broker():
+    assert cut_bytes_by_broker([("broker-a-n0", 43470, 43969), ("broker-a-n1", 100, 200),
+                                ("broker-b", 0, 50)]) == {"broker-a": 599, "broker-b": 50}
