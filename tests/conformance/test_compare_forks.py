@@ -199,7 +199,7 @@ def test_a_failure_whose_retry_no_store_holds_is_unconsumed_in_an_outage(group, 
                              ["SENT_BACK" if outcome == "DLQ_REQUESTED" else outcome], final_state="UNCONSUMED")
     if stored_for:
         con.execute("INSERT INTO commitlog VALUES ('conformance-real', 'broker-b', 0, MAP(['REAL_TOPIC'], [?]), "
-                    "'B0', ?, ?)", [f"%RETRY%{stored_for}", SCHED, KEY])
+                    "'B0', ?, ?, 100)", [f"%RETRY%{stored_for}", SCHED, KEY])
     result = compare.lineage_vs_clients(con, load_scenario(SHORT), attempts, ["conformance-real"],
                                         in_outage={KEY} if in_outage else set())
     assert [e["what"] for e in result["examples"]] == what, result["examples"]
