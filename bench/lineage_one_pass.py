@@ -72,6 +72,19 @@ def round_trip(spark, run_dir: Path, out: Path, rules: bool) -> None:
         spark.conf.unset(OBJECT_HASH_AGGREGATE)
 
 
+LINEAGE_STEPS = ("lineage: hops step", "lineage: rows step")
+
+
+def step_clock(steps: dict[str, float]):
+    """A lineage progress callback that notes when each table's write ended (its
+    ``lineage: <table> N rows`` line) in ``steps``."""
+    def progress(message: str) -> None:
+        for table in ("message_hops", "message_lineage"):
+            if message.startswith(f"lineage: {table} "):
+                steps[table] = time.perf_counter()
+    return progress
+
+
 def default_run(data_dir: Path, quick: bool) -> Path:
     if quick:
         from bench.first_run import small_run
@@ -99,20 +112,30 @@ def main(argv: list[str] | None = None) -> Path:
     with tempfile.TemporaryDirectory(prefix="one-pass-") as scratch, \
             spark_session(input_bytes=commitlog_parquet_bytes(run), quiet=True) as spark:
         clock = jvm_cpu_clock(spark)
+        steps: dict[str, float] = {}
         jobs = {"floor": lambda: spark_floor(spark, run, Path(scratch) / "floor"),
                 "round trip": lambda: round_trip(spark, run, Path(scratch) / "rt", rules=False),
                 "round trip + 3 rules": lambda: round_trip(spark, run, Path(scratch) / "rtr", rules=True),
-                "lineage": lambda: run_lineage(run, spark)}
+                "lineage": lambda: run_lineage(run, spark, progress=step_clock(steps))}
         timings: dict[str, list[tuple[float, float | None]]] = {name: [] for name in jobs}
+        for name in LINEAGE_STEPS:
+            timings[name] = []
         for k in range(rounds + 1):  # the first round warms the JIT up and is not counted
             for name, job in jobs.items():
                 cpu0, wall0 = clock() if clock else None, time.perf_counter()
+                steps.clear()
                 job()
                 wall, cpu = time.perf_counter() - wall0, (clock() - cpu0) if clock else None
                 say(f"{'warm-up' if k == 0 else f'round {k}'}, {name}: {wall:.2f} s wall"
                     + (f", {cpu:.1f} JVM CPU-s" if cpu is not None else ""))
                 if k:
                     timings[name].append((wall, cpu))
+                    if name == "lineage":
+                        # The lineage's two writes: its hops (read, classify, the one shuffle,
+                        # number the chains, pair the schedule's records) and its rows from them.
+                        hops_at, rows_at = steps["message_hops"] - wall0, steps["message_lineage"] - wall0
+                        timings[LINEAGE_STEPS[0]].append((hops_at, None))
+                        timings[LINEAGE_STEPS[1]].append((rows_at - hops_at, None))
     floor = statistics.median(w for w, _ in timings["floor"])
     rows = []
     for name, got in timings.items():
@@ -122,7 +145,10 @@ def main(argv: list[str] | None = None) -> Path:
                      f"{statistics.median(cpus):.1f}" if cpus else "", f"{wall / floor:.2f}x"])
     notes = (f"One warm `local[2]` session; a warm-up round, then {rounds} round(s), the four jobs in turn. "
              "Wall medians; JVM CPU from /proc (all the JVM's threads). The ratio is the median wall over "
-             f"the floor's. {load_note()} when the table was written.")
+             f"the floor's. The lineage's two steps are the times to its progress lines: `{LINEAGE_STEPS[0]}` "
+             "from its start to the message_hops write's end (read, classify, the one shuffle, the chains, "
+             f"the schedule pairing), `{LINEAGE_STEPS[1]}` from there to the message_lineage write's end "
+             f"(from the kept hops). {load_note()} when the table was written.")
     return write_result(common.result_name("lineage_one_pass", args.quick),
                         "A one-pass Spark lineage's round trip, beside the floor and today's lineage",
                         ["run", "records", "job", "median wall s", "wall s each", "median JVM CPU s",

@@ -252,10 +252,14 @@ def test_lineage_one_pass_writes_its_table(results, data_dir):
     each against the floor's median wall time."""
     text = run_bench("lineage_one_pass", results, "--quick", "--data-dir", str(data_dir))
     assert_table(text, "A one-pass Spark lineage's round trip",
-                 ["job", "median wall s", "median JVM CPU s", "over the floor"], 4)
+                 ["job", "median wall s", "median JVM CPU s", "over the floor"], 6)
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in text.splitlines()
             if line.startswith("| first-run-small ")]
-    assert [r[2] for r in rows] == ["floor", "round trip", "round trip + 3 rules", "lineage"]
+    assert [r[2] for r in rows] == ["floor", "round trip", "round trip + 3 rules", "lineage",
+                                    "lineage: hops step", "lineage: rows step"]
     floor = number(rows[0][3])
     for r in rows:
         assert number(r[6]) == pytest.approx(number(r[3]) / floor, rel=0.05, abs=0.01), r  # rounded walls
+    # The lineage's two steps are parts of its wall time (one round: no median mixes rounds).
+    lineage, hops, rest = (number(r[3]) for r in rows[3:])
+    assert 0 < hops < lineage and 0 < rest < lineage and hops + rest <= lineage + 0.02, rows
