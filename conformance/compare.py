@@ -321,9 +321,8 @@ def _consumable(hops: list[dict], group: str, handed_below: int | None = None) -
 
     ``handed_below`` is a gRPC group's maxAttempts: the proxy pops a retry whose reconsume times
     reached it and sends it to the DLQ without handing it out."""
-    return [(h["topic"], h["reconsume_times"]) for h in hops
-            if h["group"] in (None, group) and h["hop_kind"] in ("PUBLISH", "DELIVER", "RETRY")
-            and not (handed_below is not None and h["hop_kind"] == "RETRY" and h["reconsume_times"] >= handed_below)]
+    return [(h["topic"], h["reconsume_times"]) for h in _consumables(hops, group)
+            if not (handed_below is not None and h["hop_kind"] == "RETRY" and h["reconsume_times"] >= handed_below)]
 
 
 def _clients_depth(delivered: list[tuple[str, int]]) -> int:
@@ -790,7 +789,7 @@ def _fits_in_cut(cut_left: dict[str, int], hops: list[dict], group: str) -> bool
     """Whether the send-back of the last record of ``group``'s chain a consumer was handed fits in
     what a rejoining master of that record's broker truncated and earlier send-backs did not take;
     if it does, it takes its bytes from ``cut_left``."""
-    mine = [h for h in hops if h["group"] in (None, group) and h["hop_kind"] in ("PUBLISH", "DELIVER", "RETRY")]
+    mine = _consumables(hops, group)
     if not mine:
         return False
     broker, size = mine[-1]["broker"], _least_send_back_bytes(mine[-1], group)
@@ -814,8 +813,13 @@ def _same_deliveries(audit: list[tuple[str, int]], delivered: list[tuple[str, in
 def _last_consumable_in(hops: list[dict], group: str, records: set[str]) -> bool:
     """Whether the last record of ``group``'s chain a consumer is handed is one of ``records``
     (msgIds); ``hops`` is in hop order (:func:`_hops`)."""
-    mine = [h for h in hops if h["group"] in (None, group) and h["hop_kind"] in ("PUBLISH", "DELIVER", "RETRY")]
+    mine = _consumables(hops, group)
     return bool(records) and bool(mine) and mine[-1]["msg_id"] in records
+
+
+def _consumables(hops: list[dict], group: str) -> list[dict]:
+    """The records of ``group``'s chain a consumer is handed (PUBLISH, DELIVER, RETRY), in hop order."""
+    return [h for h in hops if h["group"] in (None, group) and h["hop_kind"] in ("PUBLISH", "DELIVER", "RETRY")]
 
 
 def _delivered(calls: list[dict]) -> list[tuple[str, int]]:
