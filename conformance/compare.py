@@ -33,7 +33,16 @@ from broker_core.client.pop_consumer import CLIENT_GRPC_FIFO, POP_MODE
 from broker_core.codec import PROPERTIES_LENGTH_FIELD_BYTES, RECORD_FIXED_V4_BYTES
 from broker_core.constants import RETRY_MAX_TIMES_DEFAULT, TIMER_PRECISION_MS
 from broker_core.delay_levels import parse_delay_levels
-from broker_core.message import PROP_ORIGIN_MESSAGE_ID, PROP_REAL_TOPIC
+from broker_core.message import (
+    PROP_DELAY,
+    PROP_MAX_RECONSUME_TIMES,
+    PROP_ORIGIN_MESSAGE_ID,
+    PROP_REAL_TOPIC,
+    PROP_RECONSUME_TIME,
+    PROP_RETRY_TOPIC,
+    PROP_TRAN_MSG,
+    PROP_WAIT,
+)
 from broker_core.names import (
     SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
@@ -776,13 +785,35 @@ def _send_back_absent(hops: list[dict], group: str, calls: list[dict]) -> bool:
                         and h["reconsume_times"] > last["reconsume_times"] for h in hops))
 
 
+# The properties a send-back may store with another value, or not at all: the broker's sets WAIT and
+# DELAY (and RETRY_TOPIC where it is missing); a client's fallback send after a refused send-back
+# sets RETRY_TOPIC, RECONSUME_TIME, MAX_RECONSUME_TIMES and DELAY and clears TRAN_MSG.
+_SEND_BACK_REWRITES = frozenset({PROP_WAIT, PROP_DELAY, PROP_RETRY_TOPIC, PROP_RECONSUME_TIME,
+                                 PROP_MAX_RECONSUME_TIMES, PROP_TRAN_MSG})
+
+
+def _property_bytes(name: str, value: str) -> int:
+    """One stored property: name, value and their two separators (MessageDecoder.messageProperties2String)."""
+    return len(name.encode()) + len(value.encode()) + 2
+
+
 def _least_send_back_bytes(record: dict, group: str) -> int:
-    """The fewest bytes the record a send-back of ``record`` (a hop with the commit log's body_size)
-    takes in the log: the fixed fields with IPv4 hosts, the shortest topic it can go to (the
-    schedule's, the group's %RETRY% or %DLQ%), the record's body (a send-back copies the stored body)
-    and no property at all."""
+    """The fewest bytes the record a send-back of ``record`` (a hop with the commit log's body_size
+    and properties) takes in the log: the fixed fields with IPv4 hosts, the shortest topic it can go
+    to (the schedule's, the group's %RETRY% or %DLQ%), the record's body (a send-back copies the
+    stored body), and the properties it certainly carries. Both ways a send-back is written copy the
+    delivered record's properties (the broker's ``consumerSendMsgBack`` the stored ones, a client's
+    fallback send the message it was handed), so every stored property of ``record`` but those a
+    send-back rewrites (``_SEND_BACK_REWRITES``) is there; so are RETRY_TOPIC (the record's own, or
+    its topic where it has none: the origin topic either way) and a DELAY of at least one digit."""
     topic = min(len(t.encode()) for t in (SCHEDULE_TOPIC, retry_topic(group), dlq_topic(group)))
-    return RECORD_FIXED_V4_BYTES + 1 + topic + PROPERTIES_LENGTH_FIELD_BYTES + (record["body_size"] or 0)
+    stored = record.get("properties") or {}
+    properties = (sum(_property_bytes(k, v) for k, v in stored.items()
+                      if v is not None and k not in _SEND_BACK_REWRITES)
+                  + _property_bytes(PROP_RETRY_TOPIC, stored.get(PROP_RETRY_TOPIC) or record["topic"] or "")
+                  + _property_bytes(PROP_DELAY, "0"))
+    return (RECORD_FIXED_V4_BYTES + 1 + topic + PROPERTIES_LENGTH_FIELD_BYTES + properties
+            + (record["body_size"] or 0))
 
 
 def _fits_in_cut(cut_left: dict[str, int], hops: list[dict], group: str) -> bool:

@@ -85,8 +85,10 @@ def test_a_rejoining_old_masters_cut_is_read_from_its_store_log(tmp_path):
 
 
 # The least a send-back of a 100-byte body takes (conformance.compare._least_send_back_bytes):
-# 88 fixed bytes, the topic's length byte, %DLQ% + order-service (18 bytes), the properties' length.
-LEAST_SEND_BACK = 88 + 1 + 18 + 2 + 100
+# 88 fixed bytes, the topic's length byte, %DLQ% + order-service (18 bytes), the properties' length,
+# the properties: the record's UNIQ_KEY (8 + 32 + 2), RETRY_TOPIC=OrderTopic (11 + 10 + 2), DELAY=0
+# (5 + 1 + 2); and the body.
+LEAST_SEND_BACK = 88 + 1 + 18 + 2 + (8 + 32 + 2) + (11 + 10 + 2) + (5 + 1 + 2) + 100
 
 
 @pytest.mark.parametrize("cut_bytes, in_outage, hops, explained", [
@@ -112,6 +114,21 @@ def test_a_send_back_a_rejoining_old_master_truncated_is_explained(cut_bytes, in
         assert (result["disagree"], result["explained"]) == (0, {"send_back_cut_at_failover": 1})
     else:
         assert [e["what"] for e in result["examples"]] == ["final_state"], result["examples"]
+
+
+def test_a_send_back_counts_the_properties_it_certainly_copies():
+    """A send-back copies the delivered record's stored properties, but for those it may rewrite
+    (DELAY, WAIT, the counts, RETRY_TOPIC, TRAN_MSG), and carries RETRY_TOPIC and a DELAY."""
+    base = {"topic": "OrderTopic", "body_size": 100, "properties": {}}
+    bare = compare._least_send_back_bytes(base, "order-service")
+    assert bare == 88 + 1 + 18 + 2 + (11 + 10 + 2) + (5 + 1 + 2) + 100
+    kept = {**base, "properties": {"UNIQ_KEY": "K" * 32, "KEYS": "k1", "TAGS": "TagA"}}
+    assert compare._least_send_back_bytes(kept, "order-service") == bare + (8 + 32 + 2) + (4 + 2 + 2) + (4 + 4 + 2)
+    rewritten = {**base, "properties": {"DELAY": "18", "WAIT": "true", "RECONSUME_TIME": "3",
+                                        "MAX_RECONSUME_TIMES": "16", "TRAN_MSG": "true"}}
+    assert compare._least_send_back_bytes(rewritten, "order-service") == bare
+    retried = {**base, "topic": "%RETRY%order-service", "properties": {"RETRY_TOPIC": "OrderTopic"}}
+    assert compare._least_send_back_bytes(retried, "order-service") == bare
 
 
 def test_a_cut_explains_no_more_send_backs_than_it_could_hold():
