@@ -45,7 +45,10 @@ pop_origins AS (
     GROUP BY run_id, broker, retry_topic, "group"
 ),
 explained AS (
-    SELECT run_id, "group", broker, phys_offset, dlq_reason, max_times
+    -- Every DLQ hop's record is in dlq_reasons (the same hops joined with the same commit log),
+    -- with its properties: taken from there, the commit log's properties map (the costliest column
+    -- to decode) is not read again.
+    SELECT run_id, "group", broker, phys_offset, dlq_reason, max_times, properties
     FROM dlq_reasons e
 ),
 failures AS (
@@ -90,7 +93,7 @@ SELECT h.run_id,
        c.store_ts AS dlq_store_ts,
        l.path,
        l.forks,
-       c.properties,
+       e.properties,
        f.failed_deliveries,
        f.last_status,
        f.last_outcome,

@@ -1,6 +1,8 @@
 -- One row per record in a %DLQ%<group> topic with the way a real broker or client put it there
 -- (dlq_reason), or NULL when none explains it (dlq_only_after_max_retries reports those; the
--- dlq_messages table shows the reason). A SELECT, used as a subquery.
+-- dlq_messages table shows the reason), and the record's properties (read here for its
+-- RECONSUME_TIME: dlq_messages takes them from dlq_reasons rather than decode every record's
+-- properties again). A SELECT, used as a subquery.
 --
 -- The reconsume count: on the send-back path (the broker's consumerSendMsgBack, the 5.x revive)
 -- the DLQ record carries the failed delivery's count + 1; on a client's send to %RETRY%
@@ -27,7 +29,7 @@
 --                        listener answered with DLQ_REQUESTED.
 WITH dlq_records AS (
     SELECT h.run_id, h.message_key, h."group", h.broker, h.phys_offset, h.hop_index,
-           c.reconsume_times, c.max_reconsume_times, c.uniq_key,
+           c.reconsume_times, c.max_reconsume_times, c.uniq_key, c.properties,
            TRY_CAST(c.properties['RECONSUME_TIME'] AS INTEGER) AS client_count,
            greatest(c.reconsume_times - 1, coalesce(TRY_CAST(c.properties['RECONSUME_TIME'] AS INTEGER), 0))
                AS reconsumes
@@ -87,7 +89,7 @@ judged AS (
     LEFT JOIN retry_tallies rt ON rt.run_id = d.run_id AND rt.message_key = d.message_key AND rt."group" = d."group"
     LEFT JOIN truncated_chains tc ON tc.run_id = d.run_id AND tc.message_key = d.message_key AND tc."group" = d."group"
 )
-SELECT run_id, message_key, "group", broker, phys_offset, reconsumes, max_times, retries, client_send,
+SELECT run_id, message_key, "group", broker, phys_offset, properties, reconsumes, max_times, retries, client_send,
        CASE
            WHEN client_send THEN CASE WHEN reconsumes >= max_times THEN 'CLIENT_SEND_AT_MAX' END
            WHEN NOT (sent_back_from_chain OR truncated) THEN NULL
