@@ -42,6 +42,7 @@ from broker_core.message import (
     PROP_RETRY_TOPIC,
     PROP_TRAN_MSG,
     PROP_WAIT,
+    properties_to_string,
 )
 from broker_core.names import (
     SCHEDULE_TOPIC,
@@ -792,11 +793,6 @@ _SEND_BACK_REWRITES = frozenset({PROP_WAIT, PROP_DELAY, PROP_RETRY_TOPIC, PROP_R
                                  PROP_MAX_RECONSUME_TIMES, PROP_TRAN_MSG})
 
 
-def _property_bytes(name: str, value: str) -> int:
-    """One stored property: name, value and their two separators (MessageDecoder.messageProperties2String)."""
-    return len(name.encode()) + len(value.encode()) + 2
-
-
 def _least_send_back_bytes(record: dict, group: str) -> int:
     """The fewest bytes the record a send-back of ``record`` (a hop with the commit log's body_size
     and properties) takes in the log: the fixed fields with IPv4 hosts, the shortest topic it can go
@@ -805,13 +801,14 @@ def _least_send_back_bytes(record: dict, group: str) -> int:
     delivered record's properties (the broker's ``consumerSendMsgBack`` the stored ones, a client's
     fallback send the message it was handed), so every stored property of ``record`` but those a
     send-back rewrites (``_SEND_BACK_REWRITES``) is there; so are RETRY_TOPIC (the record's own, or
-    its topic where it has none: the origin topic either way) and a DELAY of at least one digit."""
+    its topic where it has none: the origin topic either way) and a DELAY of at least one digit,
+    written as 4.9.4 writes them (without 5.x's last separator: the shorter)."""
     topic = min(len(t.encode()) for t in (SCHEDULE_TOPIC, retry_topic(group), dlq_topic(group)))
     stored = record.get("properties") or {}
-    properties = (sum(_property_bytes(k, v) for k, v in stored.items()
-                      if v is not None and k not in _SEND_BACK_REWRITES)
-                  + _property_bytes(PROP_RETRY_TOPIC, stored.get(PROP_RETRY_TOPIC) or record["topic"] or "")
-                  + _property_bytes(PROP_DELAY, "0"))
+    certain = {k: v for k, v in stored.items() if k not in _SEND_BACK_REWRITES}
+    certain[PROP_RETRY_TOPIC] = stored.get(PROP_RETRY_TOPIC) or record["topic"] or ""
+    certain[PROP_DELAY] = "0"
+    properties = len(properties_to_string(certain).encode())
     return (RECORD_FIXED_V4_BYTES + 1 + topic + PROPERTIES_LENGTH_FIELD_BYTES + properties
             + (record["body_size"] or 0))
 
