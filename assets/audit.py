@@ -11,7 +11,7 @@ from importlib import resources
 
 import duckdb
 
-from assets.checks import fill_sql
+from assets.checks import fill_sql, staged_inputs
 
 # Audit tables, in build order (a later table may read an earlier one); one SQL file each.
 AUDIT_TABLES = ("dlq_messages", "delay_periods", "delay_accuracy", "retry_funnel", "delivery_accounting",
@@ -30,7 +30,8 @@ STAGING_TABLES = ("consume_acks", "schedule_dwells", "dlq_reasons")
 
 def build_audit_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Run every audit table's SQL on a connection that already holds the contract tables."""
-    for table in STAGING_TABLES + AUDIT_TABLES:
-        con.execute(sql_text(table))
+    with staged_inputs(con):  # the checks' staged tables: the audit SQL shares their fragments
+        for table in STAGING_TABLES + AUDIT_TABLES:
+            con.execute(sql_text(table))
     for table in STAGING_TABLES:
         con.execute(f"DROP TABLE temp.{table}")  # our own names: plain identifiers

@@ -21,7 +21,8 @@ truth checked twice, by code that shares nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 
@@ -435,8 +436,34 @@ ALL_CHECKS: tuple[Check, ...] = INVARIANTS + DRIFTS
 CHECKS_BY_NAME = {c.name: c for c in ALL_CHECKS}
 
 
+# Temporary tables the check SQL reads besides the contract tables, each built by the SELECT in
+# assets/sql/checks/shared/<name>.sql: what several checks would otherwise each compute again.
+STAGED_INPUTS = ("record_properties",)
+
+
+@contextmanager
+def staged_inputs(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The connection with ``STAGED_INPUTS`` built from its contract tables as they are now, for the
+    length of the block, and dropped after it: check SQL (and the audit SQL that shares its
+    fragments) runs inside one. A block sees the tables as they were when it began; changing a
+    contract table inside it leaves them stale, so each run of the checks stages its own."""
+    for table in STAGED_INPUTS:  # our own names: plain identifiers
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {sql_file(f'checks/shared/{table}.sql')}")
+    try:
+        yield con
+    finally:
+        for table in STAGED_INPUTS:
+            con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+
+
 def run_check(con: duckdb.DuckDBPyConnection, check: Check, run_id: str | None = None) -> CheckOutcome:
     """Run one check on a connection holding the warehouse tables, for one run or all of them."""
+    with staged_inputs(con):
+        return _run_check(con, check, run_id)
+
+
+def _run_check(con: duckdb.DuckDBPyConnection, check: Check, run_id: str | None) -> CheckOutcome:
+    """``run_check`` inside ``staged_inputs``."""
     # One pass: the window count carries the total on each of the first rows.
     query = (f"SELECT run_id, message_key, \"group\", detail, count(*) OVER () AS violations "
              f"FROM ({check.sql}) AS v WHERE ?::VARCHAR IS NULL OR run_id = ?::VARCHAR "
@@ -458,7 +485,8 @@ def _outcome(check: Check, rows: list[tuple], judged: int) -> CheckOutcome:
 
 def run_checks(con: duckdb.DuckDBPyConnection, checks: Iterable[Check] = ALL_CHECKS,
                run_id: str | None = None) -> list[CheckOutcome]:
-    return [run_check(con, c, run_id) for c in checks]
+    with staged_inputs(con):
+        return [_run_check(con, c, run_id) for c in checks]
 
 
 def run_checks_per_run(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str],
@@ -469,6 +497,13 @@ def run_checks_per_run(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str],
     evaluation per check: a filter on a check's result does not reach into its CTEs, so checking
     run by run would evaluate every check over every run once per run.
     """
+    with staged_inputs(con):
+        return _run_checks_per_run(con, run_ids, checks)
+
+
+def _run_checks_per_run(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str],
+                        checks: Iterable[Check]) -> dict[str, list[CheckOutcome]]:
+    """``run_checks_per_run`` inside ``staged_inputs``."""
     verdicts: dict[str, list[CheckOutcome]] = {r: [] for r in run_ids}
     for check in checks:
         query = (f"SELECT run_id, message_key, \"group\", detail, "

@@ -19,6 +19,7 @@ command that replays it alone; the exit code is 1 when any seed differs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import random
 import re
@@ -186,9 +187,13 @@ def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
 
 
 def _verdict_rows(con, module: ModuleType, name: str) -> list[tuple]:
+    """The rows the check ``name`` of ``module`` reports, with the tables it stages (a revision
+    before ``staged_inputs`` stages none) built from the damaged tables."""
     sql = module.CHECKS_BY_NAME[name].sql
-    return sorted(con.execute(f'SELECT run_id, message_key, "group", detail FROM ({sql})').fetchall(),
-                  key=repr)
+    staged = getattr(module, "staged_inputs", lambda c: contextlib.nullcontext(c))
+    with staged(con):
+        return sorted(con.execute(f'SELECT run_id, message_key, "group", detail FROM ({sql})').fetchall(),
+                      key=repr)
 
 
 @dataclass

@@ -7,6 +7,7 @@ and one input for each kind of violation the check can report.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from datetime import UTC, datetime, timedelta
@@ -50,7 +51,7 @@ COLUMNS: dict[str, dict[str, str]] = {
         "message_hops": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hop_kind VARCHAR, '
                         'broker VARCHAR, phys_offset BIGINT, hop_index INTEGER, reconsume_times INTEGER',
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, reconsume_times INTEGER, "
-                     "max_reconsume_times INTEGER, properties MAP(VARCHAR, VARCHAR), uniq_key VARCHAR",
+                     "max_reconsume_times INTEGER, properties MAP(VARCHAR, VARCHAR), uniq_key VARCHAR, topic VARCHAR",
         "run_groups": 'run_id VARCHAR, "group" VARCHAR, max_reconsume_times INTEGER, mode VARCHAR',
         "runs": "run_id VARCHAR, source VARCHAR",
         "consume_attempts": 'run_id VARCHAR, "group" VARCHAR, uniq_key VARCHAR, status VARCHAR',
@@ -60,7 +61,7 @@ COLUMNS: dict[str, dict[str, str]] = {
         "message_hops": 'run_id VARCHAR, message_key VARCHAR, "group" VARCHAR, hop_kind VARCHAR, '
                         'broker VARCHAR, phys_offset BIGINT, hop_index INTEGER, reconsume_times INTEGER',
         "commitlog": "run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, reconsume_times INTEGER, "
-                     "max_reconsume_times INTEGER, properties MAP(VARCHAR, VARCHAR), uniq_key VARCHAR",
+                     "max_reconsume_times INTEGER, properties MAP(VARCHAR, VARCHAR), uniq_key VARCHAR, topic VARCHAR",
         "run_groups": 'run_id VARCHAR, "group" VARCHAR, max_reconsume_times INTEGER, mode VARCHAR',
         "runs": "run_id VARCHAR, source VARCHAR",
         "consume_attempts": 'run_id VARCHAR, "group" VARCHAR, uniq_key VARCHAR, status VARCHAR',
@@ -161,12 +162,20 @@ def _loaded(check: str, tables: dict[str, list[tuple]]) -> duckdb.DuckDBPyConnec
     return con
 
 
+def _staged(con: duckdb.DuckDBPyConnection, check: str):
+    """The check's staged tables (``checks.staged_inputs``) where its SQL reads them: the tables
+    here hold only the columns a check reads, which the staging of a check that reads none lacks."""
+    sql = c.CHECKS_BY_NAME[check].sql + c.CHECKS_BY_NAME[check].evidence
+    return c.staged_inputs(con) if any(t in sql for t in c.STAGED_INPUTS) else contextlib.nullcontext(con)
+
+
 def violations(check: str, tables: dict[str, list[tuple]]) -> list[tuple]:
     """The rows ``check`` reports on ``tables`` (the tables it reads that are not given are empty)."""
     con = _loaded(check, tables)
     try:
-        return sorted(con.execute(f'SELECT run_id, message_key, "group", detail FROM ({c.CHECKS_BY_NAME[check].sql})')
-                      .fetchall(), key=repr)
+        with _staged(con, check):
+            return sorted(con.execute(f'SELECT run_id, message_key, "group", detail FROM '
+                                      f'({c.CHECKS_BY_NAME[check].sql})').fetchall(), key=repr)
     finally:
         con.close()
 
@@ -175,8 +184,9 @@ def judged(check: str, tables: dict[str, list[tuple]]) -> int:
     """How many things ``check``'s evidence query says it judged on ``tables``."""
     con = _loaded(check, tables)
     try:
-        return int(con.execute(f"SELECT coalesce(sum(judged), 0) FROM ({c.CHECKS_BY_NAME[check].evidence})")
-                   .fetchone()[0])
+        with _staged(con, check):
+            return int(con.execute(f"SELECT coalesce(sum(judged), 0) FROM ({c.CHECKS_BY_NAME[check].evidence})")
+                       .fetchone()[0])
     finally:
         con.close()
 
@@ -619,6 +629,23 @@ def test_dlq_of_a_client_send_below_its_maximum_is_reported():
         (RUN, "m1", "g", "in the DLQ after 2 reconsumes (1 retry hops); the maximum is 5, "
                          "and a client's send to %RETRY% below its maximum"),
     ]
+
+
+def test_dlq_explained_carries_each_dlq_records_properties_whatever_its_topic():
+    """dlq_messages takes the DLQ records' maps from dlq_explained, which reads those in %DLQ% topics
+    by a scan filtered on topic and any other a DLQ hop names by a join: both come back whole."""
+    in_dlq = dlq("m1", reconsume_times=2, properties={"RECONSUME_TIME": "2", "KEYS": "a"}, retries=1)
+    in_dlq["commitlog"] = [(*r, "%DLQ%g") for r in in_dlq["commitlog"]]
+    elsewhere = dlq("m2", reconsume_times=1, properties={"KEYS": "b"})
+    elsewhere["commitlog"] = [(*r, None) for r in elsewhere["commitlog"]]  # no topic: not a %DLQ% one
+    con = _loaded(c.DLQ_AFTER_MAX_RETRIES, merged(in_dlq, elsewhere))
+    try:
+        with c.staged_inputs(con):
+            rows = con.execute(f"SELECT message_key, properties FROM ({c.sql_fragment('dlq_explained')}) "
+                               "ORDER BY message_key").fetchall()
+    finally:
+        con.close()
+    assert rows == [("m1", {"RECONSUME_TIME": "2", "KEYS": "a"}), ("m2", {"KEYS": "b"})]
 
 
 def test_dlq_before_the_records_own_maximum_with_no_delivery_is_reported():

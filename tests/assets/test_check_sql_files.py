@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from assets import checks as c
@@ -59,3 +60,57 @@ def test_a_fragment_that_includes_itself_is_an_error(monkeypatch):
     monkeypatch.setattr(c, "_sql_file", lambda relative: "SELECT {{loop}}")
     with pytest.raises(ValueError, match="nests fragments deeper"):
         c.check_sql("x")
+
+
+def _commitlog(rows: list[tuple]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB whose commit log holds ``rows`` (run_id, broker, phys_offset, properties)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE commitlog (run_id VARCHAR, broker VARCHAR, phys_offset BIGINT, "
+                "properties MAP(VARCHAR, VARCHAR))")
+    con.executemany("INSERT INTO commitlog VALUES (?, ?, ?, ?)", rows)
+    return con
+
+
+def test_record_properties_holds_the_records_with_a_property_the_checks_read():
+    """One row per record carrying one of the four properties, each read as the checks read it
+    (an integer that does not parse is NULL, 1ST_POP_TIME is whether it is there); a record with
+    none of them has no row."""
+    con = _commitlog([("r", "b", 1, {"UNIQ_KEY": "u1", "KEYS": "k"}),
+                      ("r", "b", 2, {"RECONSUME_TIME": "3"}),
+                      ("r", "b", 3, {"1ST_POP_TIME": "1700000000000"}),
+                      ("r", "b", 4, {"TIMER_OUT_MS": "1700000000123", "RECONSUME_TIME": "x"}),
+                      ("r", "b", 5, {"TRANSACTION_CHECK_TIMES": "15"}),
+                      ("r", "b", 6, None)])
+    with c.staged_inputs(con):
+        rows = con.execute("SELECT * FROM record_properties ORDER BY phys_offset").fetchall()
+    assert rows == [("r", "b", 2, 3, False, None, None),
+                    ("r", "b", 3, None, True, None, None),
+                    ("r", "b", 4, None, False, 1700000000123, None),
+                    ("r", "b", 5, None, False, None, 15)]
+
+
+def test_staged_inputs_are_dropped_when_the_block_ends_even_on_an_error():
+    """Nothing staged outlives its block: a later block stages the tables as they are then."""
+    con = _commitlog([("r", "b", 1, {"RECONSUME_TIME": "1"})])
+
+    def temp_tables() -> list[str]:
+        return [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()]
+
+    with pytest.raises(RuntimeError):
+        with c.staged_inputs(con):
+            assert temp_tables() == list(c.STAGED_INPUTS)
+            raise RuntimeError("a check failed to run")
+    assert temp_tables() == []
+    con.execute("INSERT INTO commitlog VALUES ('r', 'b', 2, MAP {'RECONSUME_TIME': '2'})")
+    with c.staged_inputs(con):
+        assert con.execute("SELECT count(*) FROM record_properties").fetchone()[0] == 2
+    assert temp_tables() == []
+
+
+def test_no_check_decodes_the_properties_map_itself():
+    """Check SQL reads a property through record_properties, so the map is decoded once per run of
+    the checks; the staging SELECT and the DLQ records' maps (a scan filtered on their topic, for
+    dlq_messages) are the only reads of it."""
+    readers = {p.relative_to(SQL_DIR).as_posix() for p in SQL_DIR.rglob("*.sql")
+               if "properties[" in re.sub(r"--[^\n]*", "", p.read_text(encoding="utf-8"))}
+    assert readers == {"shared/record_properties.sql"}

@@ -37,7 +37,8 @@ def pick(con, rng: random.Random, query: str) -> tuple:
 
 def offending(con, check: c.Check) -> list[tuple]:
     """Every row the check reports: (run_id, message_key, group, detail)."""
-    return con.execute(f'SELECT run_id, message_key, "group", detail FROM ({check.sql})').fetchall()
+    with c.staged_inputs(con):
+        return con.execute(f'SELECT run_id, message_key, "group", detail FROM ({check.sql})').fetchall()
 
 
 # Each breakage edits one thing and returns (run_id, message_key, a piece of the detail the

@@ -127,10 +127,10 @@ group_hops AS (
            h.delay_level, h.reconsume_times, coalesce(c.origin_msg_id, '') AS branch,
            CASE WHEN h.hop_kind = 'RETRY' AND coalesce(c.pop_retry, false) THEN 'O' ELSE {{hop_letter}} END AS letter
     FROM message_hops h
-    LEFT JOIN (SELECT run_id, broker, phys_offset, origin_msg_id,
-                      properties['{{prop_first_pop_time}}'] IS NOT NULL AS pop_retry
-               FROM commitlog
-               WHERE origin_msg_id IS NOT NULL OR properties['{{prop_first_pop_time}}'] IS NOT NULL) c
+    LEFT JOIN (SELECT c.run_id, c.broker, c.phys_offset, c.origin_msg_id, coalesce(p.first_pop, false) AS pop_retry
+               FROM commitlog c
+               LEFT JOIN record_properties p ON p.run_id = c.run_id AND p.broker = c.broker AND p.phys_offset = c.phys_offset
+               WHERE c.origin_msg_id IS NOT NULL OR p.first_pop) c
       ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
     WHERE h."group" IS NOT NULL
 ),

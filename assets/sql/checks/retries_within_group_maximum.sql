@@ -15,10 +15,10 @@ dlq_judged AS (
 ),
 retry_counts AS (
     SELECT h.run_id, h.message_key, h."group",
-           max(greatest(c.reconsume_times, coalesce(TRY_CAST(c.properties['RECONSUME_TIME'] AS INTEGER), 0)))
-               AS deepest_retry
+           max(greatest(c.reconsume_times, coalesce(p.reconsume_time, 0))) AS deepest_retry
     FROM message_hops h
     JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+    LEFT JOIN record_properties p ON p.run_id = c.run_id AND p.broker = c.broker AND p.phys_offset = c.phys_offset
     WHERE h.hop_kind = 'RETRY'
     GROUP BY h.run_id, h.message_key, h."group"
 ),

@@ -7,12 +7,13 @@ FROM schedule_deliveries
 WHERE lateness_ms < 0 OR delivered_ts < due_ts
 UNION ALL
 SELECT h.run_id, h.message_key, NULL,
-       'timer delivered ' || CAST(TRY_CAST(c.properties['{{prop_timer_out_ms}}'] AS BIGINT) - epoch_ms(c.store_ts) AS VARCHAR)
+       'timer delivered ' || CAST(p.timer_out_ms - epoch_ms(c.store_ts) AS VARCHAR)
        || ' ms before its due time {{prop_timer_out_ms}} (msgId ' || coalesce(h.msg_id, '?') || ')'
 FROM (SELECT run_id, message_key, broker, phys_offset, msg_id FROM message_hops
       WHERE hop_kind = 'DELIVER' AND coalesce(delay_level, 0) = 0) h
 JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
-WHERE epoch_ms(c.store_ts) < TRY_CAST(c.properties['{{prop_timer_out_ms}}'] AS BIGINT)
+JOIN record_properties p ON p.run_id = c.run_id AND p.broker = c.broker AND p.phys_offset = c.phys_offset
+WHERE epoch_ms(c.store_ts) < p.timer_out_ms
 UNION ALL
 -- and no 5.x POP retry is written before it could be revived: a RETRY hop in a POP retry topic (one
 -- with an origin topic in retry_topics) is stored no earlier than the earliest revive time of the

@@ -6,9 +6,10 @@
 -- A SELECT, used as a subquery.
 WITH tx_copies AS (
     SELECT h.run_id, h.message_key, h.broker,
-           TRY_CAST(c.properties['{{prop_transaction_check_times}}'] AS INTEGER) AS check_times
+           p.transaction_check_times AS check_times
     FROM message_hops h
     JOIN commitlog c ON c.run_id = h.run_id AND c.broker = h.broker AND c.phys_offset = h.phys_offset
+    LEFT JOIN record_properties p ON p.run_id = c.run_id AND p.broker = c.broker AND p.phys_offset = c.phys_offset
     WHERE h.hop_kind = 'HALF'
 ),
 undecided AS (
