@@ -186,14 +186,14 @@ def damage(con: duckdb.DuckDBPyConnection, rng: random.Random) -> str:
     return f"lineage {lin} LOST"
 
 
-def _verdict_rows(con, module: ModuleType, name: str) -> list[tuple]:
-    """The rows the check ``name`` of ``module`` reports, with the tables it stages (a revision
-    before ``staged_inputs`` stages none) built from the damaged tables."""
-    sql = module.CHECKS_BY_NAME[name].sql
+def _verdict_rows(con, module: ModuleType, names: Sequence[str]) -> dict[str, list[tuple]]:
+    """The rows each check in ``names`` of ``module`` reports, inside the tables that module stages
+    (a revision before ``staged_inputs`` stages none), built once from the damaged tables."""
     staged = getattr(module, "staged_inputs", lambda c: contextlib.nullcontext(c))
     with staged(con):
-        return sorted(con.execute(f'SELECT run_id, message_key, "group", detail FROM ({sql})').fetchall(),
-                      key=repr)
+        return {name: sorted(con.execute(f'SELECT run_id, message_key, "group", detail '
+                                         f'FROM ({module.CHECKS_BY_NAME[name].sql})').fetchall(), key=repr)
+                for name in names}
 
 
 @dataclass
@@ -225,8 +225,9 @@ def compare(run_dirs: Sequence[Path], base: ModuleType, working: ModuleType, nam
         try:
             _materialize(con)
             done = [damage(con, rng) for _ in range(rng.randint(0, max_damage))]
+            base_rows, working_rows = _verdict_rows(con, base, names), _verdict_rows(con, working, names)
             for name in names:
-                a, b = _verdict_rows(con, base, name), _verdict_rows(con, working, name)
+                a, b = base_rows[name], working_rows[name]
                 verdicts += bool(a)
                 if a != b:
                     diff = Difference(seed, run_dir, name, done, [r for r in a if r not in b],
